@@ -1,0 +1,24 @@
+//! synthgate: an HTTP gateway that runs NeMo DataDesigner-compatible data generation jobs.
+//!
+//! The flow of a job:
+//!
+//! ```text
+//! POST /v1/jobs ─► api::jobs ─► jobs::JobService::submit
+//!                               (parse + validate the DataDesigner config into a generate::Plan,
+//!                                insert the job and its pending records in one transaction)
+//!                                        │ notify
+//!                                        ▼
+//!                  worker::WorkerPool ─ claim a batch of records under a lease (store)
+//!                                        │ per record
+//!                                        ▼
+//!                  generate::Plan::generate ─ samplers, expressions, seed rows (LLM/MCP later)
+//!                                        │ result + traces
+//!                                        ▼
+//!                  worker writer ─ batch completion, fenced by lease owner ─► store
+//!                                        ▼
+//!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id}
+//! ```
+
+pub mod domain;
+pub mod generate;
+pub mod store;

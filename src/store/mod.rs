@@ -1,0 +1,280 @@
+//! The `Store` trait the rest of the code uses for jobs, records and traces, and its two
+//! backends: embedded SQLite (the default) and Postgres.
+//!
+//! The database row is the source of truth for every job and record. Workers claim records
+//! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
+//! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
+
+pub mod postgres;
+pub mod sqlite;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::domain::record::{RecordError, RecordOutcome};
+use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+
+/// Errors from the store. Callers map them to HTTP 500/503 or retry.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database could not be reached or answered with an error.
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    /// Applying migrations failed at start-up.
+    #[error("migration failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value could not be decoded (a bug or a hand-edited row).
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+/// A job to insert, with its `num_records` pending records.
+#[derive(Debug, Clone)]
+pub struct NewJob {
+    /// The new job's id.
+    pub id: JobId,
+    /// Name of the API key that created it; `None` when auth is off.
+    pub owner: Option<String>,
+    /// The DataDesigner config (inner `data_designer` object), as submitted.
+    pub config: Value,
+    /// Records to generate.
+    pub num_records: u32,
+    /// Job seed; a record's sampled values depend only on it and the record index.
+    pub seed: u64,
+    /// Client metadata, returned as given.
+    pub metadata: Option<Value>,
+    /// DataDesigner run config (error-rate shutdown, trace override, ...).
+    pub run_config: Value,
+    /// `Idempotency-Key` header, unique per owner.
+    pub idempotency_key: Option<String>,
+    /// Hash of the request body, to tell a retry from a reuse of the key for another request.
+    pub request_hash: Option<String>,
+}
+
+/// Result of `create_job`.
+#[derive(Debug, Clone)]
+pub enum CreateOutcome {
+    /// The job and its records were inserted.
+    Created(JobRow),
+    /// A job with the same owner and idempotency key already existed; nothing was inserted.
+    Existing(JobRow),
+}
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub id: JobId,
+    pub owner: Option<String>,
+    pub status: JobStatus,
+    pub config: Value,
+    pub num_records: u32,
+    pub seed: u64,
+    pub metadata: Option<Value>,
+    pub run_config: Value,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    /// Set when the job as a whole failed (e.g. `error_rate_exceeded`).
+    pub error: Option<JobError>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When the first record was claimed.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached a terminal status.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+/// Why a job as a whole failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Record counts of a job by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub pending: u64,
+    pub in_progress: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+impl JobCounts {
+    /// All records of the job.
+    pub fn total(&self) -> u64 {
+        self.pending + self.in_progress + self.completed + self.failed + self.cancelled
+    }
+}
+
+/// A stored record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordRow {
+    pub id: RecordId,
+    pub job_id: JobId,
+    /// Position in the job's dataset, from 0.
+    pub index: u32,
+    pub status: RecordStatus,
+    /// Column values (object), set when completed; partial values may be kept on failure.
+    pub values: Option<Value>,
+    /// How many times the record was claimed.
+    pub attempts: u32,
+    pub error: Option<RecordError>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A record handed to a worker by `claim_records`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimedRecord {
+    pub id: RecordId,
+    pub job_id: JobId,
+    pub index: u32,
+    /// Including this claim.
+    pub attempts: u32,
+}
+
+/// The message trace of one LLM column of a record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTrace {
+    pub column: String,
+    /// The ordered message list (JSON array).
+    pub messages: Value,
+}
+
+/// A finished record, written by `complete_records`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordResult {
+    pub id: RecordId,
+    pub outcome: RecordOutcome,
+    /// Replaces any trace stored for the same record and column.
+    pub traces: Vec<NewTrace>,
+}
+
+/// A stored trace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceRow {
+    pub record_id: RecordId,
+    pub column: String,
+    pub messages: Value,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A record that reached a final state, for progress streams.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FinishedRecord {
+    pub id: RecordId,
+    pub index: u32,
+    pub status: RecordStatus,
+    pub error_code: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Persistence for jobs, records and traces. Two implementations: [`sqlite::SqliteStore`] and
+/// [`postgres::PgStore`]; the same test suite runs against both.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Cheap round trip, for readiness.
+    async fn ping(&self) -> Result<(), StoreError>;
+
+    /// The database's clock, so progress streams compare timestamps on one clock.
+    async fn now(&self) -> Result<DateTime<Utc>, StoreError>;
+
+    /// Inserts the job and its `num_records` pending records in one transaction.
+    /// If `(owner, idempotency_key)` already exists, inserts nothing and returns the existing job.
+    async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError>;
+
+    /// A job by id; `owner: Some(k)` restricts to jobs owned by `k`.
+    async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError>;
+
+    /// Jobs, newest first, strictly older than `before` when given.
+    async fn list_jobs(
+        &self,
+        owner: Option<&str>,
+        before: Option<JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRow>, StoreError>;
+
+    /// Record counts by status.
+    async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
+
+    /// The first `limit` failed records of a job, by index.
+    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError>;
+
+    /// Moves a `queued`/`running` job to `cancelling` and its pending records to `cancelled`.
+    /// Returns the job after the change (unchanged if it was already past that point), or `None`
+    /// if it does not exist.
+    async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError>;
+
+    /// Claims up to `limit` records for `owner` with a lease of `lease`: pending records of
+    /// `queued`/`running` jobs, and in-progress records whose lease expired (a dead worker's).
+    /// Oldest job first, then by index. Increments `attempts`; marks the jobs `running`.
+    async fn claim_records(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRecord>, StoreError>;
+
+    /// Extends every lease held by `owner`. Returns how many records it holds.
+    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError>;
+
+    /// Writes finished records and their traces in one transaction, each only if `owner` still
+    /// holds its lease. Returns the ids written (the others were taken over and are ignored).
+    async fn complete_records(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError>;
+
+    /// Gives records back to the queue (`pending`, lease cleared) if `owner` holds them; used on
+    /// shutdown for records that did not finish in time.
+    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError>;
+
+    /// Moves jobs with nothing left to do to their terminal status: `running` → `completed`,
+    /// `cancelling` → `cancelled`. Returns the jobs that changed.
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
+
+    /// Fails a live job (`error_rate_exceeded`, ...): status `failed`, pending records cancelled.
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError>;
+
+    /// A record by id; `owner: Some(k)` restricts to records of jobs owned by `k`.
+    async fn get_record(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+    ) -> Result<Option<RecordRow>, StoreError>;
+
+    /// A job's records by index, strictly after `after_index` when given, optionally one status.
+    async fn list_records(
+        &self,
+        job_id: JobId,
+        after_index: Option<u32>,
+        status: Option<RecordStatus>,
+        limit: u32,
+    ) -> Result<Vec<RecordRow>, StoreError>;
+
+    /// Records of a job that reached a final state at or after `since` (database clock).
+    async fn finished_since(
+        &self,
+        job_id: JobId,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<FinishedRecord>, StoreError>;
+
+    /// Traces of a record, by column name; one column when `column` is given.
+    async fn get_traces(
+        &self,
+        record_id: RecordId,
+        column: Option<&str>,
+    ) -> Result<Vec<TraceRow>, StoreError>;
+
+    /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
+
+    /// Closes the connection pool.
+    async fn close(&self);
+}
