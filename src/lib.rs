@@ -19,6 +19,15 @@
 //!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id}
 //! ```
 
+pub mod api;
+pub mod app;
+pub mod config;
 pub mod domain;
+pub mod error;
 pub mod generate;
+pub mod jobs;
+pub mod shutdown;
+pub mod state;
 pub mod store;
+pub mod telemetry;
+pub mod worker;

@@ -1,1 +1,112 @@
-fn main() {}
+//! The `synthgate` binary: the service (`serve`), its spec (`openapi`), config checks, and a
+//! small client (`submit`, `records`, `healthcheck`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use synthgate::config::Config;
+
+#[derive(Parser)]
+#[command(
+    name = "synthgate",
+    version,
+    about = "LLM data generation gateway (NeMo DataDesigner configs)"
+)]
+struct Cli {
+    /// Server config file (default: config/synthgate.yaml if present, else built-in defaults).
+    #[arg(long, global = true, env = "SYNTHGATE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP service and its worker pool.
+    Serve,
+    /// Print the OpenAPI spec (YAML) to stdout or a file.
+    Openapi {
+        /// Write to this file instead of stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
+    /// Config file commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Validate the config (file + environment) and report every problem with its key.
+    Check,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve => runtime.block_on(serve(cli.config)),
+        Command::Openapi { output } => {
+            let yaml = synthgate::api::openapi::yaml();
+            match output {
+                Some(path) => match std::fs::write(&path, yaml) {
+                    Ok(()) => ExitCode::SUCCESS,
+                    Err(e) => {
+                        eprintln!("error: cannot write {}: {e}", path.display());
+                        ExitCode::FAILURE
+                    }
+                },
+                None => {
+                    print!("{yaml}");
+                    ExitCode::SUCCESS
+                }
+            }
+        }
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => match Config::load(cli.config.as_deref()) {
+            Ok(_) => {
+                println!("config OK");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
+
+async fn serve(path: Option<PathBuf>) -> ExitCode {
+    let config = match Config::load(path.as_deref()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    synthgate::telemetry::init(&config.logging);
+    let running = match synthgate::app::start(config).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "start-up failed");
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    tokio::spawn(synthgate::shutdown::watch_signals(running.shutdown.clone()));
+    running.wait().await;
+    ExitCode::SUCCESS
+}

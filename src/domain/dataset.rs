@@ -45,4 +45,25 @@ impl DatasetConfig {
 
 /// DataDesigner's `RunConfig` fields that synthgate honours, plus its own trace override.
 #[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct RunConfig {}
+pub struct RunConfig {
+    pub disable_early_shutdown: bool,
+    pub shutdown_error_rate: f64,
+    pub shutdown_error_window: u32,
+}
+
+impl RunConfig {
+    pub fn parse(_value: &Value) -> Result<Self, Vec<ConfigIssue>> {
+        Ok(Self {
+            disable_early_shutdown: false,
+            shutdown_error_rate: 0.5,
+            shutdown_error_window: 10,
+        })
+    }
+    pub fn effective_shutdown_error_rate(&self) -> f64 {
+        if self.disable_early_shutdown {
+            1.0
+        } else {
+            self.shutdown_error_rate
+        }
+    }
+}

@@ -278,3 +278,12 @@ pub trait Store: Send + Sync + 'static {
     /// Closes the connection pool.
     async fn close(&self);
 }
+
+/// TEMPORARY STUB until the store implementations land.
+pub async fn open(
+    _database_url: Option<&str>,
+    _default_sqlite_path: &std::path::Path,
+    _max_connections: u32,
+) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    Err(StoreError::Corrupt("store not implemented".into()))
+}

@@ -1,0 +1,309 @@
+//! Request and response bodies of the v1 API, with their OpenAPI schemas.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use crate::domain::record::RecordError;
+use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+use crate::store::{JobCounts, JobError, JobRow, RecordRow};
+
+/// `POST /v1/jobs` as JSON.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJobRequest {
+    /// A DataDesigner config: `{"data_designer": {...}, "library_version": ...}` or the inner object.
+    #[schema(value_type = Object)]
+    pub config: Value,
+    /// Records to generate, from 1 to `limits.max_num_records`.
+    #[schema(value_type = i64, minimum = 1)]
+    pub num_records: serde_json::Number,
+    /// Job seed; a record's sampled values depend only on it and the record index. Random if absent.
+    #[serde(default)]
+    pub seed: Option<u64>,
+    /// Anything; returned as given.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// DataDesigner `RunConfig` (e.g. `shutdown_error_rate`, `disable_early_shutdown`).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub run_config: Option<Value>,
+}
+
+/// Query of `POST /v1/jobs` when the body is a DataDesigner YAML file.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct CreateJobQuery {
+    /// Records to generate (required for a YAML config body).
+    #[param(value_type = Option<i64>, minimum = 1)]
+    pub num_records: Option<String>,
+    /// Job seed.
+    pub seed: Option<u64>,
+}
+
+/// Record counts by status.
+#[derive(Debug, Serialize, Deserialize, ToSchema, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// All records of the job.
+    pub total: u64,
+    /// Waiting to be claimed.
+    pub pending: u64,
+    /// Being generated.
+    pub in_progress: u64,
+    /// Generated.
+    pub completed: u64,
+    /// Failed (kept, with their error).
+    pub failed: u64,
+    /// Never ran (job cancelled or stopped).
+    pub cancelled: u64,
+}
+
+impl From<JobCounts> for Counts {
+    fn from(c: JobCounts) -> Self {
+        Self {
+            total: c.total(),
+            pending: c.pending,
+            in_progress: c.in_progress,
+            completed: c.completed,
+            failed: c.failed,
+            cancelled: c.cancelled,
+        }
+    }
+}
+
+/// Why a job as a whole failed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobErrorResponse {
+    /// Stable code, e.g. `error_rate_exceeded`.
+    pub code: String,
+    /// Readable explanation.
+    pub message: String,
+}
+
+impl From<JobError> for JobErrorResponse {
+    fn from(e: JobError) -> Self {
+        Self {
+            code: e.code,
+            message: e.message,
+        }
+    }
+}
+
+/// A failed record, as summarized on the job.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecordErrorSummary {
+    /// The record.
+    #[schema(value_type = String, format = Uuid)]
+    pub record_id: RecordId,
+    /// Its index in the dataset.
+    pub index: u32,
+    /// The error.
+    pub error: RecordError,
+}
+
+/// A job: status, progress and where it failed.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobResponse {
+    /// Job id (UUIDv7).
+    #[schema(value_type = String, format = Uuid)]
+    pub id: JobId,
+    /// Lifecycle status.
+    pub status: JobStatus,
+    /// Records requested.
+    pub num_records: u32,
+    /// The job seed.
+    pub seed: u64,
+    /// Client metadata, as given.
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Value>,
+    /// Record counts by status.
+    pub counts: Counts,
+    /// Columns of a dataset row, in order (dropped columns excluded).
+    pub columns: Vec<String>,
+    /// Set when the job as a whole failed.
+    pub error: Option<JobErrorResponse>,
+    /// The first failed records (up to 5), by index.
+    pub first_errors: Vec<RecordErrorSummary>,
+    /// When the job was accepted.
+    pub created_at: DateTime<Utc>,
+    /// Last status change.
+    pub updated_at: DateTime<Utc>,
+    /// When the first record was claimed.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached a terminal status.
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl JobResponse {
+    /// Assembles the response from the stored parts.
+    pub fn new(
+        job: JobRow,
+        counts: JobCounts,
+        columns: Vec<String>,
+        errors: Vec<RecordRow>,
+    ) -> Self {
+        Self {
+            id: job.id,
+            status: job.status,
+            num_records: job.num_records,
+            seed: job.seed,
+            metadata: job.metadata,
+            counts: counts.into(),
+            columns,
+            error: job.error.map(Into::into),
+            first_errors: errors
+                .into_iter()
+                .filter_map(|r| {
+                    Some(RecordErrorSummary {
+                        record_id: r.id,
+                        index: r.index,
+                        error: r.error?,
+                    })
+                })
+                .collect(),
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            started_at: job.started_at,
+            finished_at: job.finished_at,
+        }
+    }
+}
+
+/// A page of jobs, newest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobListResponse {
+    /// The jobs.
+    pub jobs: Vec<JobResponse>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// Query of `GET /v1/jobs`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListJobsQuery {
+    /// Page size (default 20, at most `limits.max_page_size`).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// One record.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecordResponse {
+    /// Record id (UUIDv7).
+    #[schema(value_type = String, format = Uuid)]
+    pub id: RecordId,
+    /// Its job.
+    #[schema(value_type = String, format = Uuid)]
+    pub job_id: JobId,
+    /// Position in the dataset, from 0.
+    pub index: u32,
+    /// Lifecycle status.
+    pub status: RecordStatus,
+    /// Column values; on failure, those generated before the error.
+    #[schema(value_type = Option<Object>)]
+    pub values: Option<Value>,
+    /// Why it failed.
+    pub error: Option<RecordError>,
+    /// Times it was claimed (more than 1 after a worker died or a drain requeued it).
+    pub attempts: u32,
+    /// When it was created (with the job).
+    pub created_at: DateTime<Utc>,
+    /// Last change.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<RecordRow> for RecordResponse {
+    fn from(r: RecordRow) -> Self {
+        Self {
+            id: r.id,
+            job_id: r.job_id,
+            index: r.index,
+            status: r.status,
+            values: r.values,
+            error: r.error,
+            attempts: r.attempts,
+            created_at: r.created_at,
+            updated_at: r.updated_at,
+        }
+    }
+}
+
+/// A page of a job's records, by index.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecordListResponse {
+    /// The records.
+    pub records: Vec<RecordResponse>,
+    /// Pass as `cursor` for the next page; absent on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// How `GET /v1/jobs/{id}/records` answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RecordsFormat {
+    /// A JSON page of records with status and errors (default).
+    #[default]
+    Json,
+    /// The whole dataset (completed records' values), one JSON object per line, streamed.
+    Jsonl,
+    /// The whole dataset as CSV with a header row, streamed; nested values are JSON text.
+    Csv,
+}
+
+/// Query of `GET /v1/jobs/{id}/records`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListRecordsQuery {
+    /// `json` (paged), `jsonl` or `csv` (whole dataset, streamed).
+    pub format: Option<RecordsFormat>,
+    /// Page size for `json` (default 100, at most `limits.max_page_size`).
+    pub limit: Option<u32>,
+    /// `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    /// Only records in this status (`json` only; exports hold completed records).
+    pub status: Option<RecordStatus>,
+}
+
+/// Liveness and readiness answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct HealthResponse {
+    /// `ok`, `ready` or `not_ready`.
+    pub status: String,
+    /// Per dependency: `ok` or what is wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub checks: Option<serde_json::Map<String, Value>>,
+}
+
+/// `event: progress` of the job event stream.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ProgressEvent {
+    /// The job.
+    #[schema(value_type = String, format = Uuid)]
+    pub job_id: JobId,
+    /// Its status.
+    pub status: JobStatus,
+    /// Record counts by status.
+    pub counts: Counts,
+}
+
+/// `event: record` of the job event stream: one record reached a final state.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RecordEvent {
+    /// The record.
+    #[schema(value_type = String, format = Uuid)]
+    pub record_id: RecordId,
+    /// Its index.
+    pub index: u32,
+    /// `completed`, `failed` or `cancelled`.
+    pub status: RecordStatus,
+    /// The error code when it failed.
+    pub error_code: Option<String>,
+}

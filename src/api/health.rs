@@ -1,0 +1,72 @@
+//! `/healthz` (the process is up) and `/readyz` (the database answers).
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Map, Value};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::HealthResponse;
+use crate::state::AppState;
+
+/// A readiness probe must answer quickly even when the database hangs.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(healthz))
+        .routes(routes!(readyz))
+}
+
+/// Liveness
+///
+/// `200` while the process serves HTTP. Never checks dependencies, so an orchestrator does not
+/// restart a healthy process because its database is briefly away.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "Up", body = HealthResponse)))]
+pub async fn healthz() -> Json<HealthResponse> {
+    Json(HealthResponse {
+        status: "ok".into(),
+        checks: None,
+    })
+}
+
+/// Readiness
+///
+/// `200` when the database answers within 2 s, else `503` with what failed.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "Ready", body = HealthResponse),
+        (status = 503, description = "Not ready", body = HealthResponse),
+    ))]
+pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
+    let db = match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::warn!(error = %e, "readiness: database check failed");
+            Err("unreachable".to_owned())
+        }
+        Err(_) => Err("timed out".to_owned()),
+    };
+    let mut checks = Map::new();
+    let ready = db.is_ok();
+    checks.insert(
+        "database".into(),
+        Value::String(db.err().unwrap_or_else(|| "ok".into())),
+    );
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(HealthResponse {
+            status: if ready { "ready" } else { "not_ready" }.into(),
+            checks: Some(checks),
+        }),
+    )
+}

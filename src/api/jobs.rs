@@ -1,0 +1,285 @@
+//! Job endpoints: create, list, get, cancel.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use bytes::Bytes;
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::{CreateJobQuery, CreateJobRequest, JobListResponse, JobResponse, ListJobsQuery};
+use super::extract::{self, ApiPath, ApiQuery, BodyFormat};
+use crate::error::{ApiError, ErrorBody};
+use crate::jobs::SubmitRequest;
+use crate::state::AppState;
+use crate::store::JobRow;
+
+/// How many failed records a job response lists.
+const FIRST_ERRORS: u32 = 5;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create_job, list_jobs))
+        .routes(routes!(get_job))
+        .routes(routes!(cancel_job))
+}
+
+/// Submit a generation job
+///
+/// The body is either JSON (`{"config", "num_records", "seed"?, "metadata"?, "run_config"?}`)
+/// or a DataDesigner YAML config file (`Content-Type: application/yaml`) with `?num_records=`.
+/// The config is validated fully before anything is stored. An `Idempotency-Key` header makes
+/// retries safe: the same key and body return the original job with `200`.
+#[utoipa::path(
+    post, path = "/v1/jobs", tag = "jobs",
+    params(
+        CreateJobQuery,
+        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries of this request safe"),
+    ),
+    request_body(content(
+        (CreateJobRequest = "application/json"),
+        (Object = "application/yaml"),
+    )),
+    responses(
+        (status = 202, description = "Accepted; records are queued", body = JobResponse),
+        (status = 200, description = "Same Idempotency-Key and body as an earlier request: that job", body = JobResponse),
+        (status = 400, description = "Malformed JSON or YAML (`invalid_json`, `invalid_yaml`)", body = ErrorBody),
+        (status = 409, description = "Idempotency-Key reused for another request (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Unsupported Content-Type (`unsupported_media_type`)", body = ErrorBody),
+        (status = 422, description = "Invalid request or config; the code names the problem (`num_records_out_of_range`, `unknown_column_type`, `dependency_cycle`, `unknown_reference`, ...) and `details` lists every problem", body = ErrorBody),
+    )
+)]
+pub async fn create_job(
+    State(state): State<AppState>,
+    ApiQuery(query): ApiQuery<CreateJobQuery>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
+    let format = extract::body_format(&headers)?;
+    let value = extract::decode_body(format, &body)?;
+    let idempotency_key = headers
+        .get("idempotency-key")
+        .map(|v| {
+            v.to_str().map(str::to_owned).map_err(|_| {
+                ApiError::InvalidRequest("header 'Idempotency-Key' must be ASCII".into())
+            })
+        })
+        .transpose()?;
+    if idempotency_key
+        .as_ref()
+        .is_some_and(|k| k.is_empty() || k.len() > 255)
+    {
+        return Err(ApiError::InvalidRequest(
+            "header 'Idempotency-Key' must be 1 to 255 characters".into(),
+        ));
+    }
+    let mut req = submit_request(format, value, query)?;
+    req.idempotency_key = idempotency_key;
+    let (job, created) = state.jobs.submit(req).await?;
+    let status = if created {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(render_job(&state, job).await?)))
+}
+
+/// A YAML body is a DataDesigner config file, unless it has the JSON request's shape.
+fn submit_request(
+    format: BodyFormat,
+    value: Value,
+    query: CreateJobQuery,
+) -> Result<SubmitRequest, ApiError> {
+    let wrapped = value.get("config").is_some() && value.get("num_records").is_some();
+    if format == BodyFormat::Json || wrapped {
+        if query.num_records.is_some() || query.seed.is_some() {
+            return Err(ApiError::InvalidRequest(
+                "query parameters 'num_records' and 'seed' are only for YAML config bodies; put them in the JSON body".into(),
+            ));
+        }
+        if !value.is_object() {
+            return Err(ApiError::InvalidJson(
+                "request body must be a JSON object".into(),
+            ));
+        }
+        let body: CreateJobRequest = extract::from_value(value)?;
+        let num_records = integer_num_records(&body.num_records)?;
+        return Ok(SubmitRequest {
+            config: body.config,
+            num_records,
+            seed: body.seed,
+            metadata: body.metadata,
+            run_config: body.run_config,
+            idempotency_key: None,
+            owner: None,
+        });
+    }
+    let raw = query.num_records.ok_or_else(|| {
+        ApiError::InvalidRequest(
+            "query parameter 'num_records' is required when the body is a YAML config".into(),
+        )
+    })?;
+    let num_records = match raw.trim().parse::<i64>() {
+        Ok(n) => n,
+        // An integer beyond i64 is a range problem, not a syntax one.
+        Err(_) if is_integer_literal(raw.trim()) => saturate(raw.trim().starts_with('-')),
+        Err(_) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "query parameter 'num_records' must be an integer, got '{raw}'"
+            )));
+        }
+    };
+    Ok(SubmitRequest {
+        config: value,
+        num_records,
+        seed: query.seed,
+        metadata: None,
+        run_config: None,
+        idempotency_key: None,
+        owner: None,
+    })
+}
+
+/// `num_records` from a JSON number: integers saturate to the i64 range so that huge values
+/// are reported as out of range; fractions are rejected.
+fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
+    if let Some(i) = n.as_i64() {
+        return Ok(i);
+    }
+    if n.as_u64().is_some() {
+        return Ok(i64::MAX);
+    }
+    match n.as_f64() {
+        Some(f) if f.fract() == 0.0 => Ok(saturate(f < 0.0)),
+        _ => Err(ApiError::InvalidRequest(format!(
+            "field 'num_records': must be an integer, got {n}"
+        ))),
+    }
+}
+
+fn is_integer_literal(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+fn saturate(negative: bool) -> i64 {
+    if negative { i64::MIN } else { i64::MAX }
+}
+
+/// List jobs
+///
+/// Newest first, paginated with `cursor`.
+#[utoipa::path(
+    get, path = "/v1/jobs", tag = "jobs",
+    params(ListJobsQuery),
+    responses(
+        (status = 200, description = "A page of jobs", body = JobListResponse),
+        (status = 400, description = "Bad cursor (`invalid_cursor`)", body = ErrorBody),
+        (status = 422, description = "Bad query parameter (`invalid_request`)", body = ErrorBody),
+    )
+)]
+pub async fn list_jobs(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<ListJobsQuery>,
+) -> Result<Json<JobListResponse>, ApiError> {
+    let limit = page_limit(q.limit, 20, state.config.limits.max_page_size)?;
+    let before = match &q.cursor {
+        Some(c) => Some(extract::decode_cursor("job", c)?.parse().map_err(|_| {
+            ApiError::InvalidCursor(format!("'{c}' was not issued by this endpoint"))
+        })?),
+        None => None,
+    };
+    let rows = state.store.list_jobs(None, before, limit + 1).await?;
+    let more = rows.len() > limit as usize;
+    let mut jobs = Vec::with_capacity(rows.len().min(limit as usize));
+    for row in rows.into_iter().take(limit as usize) {
+        jobs.push(render_job(&state, row).await?);
+    }
+    let next_cursor = more
+        .then(|| {
+            jobs.last()
+                .map(|j| extract::encode_cursor("job", &j.id.to_string()))
+        })
+        .flatten();
+    Ok(Json(JobListResponse { jobs, next_cursor }))
+}
+
+/// Get a job
+///
+/// Status, record counts, the first errors and timestamps.
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job", body = JobResponse),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
+    )
+)]
+pub async fn get_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobResponse>, ApiError> {
+    let id = extract::job_id(&id)?;
+    let job = state
+        .store
+        .get_job(id, None)
+        .await?
+        .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+    Ok(Json(render_job(&state, job).await?))
+}
+
+/// Cancel a job
+///
+/// No further record is claimed and pending records become `cancelled`; records in flight
+/// finish. The job is `cancelling` until they have, then `cancelled`.
+#[utoipa::path(
+    post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job after the request", body = JobResponse),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
+        (status = 409, description = "The job already finished (`job_finished`)", body = ErrorBody),
+    )
+)]
+pub async fn cancel_job(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobResponse>, ApiError> {
+    let id = extract::job_id(&id)?;
+    let job = state.jobs.cancel(id, None).await?;
+    Ok(Json(render_job(&state, job).await?))
+}
+
+/// The job response: the row plus counts, first errors and output columns.
+pub(super) async fn render_job(state: &AppState, job: JobRow) -> Result<JobResponse, ApiError> {
+    let counts = state.store.job_counts(job.id).await?;
+    let errors = if counts.failed > 0 {
+        state.store.first_errors(job.id, FIRST_ERRORS).await?
+    } else {
+        Vec::new()
+    };
+    let columns = state
+        .jobs
+        .compiled(&job)
+        .map(|c| c.plan.output_columns().to_vec())
+        .unwrap_or_default();
+    Ok(JobResponse::new(job, counts, columns, errors))
+}
+
+/// Validates `?limit=`.
+pub(super) fn page_limit(limit: Option<u32>, default: u32, max: u32) -> Result<u32, ApiError> {
+    match limit {
+        None => Ok(default.min(max)),
+        Some(0) => Err(ApiError::InvalidRequest(
+            "query parameter 'limit' must be at least 1".into(),
+        )),
+        Some(n) if n > max => Err(ApiError::InvalidRequest(format!(
+            "query parameter 'limit' must be at most {max}"
+        ))),
+        Some(n) => Ok(n),
+    }
+}

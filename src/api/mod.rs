@@ -1,0 +1,128 @@
+//! The HTTP API: `router(state)` merges the resource routers and wraps them in the middleware
+//! stack (request id, trace, timeout, body limit, panic catcher, error envelope).
+
+pub mod dto;
+mod events;
+pub mod extract;
+mod health;
+mod jobs;
+pub mod openapi;
+mod records;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderName, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_swagger_ui::SwaggerUi;
+
+use crate::error::{ApiError, LoggedError};
+use crate::state::AppState;
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Every documented route, with its OpenAPI paths.
+pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .merge(jobs::router())
+        .merge(records::router())
+        .merge(events::router())
+        .merge(health::router())
+}
+
+/// The application router with its middleware.
+pub fn router(state: AppState) -> Router {
+    let (routes, spec) = openapi_router().split_for_parts();
+    let docs = if state.config.server.docs {
+        Router::new().merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
+    } else {
+        let spec = std::sync::Arc::new(spec);
+        Router::new().route(
+            "/openapi.json",
+            axum::routing::get(move || {
+                let spec = spec.clone();
+                async move { axum::Json((*spec).clone()) }
+            }),
+        )
+    };
+    let timeout = Duration::from_secs(state.config.server.request_timeout_sec);
+    let body_limit = state.config.server.max_body_bytes;
+    routes
+        .merge(docs)
+        .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .layer(middleware::from_fn_with_state(timeout, request_timeout))
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(middleware::from_fn_with_state(body_limit, error_envelope))
+        .layer(
+            ServiceBuilder::new()
+                .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
+                    let id = req
+                        .headers()
+                        .get(REQUEST_ID)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default();
+                    tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request.id = %id)
+                }))
+                .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+                .layer(CatchPanicLayer::custom(|_| {
+                    ApiError::Internal("handler panicked".into()).into_response()
+                })),
+        )
+        .with_state(state)
+}
+
+/// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
+/// because they are long by design.
+async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    if records::is_streaming(req.uri().path(), req.uri().query()) {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::Timeout.into_response(),
+    }
+}
+
+/// Logs each error once, inside the request span, and turns any bare error response (from axum
+/// or tower layers) into the standard envelope so clients always get a code.
+async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Next) -> Response {
+    let resp = next.run(req).await;
+    let status = resp.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return resp;
+    }
+    if let Some(logged) = resp.extensions().get::<LoggedError>() {
+        if status.is_server_error() {
+            tracing::error!(error.code = logged.code, error.cause = %logged.cause, "request failed");
+        } else {
+            tracing::info!(error.code = logged.code, error.message = %logged.cause, "request rejected");
+        }
+        return resp;
+    }
+    let err = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge(body_limit),
+        StatusCode::NOT_FOUND => ApiError::NotFound("this path".into()),
+        StatusCode::METHOD_NOT_ALLOWED => ApiError::MethodNotAllowed,
+        StatusCode::REQUEST_TIMEOUT => ApiError::Timeout,
+        s if s.is_server_error() => ApiError::Internal(format!("bare {s} response")),
+        s => ApiError::InvalidRequest(format!("request rejected ({s})")),
+    };
+    let mut new = err.into_response();
+    // Keep the original status: the envelope explains it, it does not change it.
+    *new.status_mut() = status;
+    tracing::info!(
+        status = status.as_u16(),
+        "bare error response wrapped in an envelope"
+    );
+    new
+}

@@ -1,0 +1,300 @@
+//! Record endpoints: a job's records (paged JSON, or the whole dataset streamed as JSONL/CSV)
+//! and one record by id.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::Stream;
+use serde_json::Value;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use super::dto::{ListRecordsQuery, RecordListResponse, RecordResponse, RecordsFormat};
+use super::extract::{self, ApiPath, ApiQuery};
+use super::jobs::page_limit;
+use crate::domain::{JobId, RecordStatus};
+use crate::error::{ApiError, ErrorBody};
+use crate::state::AppState;
+use crate::store::Store;
+
+/// Records fetched per database round trip while streaming an export.
+const EXPORT_CHUNK: u32 = 500;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list_job_records))
+        .routes(routes!(get_record))
+}
+
+/// The streaming routes, kept apart so the request timeout does not cut long downloads.
+pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
+    path.ends_with("/events")
+        || (path.ends_with("/records")
+            && query.is_some_and(|q| q.contains("format=jsonl") || q.contains("format=csv")))
+}
+
+/// List a job's records, or export its dataset
+///
+/// `format=json` (default) returns a page of records with status, values and errors, ordered by
+/// index. `format=jsonl` and `format=csv` stream the whole dataset (the values of completed
+/// records, by index) without buffering it.
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}/records", tag = "records",
+    params(("id" = String, Path, description = "Job id"), ListRecordsQuery),
+    responses(
+        (status = 200, description = "A page of records (json), or the dataset (jsonl, csv)",
+            content(
+                (RecordListResponse = "application/json"),
+                (String = "application/x-ndjson"),
+                (String = "text/csv"),
+            )),
+        (status = 400, description = "Bad id or cursor (`invalid_id`, `invalid_cursor`)", body = ErrorBody),
+        (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
+        (status = 422, description = "Bad query parameter (`invalid_request`)", body = ErrorBody),
+    )
+)]
+pub async fn list_job_records(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ListRecordsQuery>,
+) -> Result<Response, ApiError> {
+    let id = extract::job_id(&id)?;
+    let job = state
+        .store
+        .get_job(id, None)
+        .await?
+        .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+    let format = q.format.unwrap_or_default();
+    if format != RecordsFormat::Json
+        && (q.cursor.is_some() || q.limit.is_some() || q.status.is_some())
+    {
+        return Err(ApiError::InvalidRequest(
+            "'cursor', 'limit' and 'status' apply to format=json only; exports stream every completed record".into(),
+        ));
+    }
+    match format {
+        RecordsFormat::Json => {
+            let limit = page_limit(q.limit, 100, state.config.limits.max_page_size)?;
+            let after = match &q.cursor {
+                Some(c) => Some(extract::decode_cursor("rec", c)?.parse::<u32>().map_err(
+                    |_| ApiError::InvalidCursor(format!("'{c}' was not issued by this endpoint")),
+                )?),
+                None => None,
+            };
+            let mut rows = state
+                .store
+                .list_records(id, after, q.status, limit + 1)
+                .await?;
+            let more = rows.len() > limit as usize;
+            rows.truncate(limit as usize);
+            let next_cursor = more
+                .then(|| {
+                    rows.last()
+                        .map(|r| extract::encode_cursor("rec", &r.index.to_string()))
+                })
+                .flatten();
+            let records = rows.into_iter().map(RecordResponse::from).collect();
+            Ok(Json(RecordListResponse {
+                records,
+                next_cursor,
+            })
+            .into_response())
+        }
+        RecordsFormat::Jsonl => Ok(stream_response(
+            "application/x-ndjson",
+            export(state.store.clone(), id, Vec::new(), ExportKind::Jsonl),
+            &format!("{id}.jsonl"),
+        )),
+        RecordsFormat::Csv => {
+            let columns = state
+                .jobs
+                .compiled(&job)
+                .map(|c| c.plan.output_columns().to_vec())
+                .unwrap_or_default();
+            Ok(stream_response(
+                "text/csv; charset=utf-8",
+                export(state.store.clone(), id, columns, ExportKind::Csv),
+                &format!("{id}.csv"),
+            ))
+        }
+    }
+}
+
+/// Get a record
+///
+/// Its values, status, attempts, and error if it failed.
+#[utoipa::path(
+    get, path = "/v1/records/{id}", tag = "records",
+    params(("id" = String, Path, description = "Record id")),
+    responses(
+        (status = 200, description = "The record", body = RecordResponse),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such record (`record_not_found`)", body = ErrorBody),
+    )
+)]
+pub async fn get_record(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<RecordResponse>, ApiError> {
+    let id = extract::record_id(&id)?;
+    let rec = state
+        .store
+        .get_record(id, None)
+        .await?
+        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))?;
+    Ok(Json(rec.into()))
+}
+
+fn stream_response(
+    content_type: &'static str,
+    body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+    filename: &str,
+) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{filename}\""),
+            ),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+#[derive(Clone, Copy)]
+enum ExportKind {
+    Jsonl,
+    Csv,
+}
+
+struct ExportState {
+    store: Arc<dyn Store>,
+    job: JobId,
+    columns: Vec<String>,
+    kind: ExportKind,
+    after: Option<u32>,
+    header_done: bool,
+    done: bool,
+}
+
+/// Pages through completed records in index order, one chunk per database round trip, so
+/// memory stays flat whatever the dataset size.
+fn export(
+    store: Arc<dyn Store>,
+    job: JobId,
+    columns: Vec<String>,
+    kind: ExportKind,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let st = ExportState {
+        store,
+        job,
+        columns,
+        kind,
+        after: None,
+        header_done: false,
+        done: false,
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        if let (ExportKind::Csv, false) = (st.kind, st.header_done) {
+            st.header_done = true;
+            if let Err(e) = write_csv_row(&mut out, st.columns.iter().map(String::as_str)) {
+                return Some((Err(e), st));
+            }
+        }
+        let rows = match st
+            .store
+            .list_records(
+                st.job,
+                st.after,
+                Some(RecordStatus::Completed),
+                EXPORT_CHUNK,
+            )
+            .await
+        {
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
+                st.done = true;
+                return Some((Err(std::io::Error::other("export interrupted")), st));
+            }
+        };
+        if rows.len() < EXPORT_CHUNK as usize {
+            st.done = true;
+        }
+        st.after = rows.last().map(|r| r.index).or(st.after);
+        for row in rows {
+            let values = row.values.unwrap_or(Value::Null);
+            let res = match st.kind {
+                ExportKind::Jsonl => serde_json::to_writer(&mut out, &values)
+                    .map(|()| out.push(b'\n'))
+                    .map_err(std::io::Error::other),
+                ExportKind::Csv => {
+                    let cells: Vec<String> =
+                        st.columns.iter().map(|c| csv_cell(values.get(c))).collect();
+                    write_csv_row(&mut out, cells.iter().map(String::as_str))
+                }
+            };
+            if let Err(e) = res {
+                st.done = true;
+                return Some((Err(e), st));
+            }
+        }
+        Some((Ok(Bytes::from(out)), st))
+    })
+}
+
+fn write_csv_row<'a>(
+    out: &mut Vec<u8>,
+    cells: impl Iterator<Item = &'a str>,
+) -> Result<(), std::io::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(cells).map_err(std::io::Error::other)?;
+    w.flush()
+}
+
+/// Strings as they are, null and missing as empty, numbers and booleans as text, nested values
+/// as JSON.
+fn csv_cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn csv_cells_and_quoting() {
+        assert_eq!(csv_cell(Some(&json!("a,b"))), "a,b");
+        assert_eq!(csv_cell(Some(&json!({"k": 1}))), "{\"k\":1}");
+        assert_eq!(csv_cell(None), "");
+        let mut out = Vec::new();
+        write_csv_row(&mut out, ["a,b", "say \"hi\"", "x"].into_iter()).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a,b\",\"say \"\"hi\"\"\",x\n"
+        );
+    }
+
+    #[test]
+    fn streaming_routes_are_recognized() {
+        assert!(is_streaming("/v1/jobs/x/events", None));
+        assert!(is_streaming("/v1/jobs/x/records", Some("format=csv")));
+        assert!(!is_streaming("/v1/jobs/x/records", Some("limit=5")));
+    }
+}

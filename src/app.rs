@@ -1,0 +1,136 @@
+//! Composition root: builds the store, job service, worker pool and router; binds; and orders
+//! shutdown (stop accepting → drain requests → drain workers → close the store).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::net::TcpListener;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::generate::PlanContext;
+use crate::jobs::JobService;
+use crate::state::AppState;
+use crate::worker::WorkerPool;
+
+/// A started service.
+pub struct Running {
+    /// The bound address (useful with port 0).
+    pub addr: SocketAddr,
+    /// Cancel to shut down; `wait` returns once everything has stopped.
+    pub shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Running {
+    /// Waits until the server and workers have stopped and the store is closed.
+    pub async fn wait(self) {
+        self.tracker.close();
+        self.tracker.wait().await;
+    }
+}
+
+/// Starts the service from a validated config. Returns once it is listening.
+pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let config = Arc::new(config);
+    let db = &config.database;
+    let store = crate::store::open(db.url(), &db.sqlite_path, db.max_connections)
+        .await
+        .context("opening the database")?;
+    tracing::info!(
+        backend = if db.url().is_some_and(|u| u.starts_with("postgres")) {
+            "postgres"
+        } else {
+            "sqlite"
+        },
+        "database ready"
+    );
+
+    let ctx = PlanContext {
+        model_aliases: config
+            .model_configs
+            .iter()
+            .map(|m| m.alias.clone())
+            .collect(),
+        tool_aliases: config
+            .tool_configs
+            .iter()
+            .map(|t| t.tool_alias.clone())
+            .collect(),
+    };
+    let wake = Arc::new(Notify::new());
+    let jobs = JobService::new(store.clone(), ctx, config.limits.clone(), wake.clone());
+    let owner = config
+        .workers
+        .replica_id
+        .clone()
+        .unwrap_or_else(default_replica_id);
+    let pool = WorkerPool::new(
+        store.clone(),
+        jobs.clone(),
+        config.workers.clone(),
+        owner,
+        wake,
+    );
+
+    let shutdown = CancellationToken::new();
+    let state = AppState {
+        store: store.clone(),
+        jobs,
+        config: config.clone(),
+        shutdown: shutdown.clone(),
+    };
+    let addr = format!("{}:{}", config.server.host, config.server.port);
+    let listener = TcpListener::bind(&addr)
+        .await
+        .with_context(|| format!("binding {addr} (config key `server.host`/`server.port`)"))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, worker.owner = pool.owner(), "listening");
+
+    let drain = Duration::from_secs(config.server.shutdown_timeout_sec);
+    let tracker = TaskTracker::new();
+    let router = crate::api::router(state);
+    let server_token = shutdown.clone();
+    let workers_token = shutdown.clone();
+    let http = tracker.spawn(async move {
+        let serve = axum::serve(listener, router)
+            .with_graceful_shutdown(server_token.clone().cancelled_owned());
+        let deadline = async {
+            server_token.cancelled().await;
+            tokio::time::sleep(drain).await;
+        };
+        tokio::select! {
+            r = serve => if let Err(e) = r { tracing::error!(error = %e, "HTTP server failed") },
+            () = deadline => tracing::warn!("open requests did not finish before the shutdown deadline"),
+        }
+        tracing::info!("HTTP server stopped");
+    });
+    let workers = tracker.spawn(pool.run(workers_token, drain));
+    tracker.spawn(async move {
+        let _ = http.await;
+        let _ = workers.await;
+        store.close().await;
+        tracing::info!("database closed; shutdown complete");
+    });
+    Ok(Running {
+        addr,
+        shutdown,
+        tracker,
+    })
+}
+
+/// Hostname plus a random suffix: unique per process, readable in the records table.
+fn default_replica_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "synthgate".into());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}

@@ -1,0 +1,270 @@
+//! Model providers, MCP providers and inline tools: the parts of the config that hold URLs,
+//! commands and secrets, and therefore never come with a job.
+//!
+//! Both DataDesigner's spelling (`provider_type`, `endpoint`) and LlamaFarm's (`transport`,
+//! `base_url`, `http`) are accepted for MCP providers.
+
+use std::collections::{BTreeMap, HashSet};
+
+use secrecy::SecretString;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use super::Config;
+
+/// An LLM endpoint (DataDesigner's `ModelProvider`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelProviderConfig {
+    /// Name that model configs use in `provider`.
+    pub name: String,
+    /// Base URL, e.g. `https://integrate.api.nvidia.com/v1`.
+    pub endpoint: String,
+    /// Wire protocol.
+    #[serde(default)]
+    pub provider_type: ProviderType,
+    /// An environment variable name, else the literal key (DataDesigner's rule).
+    #[serde(default)]
+    pub api_key: Option<SecretString>,
+    /// Merged into every request body.
+    #[serde(default)]
+    pub extra_body: Option<Map<String, Value>>,
+    /// Extra HTTP headers on every request.
+    #[serde(default)]
+    pub extra_headers: Option<BTreeMap<String, String>>,
+}
+
+/// LLM wire protocol.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderType {
+    /// OpenAI-compatible Chat Completions.
+    #[default]
+    Openai,
+    /// Anthropic Messages API.
+    Anthropic,
+}
+
+/// An MCP server that tool configs route calls to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpProviderConfig {
+    /// Name that tool configs use in `providers`.
+    pub name: String,
+    /// Transport; inferred when absent: `stdio` if `command` is set, else DataDesigner's
+    /// default `sse`.
+    #[serde(default, alias = "transport")]
+    pub provider_type: Option<McpTransport>,
+    /// URL for `sse` and `streamable_http`.
+    #[serde(default, alias = "base_url")]
+    pub endpoint: Option<String>,
+    /// Sent as `Authorization: Bearer`; an env var name first, else the literal key.
+    #[serde(default)]
+    pub api_key: Option<SecretString>,
+    /// Extra HTTP headers (values may use `${env:VAR}`).
+    #[serde(default)]
+    pub headers: BTreeMap<String, SecretString>,
+    /// Program to start for `stdio`.
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Merged over a minimal inherited environment (HOME, LOGNAME, PATH, SHELL, TERM, USER).
+    #[serde(default)]
+    pub env: BTreeMap<String, SecretString>,
+    /// Working directory of the child.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// `shared` (default): one session for everything; `per_job`/`per_record` for stateful servers.
+    #[serde(default)]
+    pub session_scope: SessionScope,
+    /// Concurrent tool calls to this provider; absent = unbounded.
+    #[serde(default)]
+    pub max_concurrent_calls: Option<u32>,
+    /// How long a fetched tool list is trusted (a `list_changed` notice refreshes it sooner).
+    #[serde(default = "default_tools_cache_ttl_sec")]
+    pub tools_cache_ttl_sec: u64,
+}
+
+fn default_tools_cache_ttl_sec() -> u64 {
+    300
+}
+
+impl McpProviderConfig {
+    /// The transport, with the inference rule applied.
+    pub fn transport(&self) -> McpTransport {
+        self.provider_type.unwrap_or(if self.command.is_some() {
+            McpTransport::Stdio
+        } else {
+            McpTransport::Sse
+        })
+    }
+}
+
+/// MCP transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum McpTransport {
+    /// A child process speaking JSON-RPC on stdin/stdout.
+    Stdio,
+    /// The legacy HTTP+SSE transport.
+    Sse,
+    /// Streamable HTTP (LlamaFarm's `http`).
+    #[serde(alias = "http")]
+    StreamableHttp,
+}
+
+/// Who shares an MCP session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionScope {
+    /// One session per provider for every job and worker.
+    #[default]
+    Shared,
+    /// One session per job.
+    PerJob,
+    /// One session per record.
+    PerRecord,
+}
+
+/// A tool executed by the service itself: its arguments are POSTed as JSON to `endpoint`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InlineToolConfig {
+    /// Tool name shown to the model.
+    pub name: String,
+    /// Description shown to the model.
+    #[serde(default)]
+    pub description: String,
+    /// JSON Schema of the arguments.
+    #[serde(default = "empty_object_schema")]
+    pub parameters: Value,
+    /// URL that receives the arguments.
+    pub endpoint: String,
+    /// Extra HTTP headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, SecretString>,
+    /// Per-call timeout.
+    #[serde(default)]
+    pub timeout_sec: Option<f64>,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// Cross-references and per-transport requirements, each problem naming its key.
+pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
+    let mut model_providers = HashSet::new();
+    for (i, p) in cfg.model_providers.iter().enumerate() {
+        let key = format!("model_providers[{i}]");
+        if !model_providers.insert(p.name.as_str()) {
+            out.push(format!(
+                "config key `{key}.name`: duplicate provider name '{}'",
+                p.name
+            ));
+        }
+        if !(p.endpoint.starts_with("http://") || p.endpoint.starts_with("https://")) {
+            out.push(format!(
+                "config key `{key}.endpoint`: must be an http(s) URL"
+            ));
+        }
+    }
+    let mut aliases = HashSet::new();
+    for (i, m) in cfg.model_configs.iter().enumerate() {
+        let key = format!("model_configs[{i}]");
+        if !aliases.insert(m.alias.as_str()) {
+            out.push(format!(
+                "config key `{key}.alias`: duplicate alias '{}'",
+                m.alias
+            ));
+        }
+        if !model_providers.contains(m.provider.as_str()) {
+            out.push(format!(
+                "config key `{key}.provider`: unknown model provider '{}' (defined: {})",
+                m.provider,
+                list(&model_providers)
+            ));
+        }
+        for p in m.problems() {
+            out.push(format!("config key `{key}.{}`: {}", p.field, p.message));
+        }
+    }
+    let mut mcp = HashSet::new();
+    for (i, p) in cfg.mcp_providers.iter().enumerate() {
+        let key = format!("mcp_providers[{i}]");
+        if !mcp.insert(p.name.as_str()) {
+            out.push(format!(
+                "config key `{key}.name`: duplicate MCP provider name '{}'",
+                p.name
+            ));
+        }
+        match p.transport() {
+            McpTransport::Stdio => {
+                if p.command.as_deref().is_none_or(str::is_empty) {
+                    out.push(format!(
+                        "config key `{key}.command`: required for stdio providers"
+                    ));
+                }
+            }
+            McpTransport::Sse | McpTransport::StreamableHttp => match &p.endpoint {
+                Some(e) if e.starts_with("http://") || e.starts_with("https://") => {}
+                Some(_) => out.push(format!(
+                    "config key `{key}.endpoint`: must be an http(s) URL"
+                )),
+                None => out.push(format!(
+                    "config key `{key}.endpoint`: required for sse and streamable_http providers"
+                )),
+            },
+        }
+        if p.max_concurrent_calls == Some(0) {
+            out.push(format!(
+                "config key `{key}.max_concurrent_calls`: must be at least 1"
+            ));
+        }
+    }
+    let inline: HashSet<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
+    let mut tool_aliases = HashSet::new();
+    for (i, t) in cfg.tool_configs.iter().enumerate() {
+        let key = format!("tool_configs[{i}]");
+        if !tool_aliases.insert(t.tool_alias.as_str()) {
+            out.push(format!(
+                "config key `{key}.tool_alias`: duplicate alias '{}'",
+                t.tool_alias
+            ));
+        }
+        for (j, name) in t.providers.iter().enumerate() {
+            if !mcp.contains(name.as_str()) && !inline.contains(name.as_str()) {
+                out.push(format!(
+                    "config key `{key}.providers[{j}]`: unknown MCP provider '{name}' (defined: {})",
+                    list(&mcp)
+                ));
+            }
+        }
+        for p in t.problems() {
+            out.push(format!("config key `{key}.{}`: {}", p.field, p.message));
+        }
+    }
+    for (i, t) in cfg.tools.iter().enumerate() {
+        if !(t.endpoint.starts_with("http://") || t.endpoint.starts_with("https://")) {
+            out.push(format!(
+                "config key `tools[{i}].endpoint`: must be an http(s) URL"
+            ));
+        }
+        if !t.parameters.is_object() {
+            out.push(format!(
+                "config key `tools[{i}].parameters`: must be a JSON Schema object"
+            ));
+        }
+    }
+}
+
+fn list(names: &HashSet<&str>) -> String {
+    if names.is_empty() {
+        return "none".into();
+    }
+    let mut v: Vec<&str> = names.iter().copied().collect();
+    v.sort_unstable();
+    v.join(", ")
+}

@@ -1,0 +1,268 @@
+//! The plain sections of the server config: server, database, workers, limits, auth, logging.
+//! Defaults here are the documented defaults of `config/synthgate.yaml`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde::Deserialize;
+
+/// The HTTP listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to bind; `0.0.0.0` inside containers.
+    pub host: String,
+    /// Port to bind; `0` picks a free one (tests).
+    pub port: u16,
+    /// Deadline for ordinary requests. Streams (events, exports) are exempt.
+    pub request_timeout_sec: u64,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Serve Swagger UI at `/docs`.
+    pub docs: bool,
+    /// On SIGTERM/SIGINT: how long open requests and in-flight records get before the process exits.
+    pub shutdown_timeout_sec: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            request_timeout_sec: 30,
+            max_body_bytes: 10 * 1024 * 1024,
+            docs: true,
+            shutdown_timeout_sec: 30,
+        }
+    }
+}
+
+impl ServerConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if self.request_timeout_sec == 0 {
+            out.push("config key `server.request_timeout_sec`: must be at least 1".into());
+        }
+        if self.max_body_bytes < 1024 {
+            out.push("config key `server.max_body_bytes`: must be at least 1024".into());
+        }
+    }
+}
+
+/// Where data lives. No `url` = an embedded SQLite file at `sqlite_path`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseConfig {
+    /// `postgres://...` for Postgres, `sqlite://path` for another SQLite file. May hold a password,
+    /// so it is a secret and never logged.
+    pub url: Option<SecretString>,
+    /// The embedded SQLite file used when `url` is absent.
+    pub sqlite_path: PathBuf,
+    /// Connection pool size.
+    pub max_connections: u32,
+    /// How long to wait for a pooled connection before failing the operation.
+    pub acquire_timeout_sec: u64,
+}
+
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        Self {
+            url: None,
+            sqlite_path: PathBuf::from("./data/synthgate.db"),
+            max_connections: 10,
+            acquire_timeout_sec: 5,
+        }
+    }
+}
+
+impl DatabaseConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if let Some(url) = &self.url {
+            let u = url.expose_secret();
+            let ok = ["postgres://", "postgresql://", "sqlite:"]
+                .iter()
+                .any(|p| u.starts_with(p));
+            if !ok && !u.is_empty() {
+                out.push(
+                    "config key `database.url`: must start with postgres://, postgresql:// or sqlite:"
+                        .into(),
+                );
+            }
+        }
+        if self.max_connections == 0 {
+            out.push("config key `database.max_connections`: must be at least 1".into());
+        }
+    }
+
+    /// The URL, treating an empty string as absent (so `SYNTHGATE__DATABASE__URL=` falls back).
+    pub fn url(&self) -> Option<&str> {
+        self.url
+            .as_ref()
+            .map(|u| u.expose_secret())
+            .filter(|u| !u.is_empty())
+    }
+}
+
+/// The record worker pool of this replica.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WorkersConfig {
+    /// Records generated concurrently by this replica (the one bound on worker concurrency).
+    pub count: u32,
+    /// Records claimed per database round trip.
+    pub claim_batch_size: u32,
+    /// A claimed record is re-claimable by another replica this long after its last renewal.
+    pub lease_ttl_sec: u64,
+    /// How often to look for work when not woken by a submit on this replica.
+    pub poll_interval_ms: u64,
+    /// Finished records written per transaction.
+    pub write_batch_size: usize,
+    /// Longest a finished record waits before its batch is written.
+    pub write_interval_ms: u64,
+    /// Lease owner name; defaults to hostname plus a random suffix (unique per process).
+    pub replica_id: Option<String>,
+}
+
+impl Default for WorkersConfig {
+    fn default() -> Self {
+        Self {
+            count: 32,
+            claim_batch_size: 32,
+            lease_ttl_sec: 60,
+            poll_interval_ms: 500,
+            write_batch_size: 128,
+            write_interval_ms: 50,
+            replica_id: None,
+        }
+    }
+}
+
+impl WorkersConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if self.count == 0 {
+            out.push("config key `workers.count`: must be at least 1".into());
+        }
+        if self.claim_batch_size == 0 {
+            out.push("config key `workers.claim_batch_size`: must be at least 1".into());
+        }
+        if self.lease_ttl_sec < 2 {
+            out.push("config key `workers.lease_ttl_sec`: must be at least 2".into());
+        }
+        if self.poll_interval_ms == 0 {
+            out.push("config key `workers.poll_interval_ms`: must be at least 1".into());
+        }
+        if self.write_batch_size == 0 {
+            out.push("config key `workers.write_batch_size`: must be at least 1".into());
+        }
+    }
+
+    /// The lease duration.
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_secs(self.lease_ttl_sec)
+    }
+}
+
+/// Bounds on what one request may ask for.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest `num_records` of one job.
+    pub max_num_records: u32,
+    /// Largest `limit` of one page of records or jobs.
+    pub max_page_size: u32,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_num_records: 1_000_000,
+            max_page_size: 1000,
+        }
+    }
+}
+
+impl LimitsConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if self.max_num_records == 0 {
+            out.push("config key `limits.max_num_records`: must be at least 1".into());
+        }
+        if self.max_page_size == 0 {
+            out.push("config key `limits.max_page_size`: must be at least 1".into());
+        }
+    }
+}
+
+/// API keys. Authentication is on when at least one key is configured.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// The accepted keys.
+    pub api_keys: Vec<ApiKeyConfig>,
+}
+
+/// One API key: a name (job owner) and where its value comes from.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiKeyConfig {
+    /// Owner name recorded on the jobs this key creates.
+    pub name: String,
+    /// Environment variable holding the key (preferred: keeps it out of the file).
+    #[serde(default)]
+    pub key_env: Option<String>,
+    /// The key itself (use `${env:VAR}` rather than a literal).
+    #[serde(default)]
+    pub key: Option<SecretString>,
+}
+
+impl AuthConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        let mut names = std::collections::HashSet::new();
+        for (i, k) in self.api_keys.iter().enumerate() {
+            if k.name.trim().is_empty() {
+                out.push(format!(
+                    "config key `auth.api_keys[{i}].name`: must not be empty"
+                ));
+            }
+            if !names.insert(&k.name) {
+                out.push(format!(
+                    "config key `auth.api_keys[{i}].name`: duplicate key name '{}'",
+                    k.name
+                ));
+            }
+            if k.key_env.is_none() == k.key.is_none() {
+                out.push(format!(
+                    "config key `auth.api_keys[{i}]`: set exactly one of `key_env` or `key`"
+                ));
+            }
+        }
+    }
+}
+
+/// Log output.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoggingConfig {
+    /// `pretty` for terminals, `json` for log collectors.
+    pub format: LogFormat,
+    /// An `EnvFilter` directive; `RUST_LOG` wins when set.
+    pub level: String,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Pretty,
+            level: "info".into(),
+        }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Human-readable, one event per line.
+    Pretty,
+    /// One JSON object per line.
+    Json,
+}

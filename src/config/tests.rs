@@ -1,0 +1,114 @@
+use super::*;
+use serde_json::json;
+
+fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+#[test]
+fn defaults_without_file() {
+    let c = Config::from_value(Value::Null, &[]).unwrap();
+    assert_eq!(c.server.port, 8080);
+    assert!(c.database.url().is_none());
+    assert_eq!(c.workers.count, 32);
+}
+
+#[test]
+fn env_overrides_parse_scalars_and_create_sections() {
+    let c = Config::from_value(
+        json!({"server": {"port": 1}}),
+        &env(&[
+            ("SYNTHGATE__SERVER__PORT", "9001"),
+            ("SYNTHGATE__SERVER__DOCS", "false"),
+            ("SYNTHGATE__DATABASE__URL", "postgres://u@h/db"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(c.server.port, 9001);
+    assert!(!c.server.docs);
+    assert_eq!(c.database.url(), Some("postgres://u@h/db"));
+}
+
+#[test]
+fn env_overrides_address_list_items() {
+    let c = Config::from_value(
+        json!({"model_providers": [{"name": "a", "endpoint": "http://x"}]}),
+        &env(&[("SYNTHGATE__MODEL_PROVIDERS__0__ENDPOINT", "https://y/v1")]),
+    )
+    .unwrap();
+    assert_eq!(c.model_providers[0].endpoint, "https://y/v1");
+}
+
+#[test]
+fn substitution_forms() {
+    let lookup = |n: &str| (n == "A").then(|| "1".to_string());
+    assert_eq!(expand("x${A}y", &lookup).unwrap(), "x1y");
+    assert_eq!(expand("${env:A}", &lookup).unwrap(), "1");
+    assert_eq!(expand("${B:-dflt}", &lookup).unwrap(), "dflt");
+    assert_eq!(expand("${B}", &lookup).unwrap_err(), "B");
+}
+
+#[test]
+fn missing_variable_names_the_key() {
+    let err = Config::from_value(json!({"database": {"url": "${NOPE_DB}"}}), &[]).unwrap_err();
+    let msg = err.to_string();
+    assert!(msg.contains("database.url"), "{msg}");
+    assert!(msg.contains("NOPE_DB"), "{msg}");
+}
+
+#[test]
+fn type_error_names_the_key() {
+    let err = Config::from_value(json!({"server": {"port": "eighty"}}), &[]).unwrap_err();
+    assert!(err.to_string().contains("`server.port`"), "{err}");
+    let err = Config::from_value(json!({"server": {"prot": 1}}), &[]).unwrap_err();
+    assert!(err.to_string().contains("prot"), "{err}");
+}
+
+#[test]
+fn every_semantic_problem_is_reported() {
+    let err = Config::from_value(
+        json!({
+            "workers": {"count": 0},
+            "model_configs": [{"alias": "m", "model": "x", "provider": "ghost"}],
+            "mcp_providers": [{"name": "s", "provider_type": "stdio"}],
+            "tool_configs": [{"tool_alias": "t", "providers": ["nope"]}]
+        }),
+        &[],
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    let all = problems.join("\n");
+    for needle in [
+        "workers.count",
+        "model_configs[0].provider",
+        "mcp_providers[0].command",
+        "tool_configs[0].providers[0]",
+    ] {
+        assert!(all.contains(needle), "missing {needle} in:\n{all}");
+    }
+}
+
+#[test]
+fn llamafarm_spelling_is_accepted() {
+    let c = Config::from_value(
+        json!({"mcp_providers": [{"name": "h", "transport": "http", "base_url": "http://127.0.0.1:1/mcp"}]}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.mcp_providers[0].transport(), McpTransport::StreamableHttp);
+    assert_eq!(
+        c.mcp_providers[0].endpoint.as_deref(),
+        Some("http://127.0.0.1:1/mcp")
+    );
+}
+
+#[test]
+fn shipped_config_file_is_valid() {
+    let c = Config::load_with_env(Some(Path::new("config/synthgate.yaml")), &[]).unwrap();
+    assert_eq!(c.server.port, 8080);
+}

@@ -1,0 +1,245 @@
+//! `ApiError`: the one error vocabulary at the HTTP edge, with stable codes.
+//!
+//! `status()` and `code()` are exhaustive matches with no `_` arm, so a new variant does not
+//! compile until someone picks its status and code on purpose. Internal causes are logged once,
+//! by the middleware in `api`, and never reach a response body.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::domain::dataset::ConfigIssue;
+use crate::store::StoreError;
+
+/// Everything a request can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The body is not valid JSON (or not the expected shape).
+    #[error("{0}")]
+    InvalidJson(String),
+    /// The body is not valid YAML.
+    #[error("{0}")]
+    InvalidYaml(String),
+    /// The `Content-Type` is not one the endpoint takes.
+    #[error("{0}")]
+    UnsupportedMediaType(String),
+    /// A request field or parameter is wrong; the message names it.
+    #[error("{0}")]
+    InvalidRequest(String),
+    /// The DataDesigner config has problems; the first one's code is the response code.
+    #[error("{}", .0.first().map(|i| i.message.as_str()).unwrap_or("invalid config"))]
+    InvalidConfig(Vec<ConfigIssue>),
+    /// `num_records` is below 1 or above the configured maximum.
+    #[error("{0}")]
+    NumRecordsOutOfRange(String),
+    /// A pagination cursor that this server did not issue.
+    #[error("invalid cursor: {0}")]
+    InvalidCursor(String),
+    /// A path id that is not a UUID.
+    #[error("{0}")]
+    InvalidId(String),
+    /// No such job (or not visible to this caller).
+    #[error("job {0} not found")]
+    JobNotFound(String),
+    /// No such record (or not visible to this caller).
+    #[error("record {0} not found")]
+    RecordNotFound(String),
+    /// The job already finished, so it cannot be cancelled.
+    #[error("job {id} is already {status}")]
+    JobFinished { id: String, status: &'static str },
+    /// The `Idempotency-Key` was used before for a different request.
+    #[error("Idempotency-Key '{0}' was already used for a different request")]
+    IdempotencyConflict(String),
+    /// The body exceeds `server.max_body_bytes`.
+    #[error("request body exceeds the limit of {0} bytes")]
+    PayloadTooLarge(usize),
+    /// No route matches the path.
+    #[error("no route for {0}")]
+    NotFound(String),
+    /// The route exists but not for this method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// The request did not finish within `server.request_timeout_sec`.
+    #[error("request timed out")]
+    Timeout,
+    /// The database is unreachable; retry later.
+    #[error("service unavailable: the database is unreachable")]
+    Unavailable(#[source] StoreError),
+    /// A bug or an unexpected failure; details are in the log only.
+    #[error("internal error")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The HTTP status, chosen per variant.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::InvalidJson(_) | Self::InvalidYaml(_) => StatusCode::BAD_REQUEST,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::InvalidRequest(_) | Self::InvalidConfig(_) | Self::NumRecordsOutOfRange(_) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
+            Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
+            Self::JobNotFound(_) | Self::RecordNotFound(_) | Self::NotFound(_) => {
+                StatusCode::NOT_FOUND
+            }
+            Self::JobFinished { .. } | Self::IdempotencyConflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            Self::Timeout => StatusCode::REQUEST_TIMEOUT,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable snake_case code clients match on.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidJson(_) => "invalid_json",
+            Self::InvalidYaml(_) => "invalid_yaml",
+            Self::UnsupportedMediaType(_) => "unsupported_media_type",
+            Self::InvalidRequest(_) => "invalid_request",
+            Self::InvalidConfig(issues) => issues.first().map_or("invalid_config", |i| i.code),
+            Self::NumRecordsOutOfRange(_) => "num_records_out_of_range",
+            Self::InvalidCursor(_) => "invalid_cursor",
+            Self::InvalidId(_) => "invalid_id",
+            Self::JobNotFound(_) => "job_not_found",
+            Self::RecordNotFound(_) => "record_not_found",
+            Self::JobFinished { .. } => "job_finished",
+            Self::IdempotencyConflict(_) => "idempotency_key_reused",
+            Self::PayloadTooLarge(_) => "payload_too_large",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed => "method_not_allowed",
+            Self::Timeout => "request_timeout",
+            Self::Unavailable(_) => "service_unavailable",
+            Self::Internal(_) => "internal",
+        }
+    }
+
+    /// The message for the body: the display text, except for 5xx where causes stay in the log.
+    fn public_message(&self) -> String {
+        self.to_string()
+    }
+
+    fn details(&self) -> Option<Vec<ErrorDetail>> {
+        match self {
+            Self::InvalidConfig(issues) => Some(
+                issues
+                    .iter()
+                    .map(|i| ErrorDetail {
+                        code: i.code.to_owned(),
+                        column: i.column.clone(),
+                        field: i.field.clone(),
+                        message: i.message.clone(),
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Db(
+                sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed,
+            ) => Self::Unavailable(e),
+            other => Self::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The error envelope every endpoint returns: `{"error": {...}}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorObject,
+}
+
+/// A stable code and a readable message.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorObject {
+    /// Stable snake_case code, e.g. `job_not_found`, `dependency_cycle`.
+    pub code: String,
+    /// Readable on its own; names the field or column concerned.
+    pub message: String,
+    /// For config errors: every problem found, in column order.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details: Option<Vec<ErrorDetail>>,
+}
+
+/// One problem of an invalid config.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable code of this problem.
+    pub code: String,
+    /// The column, when the problem is in one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    /// The field path inside the column or config.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    /// Readable on its own.
+    pub message: String,
+}
+
+/// Marker put in response extensions so the logging middleware can log the cause once.
+#[derive(Debug, Clone)]
+pub struct LoggedError {
+    /// Stable code.
+    pub code: &'static str,
+    /// The internal cause (may include details that are not shown to clients).
+    pub cause: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = self.status();
+        let cause = match &self {
+            Self::Unavailable(e) => e.to_string(),
+            Self::Internal(c) => c.clone(),
+            other => other.to_string(),
+        };
+        let body = ErrorBody {
+            error: ErrorObject {
+                code: self.code().to_owned(),
+                message: self.public_message(),
+                details: self.details(),
+            },
+        };
+        let mut resp = (status, Json(body)).into_response();
+        resp.extensions_mut().insert(LoggedError {
+            code: self.code(),
+            cause,
+        });
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_detail_never_reaches_the_body() {
+        let e = ApiError::Internal("password=hunter2 in a stack".into());
+        assert_eq!(e.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(e.public_message(), "internal error");
+    }
+
+    #[test]
+    fn config_error_takes_the_first_issue_code() {
+        let e = ApiError::InvalidConfig(vec![ConfigIssue {
+            code: "dependency_cycle",
+            column: Some("a".into()),
+            field: Some("expr".into()),
+            message: "column 'a': cycle a -> b -> a".into(),
+        }]);
+        assert_eq!(e.code(), "dependency_cycle");
+        assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.details().unwrap().len(), 1);
+    }
+}

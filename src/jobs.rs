@@ -1,0 +1,252 @@
+//! The job service: submit, cancel, and the compiled-plan cache. The only code that creates a
+//! job or asks for a status change; workers move records, the store finalizes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::Notify;
+
+use crate::config::LimitsConfig;
+use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig};
+use crate::domain::{JobId, JobStatus};
+use crate::error::ApiError;
+use crate::generate::{Plan, PlanContext};
+use crate::store::{CreateOutcome, JobRow, NewJob, Store};
+
+/// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
+const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
+
+/// A job's config, validated and compiled, shared by the workers generating its records.
+#[derive(Debug)]
+pub struct CompiledJob {
+    /// Columns in dependency order with templates compiled.
+    pub plan: Plan,
+    /// The job's run config (error-rate shutdown, trace override).
+    pub run_config: RunConfig,
+}
+
+/// What a client asks for in `POST /v1/jobs`, after decoding JSON or YAML.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    /// DataDesigner config (wrapped or inner).
+    pub config: Value,
+    /// Requested record count, unchecked.
+    pub num_records: i64,
+    /// Job seed; random when absent.
+    pub seed: Option<u64>,
+    /// Client metadata.
+    pub metadata: Option<Value>,
+    /// DataDesigner run config.
+    pub run_config: Option<Value>,
+    /// `Idempotency-Key` header.
+    pub idempotency_key: Option<String>,
+    /// API key name, when auth is on.
+    pub owner: Option<String>,
+}
+
+/// Submits and cancels jobs, and hands out compiled plans.
+#[derive(Clone)]
+pub struct JobService {
+    store: Arc<dyn Store>,
+    plans: Arc<PlanCache>,
+    ctx: Arc<PlanContext>,
+    limits: LimitsConfig,
+    /// Wakes this replica's workers after a submit, so they need not wait for the next poll.
+    wake: Arc<Notify>,
+}
+
+impl JobService {
+    /// A service over `store`; `ctx` lists the server-defined model and tool aliases.
+    pub fn new(
+        store: Arc<dyn Store>,
+        ctx: PlanContext,
+        limits: LimitsConfig,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Self {
+            store,
+            plans: Arc::new(PlanCache::new(256)),
+            ctx: Arc::new(ctx),
+            limits,
+            wake,
+        }
+    }
+
+    /// Validates fully, then inserts the job and its records. Returns the job and whether it
+    /// was created (`false`: an earlier request with the same idempotency key made it).
+    pub async fn submit(&self, req: SubmitRequest) -> Result<(JobRow, bool), ApiError> {
+        let max = self.limits.max_num_records;
+        if req.num_records < 1 || req.num_records > i64::from(max) {
+            let got = match req.num_records {
+                i64::MAX | i64::MIN => "a number beyond the supported range".to_owned(),
+                n => n.to_string(),
+            };
+            return Err(ApiError::NumRecordsOutOfRange(format!(
+                "num_records must be between 1 and {max}, got {got}"
+            )));
+        }
+        let num_records = req.num_records as u32;
+        let dataset = DatasetConfig::parse(&req.config).map_err(ApiError::InvalidConfig)?;
+        let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
+        let run_config = RunConfig::parse(&run_config_value)
+            .map_err(|issues| ApiError::InvalidConfig(prefix_run_config(issues)))?;
+        let request_hash = request_hash(&req, &dataset.raw);
+        let seed = req
+            .seed
+            .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
+        let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
+
+        let job = NewJob {
+            id: JobId::new(),
+            owner: req.owner.clone(),
+            config: dataset.raw.clone(),
+            num_records,
+            seed,
+            metadata: req.metadata.clone(),
+            run_config: run_config_value,
+            idempotency_key: req.idempotency_key.clone(),
+            request_hash: Some(request_hash.clone()),
+        };
+        match self.store.create_job(&job).await? {
+            CreateOutcome::Created(row) => {
+                self.plans
+                    .insert(row.id, Arc::new(CompiledJob { plan, run_config }));
+                self.wake.notify_waiters();
+                tracing::info!(job.id = %row.id, num_records, "job accepted");
+                Ok((row, true))
+            }
+            CreateOutcome::Existing(row) => {
+                if row.request_hash.as_deref() != Some(request_hash.as_str()) {
+                    return Err(ApiError::IdempotencyConflict(
+                        req.idempotency_key.unwrap_or_default(),
+                    ));
+                }
+                Ok((row, false))
+            }
+        }
+    }
+
+    /// Requests cancellation: no new record of the job is claimed; records in flight finish.
+    pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
+        let job = self
+            .store
+            .get_job(id, owner)
+            .await?
+            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+        if job.status.is_terminal() {
+            return Err(ApiError::JobFinished {
+                id: id.to_string(),
+                status: job.status.as_str(),
+            });
+        }
+        self.store.request_cancel(id).await?;
+        // With nothing in flight the job can be `cancelled` right away.
+        self.store.finalize_jobs(&[id]).await?;
+        let job = self
+            .store
+            .get_job(id, owner)
+            .await?
+            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+        tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
+        Ok(job)
+    }
+
+    /// The compiled plan of a job, compiling it from the stored config on a cache miss.
+    pub fn compiled(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
+        if let Some(c) = self.plans.get(job.id) {
+            return Ok(c);
+        }
+        let dataset = DatasetConfig::parse(&job.config)?;
+        let run_config = RunConfig::parse(&job.run_config)?;
+        let plan = Plan::compile(&dataset, &self.ctx, job.seed)?;
+        let compiled = Arc::new(CompiledJob { plan, run_config });
+        self.plans.insert(job.id, compiled.clone());
+        Ok(compiled)
+    }
+
+    /// The store this service writes to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// Drops a finished job's plan from the cache.
+    pub fn forget(&self, id: JobId) {
+        self.plans.remove(id);
+    }
+
+    /// Whether a job status means workers may still claim its records.
+    pub fn is_claimable(status: JobStatus) -> bool {
+        matches!(status, JobStatus::Queued | JobStatus::Running)
+    }
+}
+
+fn prefix_run_config(issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {
+    issues
+        .into_iter()
+        .map(|mut i| {
+            i.field = Some(match i.field.take() {
+                Some(f) => format!("run_config.{f}"),
+                None => "run_config".to_owned(),
+            });
+            i
+        })
+        .collect()
+}
+
+/// Identifies a request for idempotency: the same config, count, seed, metadata and run config.
+fn request_hash(req: &SubmitRequest, inner_config: &Value) -> String {
+    let canonical = json!({
+        "config": inner_config,
+        "num_records": req.num_records,
+        "seed": req.seed,
+        "metadata": req.metadata,
+        "run_config": req.run_config,
+    });
+    hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+/// Compiled plans by job id. Bounded; the oldest entry goes first. A miss only costs a compile.
+struct PlanCache {
+    cap: usize,
+    inner: Mutex<(HashMap<JobId, Arc<CompiledJob>>, VecDeque<JobId>)>,
+}
+
+impl PlanCache {
+    fn new(cap: usize) -> Self {
+        Self {
+            cap,
+            inner: Mutex::new((HashMap::new(), VecDeque::new())),
+        }
+    }
+
+    fn get(&self, id: JobId) -> Option<Arc<CompiledJob>> {
+        let guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        guard.0.get(&id).cloned()
+    }
+
+    fn insert(&self, id: JobId, plan: Arc<CompiledJob>) {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(id, plan).is_none() {
+            order.push_back(id);
+        }
+        while map.len() > self.cap {
+            match order.pop_front() {
+                Some(old) => {
+                    map.remove(&old);
+                }
+                None => break,
+            }
+        }
+    }
+
+    fn remove(&self, id: JobId) {
+        let mut guard = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let (map, order) = &mut *guard;
+        if map.remove(&id).is_some() {
+            order.retain(|j| *j != id);
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The worker pool of one replica: claims records under a lease, generates them, and hands
+//! results to the batch writer. Several replicas share one queue through the store.
+//!
+//! Concurrency is bounded in one place: a semaphore of `workers.count` permits, one per record
+//! in flight. Claims ask for as many records as there are free permits (up to the batch size),
+//! so a replica never holds leases on records it is not working on.
+
+mod writer;
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::WorkersConfig;
+use crate::domain::RecordId;
+use crate::domain::record::{RecordError, RecordOutcome};
+use crate::jobs::JobService;
+use crate::store::{ClaimedRecord, RecordResult, Store};
+
+pub use writer::Finished;
+
+/// How often an idle replica finalizes live jobs, covering a replica that died between writing
+/// a job's last record and marking the job finished.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Shared by the claim loop, record tasks, the writer and the lease renewer.
+pub(crate) struct Inner {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) jobs: JobService,
+    pub(crate) cfg: WorkersConfig,
+    /// Lease owner name of this replica.
+    pub(crate) owner: String,
+    /// Records claimed by this replica and not yet written.
+    pub(crate) in_flight: Mutex<HashSet<RecordId>>,
+}
+
+impl Inner {
+    pub(crate) fn forget_in_flight(&self, ids: &[RecordId]) {
+        let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        for id in ids {
+            set.remove(id);
+        }
+    }
+}
+
+/// Handle to a running pool; `run` returns when the pool has drained.
+pub struct WorkerPool {
+    inner: Arc<Inner>,
+    wake: Arc<Notify>,
+}
+
+impl WorkerPool {
+    /// A pool for `owner` over `store`. `wake` is notified by local submits.
+    pub fn new(
+        store: Arc<dyn Store>,
+        jobs: JobService,
+        cfg: WorkersConfig,
+        owner: String,
+        wake: Arc<Notify>,
+    ) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                jobs,
+                cfg,
+                owner,
+                in_flight: Mutex::new(HashSet::new()),
+            }),
+            wake,
+        }
+    }
+
+    /// The lease owner name of this replica.
+    pub fn owner(&self) -> &str {
+        &self.inner.owner
+    }
+
+    /// Claims and generates records until `shutdown` fires, then drains: records in flight get
+    /// `drain` to finish, the rest are cut and given back to the queue.
+    pub async fn run(self, shutdown: CancellationToken, drain: Duration) {
+        let inner = self.inner;
+        let cfg = inner.cfg.clone();
+        tracing::info!(worker.owner = %inner.owner, workers = cfg.count, "worker pool started");
+        let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1) * 4);
+        let tasks = TaskTracker::new();
+        let writer = tasks.spawn(writer::run(inner.clone(), rx));
+        let stop_renew = CancellationToken::new();
+        let renewer = tasks.spawn(renew_leases(inner.clone(), stop_renew.clone()));
+        finalize_live_jobs(&inner).await;
+
+        let slots = Arc::new(Semaphore::new(cfg.count as usize));
+        let records = TaskTracker::new();
+        let cut = CancellationToken::new();
+        let mut last_sweep = tokio::time::Instant::now();
+        loop {
+            let first = tokio::select! {
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
+                () = shutdown.cancelled() => break,
+            };
+            let mut permits = vec![first];
+            while permits.len() < cfg.claim_batch_size as usize {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            // Registered before the query, so a submit during the claim cannot be missed.
+            let notified = self.wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match inner
+                .store
+                .claim_records(&inner.owner, permits.len() as u32, cfg.lease_ttl())
+                .await
+            {
+                Ok(claimed) if claimed.is_empty() => {
+                    drop(permits);
+                    if last_sweep.elapsed() >= SWEEP_INTERVAL {
+                        finalize_live_jobs(&inner).await;
+                        last_sweep = tokio::time::Instant::now();
+                    }
+                    tokio::select! {
+                        () = &mut notified => {}
+                        () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
+                        () = shutdown.cancelled() => break,
+                    }
+                }
+                Ok(claimed) => {
+                    tracing::debug!(claimed = claimed.len(), "claimed records");
+                    {
+                        let mut set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+                        set.extend(claimed.iter().map(|r| r.id));
+                    }
+                    for (rec, permit) in claimed.into_iter().zip(permits) {
+                        records.spawn(run_record(
+                            inner.clone(),
+                            rec,
+                            permit,
+                            tx.clone(),
+                            cut.clone(),
+                        ));
+                    }
+                }
+                Err(e) => {
+                    drop(permits);
+                    tracing::warn!(error = %e, "claiming records failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms.max(500))) => {}
+                        () = shutdown.cancelled() => break,
+                    }
+                }
+            }
+        }
+
+        tracing::info!(in_flight = records.len(), "worker pool draining");
+        records.close();
+        if tokio::time::timeout(drain, records.wait()).await.is_err() {
+            tracing::warn!(
+                in_flight = records.len(),
+                "drain deadline passed; cutting records in flight"
+            );
+            cut.cancel();
+            records.wait().await;
+        }
+        drop(tx);
+        let _ = writer.await;
+        let left: Vec<RecordId> = {
+            let set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            set.iter().copied().collect()
+        };
+        if !left.is_empty() {
+            match inner.store.release_records(&inner.owner, &left).await {
+                Ok(n) => tracing::info!(released = n, "unfinished records returned to the queue"),
+                Err(e) => tracing::warn!(error = %e, records = left.len(),
+                    "could not return records to the queue; they are re-claimed when their lease expires"),
+            }
+        }
+        stop_renew.cancel();
+        let _ = renewer.await;
+        tasks.close();
+        tasks.wait().await;
+        tracing::info!("worker pool stopped");
+    }
+}
+
+/// Generates one record and sends the result to the writer. Holds its slot until then.
+async fn run_record(
+    inner: Arc<Inner>,
+    rec: ClaimedRecord,
+    permit: OwnedSemaphorePermit,
+    tx: mpsc::Sender<Finished>,
+    cut: CancellationToken,
+) {
+    let generate = async {
+        let job = match inner.store.get_job(rec.job_id, None).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");
+                return None;
+            }
+        };
+        let outcome = match inner.jobs.compiled(&job) {
+            Ok(compiled) => compiled.plan.generate(u64::from(rec.index)),
+            Err(issues) => RecordOutcome::Failed {
+                values: None,
+                error: RecordError {
+                    code: "invalid_config".into(),
+                    message: issues
+                        .first()
+                        .map(|i| i.message.clone())
+                        .unwrap_or_else(|| "the job config no longer validates".into()),
+                    column: issues.first().and_then(|i| i.column.clone()),
+                    stage: Some("compile".into()),
+                },
+            },
+        };
+        Some(outcome)
+    };
+    let outcome = tokio::select! {
+        o = generate => o,
+        () = cut.cancelled() => None,
+    };
+    if let Some(outcome) = outcome {
+        let finished = Finished {
+            job_id: rec.job_id,
+            result: RecordResult {
+                id: rec.id,
+                outcome,
+                traces: Vec::new(),
+            },
+        };
+        // The writer outlives every record task, so a closed channel means shutdown raced us;
+        // the record stays in flight and is released.
+        let _ = tx.send(finished).await;
+    }
+    drop(permit);
+}
+
+/// Extends this replica's leases every third of the lease time.
+async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
+    let ttl = inner.cfg.lease_ttl();
+    let every = ttl / 3;
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            () = stop.cancelled() => return,
+        }
+        if let Err(e) = inner.store.renew_leases(&inner.owner, ttl).await {
+            tracing::warn!(error = %e, "renewing leases failed");
+        }
+    }
+}
+
+async fn finalize_live_jobs(inner: &Inner) {
+    match inner.store.live_jobs().await {
+        Ok(ids) if !ids.is_empty() => {
+            if let Err(e) = inner.store.finalize_jobs(&ids).await {
+                tracing::warn!(error = %e, "finalizing jobs failed");
+            }
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "listing live jobs failed"),
+    }
+}

@@ -1,0 +1,152 @@
+//! The batch writer: collects finished records and writes them in one transaction per batch,
+//! then finalizes the jobs they belong to and applies the early-shutdown error rate.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::Inner;
+use crate::domain::JobId;
+use crate::domain::record::RecordOutcome;
+use crate::store::{JobError, RecordResult};
+
+/// A generated record on its way to the database.
+#[derive(Debug)]
+pub struct Finished {
+    /// The record's job.
+    pub job_id: JobId,
+    /// Values or error, and traces.
+    pub result: RecordResult,
+}
+
+/// Runs until every sender is dropped and the last batch is written.
+pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
+    let max = inner.cfg.write_batch_size.max(1);
+    let interval = Duration::from_millis(inner.cfg.write_interval_ms);
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        let deadline = tokio::time::Instant::now() + interval;
+        while batch.len() < max {
+            tokio::select! {
+                f = rx.recv() => match f {
+                    Some(f) => batch.push(f),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(deadline) => break,
+            }
+        }
+        write(&inner, batch).await;
+    }
+}
+
+/// Writes one batch, retrying while the database is away for up to one lease time: past that
+/// the leases have expired and another replica re-runs the records, so giving up loses nothing.
+async fn write(inner: &Inner, batch: Vec<Finished>) {
+    let results: Vec<RecordResult> = batch.iter().map(|f| f.result.clone()).collect();
+    let ids: Vec<_> = results.iter().map(|r| r.id).collect();
+    let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match inner.store.complete_records(&inner.owner, &results).await {
+            Ok(written) => {
+                if written.len() < results.len() {
+                    tracing::warn!(
+                        lost = results.len() - written.len(),
+                        "some records were taken over by another worker; their results were discarded"
+                    );
+                }
+                break;
+            }
+            Err(e) if tokio::time::Instant::now() < give_up => {
+                tracing::warn!(error = %e, records = results.len(), "writing records failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, records = results.len(),
+                    "writing records failed past the lease time; they will be re-run");
+                break;
+            }
+        }
+    }
+    inner.forget_in_flight(&ids);
+
+    let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
+    let with_failures: BTreeSet<JobId> = batch
+        .iter()
+        .filter(|f| matches!(f.result.outcome, RecordOutcome::Failed { .. }))
+        .map(|f| f.job_id)
+        .collect();
+    for job in with_failures {
+        check_error_rate(inner, job).await;
+    }
+    let jobs: Vec<JobId> = jobs.into_iter().collect();
+    match inner.store.finalize_jobs(&jobs).await {
+        Ok(done) => {
+            for id in done {
+                tracing::info!(job.id = %id, "job finished");
+                inner.jobs.forget(id);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
+    }
+}
+
+/// DataDesigner's early shutdown: once at least `shutdown_error_window` records of a job have
+/// finished, the job stops if the share of failed ones reaches `shutdown_error_rate`.
+async fn check_error_rate(inner: &Inner, job_id: JobId) {
+    let Ok(Some(job)) = inner.store.get_job(job_id, None).await else {
+        return;
+    };
+    if !matches!(
+        job.status,
+        crate::domain::JobStatus::Running | crate::domain::JobStatus::Queued
+    ) {
+        return;
+    }
+    let Ok(compiled) = inner.jobs.compiled(&job) else {
+        return;
+    };
+    let rc = &compiled.run_config;
+    if rc.disable_early_shutdown {
+        return;
+    }
+    let Ok(counts) = inner.store.job_counts(job_id).await else {
+        return;
+    };
+    let finished = counts.completed + counts.failed;
+    let window = u64::from(rc.shutdown_error_window.max(1));
+    if finished < window {
+        return;
+    }
+    let rate = counts.failed as f64 / finished as f64;
+    if rate >= rc.effective_shutdown_error_rate() {
+        let first = inner
+            .store
+            .first_errors(job_id, 1)
+            .await
+            .ok()
+            .and_then(|v| v.into_iter().next())
+            .and_then(|r| r.error)
+            .map(|e| format!("; first error: [{}] {}", e.code, e.message))
+            .unwrap_or_default();
+        let error = JobError {
+            code: "error_rate_exceeded".into(),
+            message: format!(
+                "stopped early: {} of {} finished records failed, at or above shutdown_error_rate {}{}",
+                counts.failed,
+                finished,
+                rc.effective_shutdown_error_rate(),
+                first
+            ),
+        };
+        match inner.store.fail_job(job_id, &error).await {
+            Ok(()) => {
+                tracing::warn!(job.id = %job_id, failed = counts.failed, finished, "job stopped early: error rate")
+            }
+            Err(e) => tracing::warn!(job.id = %job_id, error = %e, "failing the job failed"),
+        }
+    }
+}
