@@ -1,0 +1,173 @@
+//! `spawn_app`: the only way tests start the gateway. Each app gets a fresh database (a temp
+//! SQLite file or a new Postgres database) and a random port.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use synthgate::app::Running;
+use synthgate::config::Config;
+
+use crate::db::{Backend, TestDb};
+
+/// A running gateway plus a client for it.
+pub struct TestApp {
+    pub addr: std::net::SocketAddr,
+    pub client: reqwest::Client,
+    pub db: TestDb,
+    running: Option<Running>,
+}
+
+/// Test config: fast polling and short leases so recovery paths run in seconds.
+pub fn test_config(db: &TestDb) -> Config {
+    let mut config = Config::default();
+    config.server.port = 0;
+    config.server.shutdown_timeout_sec = 5;
+    config.database.url = Some(db.url().into());
+    config.workers.poll_interval_ms = 50;
+    config.workers.lease_ttl_sec = 3;
+    config.workers.write_interval_ms = 20;
+    config
+}
+
+/// Starts the gateway on `backend` with the default test config.
+pub async fn spawn_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, |_| {}).await
+}
+
+/// Starts the gateway after `tweak` adjusted the test config.
+pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    synthgate::telemetry::init_for_tests();
+    let db = TestDb::new(backend).await;
+    let mut config = test_config(&db);
+    tweak(&mut config);
+    let running = synthgate::app::start(config).await.expect("app starts");
+    TestApp {
+        addr: running.addr,
+        client: reqwest::Client::new(),
+        db,
+        running: Some(running),
+    }
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// POSTs a JSON job; returns status and body.
+    pub async fn create_job(&self, body: &Value) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(self.url("/v1/jobs"))
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        status_json(resp).await
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let resp = self.client.get(self.url(path)).send().await.expect("request");
+        status_json(resp).await
+    }
+
+    pub async fn get_text(&self, path: &str) -> (u16, String) {
+        let resp = self.client.get(self.url(path)).send().await.expect("request");
+        (resp.status().as_u16(), resp.text().await.expect("body"))
+    }
+
+    /// Polls the job until it is terminal; fails loudly after `timeout`.
+    pub async fn wait_for_job(&self, id: &str, timeout: Duration) -> Value {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (status, job) = self.get(&format!("/v1/jobs/{id}")).await;
+            assert_eq!(status, 200, "{job}");
+            let s = job["status"].as_str().unwrap_or_default();
+            if ["completed", "failed", "cancelled"].contains(&s) {
+                return job;
+            }
+            assert!(Instant::now() < deadline, "job {id} not finished in {timeout:?}: {job}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// All records of a job through the paged JSON API.
+    pub async fn all_records(&self, id: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let path = match &cursor {
+                Some(c) => format!("/v1/jobs/{id}/records?limit=1000&cursor={c}"),
+                None => format!("/v1/jobs/{id}/records?limit=1000"),
+            };
+            let (status, page) = self.get(&path).await;
+            assert_eq!(status, 200, "{page}");
+            out.extend(page["records"].as_array().cloned().unwrap_or_default());
+            match page["next_cursor"].as_str() {
+                Some(c) => cursor = Some(c.to_owned()),
+                None => return out,
+            }
+        }
+    }
+
+    /// Shuts the app down, then checks that no record was left `in_progress`.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown.cancel();
+            r.wait().await;
+        }
+        let stuck = self.db.count_in_progress().await;
+        assert_eq!(stuck, 0, "records left in_progress after shutdown");
+        self.db.cleanup().await;
+    }
+}
+
+pub async fn status_json(resp: reqwest::Response) -> (u16, Value) {
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| json!({"raw": text}));
+    (status, body)
+}
+
+/// A config with samplers and expressions only (no LLM), DataDesigner's serialized shape.
+pub fn sampler_config() -> Value {
+    json!({
+        "data_designer": {
+            "columns": [
+                {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+                 "params": {"values": ["math", "history", "art"], "weights": [3, 1, 1]}},
+                {"name": "difficulty", "column_type": "sampler", "sampler_type": "uniform",
+                 "params": {"low": 1, "high": 10, "decimal_places": 1}},
+                {"name": "id", "column_type": "sampler", "sampler_type": "uuid", "params": {}},
+                {"name": "secret", "column_type": "sampler", "sampler_type": "bernoulli",
+                 "params": {"p": 0.5}, "drop": true},
+                {"name": "title", "column_type": "expression",
+                 "expr": "{{ topic | upper }} level {{ difficulty }}"},
+                {"name": "hard", "column_type": "expression", "expr": "{{ difficulty > 5 }}", "dtype": "bool"}
+            ],
+            "model_configs": [],
+            "tool_configs": [],
+            "seed_config": null,
+            "constraints": null, "processors": null, "profilers": null
+        },
+        "library_version": "0.9.7"
+    })
+}
+
+/// Runs an async test body once per backend: `backends!(name, body_fn);` makes
+/// `name::sqlite` and `name::postgres`.
+#[macro_export]
+macro_rules! backends {
+    ($name:ident, $body:path) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn sqlite() {
+                $body($crate::db::Backend::Sqlite).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn postgres() {
+                $body($crate::db::Backend::Postgres).await
+            }
+        }
+    };
+}

@@ -1,0 +1,9 @@
+//! The integration test binary: the real service over HTTP, on SQLite and Postgres.
+
+mod db;
+mod errors;
+mod helpers;
+mod jobs;
+mod openapi;
+mod restart;
+mod store;
