@@ -19,6 +19,7 @@
 //!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id}
 //! ```
 
+pub mod cli;
 pub mod domain;
 pub mod generate;
 pub mod store;
