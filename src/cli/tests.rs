@@ -318,3 +318,69 @@ async fn healthcheck_passes_only_on_2xx() {
     .unwrap();
     assert_eq!(code, ExitCode::FAILURE);
 }
+
+/// The argument structs as `main.rs` will mount them.
+#[derive(Debug, clap::Parser)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    Submit(SubmitArgs),
+    Records(RecordsArgs),
+    Healthcheck(HealthcheckArgs),
+}
+
+#[test]
+fn arguments_parse_as_documented() {
+    use clap::{CommandFactory, Parser};
+    Cli::command().debug_assert();
+
+    let cli = Cli::parse_from([
+        "synthgate",
+        "submit",
+        "cfg.yaml",
+        "-n",
+        "10",
+        "--seed",
+        "3",
+        "--wait",
+        "--url",
+        "http://h:1",
+        "--api-key",
+        "k",
+    ]);
+    let Command::Submit(args) = cli.command else {
+        panic!("not submit")
+    };
+    assert_eq!(args.config, std::path::PathBuf::from("cfg.yaml"));
+    assert_eq!(
+        (args.num_records, args.seed, args.wait),
+        (Some(10), Some(3), true)
+    );
+    assert_eq!(args.server.url, "http://h:1");
+    assert_eq!(args.server.api_key.as_deref(), Some("k"));
+
+    let cli = Cli::parse_from([
+        "synthgate",
+        "records",
+        "job-1",
+        "--format",
+        "csv",
+        "-o",
+        "x.csv",
+    ]);
+    let Command::Records(args) = cli.command else {
+        panic!("not records")
+    };
+    assert_eq!(args.format, RecordsFormat::Csv);
+    assert_eq!(args.output, Some(std::path::PathBuf::from("x.csv")));
+
+    let cli = Cli::parse_from(["synthgate", "healthcheck"]);
+    let Command::Healthcheck(args) = cli.command else {
+        panic!("not healthcheck")
+    };
+    assert_eq!(args.url, "http://127.0.0.1:8080/healthz");
+}
