@@ -13,7 +13,7 @@ use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
-use crate::store::{CreateOutcome, JobRow, NewJob, Store};
+use crate::store::{CreateOutcome, JobRow, NewJob, Store, StoreError};
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
 const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
@@ -25,6 +25,17 @@ pub struct CompiledJob {
     pub plan: Plan,
     /// The job's run config (error-rate shutdown, trace override).
     pub run_config: RunConfig,
+}
+
+/// Result of [`JobService::compiled_by_id`].
+#[derive(Debug)]
+pub enum PlanLookup {
+    /// The compiled job.
+    Ready(Arc<CompiledJob>),
+    /// The stored config no longer validates (e.g. the server config changed since submit).
+    Invalid(Vec<ConfigIssue>),
+    /// No such job.
+    Missing,
 }
 
 /// What a client asks for in `POST /v1/jobs`, after decoding JSON or YAML.
@@ -166,6 +177,21 @@ impl JobService {
         Ok(compiled)
     }
 
+    /// The compiled plan of job `id`, from the cache, or loaded and compiled on a miss.
+    /// Workers call this per record, so the hit path does no I/O.
+    pub async fn compiled_by_id(&self, id: JobId) -> Result<PlanLookup, StoreError> {
+        if let Some(c) = self.plans.get(id) {
+            return Ok(PlanLookup::Ready(c));
+        }
+        let Some(job) = self.store.get_job(id, None).await? else {
+            return Ok(PlanLookup::Missing);
+        };
+        Ok(match self.compiled(&job) {
+            Ok(c) => PlanLookup::Ready(c),
+            Err(issues) => PlanLookup::Invalid(issues),
+        })
+    }
+
     /// The store this service writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -210,8 +236,11 @@ fn request_hash(req: &SubmitRequest, inner_config: &Value) -> String {
 /// Compiled plans by job id. Bounded; the oldest entry goes first. A miss only costs a compile.
 struct PlanCache {
     cap: usize,
-    inner: Mutex<(HashMap<JobId, Arc<CompiledJob>>, VecDeque<JobId>)>,
+    inner: Mutex<CacheInner>,
 }
+
+/// Entries plus their insertion order, for eviction.
+type CacheInner = (HashMap<JobId, Arc<CompiledJob>>, VecDeque<JobId>);
 
 impl PlanCache {
     fn new(cap: usize) -> Self {

@@ -21,6 +21,7 @@
 
 pub mod api;
 pub mod app;
+pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod error;

@@ -31,6 +31,12 @@ enum Command {
         #[arg(short, long)]
         output: Option<PathBuf>,
     },
+    /// Submit a job from a DataDesigner config file; `--wait` shows a progress bar.
+    Submit(synthgate::cli::SubmitArgs),
+    /// Download a job's dataset (JSONL or CSV).
+    Records(synthgate::cli::RecordsArgs),
+    /// Exit 0 when the service answers on its health URL (for container health checks).
+    Healthcheck(synthgate::cli::HealthcheckArgs),
     /// Config file commands.
     Config {
         #[command(subcommand)]
@@ -58,6 +64,15 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Serve => runtime.block_on(serve(cli.config)),
+        Command::Submit(a) => runtime
+            .block_on(synthgate::cli::submit(a))
+            .unwrap_or_else(report),
+        Command::Records(a) => runtime
+            .block_on(synthgate::cli::records(a))
+            .unwrap_or_else(report),
+        Command::Healthcheck(a) => runtime
+            .block_on(synthgate::cli::healthcheck(a))
+            .unwrap_or_else(report),
         Command::Openapi { output } => {
             let yaml = synthgate::api::openapi::yaml();
             match output {
@@ -89,6 +104,11 @@ fn main() -> ExitCode {
     }
 }
 
+fn report(e: anyhow::Error) -> ExitCode {
+    eprintln!("error: {e:#}");
+    ExitCode::from(2)
+}
+
 async fn serve(path: Option<PathBuf>) -> ExitCode {
     let config = match Config::load(path.as_deref()) {
         Ok(c) => c,
@@ -106,7 +126,8 @@ async fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tokio::spawn(synthgate::shutdown::watch_signals(running.shutdown.clone()));
-    running.wait().await;
+    let signals = synthgate::shutdown::watch_signals(running.shutdown.clone());
+    // The signal watcher ends when the token is cancelled, by a signal or by the app itself.
+    tokio::join!(signals, running.wait());
     ExitCode::SUCCESS
 }

@@ -18,7 +18,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::WorkersConfig;
 use crate::domain::RecordId;
 use crate::domain::record::{RecordError, RecordOutcome};
-use crate::jobs::JobService;
+use crate::jobs::{JobService, PlanLookup};
 use crate::store::{ClaimedRecord, RecordResult, Store};
 
 pub use writer::Finished;
@@ -196,17 +196,9 @@ async fn run_record(
     cut: CancellationToken,
 ) {
     let generate = async {
-        let job = match inner.store.get_job(rec.job_id, None).await {
-            Ok(Some(job)) => job,
-            Ok(None) => return None,
-            Err(e) => {
-                tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");
-                return None;
-            }
-        };
-        let outcome = match inner.jobs.compiled(&job) {
-            Ok(compiled) => compiled.plan.generate(u64::from(rec.index)),
-            Err(issues) => RecordOutcome::Failed {
+        let outcome = match inner.jobs.compiled_by_id(rec.job_id).await {
+            Ok(PlanLookup::Ready(compiled)) => compiled.plan.generate(u64::from(rec.index)),
+            Ok(PlanLookup::Invalid(issues)) => RecordOutcome::Failed {
                 values: None,
                 error: RecordError {
                     code: "invalid_config".into(),
@@ -218,6 +210,11 @@ async fn run_record(
                     stage: Some("compile".into()),
                 },
             },
+            Ok(PlanLookup::Missing) => return None,
+            Err(e) => {
+                tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");
+                return None;
+            }
         };
         Some(outcome)
     };

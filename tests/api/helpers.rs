@@ -158,15 +158,15 @@ pub fn sampler_config() -> Value {
 /// `name::sqlite` and `name::postgres`.
 #[macro_export]
 macro_rules! backends {
-    ($name:ident, $body:path) => {
+    ($name:ident, $body:ident) => {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn sqlite() {
-                $body($crate::db::Backend::Sqlite).await
+                super::$body($crate::db::Backend::Sqlite).await
             }
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn postgres() {
-                $body($crate::db::Backend::Postgres).await
+                super::$body($crate::db::Backend::Postgres).await
             }
         }
     };

@@ -1,0 +1,48 @@
+# syntax=docker/dockerfile:1
+# synthgate image: `docker build -t synthgate .` (BuildKit, for the cache mounts below).
+#
+# Base images are pinned by tag; pin them by digest too (`image:tag@sha256:...`) once a release
+# process records digests.
+
+# ---- build ----------------------------------------------------------------------------------------
+FROM rust:1.95-slim-bookworm AS build
+WORKDIR /src
+# The slim image has gcc, which the bundled SQLite and ring need; TLS is rustls, so no OpenSSL.
+COPY . .
+# The registry and target caches survive between builds on the same builder, so a source-only
+# change recompiles only synthgate itself. The binary is copied out of the cached target dir
+# because a cache mount is not part of the image.
+RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
+    --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
+    --mount=type=cache,target=/src/target,sharing=locked \
+    cargo build --release --locked --bin synthgate \
+    && install -D -m 0755 target/release/synthgate /out/synthgate
+
+# ---- runtime --------------------------------------------------------------------------------------
+FROM debian:bookworm-slim AS runtime
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates \
+    && rm -rf /var/lib/apt/lists/*
+RUN groupadd --system --gid 10001 synthgate \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /app --no-create-home \
+        --shell /usr/sbin/nologin synthgate \
+    && mkdir -p /app/config /app/data \
+    && chown synthgate:synthgate /app/data
+WORKDIR /app
+COPY --from=build /out/synthgate /usr/local/bin/synthgate
+COPY config/synthgate.yaml /app/config/synthgate.yaml
+
+# Listen on every interface inside the container; the embedded SQLite database (used when no
+# database URL is configured) lives in the /app/data volume.
+ENV SYNTHGATE_CONFIG=/app/config/synthgate.yaml \
+    SYNTHGATE__SERVER__HOST=0.0.0.0 \
+    SYNTHGATE__SERVER__PORT=8080
+VOLUME ["/app/data"]
+USER synthgate:synthgate
+EXPOSE 8080
+HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
+    CMD ["synthgate", "healthcheck", "--url", "http://127.0.0.1:8080/healthz"]
+# SIGTERM (the default stop signal) starts a graceful drain; give it time with
+# `docker stop --time` / compose's stop_grace_period.
+ENTRYPOINT ["synthgate"]
+CMD ["serve"]

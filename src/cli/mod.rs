@@ -1,0 +1,35 @@
+//! The command-line client: `synthgate submit`, `synthgate records` and `synthgate healthcheck`.
+//!
+//! Each subcommand is a clap `Args` struct plus an async function that returns the process exit
+//! code, for `main.rs` to wire in:
+//!
+//! ```text
+//! Command::Submit(args)      => cli::submit(args).await,
+//! Command::Records(args)     => cli::records(args).await,
+//! Command::Healthcheck(args) => cli::healthcheck(args).await,
+//! ```
+//!
+//! Exit codes: `0` success; `1` the job did not complete (`submit --wait`) or the server is
+//! unhealthy (`healthcheck`); `2` the request failed: an HTTP error (the server's `error.code`
+//! and `error.message` are printed), an unreachable server, an unreadable or unsupported config
+//! file. Failures are printed on stderr; stdout carries only data (the job id, the records).
+//!
+//! Layout: `client` talks HTTP (URLs, bearer key, the error envelope); `events` decodes the
+//! job payloads and Server-Sent Events; `progress` turns counts into a bar and a summary;
+//! `wait` follows a job's event stream; one file per subcommand.
+
+mod client;
+mod events;
+mod healthcheck;
+mod progress;
+mod records;
+mod submit;
+mod wait;
+
+#[cfg(test)]
+mod tests;
+
+pub use client::ServerArgs;
+pub use healthcheck::{HealthcheckArgs, healthcheck};
+pub use records::{RecordsArgs, RecordsFormat, records};
+pub use submit::{SubmitArgs, submit};

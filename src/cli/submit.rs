@@ -1,0 +1,189 @@
+//! `synthgate submit CONFIG`: sends a DataDesigner config as a new job, prints its id, and
+//! with `--wait` follows it to the end with a progress bar.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use reqwest::{Method, header};
+use serde_json::json;
+
+use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
+use super::events::JobView;
+use super::{progress, wait};
+
+/// Arguments of `synthgate submit`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SubmitArgs {
+    /// DataDesigner config: `.yaml`/`.yml` (sent as is) or `.json` (wrapped in a job request).
+    pub config: PathBuf,
+    /// Number of records to generate.
+    #[arg(short = 'n', long = "num-records", value_name = "N")]
+    pub num_records: Option<u64>,
+    /// Seed for the job's samplers; the same seed reproduces the same sampled values.
+    #[arg(long, value_name = "S")]
+    pub seed: Option<u64>,
+    /// Follow the job with a progress bar until it finishes; exit 0 only if it completed.
+    #[arg(long)]
+    pub wait: bool,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+/// Submits the job. Prints the job id alone on stdout, everything else on stderr.
+///
+/// Exit code: 0 once accepted (with `--wait`: once it completed), 1 when a waited-for job ends
+/// `failed` or `cancelled`, 2 when the request fails or the config file cannot be used.
+pub async fn submit(args: SubmitArgs) -> anyhow::Result<ExitCode> {
+    Ok(run(args).await.unwrap_or_else(|e| report(&e)))
+}
+
+async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
+    let contents = tokio::fs::read(&args.config)
+        .await
+        .map_err(|e| RequestError::Local(format!("cannot read {}: {e}", args.config.display())))?;
+    let request = build_job_request(&args.config, contents, args.num_records, args.seed)?;
+    let api = Api::new(&args.server)?;
+
+    let http = api
+        .request(Method::POST, &["v1", "jobs"])
+        .query(&request.query)
+        .header(header::CONTENT_TYPE, request.content_type)
+        .header(header::ACCEPT, "application/json")
+        .body(request.body)
+        .timeout(REQUEST_TIMEOUT);
+    let job: JobView = api.send(http).await?.json().await?;
+
+    // Only the id goes to stdout, so `id=$(synthgate submit ...)` works.
+    println!("{}", job.id);
+    eprintln!(
+        "submitted job {} ({} records, {})",
+        job.id,
+        job.num_records.unwrap_or(job.counts.total),
+        job.status
+    );
+    if !args.wait {
+        return Ok(ExitCode::SUCCESS);
+    }
+
+    let started = Instant::now();
+    let done = wait::wait_for_job(&api, &job).await?;
+    eprintln!("{}", progress::summary_line(&done, started.elapsed()));
+    for error in done.first_errors.iter().take(5) {
+        eprintln!("  - {error}");
+    }
+    Ok(ExitCode::from(progress::exit_code(&done)))
+}
+
+/// The body, content type and query string of `POST /v1/jobs` for one config file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct JobRequest {
+    pub content_type: &'static str,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Vec<u8>,
+}
+
+/// YAML is posted as is, with the record count and seed in the query string; JSON is wrapped
+/// as `{"config": ..., "num_records": N, "seed": S}`. Other extensions are refused.
+pub(crate) fn build_job_request(
+    path: &Path,
+    contents: Vec<u8>,
+    num_records: Option<u64>,
+    seed: Option<u64>,
+) -> Result<JobRequest, RequestError> {
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match extension.as_deref() {
+        Some("yaml" | "yml") => {
+            let mut query = Vec::new();
+            if let Some(n) = num_records {
+                query.push(("num_records", n.to_string()));
+            }
+            if let Some(s) = seed {
+                query.push(("seed", s.to_string()));
+            }
+            Ok(JobRequest {
+                content_type: "application/yaml",
+                query,
+                body: contents,
+            })
+        }
+        Some("json") => {
+            let config: serde_json::Value = serde_json::from_slice(&contents).map_err(|e| {
+                RequestError::Local(format!("{} is not valid JSON: {e}", path.display()))
+            })?;
+            let mut body = json!({ "config": config });
+            if let Some(n) = num_records {
+                body["num_records"] = json!(n);
+            }
+            if let Some(s) = seed {
+                body["seed"] = json!(s);
+            }
+            Ok(JobRequest {
+                content_type: "application/json",
+                query: Vec::new(),
+                body: serde_json::to_vec(&body).expect("a JSON value always serializes"),
+            })
+        }
+        _ => Err(RequestError::Local(format!(
+            "{}: unsupported file type; use .yaml, .yml or .json",
+            path.display()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &[u8] = b"data_designer:\n  columns: []\n";
+
+    #[test]
+    fn yaml_is_sent_as_is_with_query_parameters() {
+        let req =
+            build_job_request(Path::new("cfg.yaml"), YAML.to_vec(), Some(100), Some(7)).unwrap();
+        assert_eq!(req.content_type, "application/yaml");
+        assert_eq!(req.body, YAML);
+        assert_eq!(
+            req.query,
+            vec![("num_records", "100".to_owned()), ("seed", "7".to_owned())]
+        );
+        let req =
+            build_job_request(Path::new("dir/CFG.YML"), YAML.to_vec(), Some(5), None).unwrap();
+        assert_eq!(req.query, vec![("num_records", "5".to_owned())]);
+    }
+
+    #[test]
+    fn json_is_wrapped_in_a_job_request() {
+        let file = br#"{"data_designer": {"columns": []}, "library_version": "0.9.7"}"#;
+        let req =
+            build_job_request(Path::new("cfg.json"), file.to_vec(), Some(10), Some(3)).unwrap();
+        assert_eq!(req.content_type, "application/json");
+        assert!(req.query.is_empty());
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "config": {"data_designer": {"columns": []}, "library_version": "0.9.7"},
+                "num_records": 10,
+                "seed": 3,
+            })
+        );
+        let req = build_job_request(Path::new("cfg.json"), b"{}".to_vec(), Some(1), None).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(body, json!({"config": {}, "num_records": 1}));
+    }
+
+    #[test]
+    fn bad_files_are_refused_locally() {
+        let err =
+            build_job_request(Path::new("cfg.json"), b"{oops".to_vec(), Some(1), None).unwrap_err();
+        assert!(err.to_string().contains("not valid JSON"), "{err}");
+        for name in ["cfg.toml", "cfg"] {
+            let err = build_job_request(Path::new(name), YAML.to_vec(), None, None).unwrap_err();
+            assert!(err.to_string().contains("unsupported file type"), "{err}");
+        }
+    }
+}
