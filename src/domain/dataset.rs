@@ -79,3 +79,6 @@ impl DatasetConfig {
         parse::parse_dataset_config(value)
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;
