@@ -1,18 +1,48 @@
 //! The DataDesigner dataset config as synthgate accepts it: columns, model and tool configs,
 //! seed rows, and the job's run config.
 //!
-//! INTERFACE STUB: the full parser replaces this file; the signatures below are the contract.
+//! Parsing mirrors DataDesigner 0.9.7 (`data_designer.config`): the same field names and
+//! defaults, and unknown keys are rejected (`extra="forbid"`). Parsing only checks *shape*
+//! (types, required and unknown fields); whether synthgate can run the config (references,
+//! cycles, aliases, sampler ranges, unsupported features) is decided by
+//! [`crate::generate::Plan::compile`]. Both report [`ConfigIssue`]s with stable codes listed in
+//! [`ISSUE_CODES`].
+
+mod columns;
+mod issues;
+mod llm_column;
+mod parse;
+mod run_config;
+mod sampler_params;
+mod seed;
 
 use serde_json::Value;
 
 use super::models::{ModelConfig, ToolConfig};
 
+pub use columns::{
+    ColumnConfig, ColumnKind, ExprDtype, ExpressionColumn, KNOWN_COLUMN_TYPES,
+    REASONING_CONTENT_POSTFIX, SamplerColumn, SkipConfig, TRACE_POSTFIX,
+};
+pub use issues::{ISSUE_CODES, codes};
+pub use llm_column::{
+    CODE_LANGS, LlmColumn, LlmKind, MediaDataType, Modality, MultiModalContext, Score, TraceType,
+};
+pub use run_config::{JinjaRenderingEngine, RequestAdmissionTuning, RunConfig};
+pub use sampler_params::{
+    BernoulliParams, BinomialParams, CategoryParams, DatetimeParams, GaussianParams, PoissonParams,
+    SamplerParams, SamplerType, Scalar, SubcategoryParams, TimedeltaParams, UniformParams,
+    UuidParams,
+};
+pub use seed::{SamplingStrategy, SeedConfig, SeedSource, SelectionStrategy};
+
 /// One problem found in a submitted config, with a stable code and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigIssue {
-    /// Stable snake_case code (`unknown_column_type`, `dependency_cycle`, ...).
+    /// Stable snake_case code (`unknown_column_type`, `dependency_cycle`, ...); see
+    /// [`ISSUE_CODES`].
     pub code: &'static str,
-    /// The column the problem is in, when it is in one.
+    /// The column the problem is in, when it is in one (by name).
     pub column: Option<String>,
     /// Dotted path of the field inside the column or config, e.g. `params.low`.
     pub field: Option<String>,
@@ -29,41 +59,26 @@ pub struct DatasetConfig {
     pub tool_configs: Vec<ToolConfig>,
     /// The inner object, normalized, as stored with the job.
     pub raw: Value,
+    /// The columns, in config order.
+    pub columns: Vec<ColumnConfig>,
+    /// Where seed rows come from, if any.
+    pub seed_config: Option<SeedConfig>,
+    /// DataDesigner `constraints`, kept as given; synthgate rejects non-empty ones at compile.
+    pub constraints: Option<Value>,
+    /// DataDesigner `processors`, kept as given; synthgate rejects non-empty ones at compile.
+    pub processors: Option<Value>,
+    /// DataDesigner `profilers`, kept as given; synthgate rejects non-empty ones at compile.
+    pub profilers: Option<Value>,
 }
 
 impl DatasetConfig {
     /// Accepts `{"data_designer": {...}, "library_version": ...}` or the inner object.
+    ///
+    /// Returns every shape problem found, in column order.
     pub fn parse(value: &Value) -> Result<Self, Vec<ConfigIssue>> {
-        let inner = value.get("data_designer").unwrap_or(value).clone();
-        Ok(Self {
-            model_configs: Vec::new(),
-            tool_configs: Vec::new(),
-            raw: inner,
-        })
+        parse::parse_dataset_config(value)
     }
 }
 
-/// DataDesigner's `RunConfig` fields that synthgate honours, plus its own trace override.
-#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
-pub struct RunConfig {
-    pub disable_early_shutdown: bool,
-    pub shutdown_error_rate: f64,
-    pub shutdown_error_window: u32,
-}
-
-impl RunConfig {
-    pub fn parse(_value: &Value) -> Result<Self, Vec<ConfigIssue>> {
-        Ok(Self {
-            disable_early_shutdown: false,
-            shutdown_error_rate: 0.5,
-            shutdown_error_window: 10,
-        })
-    }
-    pub fn effective_shutdown_error_rate(&self) -> f64 {
-        if self.disable_early_shutdown {
-            1.0
-        } else {
-            self.shutdown_error_rate
-        }
-    }
-}
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,11 +1,64 @@
 //! Generating one record: the column DAG, samplers, Jinja rendering and (later) LLM columns.
 //!
-//! INTERFACE STUB: the full implementation replaces this file; the signatures are the contract.
+//! [`Plan::compile`] validates a parsed [`DatasetConfig`] completely (issue codes in
+//! [`crate::domain::dataset::ISSUE_CODES`]) and compiles it once per job: templates parsed
+//! into one minijinja environment, sampler parameters checked, columns in dependency order.
+//! [`Plan::generate`] then produces record `index` without I/O; it is deterministic in
+//! (job seed, record index) and shared by worker tasks through an `Arc`.
+//!
+//! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
+//! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
+//! `samplers`, `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! casts), `datetime`, `rng` (the seeding scheme).
+
+mod columns;
+mod compile;
+mod convert;
+mod dag;
+mod datetime;
+mod rng;
+mod samplers;
+mod seed;
+mod template;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::record::{RecordError, RecordOutcome};
+use columns::{RecordState, Step, StepEnv};
+
+pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
+
+/// Record error codes [`Plan::generate`] can fail a record with, with their stage and meaning.
+pub const RECORD_ERROR_CODES: &[(&str, &str, &str)] = &[
+    (
+        columns::errors::TEMPLATE_ERROR,
+        "render",
+        "a template (expr or sampler condition) failed to render: undefined value, type error, fuel or size limit",
+    ),
+    (
+        columns::errors::TYPE_CONVERSION,
+        "convert",
+        "a value could not be converted to the column's dtype or convert_to",
+    ),
+    (
+        columns::errors::SAMPLER_ERROR,
+        "sample",
+        "a sampler could not draw a value (e.g. a timedelta reference that is not a datetime)",
+    ),
+    (
+        columns::errors::NOT_IMPLEMENTED,
+        "llm",
+        "LLM columns are validated but not generated in this version",
+    ),
+];
 
 /// Names defined outside the job config that columns may reference.
 #[derive(Debug, Clone, Default)]
@@ -19,37 +72,81 @@ pub struct PlanContext {
 /// A validated, compiled job config: columns in dependency order, templates parsed.
 #[derive(Debug)]
 pub struct Plan {
+    /// The job seed every random stream is keyed by.
+    seed: u64,
+    /// Dataset row columns, in order.
     output_columns: Vec<String>,
+    /// Record slot of each output column.
+    output_slots: Vec<usize>,
+    /// Column and side-column name → record slot (the template context's keys).
+    names: Arc<HashMap<String, usize>>,
+    /// Slot → whether some template reads it.
+    ctx_slots: Vec<bool>,
+    /// Columns in dependency order.
+    steps: Vec<Step>,
+    /// Every template of the job, compiled once.
+    templates: template::Templates,
+    /// Selected inline seed rows, if the job has a seed config.
+    seed_rows: Option<seed::SeedRows>,
 }
 
 impl Plan {
     /// Validates `config` fully and compiles it for a job with `seed`.
+    ///
+    /// Returns every issue found: global ones (features, model/tool configs, seed config)
+    /// first, then per column in config order, then dependency cycles.
     pub fn compile(
-        _config: &DatasetConfig,
-        _ctx: &PlanContext,
-        _seed: u64,
+        config: &DatasetConfig,
+        ctx: &PlanContext,
+        seed: u64,
     ) -> Result<Self, Vec<ConfigIssue>> {
-        Ok(Self {
-            output_columns: Vec::new(),
-        })
+        compile::compile(config, ctx, seed)
     }
 
-    /// Columns of a dataset row, in order (dropped columns excluded).
+    /// Columns of a dataset row, in order: config order (seed fields first when they are not
+    /// listed), dropped columns excluded, `{name}__reasoning_content` right after an LLM column
+    /// that extracts reasoning. Traces are stored apart and are not row columns.
     pub fn output_columns(&self) -> &[String] {
         &self.output_columns
     }
 
     /// Generates record `index`. Deterministic in (seed, index).
+    ///
+    /// A failed record keeps the output values generated before the failing column.
     pub fn generate(&self, index: u64) -> RecordOutcome {
-        let _ = (index, Map::<String, Value>::new());
-        RecordOutcome::Failed {
-            values: None,
-            error: RecordError {
-                code: "not_implemented".into(),
-                message: "generation is not implemented yet".into(),
-                column: None,
-                stage: None,
-            },
+        let mut rec = RecordState::new(&self.names, &self.ctx_slots);
+        let env = StepEnv {
+            templates: &self.templates,
+            seed: self.seed,
+            index,
+            seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+        };
+        for step in &self.steps {
+            if let Err(e) = step.run(&env, &mut rec) {
+                return RecordOutcome::Failed {
+                    values: Some(self.row(&rec)),
+                    error: RecordError {
+                        code: e.code.to_owned(),
+                        message: format!("column '{}': {}", step.name, e.message),
+                        column: Some(step.name.clone()),
+                        stage: Some(e.stage.to_owned()),
+                    },
+                };
+            }
         }
+        RecordOutcome::Completed {
+            values: self.row(&rec),
+        }
+    }
+
+    /// The output columns generated so far, as a row object.
+    fn row(&self, rec: &RecordState<'_>) -> Value {
+        let mut row = Map::with_capacity(self.output_columns.len());
+        for (name, &slot) in self.output_columns.iter().zip(&self.output_slots) {
+            if rec.set[slot] {
+                row.insert(name.clone(), rec.values[slot].clone());
+            }
+        }
+        Value::Object(row)
     }
 }

@@ -1,0 +1,242 @@
+//! The stable issue codes a config can be rejected with, and how issue messages are worded.
+//!
+//! The codes are part of the public API (the HTTP layer returns them and its docs copy
+//! [`ISSUE_CODES`]); never rename one.
+
+use super::ConfigIssue;
+
+/// Issue codes as constants, so call sites cannot misspell them.
+pub mod codes {
+    /// Type, shape, missing or unknown field.
+    pub const INVALID_CONFIG: &str = "invalid_config";
+    /// The config defines no columns at all.
+    pub const NO_COLUMNS: &str = "no_columns";
+    /// Two columns (or a column and another's side column) share a name.
+    pub const DUPLICATE_COLUMN: &str = "duplicate_column";
+    /// `column_type` is not a DataDesigner column type.
+    pub const UNKNOWN_COLUMN_TYPE: &str = "unknown_column_type";
+    /// A DataDesigner column type synthgate does not serve.
+    pub const UNSUPPORTED_COLUMN_TYPE: &str = "unsupported_column_type";
+    /// A Jinja template or expression does not parse, or is unusable.
+    pub const INVALID_TEMPLATE: &str = "invalid_template";
+    /// A template, skip, sampler condition or sampler parameter names a missing column.
+    pub const UNKNOWN_REFERENCE: &str = "unknown_reference";
+    /// Columns depend on each other in a loop.
+    pub const DEPENDENCY_CYCLE: &str = "dependency_cycle";
+    /// Sampler parameters are out of range or inconsistent.
+    pub const INVALID_SAMPLER_PARAMS: &str = "invalid_sampler_params";
+    /// A DataDesigner sampler type synthgate does not serve yet.
+    pub const UNSUPPORTED_SAMPLER_TYPE: &str = "unsupported_sampler_type";
+    /// An LLM column's `model_alias` is defined neither in the job nor on the server.
+    pub const UNKNOWN_MODEL_ALIAS: &str = "unknown_model_alias";
+    /// An LLM column's `tool_alias` is defined neither in the job nor on the server.
+    pub const UNKNOWN_TOOL_ALIAS: &str = "unknown_tool_alias";
+    /// A job model config is malformed, out of range or a duplicate alias.
+    pub const INVALID_MODEL_CONFIG: &str = "invalid_model_config";
+    /// A job tool config is malformed, out of range or a duplicate alias.
+    pub const INVALID_TOOL_CONFIG: &str = "invalid_tool_config";
+    /// `seed_config` or a `seed-dataset` column is inconsistent with the seed rows.
+    pub const INVALID_SEED_CONFIG: &str = "invalid_seed_config";
+    /// A seed source other than inline rows.
+    pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
+    /// `skip.when` refers to the column it gates.
+    pub const SELF_REFERENCE: &str = "self_reference";
+    /// Non-empty `constraints`, `processors` or `profilers`.
+    pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
+    /// A run config field has the wrong type, is out of range or unknown.
+    pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
+}
+
+/// Every issue code with a one-line description, for API documentation.
+pub const ISSUE_CODES: &[(&str, &str)] = &[
+    (
+        codes::INVALID_CONFIG,
+        "a field has the wrong type or shape, is missing, or is unknown",
+    ),
+    (codes::NO_COLUMNS, "the config defines no columns"),
+    (
+        codes::DUPLICATE_COLUMN,
+        "two columns, or a column and another column's side column, share a name",
+    ),
+    (
+        codes::UNKNOWN_COLUMN_TYPE,
+        "`column_type` is not a DataDesigner column type",
+    ),
+    (
+        codes::UNSUPPORTED_COLUMN_TYPE,
+        "a DataDesigner column type synthgate does not serve (validation, embedding, image, custom)",
+    ),
+    (
+        codes::INVALID_TEMPLATE,
+        "a Jinja template or expression does not parse or references nothing where it must",
+    ),
+    (
+        codes::UNKNOWN_REFERENCE,
+        "a template, skip.when, sampler condition or sampler parameter names a missing column",
+    ),
+    (
+        codes::DEPENDENCY_CYCLE,
+        "columns depend on each other in a loop",
+    ),
+    (
+        codes::INVALID_SAMPLER_PARAMS,
+        "sampler parameters are out of range or inconsistent",
+    ),
+    (
+        codes::UNSUPPORTED_SAMPLER_TYPE,
+        "a DataDesigner sampler type not served yet (person, person_from_faker, scipy, bernoulli_mixture)",
+    ),
+    (
+        codes::UNKNOWN_MODEL_ALIAS,
+        "an LLM column's model_alias is defined neither in the job nor on the server",
+    ),
+    (
+        codes::UNKNOWN_TOOL_ALIAS,
+        "an LLM column's tool_alias is defined neither in the job nor on the server",
+    ),
+    (
+        codes::INVALID_MODEL_CONFIG,
+        "a job model config is malformed, out of range, or repeats an alias",
+    ),
+    (
+        codes::INVALID_TOOL_CONFIG,
+        "a job tool config is malformed, out of range, or repeats an alias",
+    ),
+    (
+        codes::INVALID_SEED_CONFIG,
+        "seed_config or a seed-dataset column does not fit the seed rows",
+    ),
+    (
+        codes::UNSUPPORTED_SEED_SOURCE,
+        "a seed source other than inline rows (seed_type: inline)",
+    ),
+    (
+        codes::SELF_REFERENCE,
+        "skip.when refers to the column it gates",
+    ),
+    (
+        codes::UNSUPPORTED_FEATURE,
+        "non-empty constraints, processors or profilers",
+    ),
+    (
+        codes::INVALID_RUN_CONFIG,
+        "a run config field has the wrong type, is out of range, or is unknown",
+    ),
+];
+
+impl ConfigIssue {
+    /// Builds an issue whose message starts with where it is: `column 'x': field 'y': ...`.
+    pub fn new(
+        code: &'static str,
+        column: Option<&str>,
+        field: Option<&str>,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        let message = match (column, field) {
+            (Some(c), Some(f)) => format!("column '{c}': field '{f}': {detail}"),
+            (Some(c), None) => format!("column '{c}': {detail}"),
+            (None, Some(f)) => format!("field '{f}': {detail}"),
+            (None, None) => detail.to_string(),
+        };
+        Self {
+            code,
+            column: column.map(str::to_owned),
+            field: field.map(str::to_owned),
+            message,
+        }
+    }
+
+    /// An issue inside column `column` at `field` (`None` for the column as a whole).
+    pub fn in_column(
+        code: &'static str,
+        column: &str,
+        field: Option<&str>,
+        detail: impl std::fmt::Display,
+    ) -> Self {
+        Self::new(code, Some(column), field, detail)
+    }
+
+    /// An issue outside any column, at `field`.
+    pub fn at_field(code: &'static str, field: &str, detail: impl std::fmt::Display) -> Self {
+        Self::new(code, None, Some(field), detail)
+    }
+}
+
+/// Extracts `x` from serde's "missing field `x`" so the issue can name the field.
+pub(crate) fn missing_field_name(message: &str) -> Option<&str> {
+    let rest = message.strip_prefix("missing field `")?;
+    rest.split('`').next()
+}
+
+/// Joins a parent path and a child segment the way serde_path_to_error prints paths.
+pub(crate) fn join_path(parent: &str, child: &str) -> String {
+    match (parent.is_empty(), child.is_empty() || child == ".") {
+        (true, _) => child.to_owned(),
+        (false, true) => parent.to_owned(),
+        (false, false) if child.starts_with('[') => format!("{parent}{child}"),
+        (false, false) => format!("{parent}.{child}"),
+    }
+}
+
+/// Deserializes `value` into `T`, returning the failing field path (relative to `value`,
+/// empty for the value itself) and serde's message.
+pub(crate) fn deserialize_at<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(value).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.inner().to_string();
+        let path = if path == "." { String::new() } else { path };
+        // serde reports a missing field at its parent; point at the field itself.
+        let path = match missing_field_name(&message) {
+            Some(name) => join_path(&path, name),
+            None => path,
+        };
+        (path, message)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_names_column_and_field() {
+        let i = ConfigIssue::in_column(codes::INVALID_CONFIG, "price", Some("params.low"), "bad");
+        assert_eq!(i.message, "column 'price': field 'params.low': bad");
+        assert_eq!(i.column.as_deref(), Some("price"));
+        let i = ConfigIssue::at_field(codes::INVALID_SEED_CONFIG, "seed_config", "x");
+        assert_eq!(i.message, "field 'seed_config': x");
+        assert!(i.column.is_none());
+    }
+
+    #[test]
+    fn every_code_is_listed_once() {
+        let mut seen = std::collections::HashSet::new();
+        for (code, desc) in ISSUE_CODES {
+            assert!(seen.insert(*code), "{code} listed twice");
+            assert!(!desc.is_empty());
+        }
+        assert_eq!(seen.len(), 19);
+    }
+
+    #[test]
+    fn missing_field_path_points_at_the_field() {
+        #[derive(serde::Deserialize, Debug)]
+        #[expect(dead_code, reason = "only deserialization is under test")]
+        struct Inner {
+            low: f64,
+        }
+        #[derive(serde::Deserialize, Debug)]
+        #[expect(dead_code, reason = "only deserialization is under test")]
+        struct Outer {
+            params: Inner,
+        }
+        let err = deserialize_at::<Outer>(&serde_json::json!({"params": {}})).unwrap_err();
+        assert_eq!(err.0, "params.low");
+        let err =
+            deserialize_at::<Outer>(&serde_json::json!({"params": {"low": "a"}})).unwrap_err();
+        assert_eq!(err.0, "params.low");
+        assert_eq!(err.1, "invalid type: string \"a\", expected f64");
+    }
+}

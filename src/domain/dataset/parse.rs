@@ -1,0 +1,152 @@
+//! The top level of a DataDesigner config: the optional `{data_designer, library_version}`
+//! wrapper, then `columns`, `model_configs`, `tool_configs`, `seed_config`, `constraints`,
+//! `processors` and `profilers`.
+
+use serde_json::Value;
+
+use super::columns::parse_column;
+use super::issues::{codes, deserialize_at, join_path};
+use super::sampler_params::json_kind;
+use super::seed::parse_seed_config;
+use super::{ConfigIssue, DatasetConfig};
+use crate::domain::models::{ModelConfig, ToolConfig};
+
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "columns",
+    "model_configs",
+    "tool_configs",
+    "seed_config",
+    "constraints",
+    "processors",
+    "profilers",
+];
+
+const WRAPPER_KEYS: &[&str] = &["data_designer", "library_version"];
+
+/// See [`DatasetConfig::parse`].
+pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<ConfigIssue>> {
+    let mut issues = Vec::new();
+    let inner = match value.get("data_designer") {
+        Some(inner) => {
+            for key in value.as_object().into_iter().flat_map(|o| o.keys()) {
+                if !WRAPPER_KEYS.contains(&key.as_str()) {
+                    issues.push(unknown_key(key, WRAPPER_KEYS));
+                }
+            }
+            if let Some(v) = value.get("library_version")
+                && !(v.is_string() || v.is_null())
+            {
+                let msg = format!("invalid type: {}, expected a string", json_kind(v));
+                issues.push(ConfigIssue::at_field(
+                    codes::INVALID_CONFIG,
+                    "library_version",
+                    msg,
+                ));
+            }
+            inner
+        }
+        None => value,
+    };
+    let Value::Object(obj) = inner else {
+        let msg = format!(
+            "invalid type: {}, expected a config object",
+            json_kind(inner)
+        );
+        issues.push(ConfigIssue::new(codes::INVALID_CONFIG, None, None, msg));
+        return Err(issues);
+    };
+    for key in obj.keys() {
+        if !TOP_LEVEL_KEYS.contains(&key.as_str()) {
+            issues.push(unknown_key(key, TOP_LEVEL_KEYS));
+        }
+    }
+
+    let model_configs = parse_list::<ModelConfig>(
+        obj.get("model_configs"),
+        "model_configs",
+        codes::INVALID_MODEL_CONFIG,
+        &mut issues,
+    );
+    let tool_configs = parse_list::<ToolConfig>(
+        obj.get("tool_configs"),
+        "tool_configs",
+        codes::INVALID_TOOL_CONFIG,
+        &mut issues,
+    );
+    let seed_config = match obj.get("seed_config") {
+        None | Some(Value::Null) => None,
+        Some(v) => parse_seed_config(v, &mut issues),
+    };
+
+    let mut columns = Vec::new();
+    match obj.get("columns") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                if let Some(column) = parse_column(i, item, &mut issues) {
+                    columns.push(column);
+                }
+            }
+        }
+        Some(other) => {
+            let msg = format!(
+                "invalid type: {}, expected a list of columns",
+                json_kind(other)
+            );
+            issues.push(ConfigIssue::at_field(codes::INVALID_CONFIG, "columns", msg));
+        }
+    }
+
+    if !issues.is_empty() {
+        return Err(issues);
+    }
+    let optional = |key: &str| obj.get(key).filter(|v| !v.is_null()).cloned();
+    Ok(DatasetConfig {
+        model_configs,
+        tool_configs,
+        raw: inner.clone(),
+        columns,
+        seed_config,
+        constraints: optional("constraints"),
+        processors: optional("processors"),
+        profilers: optional("profilers"),
+    })
+}
+
+fn unknown_key(key: &str, expected: &[&str]) -> ConfigIssue {
+    let expected: Vec<String> = expected.iter().map(|k| format!("`{k}`")).collect();
+    let msg = format!(
+        "unknown field `{key}`, expected one of {}",
+        expected.join(", ")
+    );
+    ConfigIssue::at_field(codes::INVALID_CONFIG, key, msg)
+}
+
+/// Parses a list of model or tool configs, one issue per bad entry.
+fn parse_list<T: serde::de::DeserializeOwned>(
+    value: Option<&Value>,
+    key: &str,
+    code: &'static str,
+    issues: &mut Vec<ConfigIssue>,
+) -> Vec<T> {
+    let items = match value {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            let msg = format!("invalid type: {}, expected a list", json_kind(other));
+            issues.push(ConfigIssue::at_field(code, key, msg));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        match deserialize_at::<T>(item) {
+            Ok(t) => out.push(t),
+            Err((path, msg)) => {
+                let field = join_path(&format!("{key}[{i}]"), &path);
+                issues.push(ConfigIssue::at_field(code, &field, msg));
+            }
+        }
+    }
+    out
+}

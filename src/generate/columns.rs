@@ -1,0 +1,230 @@
+//! The compiled steps of a plan and how one record runs through them: skip decisions, then
+//! the column's own work (seed value, sampler draw, expression render, or LLM placeholder).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use super::convert::cast_expression;
+use super::rng::column_rng;
+use super::samplers::{Convert, Dist, Sampled};
+use super::template::{
+    RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
+};
+use crate::domain::dataset::ExprDtype;
+
+/// Record error codes and the stages they occur in.
+pub(crate) mod errors {
+    /// A template failed to render (stage `render`).
+    pub const TEMPLATE_ERROR: &str = "template_error";
+    /// A value could not be converted to the column's type (stage `convert`).
+    pub const TYPE_CONVERSION: &str = "type_conversion";
+    /// A sampler could not draw a value (stage `sample`).
+    pub const SAMPLER_ERROR: &str = "sampler_error";
+    /// LLM generation is not implemented yet (stage `llm`).
+    pub const NOT_IMPLEMENTED: &str = "not_implemented";
+}
+
+/// One column's work, in dependency order.
+#[derive(Debug)]
+pub(crate) struct Step {
+    pub(crate) name: String,
+    pub(crate) slot: usize,
+    /// Side columns (`__reasoning_content`, `__trace`) the column fills.
+    pub(crate) side_slots: Vec<usize>,
+    /// FNV-1a 128 of the name: the column's random stream.
+    pub(crate) rng_key: u128,
+    pub(crate) skip: Option<SkipStep>,
+    pub(crate) propagate_skip: bool,
+    /// Slots of the columns whose skip propagates here (the column's data dependencies).
+    pub(crate) required: Vec<usize>,
+    pub(crate) kind: StepKind,
+}
+
+/// A compiled `skip` config.
+#[derive(Debug)]
+pub(crate) struct SkipStep {
+    pub(crate) template: String,
+    pub(crate) value: Value,
+}
+
+/// The type-specific work of a step.
+#[derive(Debug)]
+pub(crate) enum StepKind {
+    Seed {
+        field: String,
+    },
+    Sampler {
+        base: Dist,
+        conditional: Vec<(String, Dist)>,
+        convert: Convert,
+    },
+    Expression {
+        template: String,
+        dtype: ExprDtype,
+    },
+    Llm {
+        column_type: &'static str,
+    },
+}
+
+/// Why a step failed: a record error code, the stage, and a message.
+#[derive(Debug)]
+pub(crate) struct StepError {
+    pub(crate) code: &'static str,
+    pub(crate) stage: &'static str,
+    pub(crate) message: String,
+}
+
+impl StepError {
+    fn new(code: &'static str, stage: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            stage,
+            message: message.into(),
+        }
+    }
+}
+
+/// The values of one record while it is generated.
+pub(crate) struct RecordState<'p> {
+    names: &'p Arc<HashMap<String, usize>>,
+    /// Slots some template reads; only those get a template value.
+    ctx_slots: &'p [bool],
+    pub(crate) values: Vec<Value>,
+    pub(crate) set: Vec<bool>,
+    ctx: Vec<Option<minijinja::Value>>,
+    raw: Vec<Option<Sampled>>,
+    skipped: Vec<bool>,
+}
+
+impl<'p> RecordState<'p> {
+    pub(crate) fn new(names: &'p Arc<HashMap<String, usize>>, ctx_slots: &'p [bool]) -> Self {
+        let n = ctx_slots.len();
+        Self {
+            names,
+            ctx_slots,
+            values: vec![Value::Null; n],
+            set: vec![false; n],
+            ctx: vec![None; n],
+            raw: vec![None; n],
+            skipped: vec![false; n],
+        }
+    }
+
+    fn put(&mut self, slot: usize, value: Value) {
+        if self.ctx_slots[slot] {
+            self.ctx[slot] = Some(template_value(&value));
+        }
+        self.values[slot] = value;
+        self.set[slot] = true;
+    }
+
+    fn context(&self) -> minijinja::Value {
+        RecordContext {
+            names: Arc::clone(self.names),
+            values: self.ctx.clone(),
+        }
+        .into_value()
+    }
+}
+
+/// What a step needs from the plan besides the record.
+pub(crate) struct StepEnv<'p> {
+    pub(crate) templates: &'p Templates,
+    pub(crate) seed: u64,
+    pub(crate) index: u64,
+    pub(crate) seed_row: Option<&'p Map<String, Value>>,
+}
+
+impl Step {
+    /// Runs the step for one record, writing its value (and side values) into `rec`.
+    pub(crate) fn run(
+        &self,
+        env: &StepEnv<'_>,
+        rec: &mut RecordState<'_>,
+    ) -> Result<(), StepError> {
+        // DataDesigner checks propagation first (cheaper), then the expression gate.
+        let propagated = self.propagate_skip && self.required.iter().any(|&s| rec.skipped[s]);
+        let mut ctx = None;
+        let skipped = propagated
+            || self.skip.as_ref().is_some_and(|skip| {
+                let c = rec.context();
+                // A gate that fails to render skips the cell, as DataDesigner does (fail-safe:
+                // never spend an LLM call on a record whose filter status is unknown).
+                let skip = env
+                    .templates
+                    .render(&skip.template, &c)
+                    .map_or(true, |text| rendered_truthy(&text));
+                ctx = Some(c);
+                skip
+            });
+        if skipped {
+            let value = self.skip.as_ref().map_or(Value::Null, |s| s.value.clone());
+            rec.put(self.slot, value);
+            rec.skipped[self.slot] = true;
+            for &side in &self.side_slots {
+                rec.put(side, Value::Null);
+            }
+            return Ok(());
+        }
+        match &self.kind {
+            StepKind::Seed { field } => {
+                let value = env
+                    .seed_row
+                    .and_then(|row| row.get(field))
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                rec.put(self.slot, value);
+            }
+            StepKind::Sampler {
+                base,
+                conditional,
+                convert,
+            } => {
+                let mut dist = base;
+                if !conditional.is_empty() {
+                    let c = rec.context();
+                    for (template, d) in conditional {
+                        let text = env.templates.render(template, &c).map_err(|e| {
+                            StepError::new(
+                                errors::TEMPLATE_ERROR,
+                                "render",
+                                format!("condition: {e}"),
+                            )
+                        })?;
+                        if rendered_condition(&text) {
+                            dist = d;
+                            break;
+                        }
+                    }
+                }
+                let mut rng = column_rng(env.seed, env.index, self.rng_key);
+                let sampled = dist
+                    .sample(&mut rng, |s| rec.raw[s].clone(), |s| rec.values[s].clone())
+                    .map_err(|e| StepError::new(errors::SAMPLER_ERROR, "sample", e))?;
+                let value = convert
+                    .apply(&sampled)
+                    .map_err(|e| StepError::new(errors::TYPE_CONVERSION, "convert", e))?;
+                rec.raw[self.slot] = Some(sampled);
+                rec.put(self.slot, value);
+            }
+            StepKind::Expression { template, dtype } => {
+                let c = ctx.unwrap_or_else(|| rec.context());
+                let text = env
+                    .templates
+                    .render(template, &c)
+                    .map_err(|e| StepError::new(errors::TEMPLATE_ERROR, "render", e))?;
+                let value = cast_expression(&text, *dtype)
+                    .map_err(|e| StepError::new(errors::TYPE_CONVERSION, "convert", e))?;
+                rec.put(self.slot, value);
+            }
+            StepKind::Llm { column_type } => {
+                let msg = format!("{column_type} generation is not implemented in this version");
+                return Err(StepError::new(errors::NOT_IMPLEMENTED, "llm", msg));
+            }
+        }
+        Ok(())
+    }
+}

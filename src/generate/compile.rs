@@ -1,0 +1,533 @@
+//! Turning a parsed [`DatasetConfig`] into a [`Plan`]: every validation that needs the whole
+//! config (names, references, templates, aliases, sampler params, the dependency graph), then
+//! the steps in dependency order.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::columns::{SkipStep, Step, StepKind};
+use super::dag::{close_names, topological_order};
+use super::rng::name_hash;
+use super::samplers::{SamplerIssues, compile_convert, compile_dist, param_references};
+use super::template::Templates;
+use super::validate::{self, Aliases};
+use super::{Plan, PlanContext, seed};
+use crate::domain::dataset::{
+    ColumnConfig, ColumnKind, ConfigIssue, DatasetConfig, KNOWN_COLUMN_TYPES, LlmColumn,
+    REASONING_CONTENT_POSTFIX, SamplerColumn, SamplerType, TRACE_POSTFIX, TraceType, codes,
+};
+
+/// Names, slots and templates shared while compiling the columns.
+struct Compiler<'c> {
+    columns: Vec<&'c ColumnConfig>,
+    /// Name (column or side column) → slot, first definition wins.
+    slots: HashMap<String, usize>,
+    /// Slot → index of the column that produces it.
+    producer: Vec<usize>,
+    /// Column index → its value slot.
+    column_slot: Vec<usize>,
+    /// Column indices whose name is defined more than once.
+    duplicated: Vec<bool>,
+    templates: Templates,
+    /// Slots read by some template.
+    ctx_slots: Vec<bool>,
+    issues: Vec<ConfigIssue>,
+}
+
+/// What compiling one column yields besides issues.
+#[derive(Default)]
+struct ColumnParts {
+    deps: Vec<usize>,
+    required: Vec<usize>,
+    kind: Option<StepKind>,
+    skip: Option<SkipStep>,
+}
+
+pub(crate) fn compile(
+    config: &DatasetConfig,
+    ctx: &PlanContext,
+    seed: u64,
+) -> Result<Plan, Vec<ConfigIssue>> {
+    let mut issues = Vec::new();
+    validate::features(config, &mut issues);
+    validate::model_and_tool_configs(config, &mut issues);
+    let seed_rows = config
+        .seed_config
+        .as_ref()
+        .and_then(|sc| seed::compile(sc, seed, &mut issues));
+
+    // Without listed seed-dataset columns, every seed field becomes a column (first).
+    let listed_seed = config
+        .columns
+        .iter()
+        .any(|c| matches!(c.kind, ColumnKind::SeedDataset));
+    let implicit: Vec<ColumnConfig> = match (&seed_rows, listed_seed) {
+        (Some(rows), false) => rows
+            .keys()
+            .into_iter()
+            .map(|name| ColumnConfig {
+                name,
+                drop: false,
+                skip: None,
+                propagate_skip: true,
+                kind: ColumnKind::SeedDataset,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let columns: Vec<&ColumnConfig> = implicit.iter().chain(&config.columns).collect();
+    if columns.is_empty() {
+        issues.push(ConfigIssue::new(
+            codes::NO_COLUMNS,
+            None,
+            None,
+            "the config defines no columns",
+        ));
+        return Err(issues);
+    }
+
+    let mut c = Compiler::new(columns, issues);
+    let aliases = Aliases::new(config, ctx);
+    let by_name: HashMap<&str, &ColumnConfig> = c
+        .columns
+        .iter()
+        .rev()
+        .map(|col| (col.name.as_str(), *col))
+        .collect();
+    let mut parts = Vec::with_capacity(c.columns.len());
+    for ci in 0..c.columns.len() {
+        let col = c.columns[ci];
+        let mut p = ColumnParts::default();
+        if let Some(skip) = &col.skip {
+            p.skip = c.skip(ci, &skip.when, &skip.value, &mut p.deps);
+        }
+        p.kind = match &col.kind {
+            ColumnKind::SeedDataset => c.seed_column(col, config, seed_rows.as_ref()),
+            ColumnKind::Sampler(s) => c.sampler(ci, s, &by_name, &mut p),
+            ColumnKind::Expression(e) => {
+                let template = c.template(ci, "expr", &e.expr, &mut p, true);
+                template.map(|template| StepKind::Expression {
+                    template,
+                    dtype: e.dtype,
+                })
+            }
+            ColumnKind::Llm(l) => c.llm(ci, l, &aliases, &mut p),
+            ColumnKind::Unsupported { column_type } => {
+                let msg = format!(
+                    "column_type '{column_type}' is not supported by synthgate; supported types: {}",
+                    KNOWN_COLUMN_TYPES.join(", ")
+                );
+                c.issue(codes::UNSUPPORTED_COLUMN_TYPE, ci, Some("column_type"), msg);
+                None
+            }
+        };
+        parts.push(p);
+    }
+
+    // Seed columns come first; the rest keep config order where the graph allows.
+    let n = c.columns.len();
+    let deps: Vec<Vec<usize>> = parts.iter().map(|p| p.deps.clone()).collect();
+    let priority: Vec<usize> = (0..n)
+        .map(|i| {
+            if matches!(c.columns[i].kind, ColumnKind::SeedDataset) {
+                i
+            } else {
+                n + i
+            }
+        })
+        .collect();
+    let order = match topological_order(&deps, &priority) {
+        Ok(order) => order,
+        Err(cycles) => {
+            for cycle in cycles {
+                let path: Vec<&str> = cycle.iter().map(|&i| c.columns[i].name.as_str()).collect();
+                let msg = format!(
+                    "columns depend on each other in a loop: {} (each reads the next)",
+                    path.join(" -> ")
+                );
+                c.issue(codes::DEPENDENCY_CYCLE, cycle[0], None, msg);
+            }
+            Vec::new()
+        }
+    };
+    if !c.issues.is_empty() {
+        return Err(c.issues);
+    }
+    Ok(c.finish(order, parts, seed, seed_rows))
+}
+
+impl<'c> Compiler<'c> {
+    fn new(columns: Vec<&'c ColumnConfig>, issues: Vec<ConfigIssue>) -> Self {
+        let mut c = Self {
+            slots: HashMap::new(),
+            producer: Vec::new(),
+            column_slot: Vec::new(),
+            duplicated: vec![false; columns.len()],
+            templates: Templates::new(),
+            ctx_slots: Vec::new(),
+            issues,
+            columns,
+        };
+        for ci in 0..c.columns.len() {
+            let col = c.columns[ci];
+            let slot = c.define(ci, col.name.clone(), None);
+            c.column_slot.push(slot);
+            if let ColumnKind::Llm(l) = &col.kind {
+                if l.extract_reasoning_content {
+                    c.define(
+                        ci,
+                        format!("{}{REASONING_CONTENT_POSTFIX}", col.name),
+                        Some(&col.name),
+                    );
+                }
+                if l.with_trace != TraceType::None {
+                    c.define(ci, format!("{}{TRACE_POSTFIX}", col.name), Some(&col.name));
+                }
+            }
+        }
+        c.ctx_slots = vec![false; c.producer.len()];
+        c
+    }
+
+    /// Gives `name` a slot produced by column `ci`, reporting a clash with an earlier name.
+    fn define(&mut self, ci: usize, name: String, side_of: Option<&str>) -> usize {
+        let slot = self.producer.len();
+        self.producer.push(ci);
+        if let Some(&other) = self.slots.get(&name) {
+            let owner = &self.columns[self.producer[other]].name;
+            let msg = match side_of {
+                Some(p) => {
+                    format!("side column '{name}' of '{p}' clashes with an existing column name")
+                }
+                None if owner == &name => format!("column name '{name}' is used more than once"),
+                None => format!("column name '{name}' clashes with a side column of '{owner}'"),
+            };
+            self.duplicated[ci] = true;
+            self.issue(codes::DUPLICATE_COLUMN, ci, None, msg);
+        } else {
+            self.slots.insert(name, slot);
+        }
+        slot
+    }
+
+    fn issue(
+        &mut self,
+        code: &'static str,
+        ci: usize,
+        field: Option<&str>,
+        detail: impl std::fmt::Display,
+    ) {
+        let column = &self.columns[ci].name;
+        self.issues
+            .push(ConfigIssue::in_column(code, column, field, detail));
+    }
+
+    /// Compiles a template of column `ci` and records the columns it reads.
+    /// `data` marks data dependencies (they propagate skips); returns the template name.
+    fn template(
+        &mut self,
+        ci: usize,
+        field: &str,
+        source: &str,
+        p: &mut ColumnParts,
+        data: bool,
+    ) -> Option<String> {
+        let name = self.template_name(ci, field);
+        if let Err(msg) = self.templates.add(&name, source) {
+            self.issue(codes::INVALID_TEMPLATE, ci, Some(field), msg);
+            return None;
+        }
+        for reference in self.templates.references(&name) {
+            if let Some(slot) = self.resolve(ci, field, &reference, &mut p.deps) {
+                let producer_slot = self.column_slot[self.producer[slot]];
+                if data && !p.required.contains(&producer_slot) {
+                    p.required.push(producer_slot);
+                }
+            }
+        }
+        Some(name)
+    }
+
+    fn template_name(&self, ci: usize, field: &str) -> String {
+        let col = &self.columns[ci].name;
+        if self.duplicated[ci] {
+            format!("{col}#{ci}.{field}")
+        } else {
+            format!("{col}.{field}")
+        }
+    }
+
+    /// Resolves a column reference to its slot and adds the dependency edge.
+    fn resolve(
+        &mut self,
+        ci: usize,
+        field: &str,
+        name: &str,
+        deps: &mut Vec<usize>,
+    ) -> Option<usize> {
+        let Some(&slot) = self.slots.get(name) else {
+            let known = self.slots.keys().map(String::as_str);
+            let close = close_names(name, known);
+            let hint = if close.is_empty() {
+                String::new()
+            } else {
+                format!("; did you mean {}?", quote_list(&close))
+            };
+            let msg = format!("'{name}' is not a column{hint}");
+            self.issue(codes::UNKNOWN_REFERENCE, ci, Some(field), msg);
+            return None;
+        };
+        self.ctx_slots[slot] = true;
+        let producer = self.producer[slot];
+        if !deps.contains(&producer) {
+            deps.push(producer);
+        }
+        Some(slot)
+    }
+
+    fn skip(
+        &mut self,
+        ci: usize,
+        when: &str,
+        value: &serde_json::Value,
+        deps: &mut Vec<usize>,
+    ) -> Option<SkipStep> {
+        let name = self.template_name(ci, "skip.when");
+        if let Err(msg) = self.templates.add(&name, when) {
+            self.issue(codes::INVALID_TEMPLATE, ci, Some("skip.when"), msg);
+            return None;
+        }
+        let refs = self.templates.references(&name);
+        if refs.is_empty() {
+            let msg = format!(
+                "'{when}' references no column; write it with Jinja delimiters, e.g. '{{{{ in_stock == 0 }}}}'"
+            );
+            self.issue(codes::INVALID_TEMPLATE, ci, Some("skip.when"), msg);
+            return None;
+        }
+        for r in refs {
+            if self.slots.get(&r).is_some_and(|&s| self.producer[s] == ci) {
+                let msg = format!(
+                    "skip.when reads '{r}', produced by this column; a column cannot gate its own generation"
+                );
+                self.issue(codes::SELF_REFERENCE, ci, Some("skip.when"), msg);
+                continue;
+            }
+            self.resolve(ci, "skip.when", &r, deps);
+        }
+        Some(SkipStep {
+            template: name,
+            value: value.clone(),
+        })
+    }
+
+    fn seed_column(
+        &mut self,
+        col: &ColumnConfig,
+        config: &DatasetConfig,
+        rows: Option<&seed::SeedRows>,
+    ) -> Option<StepKind> {
+        let problem = match (&config.seed_config, rows) {
+            (None, _) => Some("seed-dataset columns need seed_config with inline rows".to_owned()),
+            (Some(_), Some(rows)) if !rows.keys().contains(&col.name) => Some(format!(
+                "the seed rows have no field '{}'; fields: {}",
+                col.name,
+                rows.keys().join(", ")
+            )),
+            _ => None,
+        };
+        if let Some(msg) = problem {
+            self.issues.push(ConfigIssue::in_column(
+                codes::INVALID_SEED_CONFIG,
+                &col.name,
+                None,
+                msg,
+            ));
+        }
+        Some(StepKind::Seed {
+            field: col.name.clone(),
+        })
+    }
+
+    fn sampler(
+        &mut self,
+        ci: usize,
+        s: &SamplerColumn,
+        by_name: &HashMap<&str, &ColumnConfig>,
+        p: &mut ColumnParts,
+    ) -> Option<StepKind> {
+        if !s.sampler_type.is_served() {
+            let served: Vec<&str> = SamplerType::ALL
+                .iter()
+                .filter(|t| t.is_served())
+                .map(|t| t.as_str())
+                .collect();
+            let msg = format!(
+                "sampler_type '{}' is not served by synthgate yet; served types: {}",
+                s.sampler_type.as_str(),
+                served.join(", ")
+            );
+            self.issue(
+                codes::UNSUPPORTED_SAMPLER_TYPE,
+                ci,
+                Some("sampler_type"),
+                msg,
+            );
+            return None;
+        }
+        let mut fields = vec![("params".to_owned(), &s.params)];
+        let mut conditions = Vec::new();
+        for (i, (cond, params)) in s.conditional_params.iter().enumerate() {
+            let field = format!("conditional_params.{cond}");
+            conditions.push(self.template(
+                ci,
+                &format!("conditional_params[{i}]"),
+                &format!("{{{{ {cond} }}}}"),
+                p,
+                false,
+            ));
+            fields.push((field, params));
+        }
+        for (field, params) in &fields {
+            if let Some((key, name)) = param_references(params) {
+                self.resolve(ci, &format!("{field}.{key}"), name, &mut p.deps);
+            }
+        }
+        let column = self.columns[ci].name.clone();
+        let mut issues = SamplerIssues {
+            column: &column,
+            out: &mut self.issues,
+        };
+        let mut dists = Vec::with_capacity(fields.len());
+        for (field, params) in &fields {
+            dists.push(compile_dist(
+                field,
+                params,
+                &self.slots,
+                by_name,
+                &mut issues,
+            ));
+        }
+        let convert = compile_convert(s.sampler_type, s.convert_to.as_deref(), &mut issues);
+        let mut dists = dists.into_iter();
+        let base = dists.next().flatten();
+        let conditional: Option<Vec<_>> = conditions
+            .into_iter()
+            .zip(dists)
+            .map(|(t, d)| Some((t?, d?)))
+            .collect();
+        Some(StepKind::Sampler {
+            base: base?,
+            conditional: conditional?,
+            convert: convert?,
+        })
+    }
+
+    fn llm(
+        &mut self,
+        ci: usize,
+        l: &LlmColumn,
+        aliases: &Aliases,
+        p: &mut ColumnParts,
+    ) -> Option<StepKind> {
+        let column = self.columns[ci].name.clone();
+        let model = Aliases::check(
+            &aliases.models,
+            &l.model_alias,
+            codes::UNKNOWN_MODEL_ALIAS,
+            &column,
+            "model_alias",
+        );
+        let tool = l.tool_alias.as_deref().and_then(|t| {
+            Aliases::check(
+                &aliases.tools,
+                t,
+                codes::UNKNOWN_TOOL_ALIAS,
+                &column,
+                "tool_alias",
+            )
+        });
+        self.issues.extend(model.into_iter().chain(tool));
+        self.template(ci, "prompt", &l.prompt, p, true);
+        if let Some(system) = &l.system_prompt {
+            self.template(ci, "system_prompt", system, p, true);
+        }
+        for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
+            let field = format!("multi_modal_context[{i}].column_name");
+            if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
+                let producer_slot = self.column_slot[self.producer[slot]];
+                if !p.required.contains(&producer_slot) {
+                    p.required.push(producer_slot);
+                }
+            }
+        }
+        Some(StepKind::Llm {
+            column_type: l.column_type(),
+        })
+    }
+
+    fn finish(
+        self,
+        order: Vec<usize>,
+        mut parts: Vec<ColumnParts>,
+        seed: u64,
+        seed_rows: Option<seed::SeedRows>,
+    ) -> Plan {
+        let mut output_columns = Vec::new();
+        let mut output_slots = Vec::new();
+        for (ci, col) in self.columns.iter().enumerate() {
+            if col.drop {
+                continue;
+            }
+            output_columns.push(col.name.clone());
+            output_slots.push(self.column_slot[ci]);
+            if let ColumnKind::Llm(l) = &col.kind
+                && l.extract_reasoning_content
+            {
+                let side = format!("{}{REASONING_CONTENT_POSTFIX}", col.name);
+                if let Some(&slot) = self.slots.get(&side) {
+                    output_columns.push(side);
+                    output_slots.push(slot);
+                }
+            }
+        }
+        let mut steps = Vec::with_capacity(order.len());
+        for ci in order {
+            let col = self.columns[ci];
+            let p = std::mem::take(&mut parts[ci]);
+            let slot = self.column_slot[ci];
+            let side_slots = (0..self.producer.len())
+                .filter(|&s| self.producer[s] == ci && s != slot)
+                .collect();
+            let Some(kind) = p.kind else { continue };
+            steps.push(Step {
+                name: col.name.clone(),
+                slot,
+                side_slots,
+                rng_key: name_hash(&col.name),
+                skip: p.skip,
+                propagate_skip: col.propagate_skip,
+                required: p.required,
+                kind,
+            });
+        }
+        Plan {
+            seed,
+            output_columns,
+            output_slots,
+            names: Arc::new(self.slots),
+            ctx_slots: self.ctx_slots,
+            steps,
+            templates: self.templates,
+            seed_rows,
+        }
+    }
+}
+
+fn quote_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(" or ")
+}

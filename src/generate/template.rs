@@ -1,0 +1,281 @@
+//! Jinja for one plan: a single minijinja [`Environment`] holding every template of the job,
+//! compiled once at [`Plan::compile`](super::Plan::compile), and the per-record context that
+//! templates read column values from.
+//!
+//! Choices, and why:
+//! * **Undefined values are `SemiStrict`.** Printing or iterating an undefined value (a typo
+//!   such as `{{ col.titel }}`) fails the record instead of silently rendering nothing, while
+//!   `{% if col.optional_key %}` still works. DataDesigner's Jinja renders such typos as
+//!   empty text; failing loudly is more useful for generated data.
+//! * **Fuel.** Templates come from users, so every render has an instruction budget
+//!   ([`TEMPLATE_FUEL`]) and an output cap ([`MAX_RENDERED_LEN`], DataDesigner's limit).
+//! * **No auto-escaping**: prompts are not HTML.
+//! * **Upstream JSON.** String values holding a JSON object or array are parsed before
+//!   rendering (as DataDesigner does), so `{{ col.key }}` works on structured output.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Object};
+use minijinja::{AutoEscape, Environment, UndefinedBehavior};
+use serde_json::Value;
+
+/// Instruction budget of one render. Generous (a loop over tens of thousands of items still
+/// fits) yet small enough that an adversarial template stops within tens of milliseconds.
+pub const TEMPLATE_FUEL: u64 = 2_000_000;
+
+/// Largest rendered text accepted, in bytes (DataDesigner's `MAX_RENDERED_LEN`).
+pub const MAX_RENDERED_LEN: usize = 512_000;
+
+/// Names Jinja provides itself; they are not column references.
+const JINJA_NAMES: &[&str] = &[
+    "loop", "self", "super", "caller", "varargs", "kwargs", "true", "false", "none", "True",
+    "False", "None",
+];
+
+/// Every template of one plan.
+#[derive(Debug)]
+pub(crate) struct Templates {
+    env: Environment<'static>,
+    builtins: HashSet<String>,
+}
+
+impl Templates {
+    pub(crate) fn new() -> Self {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
+        env.set_fuel(Some(TEMPLATE_FUEL));
+        env.set_auto_escape_callback(|_| AutoEscape::None);
+        let mut builtins: HashSet<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
+        builtins.extend(JINJA_NAMES.iter().map(|s| (*s).to_owned()));
+        Self { env, builtins }
+    }
+
+    /// Compiles `source` under `name`. Errors carry minijinja's message.
+    pub(crate) fn add(&mut self, name: &str, source: &str) -> Result<(), String> {
+        self.env
+            .add_template_owned(name.to_owned(), source.to_owned())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The variables template `name` reads that are not Jinja's own (sorted).
+    pub(crate) fn references(&self, name: &str) -> BTreeSet<String> {
+        let Ok(tmpl) = self.env.get_template(name) else {
+            return BTreeSet::new();
+        };
+        tmpl.undeclared_variables(false)
+            .into_iter()
+            .filter(|v| !self.builtins.contains(v))
+            .collect()
+    }
+
+    /// Renders template `name` against a record context (see [`RecordContext::into_value`]).
+    pub(crate) fn render(&self, name: &str, ctx: &minijinja::Value) -> Result<String, String> {
+        let tmpl = self.env.get_template(name).map_err(|e| e.to_string())?;
+        let out = tmpl.render(ctx.clone()).map_err(|e| e.to_string())?;
+        if out.len() > MAX_RENDERED_LEN {
+            return Err(format!(
+                "rendered text is {} bytes, more than the {MAX_RENDERED_LEN} allowed",
+                out.len()
+            ));
+        }
+        Ok(out)
+    }
+}
+
+/// The column values a template can see: every column generated so far in this record.
+#[derive(Debug, Clone)]
+pub(crate) struct RecordContext {
+    /// Column (and side column) name → slot; shared by every record of the plan.
+    pub(crate) names: Arc<HashMap<String, usize>>,
+    /// Slot → value, `None` while not generated (undefined in templates).
+    pub(crate) values: Vec<Option<minijinja::Value>>,
+}
+
+impl RecordContext {
+    /// The context as a template value (cheap to clone for several renders).
+    pub(crate) fn into_value(self) -> minijinja::Value {
+        minijinja::Value::from_object(self)
+    }
+}
+
+impl Object for RecordContext {
+    fn get_value(self: &Arc<Self>, key: &minijinja::Value) -> Option<minijinja::Value> {
+        let slot = *self.names.get(key.as_str()?)?;
+        self.values.get(slot)?.clone()
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        let mut names: Vec<(usize, &String)> = self
+            .names
+            .iter()
+            .filter(|(_, slot)| self.values.get(**slot).is_some_and(Option::is_some))
+            .map(|(name, slot)| (*slot, name))
+            .collect();
+        names.sort();
+        Enumerator::Values(names.into_iter().map(|(_, n)| n.as_str().into()).collect())
+    }
+}
+
+/// Converts a column value for templates, parsing strings that hold a JSON object or array.
+pub(crate) fn template_value(value: &Value) -> minijinja::Value {
+    match prepare(value) {
+        Some(parsed) => minijinja::Value::from(minijinja::value::Serde(&parsed)),
+        None => match value {
+            Value::String(s) => minijinja::Value::from(s.as_str()),
+            other => minijinja::Value::from(minijinja::value::Serde(other)),
+        },
+    }
+}
+
+/// `Some(copy)` when `value` holds JSON-in-a-string that must be parsed (at any depth).
+fn prepare(value: &Value) -> Option<Value> {
+    match value {
+        Value::String(s) => {
+            let t = s.trim_start();
+            if !(t.starts_with('{') || t.starts_with('[')) {
+                return None;
+            }
+            let parsed: Value = serde_json::from_str(s).ok()?;
+            match parsed {
+                Value::Object(_) | Value::Array(_) => Some(prepare(&parsed).unwrap_or(parsed)),
+                _ => None,
+            }
+        }
+        Value::Array(items) => {
+            let changed: Vec<Option<Value>> = items.iter().map(prepare).collect();
+            if changed.iter().all(Option::is_none) {
+                return None;
+            }
+            let out = items
+                .iter()
+                .zip(changed)
+                .map(|(orig, new)| new.unwrap_or_else(|| orig.clone()))
+                .collect();
+            Some(Value::Array(out))
+        }
+        Value::Object(map) => {
+            let changed: Vec<Option<Value>> = map.values().map(prepare).collect();
+            if changed.iter().all(Option::is_none) {
+                return None;
+            }
+            let out = map
+                .iter()
+                .zip(changed)
+                .map(|((k, orig), new)| (k.clone(), new.unwrap_or_else(|| orig.clone())))
+                .collect();
+            Some(Value::Object(out))
+        }
+        _ => None,
+    }
+}
+
+/// Truthiness of a rendered `skip.when`, as DataDesigner's native Jinja environment sees it
+/// (the text is read back as a literal, then Python's `bool`).
+pub(crate) fn rendered_truthy(text: &str) -> bool {
+    let t = text.trim();
+    match t {
+        "" | "false" | "False" | "none" | "None" | "[]" | "{}" | "()" | "''" | "\"\"" => false,
+        _ => t.parse::<f64>().map_or(true, |x| x != 0.0),
+    }
+}
+
+/// Whether a rendered sampler condition is true: DataDesigner compares the text with `True`.
+pub(crate) fn rendered_condition(text: &str) -> bool {
+    matches!(text.trim(), "true" | "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn ctx(pairs: &[(&str, Value)]) -> RecordContext {
+        let names: HashMap<String, usize> = pairs
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| ((*n).to_owned(), i))
+            .collect();
+        RecordContext {
+            names: Arc::new(names),
+            values: pairs.iter().map(|(_, v)| Some(template_value(v))).collect(),
+        }
+    }
+
+    #[test]
+    fn renders_with_json_strings_parsed() {
+        let mut t = Templates::new();
+        t.add("a", "{{ obj.key }}-{{ n + 1 }}-{{ s }}").unwrap();
+        let c = ctx(&[
+            ("obj", json!("{\"key\": \"v\"}")),
+            ("n", json!(2)),
+            ("s", json!("{not json")),
+        ]);
+        assert_eq!(t.render("a", &c.into_value()).unwrap(), "v-3-{not json");
+    }
+
+    #[test]
+    fn references_exclude_jinja_globals_and_locals() {
+        let mut t = Templates::new();
+        t.add("a", "{% for i in range(3) %}{{ loop.index }}{{ x }}{% endfor %}{% set y = z %}{{ y }}{{ namespace() }}")
+            .unwrap();
+        let refs: Vec<String> = t.references("a").into_iter().collect();
+        assert_eq!(refs, ["x", "z"]);
+    }
+
+    #[test]
+    fn undefined_fails_on_print_but_not_on_test() {
+        let mut t = Templates::new();
+        t.add("p", "{{ obj.missing }}").unwrap();
+        t.add("q", "{% if obj.missing %}y{% else %}n{% endif %}")
+            .unwrap();
+        let c = ctx(&[("obj", json!({"a": 1}))]).into_value();
+        assert!(t.render("p", &c).unwrap_err().contains("undefined"));
+        assert_eq!(t.render("q", &c).unwrap(), "n");
+    }
+
+    #[test]
+    fn fuel_stops_runaway_templates() {
+        let mut t = Templates::new();
+        t.add(
+            "f",
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+        )
+        .unwrap();
+        let err = t.render("f", &ctx(&[]).into_value()).unwrap_err();
+        assert!(err.contains("fuel"), "{err}");
+    }
+
+    #[test]
+    fn output_is_capped() {
+        let mut t = Templates::new();
+        t.add("big", "{{ 'x' * 600000 }}").unwrap();
+        assert!(
+            t.render("big", &ctx(&[]).into_value())
+                .unwrap_err()
+                .contains("512000")
+        );
+    }
+
+    #[test]
+    fn truthiness_follows_datadesigner() {
+        for falsy in ["", " False ", "false", "0", "0.0", "None", "none", "[]"] {
+            assert!(!rendered_truthy(falsy), "{falsy:?}");
+        }
+        for truthy in ["True", "true", "1", "yes", "nan", "-2"] {
+            assert!(rendered_truthy(truthy), "{truthy:?}");
+        }
+        assert!(rendered_condition("true") && rendered_condition("True"));
+        assert!(!rendered_condition("math"));
+    }
+
+    #[test]
+    fn context_enumerates_defined_columns() {
+        let mut c = ctx(&[("a", json!(1)), ("b", json!(2))]);
+        c.values[1] = None;
+        let mut t = Templates::new();
+        t.add("e", "{{ a }}{{ b is defined }}").unwrap();
+        // minijinja prints booleans as Python does.
+        assert_eq!(t.render("e", &c.into_value()).unwrap(), "1False");
+    }
+}

@@ -1,0 +1,461 @@
+//! One test per issue code `Plan::compile` reports, with the column and field it names.
+
+use serde_json::json;
+
+use super::*;
+
+fn codes(issues: &[ConfigIssue]) -> Vec<&'static str> {
+    issues.iter().map(|i| i.code).collect()
+}
+
+fn llm(name: &str, prompt: &str) -> Value {
+    json!({"name": name, "column_type": "llm-text", "prompt": prompt, "model_alias": "server-model"})
+}
+
+#[test]
+fn no_columns() {
+    let i = issues(json!({"columns": []}));
+    assert_eq!(codes(&i), ["no_columns"]);
+    let i = issues(json!({}));
+    assert_eq!(codes(&i), ["no_columns"]);
+}
+
+#[test]
+fn duplicate_column_and_side_column_clash() {
+    let mut answer = llm("answer", "hi");
+    answer["extract_reasoning_content"] = json!(true);
+    let i = column_issues(json!([
+        expr("a", "1"),
+        expr("a", "2"),
+        answer,
+        expr("answer__reasoning_content", "x"),
+    ]));
+    assert_eq!(codes(&i), ["duplicate_column", "duplicate_column"]);
+    assert_eq!(
+        i[0].message,
+        "column 'a': column name 'a' is used more than once"
+    );
+    assert_eq!(
+        i[1].message,
+        "column 'answer__reasoning_content': column name 'answer__reasoning_content' clashes with a side column of 'answer'"
+    );
+}
+
+#[test]
+fn unsupported_column_type() {
+    let i = column_issues(
+        json!([{"name": "v", "column_type": "embedding", "target_column": "a", "model_alias": "m"}]),
+    );
+    assert_eq!(codes(&i), ["unsupported_column_type"]);
+    assert_eq!(i[0].column.as_deref(), Some("v"));
+    assert!(i[0].message.contains("'embedding' is not supported"));
+}
+
+#[test]
+fn invalid_template_includes_minijinja_message() {
+    let i = column_issues(json!([expr("e", "{{ x + }}"), expr("x", "1")]));
+    assert_eq!(codes(&i), ["invalid_template"]);
+    assert_eq!(i[0].field.as_deref(), Some("expr"));
+    assert!(
+        i[0].message
+            .starts_with("column 'e': field 'expr': syntax error"),
+        "{}",
+        i[0].message
+    );
+    // skip.when must reference a column.
+    let mut e = expr("e", "1");
+    e["skip"] = json!({"when": "in_stock == 0"});
+    let i = column_issues(json!([e]));
+    assert_eq!(codes(&i), ["invalid_template"]);
+    assert_eq!(i[0].field.as_deref(), Some("skip.when"));
+}
+
+#[test]
+fn unknown_reference_suggests_close_names() {
+    let mut e = expr("e", "{{ topc }}");
+    e["skip"] = json!({"when": "{{ nope }}"});
+    let i = column_issues(json!([
+        sampler("topic", "category", json!({"values": ["a"]})),
+        e,
+        sampler(
+            "sub",
+            "subcategory",
+            json!({"category": "topik", "values": {"a": ["x"]}})
+        ),
+        sampler(
+            "later",
+            "timedelta",
+            json!({"dt_min": 0, "dt_max": 2, "reference_column_name": "when"})
+        ),
+    ]));
+    let got: Vec<_> = i
+        .iter()
+        .map(|i| {
+            (
+                i.code,
+                i.column.as_deref().unwrap(),
+                i.field.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("unknown_reference", "e", "skip.when"),
+            ("unknown_reference", "e", "expr"),
+            ("unknown_reference", "sub", "params.category"),
+            ("unknown_reference", "later", "params.reference_column_name"),
+        ]
+    );
+    assert_eq!(
+        i[1].message,
+        "column 'e': field 'expr': 'topc' is not a column; did you mean 'topic'?"
+    );
+    let mut l = llm("l", "hi");
+    l["multi_modal_context"] = json!([{"column_name": "image"}]);
+    let i = column_issues(json!([l]));
+    assert_eq!(
+        i[0].field.as_deref(),
+        Some("multi_modal_context[0].column_name")
+    );
+    // A sampler condition over a missing column.
+    let mut s = sampler("s", "uniform", json!({"low": 0, "high": 1}));
+    s["conditional_params"] = json!({"level == 'hard'": {"low": 5, "high": 6}});
+    let i = column_issues(json!([s]));
+    assert_eq!(i[0].field.as_deref(), Some("conditional_params[0]"));
+    assert_eq!(i[0].code, "unknown_reference");
+}
+
+#[test]
+fn dependency_cycle_shows_the_path() {
+    let i = column_issues(json!([
+        expr("first", "1"),
+        expr("a", "{{ b }}"),
+        expr("b", "{{ c }}"),
+        expr("c", "{{ a }}"),
+        expr("d", "{{ d }}"),
+        expr("e", "{{ a }}"),
+    ]));
+    assert_eq!(codes(&i), ["dependency_cycle", "dependency_cycle"]);
+    assert_eq!(i[0].column.as_deref(), Some("a"));
+    assert!(
+        i[0].message.contains("a -> b -> c -> a"),
+        "{}",
+        i[0].message
+    );
+    assert!(i[1].message.contains("d -> d"), "{}", i[1].message);
+}
+
+#[test]
+fn invalid_sampler_params() {
+    let i = column_issues(json!([
+        sampler("u", "uniform", json!({"low": 5, "high": 1})),
+        sampler(
+            "c",
+            "category",
+            json!({"values": ["a", "b"], "weights": [1]})
+        ),
+        sampler("z", "category", json!({"values": ["a"], "weights": [0]})),
+        sampler("p", "bernoulli", json!({"p": 1.5})),
+        sampler("bn", "binomial", json!({"n": -1, "p": 0.5})),
+        sampler("g", "gaussian", json!({"mean": 0, "stddev": 0})),
+        sampler("po", "poisson", json!({"mean": -1})),
+        sampler(
+            "dt",
+            "datetime",
+            json!({"start": "2024-02-01", "end": "2024-01-01"})
+        ),
+        sampler(
+            "dt2",
+            "datetime",
+            json!({"start": "soon", "end": "2024-01-01", "unit": "w"})
+        ),
+        sampler(
+            "td",
+            "timedelta",
+            json!({"dt_min": 5, "dt_max": 5, "reference_column_name": "dt", "unit": "M"})
+        ),
+        sampler("e", "category", json!({"values": []})),
+    ]));
+    let got: Vec<_> = i
+        .iter()
+        .map(|i| (i.column.as_deref().unwrap(), i.field.as_deref().unwrap()))
+        .collect();
+    assert!(
+        i.iter().all(|i| i.code == "invalid_sampler_params"),
+        "{i:#?}"
+    );
+    assert_eq!(
+        got,
+        [
+            ("u", "params.low"),
+            ("c", "params.weights"),
+            ("z", "params.weights"),
+            ("p", "params.p"),
+            ("bn", "params.n"),
+            ("g", "params.stddev"),
+            ("po", "params.mean"),
+            ("dt", "params.end"),
+            ("dt2", "params.unit"),
+            ("dt2", "params.start"),
+            ("td", "params.unit"),
+            ("td", "params.dt_min"),
+            ("e", "params.values"),
+        ]
+    );
+    assert_eq!(
+        i[0].message,
+        "column 'u': field 'params.low': low (5) must be less than high (1)"
+    );
+}
+
+#[test]
+fn invalid_subcategory_parent_and_values() {
+    let i = column_issues(json!([
+        sampler("n", "uniform", json!({"low": 0, "high": 1})),
+        sampler("cat", "category", json!({"values": ["a", "b", true]})),
+        sampler("s1", "subcategory", json!({"category": "n", "values": {}})),
+        sampler(
+            "s2",
+            "subcategory",
+            json!({"category": "cat", "values": {"a": ["x"], "b": []}})
+        ),
+    ]));
+    let got: Vec<_> = i
+        .iter()
+        .map(|i| (i.column.as_deref().unwrap(), i.field.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("s1", "params.category"),
+            ("s2", "params.values"),
+            ("s2", "params.values.b")
+        ]
+    );
+    assert!(
+        i[1].message.contains("no entry for cat value(s): True"),
+        "{}",
+        i[1].message
+    );
+}
+
+#[test]
+fn invalid_convert_to() {
+    let mut a = sampler("a", "uniform", json!({"low": 0, "high": 1}));
+    a["convert_to"] = json!("decimal");
+    let mut d = sampler(
+        "d",
+        "datetime",
+        json!({"start": "2024-01-01", "end": "2025-01-01"}),
+    );
+    d["convert_to"] = json!("%Y %z");
+    let i = column_issues(json!([a, d]));
+    assert_eq!(
+        codes(&i),
+        ["invalid_sampler_params", "invalid_sampler_params"]
+    );
+    assert_eq!(i[0].field.as_deref(), Some("convert_to"));
+    assert!(i[1].message.contains("without timezone"));
+}
+
+#[test]
+fn unsupported_sampler_type() {
+    let i = column_issues(json!([sampler("p", "person", json!({"locale": "en_US"}))]));
+    assert_eq!(codes(&i), ["unsupported_sampler_type"]);
+    assert!(
+        i[0].message
+            .contains("'person' is not served by synthgate yet")
+    );
+    for t in ["person_from_faker", "scipy", "bernoulli_mixture"] {
+        let i = column_issues(json!([sampler("p", t, json!({}))]));
+        assert_eq!(codes(&i), ["unsupported_sampler_type"], "{t}");
+    }
+}
+
+#[test]
+fn unknown_model_and_tool_alias_list_known_ones() {
+    let mut a = llm("a", "hi");
+    a["model_alias"] = json!("gpt");
+    a["tool_alias"] = json!("toolz");
+    let i = issues(json!({
+        "columns": [a],
+        "model_configs": [{"alias": "job-model", "model": "m", "provider": "p"}],
+    }));
+    assert_eq!(codes(&i), ["unknown_model_alias", "unknown_tool_alias"]);
+    assert_eq!(
+        i[0].message,
+        "column 'a': field 'model_alias': model_alias 'gpt' is not defined in the job or on the server; \
+         known aliases: job-model, server-model"
+    );
+    assert!(i[1].message.contains("known aliases: server-tools"));
+    // Job-defined aliases are accepted.
+    let mut b = llm("b", "hi");
+    b["model_alias"] = json!("job-model");
+    b["tool_alias"] = json!("job-tools");
+    plan(json!({
+        "columns": [b],
+        "model_configs": [{"alias": "job-model", "model": "m", "provider": "p"}],
+        "tool_configs": [{"tool_alias": "job-tools", "providers": ["x"]}],
+    }));
+}
+
+#[test]
+fn invalid_model_and_tool_configs() {
+    let i = issues(json!({
+        "columns": [expr("a", "1")],
+        "model_configs": [
+            {"alias": "m", "model": "x", "provider": "p", "inference_parameters": {"temperature": 3}},
+            {"alias": "m", "model": "x", "provider": "p"},
+        ],
+        "tool_configs": [
+            {"tool_alias": "t", "providers": [], "max_tool_call_turns": 0},
+            {"tool_alias": "t", "providers": []},
+        ],
+    }));
+    let got: Vec<_> = i
+        .iter()
+        .map(|i| (i.code, i.field.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "invalid_model_config",
+                "model_configs[0].inference_parameters.temperature"
+            ),
+            ("invalid_model_config", "model_configs[1].alias"),
+            ("invalid_tool_config", "tool_configs[0].max_tool_call_turns"),
+            ("invalid_tool_config", "tool_configs[1].tool_alias"),
+        ]
+    );
+}
+
+#[test]
+fn self_reference_in_skip_when() {
+    let mut e = expr("e", "1");
+    e["skip"] = json!({"when": "{{ e > 1 }}"});
+    let mut l = llm("l", "hi");
+    l["extract_reasoning_content"] = json!(true);
+    l["skip"] = json!({"when": "{{ l__reasoning_content }}"});
+    let i = column_issues(json!([e, l]));
+    assert_eq!(codes(&i), ["self_reference", "self_reference"]);
+    assert_eq!(i[0].field.as_deref(), Some("skip.when"));
+}
+
+#[test]
+fn unsupported_features() {
+    let i = issues(json!({
+        "columns": [expr("a", "1")],
+        "constraints": [{"target_column": "a"}],
+        "processors": [],
+        "profilers": [{"x": 1}],
+    }));
+    let got: Vec<_> = i
+        .iter()
+        .map(|i| (i.code, i.field.as_deref().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("unsupported_feature", "constraints"),
+            ("unsupported_feature", "profilers")
+        ]
+    );
+}
+
+#[test]
+fn seed_issues() {
+    let seed = |source: Value, extra: Value| {
+        let mut sc = json!({"source": source});
+        for (k, v) in extra.as_object().unwrap() {
+            sc[k] = v.clone();
+        }
+        json!({"columns": [expr("e", "1")], "seed_config": sc})
+    };
+    let i = issues(seed(
+        json!({"seed_type": "hf", "path": "datasets/x"}),
+        json!({}),
+    ));
+    assert_eq!(codes(&i), ["unsupported_seed_source"]);
+    assert!(i[0].message.contains(
+        "synthgate takes seed rows inline: seed_config.source = {seed_type: inline, rows: [...]}"
+    ));
+    let rows = |rows: Value| json!({"seed_type": "inline", "rows": rows});
+    let cases = [
+        (rows(json!([])), json!({}), "seed_config.source.rows"),
+        (
+            rows(json!([{"a": 1}, 2])),
+            json!({}),
+            "seed_config.source.rows[1]",
+        ),
+        (
+            rows(json!([{"a": 1}, {"b": 1}])),
+            json!({}),
+            "seed_config.source.rows[1]",
+        ),
+        (
+            rows(json!([{"a": 1}])),
+            json!({"selection_strategy": {"start": 0, "end": 1}}),
+            "seed_config.selection_strategy",
+        ),
+        (
+            rows(json!([{"a": 1}])),
+            json!({"selection_strategy": {"start": 1, "end": 0}}),
+            "seed_config.selection_strategy",
+        ),
+        (
+            rows(json!([{"a": 1}])),
+            json!({"selection_strategy": {"index": 0, "num_partitions": 2}}),
+            "seed_config.selection_strategy",
+        ),
+        (
+            rows(json!([{"a": 1}, {"a": 2}])),
+            json!({"selection_strategy": {"index": 2, "num_partitions": 2}}),
+            "seed_config.selection_strategy",
+        ),
+    ];
+    for (source, extra, field) in cases {
+        let i = issues(seed(source, extra));
+        assert_eq!(codes(&i), ["invalid_seed_config"], "{field}");
+        assert_eq!(i[0].field.as_deref(), Some(field));
+    }
+    // A seed-dataset column needs seed rows, and a field of that name.
+    let i = column_issues(json!([{"name": "q", "column_type": "seed-dataset"}]));
+    assert_eq!(codes(&i), ["invalid_seed_config"]);
+    let i = issues(
+        json!({"columns": [{"name": "q", "column_type": "seed-dataset"}],
+        "seed_config": {"source": rows(json!([{"question": "x"}]))}}),
+    );
+    assert_eq!(codes(&i), ["invalid_seed_config"]);
+    assert!(i[0].message.contains("fields: question"));
+}
+
+#[test]
+fn all_issues_are_reported_together() {
+    let i = issues(json!({
+        "columns": [expr("a", "{{ missing }}"), sampler("b", "uniform", json!({"low": 1, "high": 0})), expr("c", "{{ c }}")],
+        "processors": [{"p": 1}],
+    }));
+    assert_eq!(
+        codes(&i),
+        [
+            "unsupported_feature",
+            "unknown_reference",
+            "invalid_sampler_params",
+            "dependency_cycle"
+        ]
+    );
+}
+
+#[test]
+fn the_real_config_compiles_with_server_aliases() {
+    let yaml: Value = yaml_serde::from_str(crate::domain::dataset::tests::REAL_YAML).unwrap();
+    let cfg = DatasetConfig::parse(&yaml).unwrap();
+    let plan = Plan::compile(&cfg, &PlanContext::default(), 1).unwrap();
+    assert_eq!(plan.output_columns(), ["topic", "answer", "summary"]);
+    let (err, values) = failure(&plan, 0);
+    assert_eq!(err.code, "not_implemented");
+    assert_eq!(err.column.as_deref(), Some("answer"));
+    assert!(["math", "history"].contains(&values["topic"].as_str().unwrap()));
+}

@@ -1,0 +1,246 @@
+//! Whole records: output columns, ordering, determinism, expressions, drops, LLM placeholders
+//! and record errors.
+
+use serde_json::json;
+
+use super::*;
+
+#[test]
+fn output_columns_follow_config_order_without_dropped_or_traces() {
+    let mut helper = expr("helper", "{{ n * 2 }}");
+    helper["drop"] = json!(true);
+    let answer = json!({"name": "answer", "column_type": "llm-text", "prompt": "{{ helper }}",
+        "model_alias": "server-model", "extract_reasoning_content": true, "with_trace": "all_messages"});
+    let plan = plan_columns(json!([
+        expr("late", "{{ n }}!"),
+        sampler("n", "binomial", json!({"n": 10, "p": 0.5})),
+        helper,
+        answer,
+        expr("tail", "t"),
+    ]));
+    assert_eq!(
+        plan.output_columns(),
+        ["late", "n", "answer", "answer__reasoning_content", "tail"]
+    );
+}
+
+#[test]
+fn expressions_read_earlier_columns_in_dependency_order() {
+    let plan = plan_columns(json!([
+        expr("shout", "{{ greeting | upper }}!"),
+        expr("greeting", "hello {{ who }}"),
+        sampler("who", "category", json!({"values": ["ann"]})),
+    ]));
+    let r = row(&plan, 0);
+    assert_eq!(r["shout"], json!("HELLO ANN!"));
+    // The row keeps config order, not generation order.
+    assert_eq!(r.keys().collect::<Vec<_>>(), ["shout", "greeting", "who"]);
+}
+
+#[test]
+fn expression_dtypes_convert() {
+    let typed = |name: &str, e: &str, dtype: &str| json!({"name": name, "column_type": "expression", "expr": e, "dtype": dtype});
+    let plan = plan_columns(json!([
+        typed("i", "{{ 7 / 2 }}", "int"),
+        typed("f", "{{ 1 + 1 }}", "float"),
+        typed("b", "{{ 1 > 0 }}", "bool"),
+        typed("s", "{{ 3 }}", "str"),
+        expr("default", "{{ 2 }}"),
+    ]));
+    let r = row(&plan, 0);
+    assert_eq!(r["i"], json!(3));
+    assert_eq!(r["f"], json!(2.0));
+    assert_eq!(r["b"], json!(true));
+    assert_eq!(r["s"], json!("3"));
+    assert_eq!(r["default"], json!("2"));
+}
+
+#[test]
+fn failed_conversion_is_a_record_error_keeping_earlier_values() {
+    let mut hidden = expr("hidden", "secret");
+    hidden["drop"] = json!(true);
+    let plan = plan_columns(json!([
+        expr("ok", "fine"),
+        hidden,
+        json!({"name": "num", "column_type": "expression", "expr": "{{ ok }}", "dtype": "int"}),
+        expr("after", "never"),
+    ]));
+    let (err, values) = failure(&plan, 3);
+    assert_eq!(err.code, "type_conversion");
+    assert_eq!(err.stage.as_deref(), Some("convert"));
+    assert_eq!(err.column.as_deref(), Some("num"));
+    assert_eq!(
+        err.message,
+        "column 'num': could not convert \"fine\" to int"
+    );
+    assert_eq!(values, json!({"ok": "fine"}).as_object().unwrap().clone());
+}
+
+#[test]
+fn render_errors_are_template_errors() {
+    let plan = plan_columns(json!([
+        json!({"name": "obj", "column_type": "expression", "expr": "{\"a\": 1}"}),
+        expr("bad", "{{ obj.b }}"),
+        expr(
+            "loop",
+            "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+        ),
+    ]));
+    let (err, values) = failure(&plan, 0);
+    assert_eq!(
+        (err.code.as_str(), err.stage.as_deref()),
+        ("template_error", Some("render"))
+    );
+    assert!(
+        err.message.starts_with("column 'bad': undefined value"),
+        "{}",
+        err.message
+    );
+    assert_eq!(values["obj"], json!("{\"a\": 1}"));
+    // Without the failing column, the fuel limit stops the runaway loop.
+    let plan = plan_columns(json!([expr(
+        "loop",
+        "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    ),]));
+    let (err, _) = failure(&plan, 0);
+    assert!(err.message.contains("fuel"), "{}", err.message);
+}
+
+#[test]
+fn json_strings_are_parsed_before_rendering() {
+    let plan = plan(json!({
+        "columns": [expr("title", "{{ doc.meta.title }} ({{ doc.tags | length }})")],
+        "seed_config": {"source": {"seed_type": "inline",
+            "rows": [{"doc": "{\"meta\": {\"title\": \"T\"}, \"tags\": [1, 2]}"}]}},
+    }));
+    let r = row(&plan, 0);
+    assert_eq!(r["title"], json!("T (2)"));
+    // The stored value stays the original string.
+    assert_eq!(
+        r["doc"],
+        json!("{\"meta\": {\"title\": \"T\"}, \"tags\": [1, 2]}")
+    );
+}
+
+#[test]
+fn llm_columns_fail_with_not_implemented_after_earlier_values() {
+    let mut dropped = sampler("d", "uuid", json!({}));
+    dropped["drop"] = json!(true);
+    let plan = plan_columns(json!([
+        sampler("topic", "category", json!({"values": ["math"]})),
+        dropped,
+        json!({"name": "answer", "column_type": "llm-code", "prompt": "{{ topic }} {{ d }}",
+            "model_alias": "server-model", "code_lang": "python"}),
+        expr("after", "{{ answer }}"),
+    ]));
+    let (err, values) = failure(&plan, 0);
+    assert_eq!(err.code, "not_implemented");
+    assert_eq!(err.stage.as_deref(), Some("llm"));
+    assert_eq!(err.column.as_deref(), Some("answer"));
+    assert_eq!(
+        err.message,
+        "column 'answer': llm-code generation is not implemented in this version"
+    );
+    assert_eq!(
+        values,
+        json!({"topic": "math"}).as_object().unwrap().clone()
+    );
+}
+
+#[test]
+fn records_are_deterministic_in_seed_and_index() {
+    let columns = json!([
+        sampler("u", "uniform", json!({"low": 0, "high": 1})),
+        sampler("id", "uuid", json!({})),
+        expr("e", "{{ u }}-{{ id }}"),
+    ]);
+    let a = try_plan(json!({"columns": columns.clone()}), 7).unwrap();
+    let b = try_plan(json!({"columns": columns.clone()}), 7).unwrap();
+    let c = try_plan(json!({"columns": columns}), 8).unwrap();
+    for i in [0, 1, 99, u64::MAX] {
+        assert_eq!(a.generate(i), b.generate(i));
+        assert_ne!(row(&a, i)["u"], row(&c, i)["u"]);
+    }
+    assert_ne!(row(&a, 0)["u"], row(&a, 1)["u"]);
+}
+
+#[test]
+fn adding_or_reordering_columns_keeps_other_values() {
+    let base = plan_columns(json!([
+        sampler("u", "uniform", json!({"low": 0, "high": 1})),
+        sampler("c", "category", json!({"values": ["a", "b", "c", "d"]})),
+    ]));
+    let more = plan_columns(json!([
+        sampler("new", "gaussian", json!({"mean": 0, "stddev": 1})),
+        sampler("c", "category", json!({"values": ["a", "b", "c", "d"]})),
+        expr("e", "{{ c }}"),
+        sampler("u", "uniform", json!({"low": 0, "high": 1})),
+    ]));
+    for i in 0..50 {
+        let (x, y) = (row(&base, i), row(&more, i));
+        assert_eq!(x["u"], y["u"]);
+        assert_eq!(x["c"], y["c"]);
+    }
+}
+
+#[test]
+fn odd_configs_never_panic() {
+    let odd = [
+        json!([expr("a", "{{ a }}")]),
+        json!([expr("a", "{{ b.c.d[0] }}"), expr("b", "[1, {\"c\": null}]")]),
+        json!([expr("a", "{{ 1 / 0 }}")]),
+        json!([expr("a", "{{ 'x' * 1000 }}"), {"name": "b", "column_type": "expression", "expr": "{{ a }}", "dtype": "float"}]),
+        json!([expr("a", "{{ none }}"), {"name": "b", "column_type": "expression", "expr": "{{ a }}", "dtype": "bool"}]),
+        json!([sampler(
+            "g",
+            "gaussian",
+            json!({"mean": 1e308, "stddev": 1e308})
+        )]),
+        json!([sampler(
+            "u",
+            "uniform",
+            json!({"low": -1e308, "high": 1e308, "decimal_places": 400})
+        )]),
+        json!([
+            sampler(
+                "d",
+                "datetime",
+                json!({"start": "0001-01-01", "end": "9999-12-31", "unit": "Y"})
+            ),
+            sampler(
+                "t",
+                "timedelta",
+                json!({"dt_min": 0, "dt_max": i64::MAX, "reference_column_name": "d", "unit": "D"})
+            )
+        ]),
+        json!([
+            expr("s", "not a date"),
+            sampler(
+                "t",
+                "timedelta",
+                json!({"dt_min": 0, "dt_max": 1, "reference_column_name": "s"})
+            )
+        ]),
+        json!([
+            sampler("b", "binomial", json!({"n": i64::MAX, "p": 1.0})),
+            sampler("p", "poisson", json!({"mean": 1e19}))
+        ]),
+        json!([sampler(
+            "c",
+            "category",
+            json!({"values": [1.5, true, "x"], "weights": [1e308, 1e308, 1e308]})
+        )]),
+    ];
+    for columns in odd {
+        let cfg = DatasetConfig::parse(&json!({"columns": columns}));
+        let Ok(cfg) = cfg else { continue };
+        if let Ok(plan) = Plan::compile(&cfg, &server(), 3) {
+            for i in [0, 1, u64::MAX] {
+                match plan.generate(i) {
+                    RecordOutcome::Completed { values } => assert!(values.is_object()),
+                    RecordOutcome::Failed { error, .. } => assert!(!error.message.is_empty()),
+                }
+            }
+        }
+    }
+}
