@@ -5,8 +5,12 @@
 //! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
 //! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
 
+mod open;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
+
+pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
 
 use std::time::Duration;
 
