@@ -5,8 +5,12 @@
 //! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
 //! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
 
+mod open;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
+
+pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
 
 use std::time::Duration;
 
@@ -277,13 +281,4 @@ pub trait Store: Send + Sync + 'static {
 
     /// Closes the connection pool.
     async fn close(&self);
-}
-
-/// TEMPORARY STUB until the store implementations land.
-pub async fn open(
-    _database_url: Option<&str>,
-    _default_sqlite_path: &std::path::Path,
-    _max_connections: u32,
-) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    Err(StoreError::Corrupt("store not implemented".into()))
 }

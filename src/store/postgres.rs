@@ -1,1 +1,359 @@
-//! Postgres store. INTERFACE STUB.
+//! Postgres store, for deployments where several replicas share one database.
+//!
+//! Claims use `for update skip locked`, so concurrent claimers (in one process or many) take
+//! disjoint records without waiting on each other. Every timestamp, lease expiry included, comes
+//! from the database clock (`now()`), so replicas whose clocks disagree still agree on when a
+//! lease has expired.
+//!
+//! Locks are always taken records first, then jobs (claim, cancel, fail, finalize), so two of
+//! these transactions can never wait on each other in a cycle.
+//!
+//! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
+
+mod queue;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::{Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::rows::{
+    self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
+};
+use super::{
+    ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow, NewJob,
+    RecordResult, RecordRow, Store, StoreError, TraceRow,
+};
+use crate::domain::{JobId, RecordId, RecordStatus};
+
+static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
+
+type Job = JobDb<Value, DateTime<Utc>>;
+type Record = RecordDb<Value, DateTime<Utc>>;
+
+/// Record ids per insert statement, bound as one `uuid[]` (16 bytes each).
+const RECORD_CHUNK: u32 = 50_000;
+
+/// The Postgres store.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to `url` and applies migrations. Safe when several replicas start at once:
+    /// the migrator holds a Postgres advisory lock while it runs.
+    ///
+    /// `acquire_timeout` bounds every wait for a pooled connection, so a saturated or
+    /// unreachable database fails requests instead of hanging them.
+    pub async fn connect(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, StoreError> {
+        let options = PgConnectOptions::from_str(url)?;
+        // Host, port and database only: the URL itself may carry a password.
+        tracing::info!(
+            db.backend = "postgres",
+            db.host = options.get_host(),
+            db.port = options.get_port(),
+            db.name = options.get_database().unwrap_or_default(),
+            "connecting to database"
+        );
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(1))
+            .acquire_timeout(acquire_timeout)
+            .connect_with(options)
+            .await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// The connection pool, for tests and tools.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("select 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn now(&self) -> Result<DateTime<Utc>, StoreError> {
+        Ok(sqlx::query_scalar("select now()")
+            .fetch_one(&self.pool)
+            .await?)
+    }
+
+    async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // `do nothing` only for the idempotency index: any other conflict is a real error. A
+        // concurrent insert of the same key waits for the first transaction to finish.
+        let inserted: Option<Job> = sqlx::query_as(concat!(
+            "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
+             run_config, idempotency_key, request_hash) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9) \
+             on conflict (coalesce(owner, ''), idempotency_key) \
+             where idempotency_key is not null do nothing \
+             returning ",
+            job_columns!()
+        ))
+        .bind(job.id.0)
+        .bind(job.owner.as_deref())
+        .bind(&job.config)
+        .bind(i64::from(job.num_records))
+        .bind(job.seed as i64) // bit-cast; see the migration
+        .bind(job.metadata.as_ref())
+        .bind(&job.run_config)
+        .bind(job.idempotency_key.as_deref())
+        .bind(job.request_hash.as_deref())
+        .fetch_optional(&mut *tx)
+        .await?;
+
+        let Some(inserted) = inserted else {
+            // Read committed: this statement sees the row the conflicting insert committed.
+            let existing: Job = sqlx::query_as(concat!(
+                "select ",
+                job_columns!(),
+                " from jobs where coalesce(owner, '') = coalesce($1, '') and idempotency_key = $2"
+            ))
+            .bind(job.owner.as_deref())
+            .bind(job.idempotency_key.as_deref())
+            .fetch_one(&mut *tx)
+            .await?;
+            return Ok(CreateOutcome::Existing(existing.try_into()?));
+        };
+
+        for start in (0..job.num_records).step_by(RECORD_CHUNK as usize) {
+            let end = start.saturating_add(RECORD_CHUNK).min(job.num_records);
+            let ids: Vec<Uuid> = (start..end).map(|_| RecordId::new().0).collect();
+            // One array parameter per chunk instead of a multi-row `values`: a fixed statement
+            // (prepared once) and no bind limit. `ordinality` numbers the ids from 1.
+            sqlx::query(
+                "insert into records (id, job_id, idx, status) \
+                 select r.id, $1, $2 + r.n - 1, 'pending' \
+                 from unnest($3::uuid[]) with ordinality as r(id, n)",
+            )
+            .bind(job.id.0)
+            .bind(i64::from(start))
+            .bind(ids)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(CreateOutcome::Created(inserted.try_into()?))
+    }
+
+    async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        let row: Option<Job> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(JobRow::try_from).transpose()
+    }
+
+    async fn list_jobs(
+        &self,
+        owner: Option<&str>,
+        before: Option<JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRow>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where true"
+        ));
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        if let Some(before) = before {
+            qb.push(" and id < ").push_bind(before.0);
+        }
+        qb.push(" order by id desc limit ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<Job> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
+        let rows: Vec<CountDb> = sqlx::query_as(
+            "select status, count(*) as n from records where job_id = $1 group by status",
+        )
+        .bind(id.0)
+        .fetch_all(&self.pool)
+        .await?;
+        rows::job_counts(rows)
+    }
+
+    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError> {
+        self.list_records(id, None, Some(RecordStatus::Failed), limit)
+            .await
+    }
+
+    async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError> {
+        self.cancel(id).await?;
+        self.get_job(id, None).await
+    }
+
+    async fn claim_records(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRecord>, StoreError> {
+        self.claim(owner, limit, lease).await
+    }
+
+    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "update records set lease_expires_at = now() + $2, updated_at = now() \
+             where lease_owner = $1 and status = 'in_progress'",
+        )
+        .bind(owner)
+        .bind(lease)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn complete_records(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError> {
+        self.complete(owner, results).await
+    }
+
+    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let done = sqlx::query(
+            "update records \
+             set status = 'pending', lease_owner = null, lease_expires_at = null, \
+                 updated_at = now() \
+             where id = any($2) and lease_owner = $1 and status = 'in_progress'",
+        )
+        .bind(owner)
+        .bind(ids)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.finalize(ids).await
+    }
+
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+        self.fail(id, error).await
+    }
+
+    async fn get_record(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+    ) -> Result<Option<RecordRow>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            record_columns!(),
+            " from records r join jobs j on j.id = r.job_id where r.id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and j.owner = ").push_bind(owner);
+        }
+        let row: Option<Record> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(RecordRow::try_from).transpose()
+    }
+
+    async fn list_records(
+        &self,
+        job_id: JobId,
+        after_index: Option<u32>,
+        status: Option<RecordStatus>,
+        limit: u32,
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            record_columns!(),
+            " from records r where r.job_id = "
+        ));
+        qb.push_bind(job_id.0);
+        if let Some(after) = after_index {
+            qb.push(" and r.idx > ").push_bind(i64::from(after));
+        }
+        if let Some(status) = status {
+            qb.push(" and r.status = ").push_bind(status.as_str());
+        }
+        qb.push(" order by r.idx limit ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn finished_since(
+        &self,
+        job_id: JobId,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<FinishedRecord>, StoreError> {
+        let rows: Vec<FinishedDb<DateTime<Utc>>> = sqlx::query_as(
+            "select id, idx, status, error_code, updated_at from records \
+             where job_id = $1 and updated_at >= $2 \
+               and status in ('completed', 'failed', 'cancelled') \
+             order by updated_at, idx",
+        )
+        .bind(job_id.0)
+        .bind(since)
+        .fetch_all(&self.pool)
+        .await?;
+        rows::convert(rows)
+    }
+
+    async fn get_traces(
+        &self,
+        record_id: RecordId,
+        column: Option<&str>,
+    ) -> Result<Vec<TraceRow>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(
+            "select record_id, column_name, messages, created_at from traces where record_id = ",
+        );
+        qb.push_bind(record_id.0);
+        if let Some(column) = column {
+            qb.push(" and column_name = ").push_bind(column);
+        }
+        qb.push(" order by column_name collate \"C\"");
+        let rows: Vec<TraceDb<Value, DateTime<Utc>>> =
+            qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('queued', 'running', 'cancelling') order by id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(JobId).collect())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

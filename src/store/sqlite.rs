@@ -1,1 +1,422 @@
-//! Embedded SQLite store. INTERFACE STUB.
+//! Embedded SQLite store, the default when no database URL is configured.
+//!
+//! One file in WAL mode: readers never block the writer, and writes are serialized by SQLite.
+//! Every multi-statement write runs in a transaction begun `immediate`, which takes the write
+//! lock up front: two connections (or two processes sharing the file) can then never both read
+//! the same pending rows and claim them, and a transaction never fails half-way when it tries
+//! to upgrade a read lock. `busy_timeout` makes waiting writers queue instead of failing.
+//!
+//! Timestamps are integer microseconds from the application clock, which is the database clock
+//! for an embedded database. See `migrations/sqlite` for the column encodings.
+//!
+//! This file holds opening and the read side; `sqlite/queue.rs` holds the work queue.
+
+mod queue;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{QueryBuilder, Sqlite};
+
+use super::rows::{
+    self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
+};
+use super::{
+    ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow, NewJob,
+    RecordResult, RecordRow, Store, StoreError, TraceRow,
+};
+use crate::domain::{JobId, RecordId, RecordStatus};
+
+static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
+
+/// How long a connection waits for the write lock before failing with `SQLITE_BUSY`. Generous:
+/// a large `create_job` holds the lock for seconds, and waiting beats failing a claim.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+type Job = JobDb<String, i64>;
+type Record = RecordDb<String, i64>;
+
+/// The embedded SQLite store.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing, with its parent directory) the database at `path_or_url`, a
+    /// file path or a `sqlite:` URL, and applies migrations.
+    ///
+    /// `sqlite::memory:` gives a private in-memory database for tests; it uses one connection,
+    /// kept open for the store's life, since the database vanishes with its last connection.
+    pub async fn open(path_or_url: &str, max_connections: u32) -> Result<Self, StoreError> {
+        let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
+        let options = if let Some(rest) = path_or_url
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("sqlite:"))
+            .map(|_| &path_or_url[7..])
+        {
+            // sqlx strips only a lowercase scheme.
+            SqliteConnectOptions::from_str(&format!("sqlite:{rest}"))?
+        } else {
+            SqliteConnectOptions::new().filename(path_or_url)
+        };
+        Self::open_with(options, in_memory, max_connections).await
+    }
+
+    /// Like [`SqliteStore::open`], for a file path that may not be UTF-8.
+    pub async fn open_path(path: &Path, max_connections: u32) -> Result<Self, StoreError> {
+        let options = SqliteConnectOptions::new().filename(path);
+        Self::open_with(options, false, max_connections).await
+    }
+
+    async fn open_with(
+        options: SqliteConnectOptions,
+        in_memory: bool,
+        max_connections: u32,
+    ) -> Result<Self, StoreError> {
+        let options = options
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(BUSY_TIMEOUT);
+        let mut pool = SqlitePoolOptions::new();
+        if in_memory {
+            pool = pool
+                .max_connections(1)
+                .min_connections(1)
+                .idle_timeout(None)
+                .max_lifetime(None);
+        } else {
+            if let Some(dir) = options.get_filename().parent()
+                && !dir.as_os_str().is_empty()
+            {
+                tokio::fs::create_dir_all(dir)
+                    .await
+                    .map_err(sqlx::Error::Io)?;
+            }
+            pool = pool.max_connections(max_connections.max(1));
+        }
+        tracing::info!(
+            db.backend = "sqlite",
+            db.path = %options.get_filename().display(),
+            "opening database"
+        );
+        let pool = pool.connect_with(options).await?;
+        MIGRATOR.run(&pool).await?;
+        Ok(Self { pool })
+    }
+
+    /// The connection pool, for tests and tools.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+/// The current time as stored: microseconds since the Unix epoch.
+fn now_us() -> i64 {
+    Utc::now().timestamp_micros()
+}
+
+/// `now + lease` in stored microseconds, saturating instead of overflowing.
+fn expiry_us(now: i64, lease: Duration) -> i64 {
+    now.saturating_add(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Appends `(?, ?, ...)` with one bind per id. Callers never pass an empty list.
+fn push_ids<I: IntoIterator<Item = uuid::Uuid>>(qb: &mut QueryBuilder<Sqlite>, ids: I) {
+    qb.push("(");
+    let mut list = qb.separated(", ");
+    for id in ids {
+        list.push_bind(id);
+    }
+    list.push_unseparated(")");
+}
+
+/// Inserts records per statement: 2 binds each, well under SQLite's 32,766-variable limit.
+const RECORD_CHUNK: u32 = 5_000;
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("select 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn now(&self) -> Result<DateTime<Utc>, StoreError> {
+        rows::DbTime::into_utc(now_us(), "now")
+    }
+
+    async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
+        let now = now_us();
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        // `do nothing` only for the idempotency index: any other conflict is a real error.
+        let inserted: Option<Job> = sqlx::query_as(concat!(
+            "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
+             run_config, idempotency_key, request_hash, created_at, updated_at) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+             on conflict (coalesce(owner, ''), idempotency_key) \
+             where idempotency_key is not null do nothing \
+             returning ",
+            job_columns!()
+        ))
+        .bind(job.id.0)
+        .bind(job.owner.as_deref())
+        .bind(job.config.to_string())
+        .bind(i64::from(job.num_records))
+        .bind(job.seed as i64) // bit-cast; see the migration
+        .bind(job.metadata.as_ref().map(|m| m.to_string()))
+        .bind(job.run_config.to_string())
+        .bind(job.idempotency_key.as_deref())
+        .bind(job.request_hash.as_deref())
+        .bind(now)
+        .fetch_optional(&mut *tx)
+        .await?;
+
+        let Some(inserted) = inserted else {
+            let existing: Job = sqlx::query_as(concat!(
+                "select ",
+                job_columns!(),
+                " from jobs where coalesce(owner, '') = coalesce($1, '') and idempotency_key = $2"
+            ))
+            .bind(job.owner.as_deref())
+            .bind(job.idempotency_key.as_deref())
+            .fetch_one(&mut *tx)
+            .await?;
+            return Ok(CreateOutcome::Existing(existing.try_into()?));
+        };
+
+        for start in (0..job.num_records).step_by(RECORD_CHUNK as usize) {
+            let end = start.saturating_add(RECORD_CHUNK).min(job.num_records);
+            // The shared values are bound once; each row binds only its id and index
+            // (`column1`, `column2` are SQLite's names for the columns of a `values` list).
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "insert into records (id, job_id, idx, status, attempts, created_at, updated_at) \
+                 select v.column1, ",
+            );
+            qb.push_bind(job.id.0)
+                .push(", v.column2, 'pending', 0, ")
+                .push_bind(now)
+                .push(", ")
+                .push_bind(now)
+                .push(" from (");
+            qb.push_values(start..end, |mut row, idx| {
+                row.push_bind(RecordId::new().0).push_bind(i64::from(idx));
+            });
+            qb.push(") as v");
+            qb.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(CreateOutcome::Created(inserted.try_into()?))
+    }
+
+    async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        let row: Option<Job> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(JobRow::try_from).transpose()
+    }
+
+    async fn list_jobs(
+        &self,
+        owner: Option<&str>,
+        before: Option<JobId>,
+        limit: u32,
+    ) -> Result<Vec<JobRow>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where 1 = 1"
+        ));
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        if let Some(before) = before {
+            qb.push(" and id < ").push_bind(before.0);
+        }
+        qb.push(" order by id desc limit ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<Job> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
+        let rows: Vec<CountDb> = sqlx::query_as(
+            "select status, count(*) as n from records where job_id = $1 group by status",
+        )
+        .bind(id.0)
+        .fetch_all(&self.pool)
+        .await?;
+        rows::job_counts(rows)
+    }
+
+    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError> {
+        self.list_records(id, None, Some(RecordStatus::Failed), limit)
+            .await
+    }
+
+    async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError> {
+        self.cancel(id).await?;
+        self.get_job(id, None).await
+    }
+
+    async fn claim_records(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRecord>, StoreError> {
+        self.claim(owner, limit, lease).await
+    }
+
+    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
+        let now = now_us();
+        let done = sqlx::query(
+            "update records set lease_expires_at = $2, updated_at = $3 \
+             where lease_owner = $1 and status = 'in_progress'",
+        )
+        .bind(owner)
+        .bind(expiry_us(now, lease))
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    async fn complete_records(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError> {
+        self.complete(owner, results).await
+    }
+
+    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "update records set status = 'pending', lease_owner = null, lease_expires_at = null, \
+             updated_at = ",
+        );
+        qb.push_bind(now_us())
+            .push(" where status = 'in_progress' and lease_owner = ")
+            .push_bind(owner)
+            .push(" and id in ");
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        Ok(qb.build().execute(&self.pool).await?.rows_affected())
+    }
+
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.finalize(ids).await
+    }
+
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+        self.fail(id, error).await
+    }
+
+    async fn get_record(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+    ) -> Result<Option<RecordRow>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            record_columns!(),
+            " from records r join jobs j on j.id = r.job_id where r.id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and j.owner = ").push_bind(owner);
+        }
+        let row: Option<Record> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(RecordRow::try_from).transpose()
+    }
+
+    async fn list_records(
+        &self,
+        job_id: JobId,
+        after_index: Option<u32>,
+        status: Option<RecordStatus>,
+        limit: u32,
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            record_columns!(),
+            " from records r where r.job_id = "
+        ));
+        qb.push_bind(job_id.0);
+        if let Some(after) = after_index {
+            qb.push(" and r.idx > ").push_bind(i64::from(after));
+        }
+        if let Some(status) = status {
+            qb.push(" and r.status = ").push_bind(status.as_str());
+        }
+        qb.push(" order by r.idx limit ")
+            .push_bind(i64::from(limit));
+        let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn finished_since(
+        &self,
+        job_id: JobId,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<FinishedRecord>, StoreError> {
+        let rows: Vec<FinishedDb<i64>> = sqlx::query_as(
+            "select id, idx, status, error_code, updated_at from records \
+             where job_id = $1 and updated_at >= $2 \
+               and status in ('completed', 'failed', 'cancelled') \
+             order by updated_at, idx",
+        )
+        .bind(job_id.0)
+        .bind(since.timestamp_micros())
+        .fetch_all(&self.pool)
+        .await?;
+        rows::convert(rows)
+    }
+
+    async fn get_traces(
+        &self,
+        record_id: RecordId,
+        column: Option<&str>,
+    ) -> Result<Vec<TraceRow>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "select record_id, column_name, messages, created_at from traces where record_id = ",
+        );
+        qb.push_bind(record_id.0);
+        if let Some(column) = column {
+            qb.push(" and column_name = ").push_bind(column);
+        }
+        qb.push(" order by column_name");
+        let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
+        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('queued', 'running', 'cancelling') order by id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(JobId).collect())
+    }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}

@@ -43,7 +43,13 @@ async fn each_bad_input_has_its_own_code() {
     let got = post_raw(&app, "/v1/jobs", "application/json", "{\"config\": ").await;
     assert_error(&got, 400, "invalid_json", &["JSON"]);
 
-    let got = post_raw(&app, "/v1/jobs?num_records=3", "application/yaml", "columns: [a\n  b: :").await;
+    let got = post_raw(
+        &app,
+        "/v1/jobs?num_records=3",
+        "application/yaml",
+        "columns: [a\n  b: :",
+    )
+    .await;
     assert_error(&got, 400, "invalid_yaml", &["YAML"]);
 
     let got = post_raw(&app, "/v1/jobs", "text/plain", "hello").await;
@@ -76,11 +82,25 @@ async fn each_bad_input_has_its_own_code() {
         .await;
     assert_error(&got, 422, "unknown_model_alias", &["a", "nope"]);
 
-    for n in [json!(-5), json!(0), json!(100_001), json!(1e30), json!(18446744073709551615u64)] {
-        let got = app.create_job(&json!({"config": sampler_config(), "num_records": n})).await;
+    for n in [
+        json!(-5),
+        json!(0),
+        json!(100_001),
+        json!(1e30),
+        json!(18446744073709551615u64),
+    ] {
+        let got = app
+            .create_job(&json!({"config": sampler_config(), "num_records": n}))
+            .await;
         assert_error(&got, 422, "num_records_out_of_range", &["num_records"]);
     }
-    let got = post_raw(&app, "/v1/jobs?num_records=-3", "application/yaml", "columns: []").await;
+    let got = post_raw(
+        &app,
+        "/v1/jobs?num_records=-3",
+        "application/yaml",
+        "columns: []",
+    )
+    .await;
     assert_error(&got, 422, "num_records_out_of_range", &["num_records"]);
     let got = post_raw(&app, "/v1/jobs", "application/yaml", "columns: []").await;
     assert_error(&got, 422, "invalid_request", &["num_records"]);
@@ -90,13 +110,20 @@ async fn each_bad_input_has_its_own_code() {
         .await;
     assert_error(&got, 422, "invalid_request", &["colour"]);
 
-    let big = format!("{{\"config\": {{}}, \"num_records\": 1, \"metadata\": \"{}\"}}", "x".repeat(70_000));
+    let big = format!(
+        "{{\"config\": {{}}, \"num_records\": 1, \"metadata\": \"{}\"}}",
+        "x".repeat(70_000)
+    );
     let got = post_raw(&app, "/v1/jobs", "application/json", &big).await;
     assert_error(&got, 413, "payload_too_large", &["limit"]);
 
-    let got = app.get("/v1/jobs/0190b2a0-0000-7000-8000-000000000000").await;
+    let got = app
+        .get("/v1/jobs/0190b2a0-0000-7000-8000-000000000000")
+        .await;
     assert_error(&got, 404, "job_not_found", &["0190b2a0"]);
-    let got = app.get("/v1/records/0190b2a0-0000-7000-8000-000000000000").await;
+    let got = app
+        .get("/v1/records/0190b2a0-0000-7000-8000-000000000000")
+        .await;
     assert_error(&got, 404, "record_not_found", &[]);
     let got = app.get("/v1/jobs/not-a-uuid").await;
     assert_error(&got, 400, "invalid_id", &["not-a-uuid"]);
@@ -107,12 +134,20 @@ async fn each_bad_input_has_its_own_code() {
 
     // Nothing above stored a job.
     let (_, list) = app.get("/v1/jobs").await;
-    assert_eq!(list["jobs"], json!([]), "a rejected request stored something");
+    assert_eq!(
+        list["jobs"],
+        json!([]),
+        "a rejected request stored something"
+    );
 
     // Cursor and query errors need a real job.
-    let (_, job) = app.create_job(&json!({"config": sampler_config(), "num_records": 3})).await;
+    let (_, job) = app
+        .create_job(&json!({"config": sampler_config(), "num_records": 3}))
+        .await;
     let id = job["id"].as_str().unwrap();
-    let got = app.get(&format!("/v1/jobs/{id}/records?cursor=bm9wZQ")).await;
+    let got = app
+        .get(&format!("/v1/jobs/{id}/records?cursor=bm9wZQ"))
+        .await;
     assert_error(&got, 400, "invalid_cursor", &["bm9wZQ"]);
     let got = app.get("/v1/jobs?cursor=%%%").await;
     assert_error(&got, 400, "invalid_cursor", &[]);

@@ -22,7 +22,7 @@ pub fn test_config(db: &TestDb) -> Config {
     let mut config = Config::default();
     config.server.port = 0;
     config.server.shutdown_timeout_sec = 5;
-    config.database.url = Some(db.url().into());
+    config.database.url = Some(db.url.clone().into());
     config.workers.poll_interval_ms = 50;
     config.workers.lease_ttl_sec = 3;
     config.workers.write_interval_ms = 20;
@@ -67,12 +67,22 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> (u16, Value) {
-        let resp = self.client.get(self.url(path)).send().await.expect("request");
+        let resp = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request");
         status_json(resp).await
     }
 
     pub async fn get_text(&self, path: &str) -> (u16, String) {
-        let resp = self.client.get(self.url(path)).send().await.expect("request");
+        let resp = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request");
         (resp.status().as_u16(), resp.text().await.expect("body"))
     }
 
@@ -86,7 +96,10 @@ impl TestApp {
             if ["completed", "failed", "cancelled"].contains(&s) {
                 return job;
             }
-            assert!(Instant::now() < deadline, "job {id} not finished in {timeout:?}: {job}");
+            assert!(
+                Instant::now() < deadline,
+                "job {id} not finished in {timeout:?}: {job}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -116,9 +129,12 @@ impl TestApp {
             r.shutdown.cancel();
             r.wait().await;
         }
-        let stuck = self.db.count_in_progress().await;
+        let store = self.db.open_another().await;
+        let mut stuck = 0;
+        for job in store.list_jobs(None, None, 1000).await.expect("list jobs") {
+            stuck += store.job_counts(job.id).await.expect("counts").in_progress;
+        }
         assert_eq!(stuck, 0, "records left in_progress after shutdown");
-        self.db.cleanup().await;
     }
 }
 

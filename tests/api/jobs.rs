@@ -20,7 +20,10 @@ async fn ten_thousand_records_complete_and_export(backend: Backend) {
     assert_eq!(status, 202, "{job}");
     assert_eq!(job["status"], "queued");
     assert_eq!(job["counts"]["total"], N);
-    assert_eq!(job["columns"], json!(["topic", "difficulty", "id", "title", "hard"]));
+    assert_eq!(
+        job["columns"],
+        json!(["topic", "difficulty", "id", "title", "hard"])
+    );
     let id = job["id"].as_str().unwrap().to_owned();
 
     let done = app.wait_for_job(&id, Duration::from_secs(120)).await;
@@ -32,11 +35,17 @@ async fn ten_thousand_records_complete_and_export(backend: Backend) {
     // Every record is retrievable, once, with its values; the dropped column is absent.
     let records = app.all_records(&id).await;
     assert_eq!(records.len() as u64, N);
-    let indices: HashSet<u64> = records.iter().map(|r| r["index"].as_u64().unwrap()).collect();
+    let indices: HashSet<u64> = records
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
     assert_eq!(indices.len() as u64, N);
     let sample = &records[123];
     let values = &sample["values"];
-    assert!(values.get("secret").is_none(), "dropped column leaked: {values}");
+    assert!(
+        values.get("secret").is_none(),
+        "dropped column leaked: {values}"
+    );
     let topic = values["topic"].as_str().unwrap();
     assert!(["math", "history", "art"].contains(&topic));
     let difficulty = values["difficulty"].as_f64().unwrap();
@@ -47,27 +56,39 @@ async fn ten_thousand_records_complete_and_export(backend: Backend) {
     );
     assert_eq!(values["hard"].as_bool().unwrap(), difficulty > 5.0);
 
-    let (status, one) = app.get(&format!("/v1/records/{}", sample["id"].as_str().unwrap())).await;
+    let (status, one) = app
+        .get(&format!("/v1/records/{}", sample["id"].as_str().unwrap()))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(one["values"], *values);
     assert_eq!(one["status"], "completed");
 
     // JSONL export: one line per record, in index order, equal to the stored values.
-    let (status, jsonl) = app.get_text(&format!("/v1/jobs/{id}/records?format=jsonl")).await;
+    let (status, jsonl) = app
+        .get_text(&format!("/v1/jobs/{id}/records?format=jsonl"))
+        .await;
     assert_eq!(status, 200);
-    let lines: Vec<Value> = jsonl.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len() as u64, N);
     assert_eq!(lines[123], *values);
 
     // CSV export: header + one row per record.
-    let (status, csv) = app.get_text(&format!("/v1/jobs/{id}/records?format=csv")).await;
+    let (status, csv) = app
+        .get_text(&format!("/v1/jobs/{id}/records?format=csv"))
+        .await;
     assert_eq!(status, 200);
     let mut rows = csv.lines();
     assert_eq!(rows.next().unwrap(), "topic,difficulty,id,title,hard");
     assert_eq!(rows.count() as u64, N);
     app.stop().await;
 }
-backends!(ten_thousand_records, ten_thousand_records_complete_and_export);
+backends!(
+    ten_thousand_records,
+    ten_thousand_records_complete_and_export
+);
 
 async fn same_seed_same_values(backend: Backend) {
     let app = spawn_app(backend).await;
@@ -112,7 +133,9 @@ async fn yaml_body_with_query_count(backend: Backend) {
     assert_eq!(status, 202, "{job}");
     assert_eq!(job["num_records"], 25);
     assert_eq!(job["seed"], 3);
-    let done = app.wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30)).await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
     assert_eq!(done["counts"]["completed"], 25);
     app.stop().await;
 }
@@ -132,11 +155,20 @@ async fn idempotency_key_returns_the_same_job(backend: Backend) {
     let (s2, j2) = status_json(post(body.clone()).await.unwrap()).await;
     assert_eq!((s1, s2), (202, 200));
     assert_eq!(j1["id"], j2["id"]);
-    let (s3, e3) = status_json(post(json!({"config": sampler_config(), "num_records": 6})).await.unwrap()).await;
+    let (s3, e3) = status_json(
+        post(json!({"config": sampler_config(), "num_records": 6}))
+            .await
+            .unwrap(),
+    )
+    .await;
     assert_eq!(s3, 409);
     assert_eq!(e3["error"]["code"], "idempotency_key_reused");
     let (_, list) = app.get("/v1/jobs").await;
-    assert_eq!(list["jobs"].as_array().unwrap().len(), 1, "a retry must not create a second job");
+    assert_eq!(
+        list["jobs"].as_array().unwrap().len(),
+        1,
+        "a retry must not create a second job"
+    );
     app.stop().await;
 }
 backends!(idempotency, idempotency_key_returns_the_same_job);
@@ -153,7 +185,12 @@ async fn cancel_stops_claiming(backend: Backend) {
         .create_job(&json!({"config": sampler_config(), "num_records": 100_000}))
         .await;
     let id = job["id"].as_str().unwrap().to_owned();
-    let resp = app.client.post(app.url(&format!("/v1/jobs/{id}/cancel"))).send().await.unwrap();
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
     let (status, after) = status_json(resp).await;
     assert_eq!(status, 200, "{after}");
     assert!(["cancelling", "cancelled"].contains(&after["status"].as_str().unwrap()));
@@ -164,7 +201,12 @@ async fn cancel_stops_claiming(backend: Backend) {
     assert_eq!(c["in_progress"], 0);
     assert!(c["cancelled"].as_u64().unwrap() > 90_000, "{c}");
     // A second cancel is a conflict, not a silent success.
-    let resp = app.client.post(app.url(&format!("/v1/jobs/{id}/cancel"))).send().await.unwrap();
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
     let (status, err) = status_json(resp).await;
     assert_eq!(status, 409);
     assert_eq!(err["error"]["code"], "job_finished");
@@ -174,17 +216,27 @@ backends!(cancel, cancel_stops_claiming);
 
 async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
     let app = spawn_app_with(backend, |c| {
-        c.model_providers = vec![serde_json::from_value(json!({"name": "mock", "endpoint": "http://127.0.0.1:9"})).unwrap()];
-        c.model_configs = vec![serde_json::from_value(json!({"alias": "m", "model": "x", "provider": "mock"})).unwrap()];
+        c.model_providers = vec![
+            serde_json::from_value(json!({"name": "mock", "endpoint": "http://127.0.0.1:9"}))
+                .unwrap(),
+        ];
+        c.model_configs = vec![
+            serde_json::from_value(json!({"alias": "m", "model": "x", "provider": "mock"}))
+                .unwrap(),
+        ];
     })
     .await;
     let config = json!({"columns": [
         {"name": "topic", "column_type": "sampler", "sampler_type": "category", "params": {"values": ["a"]}},
         {"name": "answer", "column_type": "llm-text", "model_alias": "m", "prompt": "About {{ topic }}"}
     ]});
-    let (status, job) = app.create_job(&json!({"config": config, "num_records": 200})).await;
+    let (status, job) = app
+        .create_job(&json!({"config": config, "num_records": 200}))
+        .await;
     assert_eq!(status, 202, "{job}");
-    let done = app.wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30)).await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["error"]["code"], "error_rate_exceeded");
     let first = &done["first_errors"][0];
@@ -195,7 +247,10 @@ async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
     assert_eq!(c["pending"], 0);
     // A failed record keeps the values generated before the failing column.
     let (_, failed) = app
-        .get(&format!("/v1/records/{}", first["record_id"].as_str().unwrap()))
+        .get(&format!(
+            "/v1/records/{}",
+            first["record_id"].as_str().unwrap()
+        ))
         .await;
     assert_eq!(failed["status"], "failed");
     assert_eq!(failed["values"]["topic"], "a");
@@ -209,9 +264,19 @@ async fn events_stream_progress_until_done(backend: Backend) {
         .create_job(&json!({"config": sampler_config(), "num_records": 300}))
         .await;
     let id = job["id"].as_str().unwrap().to_owned();
-    let resp = app.client.get(app.url(&format!("/v1/jobs/{id}/events"))).send().await.unwrap();
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/jobs/{id}/events")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status(), 200);
-    assert!(resp.headers()["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
     let body = tokio::time::timeout(Duration::from_secs(60), resp.text())
         .await
         .expect("stream ends after done")
@@ -235,7 +300,11 @@ async fn events_stream_progress_until_done(backend: Backend) {
         .map(|e| e.1["index"].as_u64().unwrap())
         .collect();
     let record_events = events.iter().filter(|e| e.0 == "record").count();
-    assert_eq!(recorded.len(), record_events, "a record event was sent twice");
+    assert_eq!(
+        recorded.len(),
+        record_events,
+        "a record event was sent twice"
+    );
     app.stop().await;
 }
 backends!(events, events_stream_progress_until_done);

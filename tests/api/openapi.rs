@@ -26,10 +26,15 @@ fn every_operation_is_documented() {
         "/healthz",
         "/readyz",
     ] {
-        let item = paths.get(p).unwrap_or_else(|| panic!("{p} missing from the spec"));
+        let item = paths
+            .get(p)
+            .unwrap_or_else(|| panic!("{p} missing from the spec"));
         for (method, op) in item.as_object().unwrap() {
             assert!(op["summary"].is_string(), "{method} {p} has no summary");
-            assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()), "{method} {p}");
+            assert!(
+                op["responses"].as_object().is_some_and(|r| !r.is_empty()),
+                "{method} {p}"
+            );
         }
     }
 }

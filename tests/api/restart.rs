@@ -27,7 +27,7 @@ fn start(db: &TestDb, port: u16, log: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_synthgate"))
         .arg("serve")
         .env("SYNTHGATE__SERVER__PORT", port.to_string())
-        .env("SYNTHGATE__DATABASE__URL", db.url())
+        .env("SYNTHGATE__DATABASE__URL", &db.url)
         .env("SYNTHGATE__WORKERS__LEASE_TTL_SEC", "2")
         .env("SYNTHGATE__WORKERS__POLL_INTERVAL_MS", "50")
         .env("SYNTHGATE__WORKERS__COUNT", "8")
@@ -79,7 +79,10 @@ async fn sigkill_mid_job_loses_nothing(backend: Backend) {
         .await
         .unwrap();
     assert_eq!(resp.status(), 202);
-    let id = resp.json::<Value>().await.unwrap()["id"].as_str().unwrap().to_owned();
+    let id = resp.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
 
     // Kill as soon as real progress is visible, well before the end.
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -109,7 +112,10 @@ async fn sigkill_mid_job_loses_nothing(backend: Backend) {
         if j["status"] == "completed" {
             break j;
         }
-        assert!(Instant::now() < deadline, "job did not finish after restart: {j}");
+        assert!(
+            Instant::now() < deadline,
+            "job did not finish after restart: {j}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(done["counts"]["completed"], N, "{done}");
@@ -127,7 +133,10 @@ async fn sigkill_mid_job_loses_nothing(backend: Backend) {
         let page: Value = client.get(url).send().await.unwrap().json().await.unwrap();
         for r in page["records"].as_array().unwrap() {
             assert_eq!(r["status"], "completed");
-            assert!(seen.insert(r["index"].as_u64().unwrap()), "index twice: {r}");
+            assert!(
+                seen.insert(r["index"].as_u64().unwrap()),
+                "index twice: {r}"
+            );
             if r["attempts"].as_u64().unwrap() > 1 {
                 rerun += 1;
             }
@@ -141,6 +150,6 @@ async fn sigkill_mid_job_loses_nothing(backend: Backend) {
     eprintln!("records re-run after the kill: {rerun}");
     second.start_kill().unwrap();
     second.wait().await.unwrap();
-    db.cleanup().await;
+    drop(db);
 }
 backends!(sigkill, sigkill_mid_job_loses_nothing);

@@ -1,0 +1,95 @@
+//! Picks and opens the backend named by the configured database URL.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::postgres::PgStore;
+use super::sqlite::SqliteStore;
+use super::{Store, StoreError};
+
+/// How long a request waits for a pooled Postgres connection before failing.
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Opens the store for `database_url` and applies its migrations:
+///
+/// * `None`: the SQLite file at `default_sqlite_path` (created with its directory if missing);
+/// * `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:`: SQLite;
+/// * `postgres://...`, `postgresql://...`: Postgres, with [`DEFAULT_ACQUIRE_TIMEOUT`].
+///
+/// Any other URL is a configuration error that names only its scheme, never the whole URL
+/// (which may hold a password).
+pub async fn open(
+    database_url: Option<&str>,
+    default_sqlite_path: &Path,
+    max_connections: u32,
+) -> Result<Arc<dyn Store>, StoreError> {
+    let Some(url) = database_url else {
+        return Ok(Arc::new(
+            SqliteStore::open_path(default_sqlite_path, max_connections).await?,
+        ));
+    };
+    match Backend::of(url) {
+        Some(Backend::Sqlite) => Ok(Arc::new(SqliteStore::open(url, max_connections).await?)),
+        Some(Backend::Postgres) => Ok(Arc::new(
+            PgStore::connect(url, max_connections, DEFAULT_ACQUIRE_TIMEOUT).await?,
+        )),
+        None => {
+            let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
+            Err(StoreError::Db(sqlx::Error::Configuration(
+                format!(
+                    "unsupported database URL scheme {scheme:?}: expected sqlite:PATH, \
+                     postgres://... or postgresql://..."
+                )
+                .into(),
+            )))
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a URL names; schemes are case-insensitive.
+    fn of(url: &str) -> Option<Self> {
+        let lower = url.get(..13).unwrap_or(url).to_ascii_lowercase();
+        if lower.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_from_scheme() {
+        assert_eq!(Backend::of("sqlite:data/x.db"), Some(Backend::Sqlite));
+        assert_eq!(Backend::of("sqlite://data/x.db"), Some(Backend::Sqlite));
+        assert_eq!(Backend::of("sqlite::memory:"), Some(Backend::Sqlite));
+        assert_eq!(Backend::of("postgres://u:p@h/db"), Some(Backend::Postgres));
+        assert_eq!(Backend::of("PostgreSQL://u@h/db"), Some(Backend::Postgres));
+        assert_eq!(Backend::of("mysql://u:p@h/db"), None);
+        assert_eq!(Backend::of("data/x.db"), None);
+    }
+
+    #[tokio::test]
+    async fn unknown_scheme_names_only_the_scheme() {
+        let err = open(Some("mysql://user:hunter2@db/x"), Path::new("unused"), 1)
+            .await
+            .err()
+            .expect("an error");
+        let msg = err.to_string();
+        assert!(msg.contains("\"mysql\""), "{msg}");
+        assert!(!msg.contains("hunter2"), "{msg}");
+    }
+}

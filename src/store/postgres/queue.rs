@@ -1,0 +1,286 @@
+//! The Postgres work queue: claims, completions, cancellation and job finalization.
+//!
+//! Each operation is one read-committed transaction. Claims lock the rows they pick with
+//! `for update skip locked`; the other writers re-check their `where` clause on the latest row
+//! version after waiting for a lock, which is what makes the fencing and status guards hold
+//! under concurrency.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::domain::{JobId, RecordId};
+use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
+use crate::store::{ClaimedRecord, JobError, RecordResult, StoreError};
+
+// The picking `select` carries the `limit` and the `skip locked`, so a claimer that meets rows
+// locked by another one walks past them to the next free rows instead of coming back empty.
+// `materialized` keeps the planner from inlining it into the update and re-running it.
+
+/// Takes over records whose lease expired (their worker died) in live jobs.
+const CLAIM_EXPIRED: &str = "\
+    with picked as materialized ( \
+        select r.id from records r \
+        where r.status = 'in_progress' and r.lease_expires_at <= now() \
+          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+        order by r.job_id, r.idx \
+        limit $3 \
+        for update of r skip locked) \
+    update records r \
+    set lease_owner = $1, lease_expires_at = now() + $2, attempts = r.attempts + 1, \
+        updated_at = now() \
+    from picked where r.id = picked.id \
+    returning r.id, r.job_id, r.idx, r.attempts";
+
+/// Claims pending records, oldest job first (ids are UUIDv7), then by index: the order of the
+/// partial index `records_pending`.
+const CLAIM_PENDING: &str = "\
+    with picked as materialized ( \
+        select r.id from records r \
+        where r.status = 'pending' \
+          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+        order by r.job_id, r.idx \
+        limit $3 \
+        for update of r skip locked) \
+    update records r \
+    set status = 'in_progress', lease_owner = $1, lease_expires_at = now() + $2, \
+        attempts = r.attempts + 1, updated_at = now() \
+    from picked where r.id = picked.id \
+    returning r.id, r.job_id, r.idx, r.attempts";
+
+/// Writes a batch of results, each only while `$1` still holds its lease (fencing).
+const COMPLETE_RECORDS: &str = "\
+    update records r \
+    set status = v.status, \"values\" = v.vals, error_code = v.error_code, \
+        error_message = v.error_message, error_column = v.error_column, \
+        error_stage = v.error_stage, lease_owner = null, lease_expires_at = null, \
+        updated_at = now() \
+    from unnest($2::uuid[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], \
+                $8::text[]) \
+         as v(id, status, vals, error_code, error_message, error_column, error_stage) \
+    where r.id = v.id and r.lease_owner = $1 and r.status = 'in_progress' \
+    returning r.id";
+
+/// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
+/// and fail.
+const CANCEL_PENDING: &str = "\
+    update records set status = 'cancelled', updated_at = now() \
+    where job_id = $1 and status = 'pending' \
+      and exists (select 1 from jobs where id = $1 and status in ('queued', 'running'))";
+
+impl PgStore {
+    pub(super) async fn claim(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        // Expired leases first: they are older work, and usually few. Two statements, because
+        // `for update` cannot sit under a `union`, and one `or` would defeat both indexes.
+        let mut claimed: Vec<ClaimedDb> = sqlx::query_as(CLAIM_EXPIRED)
+            .bind(owner)
+            .bind(lease)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        let left = limit as usize - claimed.len();
+        if left > 0 {
+            let pending: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
+                .bind(owner)
+                .bind(lease)
+                .bind(left as i64)
+                .fetch_all(&mut *tx)
+                .await?;
+            claimed.extend(pending);
+        }
+        let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
+        if !claimed.is_empty() {
+            let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            // Only the first claim of a job waits on its row lock: later ones find it
+            // `running` already and match nothing.
+            sqlx::query(
+                "update jobs \
+                 set status = 'running', started_at = coalesce(started_at, now()), \
+                     updated_at = now() \
+                 where id = any($1) and status = 'queued'",
+            )
+            .bind(jobs)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        // `returning` gives no order.
+        claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
+        Ok(claimed)
+    }
+
+    pub(super) async fn complete(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError> {
+        let results = dedup_results(results);
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let n = results.len();
+        let (mut ids, mut statuses, mut values) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut codes, mut messages, mut columns, mut stages) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for result in &results {
+            let w = Written::from(&result.outcome);
+            ids.push(result.id.0);
+            statuses.push(w.status.as_str());
+            values.push(w.values.cloned());
+            codes.push(w.error.map(|e| e.code.clone()));
+            messages.push(w.error.map(|e| e.message.clone()));
+            columns.push(w.error.and_then(|e| e.column.clone()));
+            stages.push(w.error.and_then(|e| e.stage.clone()));
+        }
+
+        let mut tx = self.pool.begin().await?;
+        let written: Vec<Uuid> = sqlx::query_scalar(COMPLETE_RECORDS)
+            .bind(owner)
+            .bind(ids)
+            .bind(statuses)
+            .bind(values)
+            .bind(codes)
+            .bind(messages)
+            .bind(columns)
+            .bind(stages)
+            .fetch_all(&mut *tx)
+            .await?;
+
+        let written: HashSet<Uuid> = written.into_iter().collect();
+        if !written.is_empty() {
+            let written_ids: Vec<Uuid> = written.iter().copied().collect();
+            // The traces of the final attempt replace all earlier ones, including columns
+            // this attempt did not reach.
+            sqlx::query("delete from traces where record_id = any($1)")
+                .bind(written_ids)
+                .execute(&mut *tx)
+                .await?;
+            let (mut record_ids, mut names, mut traces): (Vec<Uuid>, Vec<&str>, Vec<&Value>) =
+                Default::default();
+            for result in results.iter().filter(|r| written.contains(&r.id.0)) {
+                for t in dedup_traces(&result.traces) {
+                    record_ids.push(result.id.0);
+                    names.push(t.column.as_str());
+                    traces.push(&t.messages);
+                }
+            }
+            if !record_ids.is_empty() {
+                sqlx::query(
+                    "insert into traces (record_id, column_name, messages) \
+                     select * from unnest($1::uuid[], $2::text[], $3::jsonb[])",
+                )
+                .bind(record_ids)
+                .bind(names)
+                .bind(traces)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        // In the order of `results`, like the SQLite store.
+        Ok(results
+            .iter()
+            .filter(|r| written.contains(&r.id.0))
+            .map(|r| r.id)
+            .collect())
+    }
+
+    pub(super) async fn cancel(&self, id: JobId) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(CANCEL_PENDING)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "update jobs set status = 'cancelling', updated_at = now() \
+             where id = $1 and status in ('queued', 'running')",
+        )
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(CANCEL_PENDING)
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "update jobs set status = 'failed', error_code = $2, error_message = $3, \
+             finished_at = now(), updated_at = now() \
+             where id = $1 and status in ('queued', 'running')",
+        )
+        .bind(id.0)
+        .bind(&error.code)
+        .bind(&error.message)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn finalize(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        let mut ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut tx = self.pool.begin().await?;
+        // In a cancelling job, records that will never run become cancelled: pending ones, and
+        // in-progress ones whose lease expired (their worker died, and claims skip the job).
+        sqlx::query(
+            "update records \
+             set status = 'cancelled', lease_owner = null, lease_expires_at = null, \
+                 updated_at = now() \
+             where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= now())) \
+               and job_id in (select id from jobs where id = any($1) and status = 'cancelling')",
+        )
+        .bind(&ids)
+        .execute(&mut *tx)
+        .await?;
+        // A live job with nothing pending or in flight is done. When two replicas race, the
+        // second waits for the first's row lock, re-checks `status` on the new row version,
+        // matches nothing and returns nothing.
+        let mut done: Vec<Uuid> = sqlx::query_scalar(
+            "update jobs \
+             set status = case status when 'cancelling' then 'cancelled' else 'completed' end, \
+                 finished_at = now(), updated_at = now() \
+             where id = any($1) and status in ('queued', 'running', 'cancelling') \
+               and not exists (select 1 from records r where r.job_id = jobs.id \
+                               and r.status in ('pending', 'in_progress')) \
+             returning id",
+        )
+        .bind(&ids)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        done.sort_unstable();
+        Ok(done.into_iter().map(JobId).collect())
+    }
+}

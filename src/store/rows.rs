@@ -1,0 +1,334 @@
+//! Row decoding shared by both backends: the column lists every query selects, the raw
+//! `FromRow` structs, and their conversion into the store's domain rows.
+//!
+//! The raw structs are generic over how a backend stores JSON (`J`: Postgres `jsonb` decodes
+//! to a `Value`, SQLite keeps text) and timestamps (`T`: Postgres `timestamptz`, SQLite integer
+//! microseconds). Everything that can be wrong with a stored value (an unknown status, a
+//! negative count, text that is not JSON) becomes [`StoreError::Corrupt`] naming the column.
+
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{
+    ClaimedRecord, FinishedRecord, JobError, JobRow, RecordError, RecordRow, StoreError, TraceRow,
+};
+use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+
+/// Columns of a job, in [`JobDb`] order. A macro so that `concat!` can build `&'static str`
+/// queries from it.
+macro_rules! job_columns {
+    () => {
+        "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
+         request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at"
+    };
+}
+pub(crate) use job_columns;
+
+/// Columns of a record, in [`RecordDb`] order, each qualified by `r.` so they work in joins.
+macro_rules! record_columns {
+    () => {
+        "r.id, r.job_id, r.idx, r.status, r.\"values\", r.attempts, r.error_code, \
+         r.error_message, r.error_column, r.error_stage, r.created_at, r.updated_at"
+    };
+}
+pub(crate) use record_columns;
+
+/// How a backend stores a JSON column.
+pub(crate) trait DbJson {
+    fn into_json(self, column: &'static str) -> Result<Value, StoreError>;
+}
+
+/// Postgres `jsonb`: the server has already checked it.
+impl DbJson for Value {
+    fn into_json(self, _column: &'static str) -> Result<Value, StoreError> {
+        Ok(self)
+    }
+}
+
+/// SQLite text.
+impl DbJson for String {
+    fn into_json(self, column: &'static str) -> Result<Value, StoreError> {
+        serde_json::from_str(&self)
+            .map_err(|e| StoreError::Corrupt(format!("{column}: invalid JSON: {e}")))
+    }
+}
+
+/// How a backend stores a timestamp.
+pub(crate) trait DbTime {
+    fn into_utc(self, column: &'static str) -> Result<DateTime<Utc>, StoreError>;
+}
+
+/// Postgres `timestamptz`.
+impl DbTime for DateTime<Utc> {
+    fn into_utc(self, _column: &'static str) -> Result<DateTime<Utc>, StoreError> {
+        Ok(self)
+    }
+}
+
+/// SQLite integer microseconds since the Unix epoch.
+impl DbTime for i64 {
+    fn into_utc(self, column: &'static str) -> Result<DateTime<Utc>, StoreError> {
+        DateTime::from_timestamp_micros(self)
+            .ok_or_else(|| StoreError::Corrupt(format!("{column}: timestamp {self} out of range")))
+    }
+}
+
+fn opt_json<J: DbJson>(v: Option<J>, column: &'static str) -> Result<Option<Value>, StoreError> {
+    v.map(|v| v.into_json(column)).transpose()
+}
+
+fn opt_time<T: DbTime>(
+    v: Option<T>,
+    column: &'static str,
+) -> Result<Option<DateTime<Utc>>, StoreError> {
+    v.map(|v| v.into_utc(column)).transpose()
+}
+
+fn to_u32(v: i64, column: &'static str) -> Result<u32, StoreError> {
+    u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("{column}: {v} is not a u32")))
+}
+
+fn job_status(s: &str) -> Result<JobStatus, StoreError> {
+    JobStatus::parse(s)
+        .ok_or_else(|| StoreError::Corrupt(format!("jobs.status: unknown status {s:?}")))
+}
+
+fn record_status(s: &str) -> Result<RecordStatus, StoreError> {
+    RecordStatus::parse(s)
+        .ok_or_else(|| StoreError::Corrupt(format!("records.status: unknown status {s:?}")))
+}
+
+/// A job row as stored; see [`job_columns!`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct JobDb<J, T> {
+    id: Uuid,
+    owner: Option<String>,
+    status: String,
+    config: J,
+    num_records: i64,
+    seed: i64,
+    metadata: Option<J>,
+    run_config: J,
+    idempotency_key: Option<String>,
+    request_hash: Option<String>,
+    error_code: Option<String>,
+    error_message: Option<String>,
+    created_at: T,
+    updated_at: T,
+    started_at: Option<T>,
+    finished_at: Option<T>,
+}
+
+impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
+    type Error = StoreError;
+
+    fn try_from(r: JobDb<J, T>) -> Result<Self, StoreError> {
+        Ok(JobRow {
+            id: JobId(r.id),
+            owner: r.owner,
+            status: job_status(&r.status)?,
+            config: r.config.into_json("jobs.config")?,
+            num_records: to_u32(r.num_records, "jobs.num_records")?,
+            // Bit-cast back; see the migration.
+            seed: r.seed as u64,
+            metadata: opt_json(r.metadata, "jobs.metadata")?,
+            run_config: r.run_config.into_json("jobs.run_config")?,
+            idempotency_key: r.idempotency_key,
+            request_hash: r.request_hash,
+            // The message is written with the code; a code alone still reports the failure.
+            error: r.error_code.map(|code| JobError {
+                code,
+                message: r.error_message.unwrap_or_default(),
+            }),
+            created_at: r.created_at.into_utc("jobs.created_at")?,
+            updated_at: r.updated_at.into_utc("jobs.updated_at")?,
+            started_at: opt_time(r.started_at, "jobs.started_at")?,
+            finished_at: opt_time(r.finished_at, "jobs.finished_at")?,
+        })
+    }
+}
+
+/// A record row as stored; see [`record_columns!`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct RecordDb<J, T> {
+    id: Uuid,
+    job_id: Uuid,
+    idx: i64,
+    status: String,
+    values: Option<J>,
+    attempts: i64,
+    error_code: Option<String>,
+    error_message: Option<String>,
+    error_column: Option<String>,
+    error_stage: Option<String>,
+    created_at: T,
+    updated_at: T,
+}
+
+impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
+    type Error = StoreError;
+
+    fn try_from(r: RecordDb<J, T>) -> Result<Self, StoreError> {
+        Ok(RecordRow {
+            id: RecordId(r.id),
+            job_id: JobId(r.job_id),
+            index: to_u32(r.idx, "records.idx")?,
+            status: record_status(&r.status)?,
+            values: opt_json(r.values, "records.values")?,
+            attempts: to_u32(r.attempts, "records.attempts")?,
+            error: r.error_code.map(|code| RecordError {
+                code,
+                message: r.error_message.unwrap_or_default(),
+                column: r.error_column,
+                stage: r.error_stage,
+            }),
+            created_at: r.created_at.into_utc("records.created_at")?,
+            updated_at: r.updated_at.into_utc("records.updated_at")?,
+        })
+    }
+}
+
+/// A claimed record: `returning id, job_id, idx, attempts`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct ClaimedDb {
+    id: Uuid,
+    job_id: Uuid,
+    idx: i64,
+    attempts: i64,
+}
+
+impl TryFrom<ClaimedDb> for ClaimedRecord {
+    type Error = StoreError;
+
+    fn try_from(r: ClaimedDb) -> Result<Self, StoreError> {
+        Ok(ClaimedRecord {
+            id: RecordId(r.id),
+            job_id: JobId(r.job_id),
+            index: to_u32(r.idx, "records.idx")?,
+            attempts: to_u32(r.attempts, "records.attempts")?,
+        })
+    }
+}
+
+/// A finished record: `select id, idx, status, error_code, updated_at`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct FinishedDb<T> {
+    id: Uuid,
+    idx: i64,
+    status: String,
+    error_code: Option<String>,
+    updated_at: T,
+}
+
+impl<T: DbTime> TryFrom<FinishedDb<T>> for FinishedRecord {
+    type Error = StoreError;
+
+    fn try_from(r: FinishedDb<T>) -> Result<Self, StoreError> {
+        Ok(FinishedRecord {
+            id: RecordId(r.id),
+            index: to_u32(r.idx, "records.idx")?,
+            status: record_status(&r.status)?,
+            error_code: r.error_code,
+            updated_at: r.updated_at.into_utc("records.updated_at")?,
+        })
+    }
+}
+
+/// A trace: `select record_id, column_name, messages, created_at`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct TraceDb<J, T> {
+    record_id: Uuid,
+    column_name: String,
+    messages: J,
+    created_at: T,
+}
+
+impl<J: DbJson, T: DbTime> TryFrom<TraceDb<J, T>> for TraceRow {
+    type Error = StoreError;
+
+    fn try_from(r: TraceDb<J, T>) -> Result<Self, StoreError> {
+        Ok(TraceRow {
+            record_id: RecordId(r.record_id),
+            column: r.column_name,
+            messages: r.messages.into_json("traces.messages")?,
+            created_at: r.created_at.into_utc("traces.created_at")?,
+        })
+    }
+}
+
+/// Record counts: `select status, count(*) as n ... group by status`.
+#[derive(sqlx::FromRow)]
+pub(crate) struct CountDb {
+    pub status: String,
+    pub n: i64,
+}
+
+/// Folds per-status counts into [`super::JobCounts`].
+pub(crate) fn job_counts(rows: Vec<CountDb>) -> Result<super::JobCounts, StoreError> {
+    let mut c = super::JobCounts::default();
+    for row in rows {
+        let n = u64::try_from(row.n)
+            .map_err(|_| StoreError::Corrupt(format!("records: negative count {}", row.n)))?;
+        match record_status(&row.status)? {
+            RecordStatus::Pending => c.pending = n,
+            RecordStatus::InProgress => c.in_progress = n,
+            RecordStatus::Completed => c.completed = n,
+            RecordStatus::Failed => c.failed = n,
+            RecordStatus::Cancelled => c.cancelled = n,
+        }
+    }
+    Ok(c)
+}
+
+/// Converts every raw row, stopping at the first corrupt one.
+pub(crate) fn convert<R, D>(rows: Vec<D>) -> Result<Vec<R>, StoreError>
+where
+    R: TryFrom<D, Error = StoreError>,
+{
+    rows.into_iter().map(R::try_from).collect()
+}
+
+/// The columns a finished record writes, flattened from its outcome.
+pub(crate) struct Written<'a> {
+    pub status: RecordStatus,
+    pub values: Option<&'a Value>,
+    pub error: Option<&'a RecordError>,
+}
+
+impl<'a> From<&'a super::RecordOutcome> for Written<'a> {
+    fn from(o: &'a super::RecordOutcome) -> Self {
+        match o {
+            super::RecordOutcome::Completed { values } => Written {
+                status: RecordStatus::Completed,
+                values: Some(values),
+                error: None,
+            },
+            super::RecordOutcome::Failed { values, error } => Written {
+                status: RecordStatus::Failed,
+                values: values.as_ref(),
+                error: Some(error),
+            },
+        }
+    }
+}
+
+/// The results to write, first occurrence per record id (a batch should not name a record
+/// twice; if it does, the first result wins on both backends), and each result's traces with
+/// one entry per column (the last one wins, as a later write of the same column would).
+pub(crate) fn dedup_results(results: &[super::RecordResult]) -> Vec<&super::RecordResult> {
+    let mut seen = std::collections::HashSet::new();
+    results.iter().filter(|r| seen.insert(r.id)).collect()
+}
+
+/// A record's traces with one entry per column, the last one winning.
+pub(crate) fn dedup_traces(traces: &[super::NewTrace]) -> Vec<&super::NewTrace> {
+    let mut out: Vec<&super::NewTrace> = Vec::with_capacity(traces.len());
+    for t in traces {
+        match out.iter_mut().find(|o| o.column == t.column) {
+            Some(slot) => *slot = t,
+            None => out.push(t),
+        }
+    }
+    out
+}

@@ -1,0 +1,254 @@
+//! The SQLite work queue: claims, completions, cancellation and job finalization.
+//!
+//! Each operation is one transaction begun `immediate`, so its reads and writes see no other
+//! writer in between: that is what makes a claim exclusive without `for update skip locked`.
+
+use std::time::Duration;
+
+use sqlx::{QueryBuilder, Sqlite};
+use uuid::Uuid;
+
+use super::{SqliteStore, expiry_us, now_us, push_ids};
+use crate::domain::{JobId, RecordId};
+use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
+use crate::store::{ClaimedRecord, JobError, RecordResult, StoreError};
+
+/// Takes over records whose lease expired (their worker died) in live jobs. `$3` is now.
+const CLAIM_EXPIRED: &str = "\
+    update records \
+    set lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
+    where id in ( \
+        select r.id from records r \
+        where r.status = 'in_progress' and r.lease_expires_at <= $3 \
+          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+        order by r.job_id, r.idx \
+        limit $4) \
+    returning id, job_id, idx, attempts";
+
+/// Claims pending records, oldest job first (ids are UUIDv7), then by index: the order of the
+/// partial index `records_pending`.
+const CLAIM_PENDING: &str = "\
+    update records \
+    set status = 'in_progress', lease_owner = $1, lease_expires_at = $2, \
+        attempts = attempts + 1, updated_at = $3 \
+    where id in ( \
+        select r.id from records r \
+        where r.status = 'pending' \
+          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+        order by r.job_id, r.idx \
+        limit $4) \
+    returning id, job_id, idx, attempts";
+
+/// Fenced: written only while `owner` still holds the lease.
+const COMPLETE_RECORD: &str = "\
+    update records \
+    set status = $3, \"values\" = $4, error_code = $5, error_message = $6, error_column = $7, \
+        error_stage = $8, lease_owner = null, lease_expires_at = null, updated_at = $9 \
+    where id = $1 and lease_owner = $2 and status = 'in_progress'";
+
+/// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
+/// and fail. `$2` is now.
+const CANCEL_PENDING: &str = "\
+    update records set status = 'cancelled', updated_at = $2 \
+    where job_id = $1 and status = 'pending' \
+      and exists (select 1 from jobs where id = $1 and status in ('queued', 'running'))";
+
+impl SqliteStore {
+    pub(super) async fn claim(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRecord>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = now_us();
+        let expires = expiry_us(now, lease);
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        // Expired leases first: they are older work, and usually few.
+        let mut claimed: Vec<ClaimedDb> = sqlx::query_as(CLAIM_EXPIRED)
+            .bind(owner)
+            .bind(expires)
+            .bind(now)
+            .bind(i64::from(limit))
+            .fetch_all(&mut *tx)
+            .await?;
+        let left = limit as usize - claimed.len();
+        if left > 0 {
+            let pending: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
+                .bind(owner)
+                .bind(expires)
+                .bind(now)
+                .bind(left as i64)
+                .fetch_all(&mut *tx)
+                .await?;
+            claimed.extend(pending);
+        }
+        let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
+        if !claimed.is_empty() {
+            let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
+            jobs.sort_unstable();
+            jobs.dedup();
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "update jobs set status = 'running', started_at = coalesce(started_at, ",
+            );
+            qb.push_bind(now)
+                .push("), updated_at = ")
+                .push_bind(now)
+                .push(" where status = 'queued' and id in ");
+            push_ids(&mut qb, jobs);
+            qb.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        // `returning` gives no order.
+        claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
+        Ok(claimed)
+    }
+
+    pub(super) async fn complete(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError> {
+        let results = dedup_results(results);
+        if results.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_us();
+        let mut written = Vec::with_capacity(results.len());
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        for result in results {
+            let w = Written::from(&result.outcome);
+            let done = sqlx::query(COMPLETE_RECORD)
+                .bind(result.id.0)
+                .bind(owner)
+                .bind(w.status.as_str())
+                .bind(w.values.map(|v| v.to_string()))
+                .bind(w.error.map(|e| e.code.as_str()))
+                .bind(w.error.map(|e| e.message.as_str()))
+                .bind(w.error.and_then(|e| e.column.as_deref()))
+                .bind(w.error.and_then(|e| e.stage.as_deref()))
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            if done.rows_affected() == 0 {
+                continue; // taken over by another worker: its run wins
+            }
+            // The traces of the final attempt replace all earlier ones, including columns
+            // this attempt did not reach.
+            sqlx::query("delete from traces where record_id = $1")
+                .bind(result.id.0)
+                .execute(&mut *tx)
+                .await?;
+            let traces = dedup_traces(&result.traces);
+            if !traces.is_empty() {
+                let mut qb = QueryBuilder::<Sqlite>::new(
+                    "insert into traces (record_id, column_name, messages, created_at, updated_at) ",
+                );
+                qb.push_values(traces, |mut row, t| {
+                    row.push_bind(result.id.0)
+                        .push_bind(t.column.as_str())
+                        .push_bind(t.messages.to_string())
+                        .push_bind(now)
+                        .push_bind(now);
+                });
+                qb.build().execute(&mut *tx).await?;
+            }
+            written.push(result.id);
+        }
+        tx.commit().await?;
+        Ok(written)
+    }
+
+    pub(super) async fn cancel(&self, id: JobId) -> Result<(), StoreError> {
+        let now = now_us();
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        sqlx::query(CANCEL_PENDING)
+            .bind(id.0)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "update jobs set status = 'cancelling', updated_at = $2 \
+             where id = $1 and status in ('queued', 'running')",
+        )
+        .bind(id.0)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+        let now = now_us();
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        sqlx::query(CANCEL_PENDING)
+            .bind(id.0)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "update jobs set status = 'failed', error_code = $2, error_message = $3, \
+             finished_at = $4, updated_at = $4 \
+             where id = $1 and status in ('queued', 'running')",
+        )
+        .bind(id.0)
+        .bind(&error.code)
+        .bind(&error.message)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub(super) async fn finalize(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        let mut ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = now_us();
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+
+        // In a cancelling job, records that will never run become cancelled: pending ones, and
+        // in-progress ones whose lease expired (their worker died, and claims skip the job).
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "update records set status = 'cancelled', lease_owner = null, \
+             lease_expires_at = null, updated_at = ",
+        );
+        qb.push_bind(now)
+            .push(" where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= ")
+            .push_bind(now)
+            .push(")) and job_id in (select id from jobs where status = 'cancelling' and id in ");
+        push_ids(&mut qb, ids.iter().copied());
+        qb.push(")");
+        qb.build().execute(&mut *tx).await?;
+
+        // A live job with nothing pending or in flight is done. The status check in the
+        // `where` makes a second caller (another replica) change nothing and return nothing.
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "update jobs \
+             set status = case status when 'cancelling' then 'cancelled' else 'completed' end, \
+                 finished_at = ",
+        );
+        qb.push_bind(now)
+            .push(", updated_at = ")
+            .push_bind(now)
+            .push(
+                " where status in ('queued', 'running', 'cancelling') \
+                 and not exists (select 1 from records r where r.job_id = jobs.id \
+                                 and r.status in ('pending', 'in_progress')) \
+                 and id in ",
+            );
+        push_ids(&mut qb, ids);
+        qb.push(" returning id");
+        let mut done: Vec<Uuid> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        done.sort_unstable();
+        Ok(done.into_iter().map(JobId).collect())
+    }
+}

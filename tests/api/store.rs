@@ -1,0 +1,315 @@
+//! The store test suite: every test runs on SQLite and on Postgres (see `db::both_backends!`).
+//!
+//! This file holds the shared helpers and the job tests; `store/queue.rs` covers claims and
+//! leases, `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads,
+//! traces and bulk inserts.
+
+mod lifecycle;
+mod queue;
+mod records;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use synthgate::domain::{JobId, JobStatus, RecordId};
+use synthgate::store::{
+    ClaimedRecord, CreateOutcome, JobCounts, JobError, JobRow, NewJob, NewTrace, RecordError,
+    RecordOutcome, RecordResult, Store,
+};
+
+use crate::db::{TestDb, both_backends};
+
+/// A lease no test outlives.
+const LONG: Duration = Duration::from_secs(3600);
+/// A lease that has expired by the next statement, to simulate a dead worker without sleeping.
+const EXPIRED: Duration = Duration::ZERO;
+
+/// A job of `n` records with distinctive values in every field.
+fn new_job(owner: Option<&str>, n: u32) -> NewJob {
+    NewJob {
+        id: JobId::new(),
+        owner: owner.map(str::to_owned),
+        config: json!({"columns": [{"name": "x", "column_type": "sampler"}]}),
+        num_records: n,
+        // Above i64::MAX, to check the bit-cast round-trips.
+        seed: u64::MAX - 41,
+        metadata: Some(json!({"team": "data", "tags": ["a", "b"]})),
+        run_config: json!({"shutdown_error_rate": 0.5}),
+        idempotency_key: None,
+        request_hash: None,
+    }
+}
+
+/// Creates a job, asserting it was new.
+async fn create(store: &dyn Store, job: &NewJob) -> JobRow {
+    match store.create_job(job).await.expect("create_job") {
+        CreateOutcome::Created(row) => row,
+        CreateOutcome::Existing(row) => panic!("expected a new job, got existing {}", row.id),
+    }
+}
+
+async fn job(store: &dyn Store, id: JobId) -> JobRow {
+    store
+        .get_job(id, None)
+        .await
+        .expect("get_job")
+        .expect("job exists")
+}
+
+async fn counts(store: &dyn Store, id: JobId) -> JobCounts {
+    store.job_counts(id).await.expect("job_counts")
+}
+
+async fn claim(store: &dyn Store, owner: &str, limit: u32, lease: Duration) -> Vec<ClaimedRecord> {
+    store
+        .claim_records(owner, limit, lease)
+        .await
+        .expect("claim_records")
+}
+
+/// `(index, attempts)` of claimed records, for exact comparisons.
+fn idx_attempts(claimed: &[ClaimedRecord]) -> Vec<(u32, u32)> {
+    claimed.iter().map(|c| (c.index, c.attempts)).collect()
+}
+
+fn completed(id: RecordId, values: Value) -> RecordResult {
+    RecordResult {
+        id,
+        outcome: RecordOutcome::Completed { values },
+        traces: Vec::new(),
+    }
+}
+
+fn failed(id: RecordId, code: &str) -> RecordResult {
+    RecordResult {
+        id,
+        outcome: RecordOutcome::Failed {
+            values: Some(json!({"x": 1})),
+            error: RecordError {
+                code: code.to_owned(),
+                message: format!("{code} happened"),
+                column: Some("summary".to_owned()),
+                stage: Some("llm".to_owned()),
+            },
+        },
+        traces: Vec::new(),
+    }
+}
+
+fn trace(column: &str, content: &str) -> NewTrace {
+    NewTrace {
+        column: column.to_owned(),
+        messages: json!([{"role": "user", "content": content}]),
+    }
+}
+
+both_backends!(
+    create_then_get,
+    owner_isolation,
+    list_jobs_newest_first_with_pagination,
+    idempotency_key_returns_existing,
+    idempotency_key_without_owner,
+    live_jobs_lists_unfinished,
+);
+
+async fn create_then_get(db: TestDb) {
+    let store = &*db.store;
+    let new = new_job(Some("team-a"), 3);
+    let created = create(store, &new).await;
+
+    assert_eq!(created.id, new.id);
+    assert_eq!(created.owner.as_deref(), Some("team-a"));
+    assert_eq!(created.status, JobStatus::Queued);
+    assert_eq!(created.config, new.config);
+    assert_eq!(created.num_records, 3);
+    assert_eq!(created.seed, u64::MAX - 41);
+    assert_eq!(created.metadata, new.metadata);
+    assert_eq!(created.run_config, new.run_config);
+    assert_eq!(created.error, None);
+    assert_eq!(created.started_at, None);
+    assert_eq!(created.finished_at, None);
+    assert_eq!(created.created_at, created.updated_at);
+    let now = store.now().await.unwrap();
+    assert!(created.created_at <= now, "{} > {now}", created.created_at);
+
+    // What get returns is exactly what create returned.
+    assert_eq!(job(store, new.id).await, created);
+    assert_eq!(
+        counts(store, new.id).await,
+        JobCounts {
+            pending: 3,
+            ..Default::default()
+        }
+    );
+    let records = store.list_records(new.id, None, None, 10).await.unwrap();
+    let indexes: Vec<u32> = records.iter().map(|r| r.index).collect();
+    assert_eq!(indexes, [0, 1, 2]);
+    assert!(
+        records
+            .iter()
+            .all(|r| r.attempts == 0 && r.values.is_none())
+    );
+
+    // Without metadata, and an unknown id.
+    let mut bare = new_job(None, 1);
+    bare.metadata = None;
+    assert_eq!(create(store, &bare).await.metadata, None);
+    assert_eq!(store.get_job(JobId::new(), None).await.unwrap(), None);
+}
+
+async fn owner_isolation(db: TestDb) {
+    let store = &*db.store;
+    let a = create(store, &new_job(Some("a"), 1)).await;
+    let b = create(store, &new_job(Some("b"), 1)).await;
+    let none = create(store, &new_job(None, 1)).await;
+
+    assert_eq!(
+        store.get_job(a.id, Some("a")).await.unwrap(),
+        Some(a.clone())
+    );
+    assert_eq!(store.get_job(a.id, Some("b")).await.unwrap(), None);
+    assert_eq!(store.get_job(none.id, Some("a")).await.unwrap(), None);
+    assert_eq!(store.get_job(b.id, None).await.unwrap(), Some(b.clone()));
+
+    let rec = store.list_records(a.id, None, None, 1).await.unwrap()[0].clone();
+    assert_eq!(
+        store.get_record(rec.id, Some("a")).await.unwrap(),
+        Some(rec.clone())
+    );
+    assert_eq!(store.get_record(rec.id, Some("b")).await.unwrap(), None);
+    assert_eq!(store.get_record(rec.id, None).await.unwrap(), Some(rec));
+    assert_eq!(store.get_record(RecordId::new(), None).await.unwrap(), None);
+
+    let ids = |jobs: Vec<JobRow>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.list_jobs(Some("a"), None, 10).await.unwrap()),
+        [a.id]
+    );
+    assert_eq!(ids(store.list_jobs(Some("c"), None, 10).await.unwrap()), []);
+    assert_eq!(
+        ids(store.list_jobs(None, None, 10).await.unwrap()),
+        [none.id, b.id, a.id]
+    );
+}
+
+async fn list_jobs_newest_first_with_pagination(db: TestDb) {
+    let store = &*db.store;
+    let mut ids = Vec::new();
+    for _ in 0..5 {
+        ids.push(create(store, &new_job(Some("a"), 1)).await.id);
+    }
+    create(store, &new_job(Some("b"), 1)).await;
+    ids.reverse(); // newest first
+
+    let page1: Vec<JobId> = store
+        .list_jobs(Some("a"), None, 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(page1, ids[0..2]);
+    let page2: Vec<JobId> = store
+        .list_jobs(Some("a"), Some(page1[1]), 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(page2, ids[2..4]);
+    let page3: Vec<JobId> = store
+        .list_jobs(Some("a"), Some(page2[1]), 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(page3, ids[4..5]);
+    assert!(
+        store
+            .list_jobs(Some("a"), Some(page3[0]), 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn idempotency_key_returns_existing(db: TestDb) {
+    let store = &*db.store;
+    let mut first = new_job(Some("a"), 4);
+    first.idempotency_key = Some("key-1".to_owned());
+    first.request_hash = Some("hash-1".to_owned());
+    let created = create(store, &first).await;
+    assert_eq!(created.idempotency_key.as_deref(), Some("key-1"));
+    assert_eq!(created.request_hash.as_deref(), Some("hash-1"));
+
+    // A retry: a new job id, same owner and key. Nothing is inserted.
+    let mut retry = new_job(Some("a"), 4);
+    retry.idempotency_key = Some("key-1".to_owned());
+    retry.request_hash = Some("hash-2".to_owned());
+    match store.create_job(&retry).await.unwrap() {
+        CreateOutcome::Existing(row) => assert_eq!(row, created),
+        CreateOutcome::Created(row) => panic!("created a duplicate {}", row.id),
+    }
+    assert_eq!(store.get_job(retry.id, None).await.unwrap(), None);
+    assert_eq!(counts(store, created.id).await.total(), 4);
+    assert_eq!(store.list_jobs(None, None, 10).await.unwrap().len(), 1);
+
+    // The same key under another owner is another job.
+    let mut other = new_job(Some("b"), 2);
+    other.idempotency_key = Some("key-1".to_owned());
+    create(store, &other).await;
+    assert_eq!(store.list_jobs(None, None, 10).await.unwrap().len(), 2);
+    assert_eq!(claim(store, "w", 100, LONG).await.len(), 6);
+}
+
+async fn idempotency_key_without_owner(db: TestDb) {
+    let store = &*db.store;
+    let mut first = new_job(None, 2);
+    first.idempotency_key = Some("k".to_owned());
+    let created = create(store, &first).await;
+    let mut retry = new_job(None, 2);
+    retry.idempotency_key = Some("k".to_owned());
+    match store.create_job(&retry).await.unwrap() {
+        CreateOutcome::Existing(row) => assert_eq!(row.id, created.id),
+        CreateOutcome::Created(row) => panic!("null owners must share a key space: {}", row.id),
+    }
+    // Jobs without a key never collide.
+    create(store, &new_job(None, 1)).await;
+    create(store, &new_job(None, 1)).await;
+    assert_eq!(store.list_jobs(None, None, 10).await.unwrap().len(), 3);
+}
+
+async fn live_jobs_lists_unfinished(db: TestDb) {
+    let store = &*db.store;
+    let running = create(store, &new_job(None, 2)).await.id;
+    assert_eq!(claim(store, "w", 2, LONG).await.len(), 2);
+
+    let cancelling = create(store, &new_job(None, 1)).await.id;
+    assert_eq!(claim(store, "w", 1, LONG).await[0].job_id, cancelling);
+    store.request_cancel(cancelling).await.unwrap();
+
+    let done = create(store, &new_job(None, 1)).await.id;
+    let c = claim(store, "w", 1, LONG).await;
+    assert_eq!(c[0].job_id, done);
+    let written = store
+        .complete_records("w", &[completed(c[0].id, json!({}))])
+        .await
+        .unwrap();
+    assert_eq!(written, [c[0].id]);
+    assert_eq!(store.finalize_jobs(&[done]).await.unwrap(), [done]);
+
+    let failed = create(store, &new_job(None, 1)).await.id;
+    let error = JobError {
+        code: "error_rate_exceeded".to_owned(),
+        message: "too many failures".to_owned(),
+    };
+    store.fail_job(failed, &error).await.unwrap();
+
+    let queued = create(store, &new_job(None, 1)).await.id;
+
+    assert_eq!(
+        store.live_jobs().await.unwrap(),
+        [running, cancelling, queued]
+    );
+}

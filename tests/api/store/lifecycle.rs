@@ -1,0 +1,231 @@
+//! Job lifecycle: cancel, finalize, fail.
+
+use serde_json::json;
+use synthgate::domain::{JobId, JobStatus, RecordStatus};
+use synthgate::store::{JobCounts, JobError};
+
+use super::{EXPIRED, LONG, claim, completed, counts, create, failed, job, new_job};
+use crate::db::{TestDb, both_backends};
+
+both_backends!(
+    cancel_keeps_in_flight_records,
+    cancel_of_a_finished_or_missing_job,
+    finalize_completes_once,
+    finalize_races_between_replicas,
+    finalize_cancels_abandoned_records,
+    fail_job_stops_the_job,
+);
+
+async fn cancel_keeps_in_flight_records(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 5)).await;
+    let held = claim(store, "w", 2, LONG).await;
+
+    let after = store.request_cancel(j.id).await.unwrap().expect("job");
+    assert_eq!(after.status, JobStatus::Cancelling);
+    assert_eq!(after.finished_at, None);
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            in_progress: 2,
+            cancelled: 3,
+            ..Default::default()
+        }
+    );
+    // No new work from a cancelling job; a second cancel changes nothing.
+    assert!(claim(store, "w2", 10, LONG).await.is_empty());
+    let again = store.request_cancel(j.id).await.unwrap().expect("job");
+    assert_eq!(again, after);
+
+    // In-flight records finish normally; the job is cancelled once the last one has.
+    let one = [completed(held[0].id, json!({"x": 0}))];
+    assert_eq!(
+        store.complete_records("w", &one).await.unwrap(),
+        [held[0].id]
+    );
+    assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
+    let two = [failed(held[1].id, "boom")];
+    assert_eq!(
+        store.complete_records("w", &two).await.unwrap(),
+        [held[1].id]
+    );
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+
+    let done = job(store, j.id).await;
+    assert_eq!(done.status, JobStatus::Cancelled);
+    assert!(done.finished_at.is_some());
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            completed: 1,
+            failed: 1,
+            cancelled: 3,
+            ..Default::default()
+        }
+    );
+}
+
+async fn cancel_of_a_finished_or_missing_job(db: TestDb) {
+    let store = &*db.store;
+    assert_eq!(store.request_cancel(JobId::new()).await.unwrap(), None);
+
+    let j = create(store, &new_job(None, 1)).await;
+    let c = claim(store, "w", 1, LONG).await;
+    store
+        .complete_records("w", &[completed(c[0].id, json!({}))])
+        .await
+        .unwrap();
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+    let finished = job(store, j.id).await;
+    assert_eq!(store.request_cancel(j.id).await.unwrap(), Some(finished));
+
+    // A queued job with nothing in flight goes to cancelled at the next finalize.
+    let q = create(store, &new_job(None, 2)).await;
+    let cancelling = store.request_cancel(q.id).await.unwrap().unwrap();
+    assert_eq!(cancelling.status, JobStatus::Cancelling);
+    assert_eq!(store.finalize_jobs(&[q.id]).await.unwrap(), [q.id]);
+    assert_eq!(job(store, q.id).await.status, JobStatus::Cancelled);
+    assert_eq!(counts(store, q.id).await.cancelled, 2);
+}
+
+async fn finalize_completes_once(db: TestDb) {
+    let store = &*db.store;
+    assert!(store.finalize_jobs(&[]).await.unwrap().is_empty());
+    let a = create(store, &new_job(None, 2)).await;
+    let b = create(store, &new_job(None, 1)).await;
+    assert!(store.finalize_jobs(&[a.id, b.id]).await.unwrap().is_empty());
+
+    let held = claim(store, "w", 3, LONG).await;
+    let results = [
+        completed(held[0].id, json!({"x": 0})),
+        failed(held[1].id, "bad_output"),
+    ];
+    store.complete_records("w", &results).await.unwrap();
+    // `a` is done (one record failed, still completed); `b` still has a record in flight.
+    let done = store.finalize_jobs(&[a.id, b.id, a.id]).await.unwrap();
+    assert_eq!(done, [a.id]);
+    let a_now = job(store, a.id).await;
+    assert_eq!(a_now.status, JobStatus::Completed);
+    let finished = a_now.finished_at.expect("finished_at set");
+    assert!(finished >= a_now.started_at.unwrap());
+    assert_eq!(a_now.error, None);
+    assert_eq!(
+        counts(store, a.id).await,
+        JobCounts {
+            completed: 1,
+            failed: 1,
+            ..Default::default()
+        }
+    );
+
+    // Idempotent: nothing changes the second time.
+    assert!(store.finalize_jobs(&[a.id]).await.unwrap().is_empty());
+    assert_eq!(job(store, a.id).await, a_now);
+    assert_eq!(job(store, b.id).await.status, JobStatus::Running);
+}
+
+async fn finalize_races_between_replicas(db: TestDb) {
+    let other = db.open_another().await;
+    let mut ids = Vec::new();
+    for _ in 0..10 {
+        let j = create(&*db.store, &new_job(None, 1)).await;
+        let c = claim(&*db.store, "w", 1, LONG).await;
+        db.store
+            .complete_records("w", &[completed(c[0].id, json!({}))])
+            .await
+            .unwrap();
+        ids.push(j.id);
+    }
+    // Both replicas finalize every job at once: each job is reported by exactly one of them.
+    let (mine, theirs) = tokio::join!(db.store.finalize_jobs(&ids), other.finalize_jobs(&ids));
+    let mut all = mine.unwrap();
+    all.extend(theirs.unwrap());
+    all.sort();
+    assert_eq!(all, ids);
+    for id in ids {
+        assert_eq!(job(&*db.store, id).await.status, JobStatus::Completed);
+    }
+    other.close().await;
+}
+
+async fn finalize_cancels_abandoned_records(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 3)).await;
+    // Live first: a claim takes expired leases before pending records.
+    let live = claim(store, "live", 1, LONG).await;
+    let dead = claim(store, "dead", 1, EXPIRED).await;
+    store.request_cancel(j.id).await.unwrap();
+
+    // The dead worker's record will never finish: finalize cancels it. The live one is kept.
+    assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
+    let rec = store.get_record(dead[0].id, None).await.unwrap().unwrap();
+    assert_eq!(rec.status, RecordStatus::Cancelled);
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            in_progress: 1,
+            cancelled: 2,
+            ..Default::default()
+        }
+    );
+    let late = [completed(dead[0].id, json!({}))];
+    assert!(
+        store
+            .complete_records("dead", &late)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let ok = [completed(live[0].id, json!({}))];
+    assert_eq!(
+        store.complete_records("live", &ok).await.unwrap(),
+        [live[0].id]
+    );
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+    assert_eq!(job(store, j.id).await.status, JobStatus::Cancelled);
+}
+
+async fn fail_job_stops_the_job(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 4)).await;
+    let held = claim(store, "w", 1, LONG).await;
+    let error = JobError {
+        code: "error_rate_exceeded".to_owned(),
+        message: "3 of 4 records failed".to_owned(),
+    };
+    store.fail_job(j.id, &error).await.unwrap();
+
+    let failed_job = job(store, j.id).await;
+    assert_eq!(failed_job.status, JobStatus::Failed);
+    assert_eq!(failed_job.error, Some(error.clone()));
+    assert!(failed_job.finished_at.is_some());
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            in_progress: 1,
+            cancelled: 3,
+            ..Default::default()
+        }
+    );
+    // Nothing more is claimed; the in-flight record may still land; the job stays failed.
+    assert!(claim(store, "w2", 10, LONG).await.is_empty());
+    let last = [completed(held[0].id, json!({}))];
+    assert_eq!(
+        store.complete_records("w", &last).await.unwrap(),
+        [held[0].id]
+    );
+    assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
+    assert_eq!(
+        store.request_cancel(j.id).await.unwrap(),
+        Some(failed_job.clone())
+    );
+
+    // Failing a finished job changes nothing.
+    let other = JobError {
+        code: "other".to_owned(),
+        message: "late".to_owned(),
+    };
+    store.fail_job(j.id, &other).await.unwrap();
+    assert_eq!(job(store, j.id).await, failed_job);
+}

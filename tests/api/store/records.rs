@@ -1,0 +1,288 @@
+//! Record reads, traces, progress and bulk inserts.
+
+use std::time::Instant;
+
+use serde_json::json;
+use synthgate::domain::{RecordId, RecordStatus};
+use synthgate::store::{JobCounts, RecordError, RecordResult};
+
+use super::{LONG, claim, completed, counts, create, failed, new_job, trace};
+use crate::db::{TestDb, both_backends};
+
+both_backends!(
+    list_records_by_index_and_status,
+    results_round_trip,
+    finished_since_returns_later_records,
+    traces_are_replaced_not_duplicated,
+    create_job_with_100k_records,
+);
+
+async fn list_records_by_index_and_status(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 10)).await;
+    let held = claim(store, "w", 10, LONG).await;
+    // Odd indexes fail, even ones complete.
+    let results: Vec<RecordResult> = held
+        .iter()
+        .map(|c| match c.index % 2 {
+            0 => completed(c.id, json!({"i": c.index})),
+            _ => failed(c.id, "bad_output"),
+        })
+        .collect();
+    assert_eq!(
+        store.complete_records("w", &results).await.unwrap().len(),
+        10
+    );
+
+    let page = store.list_records(j.id, Some(3), None, 4).await.unwrap();
+    assert_eq!(
+        page.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [4, 5, 6, 7]
+    );
+    let tail = store.list_records(j.id, Some(7), None, 4).await.unwrap();
+    assert_eq!(tail.iter().map(|r| r.index).collect::<Vec<_>>(), [8, 9]);
+    assert!(
+        store
+            .list_records(j.id, Some(9), None, 4)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let failures = store
+        .list_records(j.id, Some(2), Some(RecordStatus::Failed), 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        failures.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [3, 5, 7, 9]
+    );
+    let first = store.first_errors(j.id, 2).await.unwrap();
+    assert_eq!(first.iter().map(|r| r.index).collect::<Vec<_>>(), [1, 3]);
+    assert_eq!(first[0].error.as_ref().unwrap().code, "bad_output");
+    assert!(
+        store
+            .list_records(j.id, None, Some(RecordStatus::Pending), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            completed: 5,
+            failed: 5,
+            ..Default::default()
+        }
+    );
+}
+
+async fn results_round_trip(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(Some("a"), 3)).await;
+    let held = claim(store, "w", 3, LONG).await;
+    let values = json!({"name": "Ada", "n": 3, "nested": {"list": [1, 2.5, null, "é"]}});
+    let bare_failure = RecordResult {
+        id: held[2].id,
+        outcome: synthgate::store::RecordOutcome::Failed {
+            values: None,
+            error: RecordError {
+                code: "timeout".to_owned(),
+                message: "took too long".to_owned(),
+                column: None,
+                stage: None,
+            },
+        },
+        traces: Vec::new(),
+    };
+    let results = [
+        completed(held[0].id, values.clone()),
+        failed(held[1].id, "tool_error"),
+        bare_failure,
+    ];
+    let written = store.complete_records("w", &results).await.unwrap();
+    assert_eq!(written, [held[0].id, held[1].id, held[2].id]);
+
+    let ok = store
+        .get_record(held[0].id, Some("a"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ok.job_id, j.id);
+    assert_eq!(
+        (ok.index, ok.status, ok.attempts),
+        (0, RecordStatus::Completed, 1)
+    );
+    assert_eq!(ok.values, Some(values));
+    assert_eq!(ok.error, None);
+    assert!(ok.updated_at >= ok.created_at);
+
+    let bad = store.get_record(held[1].id, None).await.unwrap().unwrap();
+    assert_eq!(bad.status, RecordStatus::Failed);
+    assert_eq!(bad.values, Some(json!({"x": 1})));
+    assert_eq!(
+        bad.error,
+        Some(RecordError {
+            code: "tool_error".to_owned(),
+            message: "tool_error happened".to_owned(),
+            column: Some("summary".to_owned()),
+            stage: Some("llm".to_owned()),
+        })
+    );
+    let bare = store.get_record(held[2].id, None).await.unwrap().unwrap();
+    assert_eq!(bare.values, None);
+    assert_eq!(bare.error.unwrap().column, None);
+}
+
+async fn finished_since_returns_later_records(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 4)).await;
+    let before = store.now().await.unwrap();
+    let held = claim(store, "w", 3, LONG).await;
+    let early = [completed(held[0].id, json!({})), failed(held[1].id, "x")];
+    store.complete_records("w", &early).await.unwrap();
+
+    let mark = store.now().await.unwrap();
+    let late = [completed(held[2].id, json!({}))];
+    store.complete_records("w", &late).await.unwrap();
+
+    let since_mark = store.finished_since(j.id, mark).await.unwrap();
+    assert_eq!(since_mark.len(), 1);
+    assert_eq!((since_mark[0].id, since_mark[0].index), (held[2].id, 2));
+    assert_eq!(since_mark[0].status, RecordStatus::Completed);
+    assert_eq!(since_mark[0].error_code, None);
+    assert!(since_mark[0].updated_at >= mark);
+
+    // In-flight and pending records are not finished; failures carry their code.
+    let all = store.finished_since(j.id, before).await.unwrap();
+    let mut got: Vec<_> = all
+        .iter()
+        .map(|f| (f.index, f.status, f.error_code.clone()))
+        .collect();
+    got.sort_by_key(|g| g.0);
+    assert_eq!(
+        got,
+        [
+            (0, RecordStatus::Completed, None),
+            (1, RecordStatus::Failed, Some("x".to_owned())),
+            (2, RecordStatus::Completed, None),
+        ]
+    );
+
+    // Cancelled records are final too.
+    let mark = store.now().await.unwrap();
+    store.request_cancel(j.id).await.unwrap();
+    let cancelled = store.finished_since(j.id, mark).await.unwrap();
+    assert_eq!(cancelled.len(), 1);
+    assert_eq!(
+        (cancelled[0].index, cancelled[0].status),
+        (3, RecordStatus::Cancelled)
+    );
+}
+
+async fn traces_are_replaced_not_duplicated(db: TestDb) {
+    let store = &*db.store;
+    create(store, &new_job(None, 2)).await;
+    let held = claim(store, "w", 2, LONG).await;
+    let (a, b) = (held[0].id, held[1].id);
+
+    // The same column twice in one result: the last one wins, stored once.
+    let mut first = completed(a, json!({}));
+    first.traces = vec![
+        trace("summary", "draft"),
+        trace("judge", "j"),
+        trace("summary", "final"),
+    ];
+    let mut second = failed(b, "tool_error");
+    second.traces = vec![trace("summary", "b")];
+    store.complete_records("w", &[first, second]).await.unwrap();
+
+    let traces = store.get_traces(a, None).await.unwrap();
+    let got: Vec<_> = traces
+        .iter()
+        .map(|t| (t.column.as_str(), t.messages.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("judge", json!([{"role": "user", "content": "j"}])),
+            ("summary", json!([{"role": "user", "content": "final"}])),
+        ]
+    );
+    assert!(traces.iter().all(|t| t.record_id == a));
+    let one = store.get_traces(a, Some("summary")).await.unwrap();
+    assert_eq!(one.len(), 1);
+    assert_eq!(
+        one[0].messages,
+        json!([{"role": "user", "content": "final"}])
+    );
+    assert!(
+        store
+            .get_traces(a, Some("missing"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.get_traces(b, None).await.unwrap().len(), 1);
+    assert!(
+        store
+            .get_traces(RecordId::new(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // A duplicate result for a written record is ignored and leaves its traces alone.
+    let mut dup = completed(a, json!({"again": true}));
+    dup.traces = vec![trace("other", "x")];
+    assert!(
+        store
+            .complete_records("w", &[dup])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.get_traces(a, None).await.unwrap().len(), 2);
+}
+
+async fn create_job_with_100k_records(db: TestDb) {
+    const N: u32 = 100_000;
+    let store = &*db.store;
+    let started = Instant::now();
+    let j = create(store, &new_job(None, N)).await;
+    let took = started.elapsed();
+    eprintln!(
+        "{:?}: create_job with {N} records took {took:?}",
+        db.backend
+    );
+
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            pending: u64::from(N),
+            ..Default::default()
+        }
+    );
+    let tail = store
+        .list_records(j.id, Some(N - 3), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        tail.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [N - 2, N - 1]
+    );
+
+    // Claims stay cheap at this size.
+    let started = Instant::now();
+    let mut claimed = 0;
+    for _ in 0..10 {
+        claimed += claim(store, "w", 100, LONG).await.len();
+    }
+    eprintln!(
+        "{:?}: 10 claims of 100 from {N} pending took {:?}",
+        db.backend,
+        started.elapsed()
+    );
+    assert_eq!(claimed, 1_000);
+    assert_eq!(counts(store, j.id).await.pending, u64::from(N) - 1_000);
+}
