@@ -36,6 +36,7 @@ impl Running {
 
 /// Starts the service from a validated config. Returns once it is listening.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    crate::install_crypto_provider();
     let config = Arc::new(config);
     let db = &config.database;
     let store = crate::store::open(db.url(), &db.sqlite_path, db.max_connections)

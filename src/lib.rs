@@ -32,3 +32,10 @@ pub mod state;
 pub mod store;
 pub mod telemetry;
 pub mod worker;
+
+/// Makes rustls use ring (the build enables no other provider, to keep aws-lc out of the build).
+/// Call before building any HTTP client; a second call is harmless.
+pub fn install_crypto_provider() {
+    // Err only means a provider is installed already, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

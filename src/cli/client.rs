@@ -147,11 +147,7 @@ pub(crate) fn endpoint(base: &Url, segments: &[&str]) -> Url {
     url
 }
 
-/// Makes rustls use ring. Called before building any client; a second call is harmless.
-pub(crate) fn install_crypto_provider() {
-    // Err only means a provider is installed already, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
+pub(crate) use crate::install_crypto_provider;
 
 /// A configured client for one server.
 pub(crate) struct Api {

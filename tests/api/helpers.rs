@@ -37,6 +37,7 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 /// Starts the gateway after `tweak` adjusted the test config.
 pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestApp {
     synthgate::telemetry::init_for_tests();
+    synthgate::install_crypto_provider();
     let db = TestDb::new(backend).await;
     let mut config = test_config(&db);
     tweak(&mut config);

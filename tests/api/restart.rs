@@ -64,6 +64,7 @@ async fn job(client: &reqwest::Client, base: &str, id: &str) -> Value {
 }
 
 async fn sigkill_mid_job_loses_nothing(backend: Backend) {
+    synthgate::install_crypto_provider();
     let db = TestDb::new(backend).await;
     let dir = tempfile::tempdir().unwrap();
     let client = reqwest::Client::new();
