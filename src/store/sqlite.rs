@@ -25,7 +25,9 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Sqlite};
 
-use super::rows::{self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns};
+use super::rows::{
+    self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
+};
 use super::{
     ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow, NewJob,
     RecordResult, RecordRow, Store, StoreError, TraceRow,
@@ -216,8 +218,11 @@ impl Store for SqliteStore {
     }
 
     async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(concat!("select ", job_columns!(), " from jobs where id = "));
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where id = "
+        ));
         qb.push_bind(id.0);
         if let Some(owner) = owner {
             qb.push(" and owner = ").push_bind(owner);
@@ -232,15 +237,19 @@ impl Store for SqliteStore {
         before: Option<JobId>,
         limit: u32,
     ) -> Result<Vec<JobRow>, StoreError> {
-        let mut qb =
-            QueryBuilder::<Sqlite>::new(concat!("select ", job_columns!(), " from jobs where 1 = 1"));
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where 1 = 1"
+        ));
         if let Some(owner) = owner {
             qb.push(" and owner = ").push_bind(owner);
         }
         if let Some(before) = before {
             qb.push(" and id < ").push_bind(before.0);
         }
-        qb.push(" order by id desc limit ").push_bind(i64::from(limit));
+        qb.push(" order by id desc limit ")
+            .push_bind(i64::from(limit));
         let rows: Vec<Job> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
@@ -357,7 +366,8 @@ impl Store for SqliteStore {
         if let Some(status) = status {
             qb.push(" and r.status = ").push_bind(status.as_str());
         }
-        qb.push(" order by r.idx limit ").push_bind(i64::from(limit));
+        qb.push(" order by r.idx limit ")
+            .push_bind(i64::from(limit));
         let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }

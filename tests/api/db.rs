@@ -41,7 +41,10 @@ pub struct TestDb {
 
 enum Cleanup {
     /// Removed with the directory.
-    Sqlite(#[expect(dead_code, reason = "held only to delete the directory on drop")] tempfile::TempDir),
+    Sqlite(
+        #[expect(dead_code, reason = "held only to delete the directory on drop")]
+        tempfile::TempDir,
+    ),
     /// Dropped by name through the admin URL.
     Postgres { admin_url: String, name: String },
 }
@@ -136,8 +139,7 @@ impl Drop for TestDb {
                 .build()?;
             rt.block_on(async {
                 let mut admin = PgConnection::connect(&admin_url).await?;
-                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin)
-                .await?;
+                sqlx::query(AssertSqlSafe(sql)).execute(&mut admin).await?;
                 admin.close().await?;
                 Ok::<_, anyhow::Error>(())
             })

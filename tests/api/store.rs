@@ -49,7 +49,11 @@ async fn create(store: &dyn Store, job: &NewJob) -> JobRow {
 }
 
 async fn job(store: &dyn Store, id: JobId) -> JobRow {
-    store.get_job(id, None).await.expect("get_job").expect("job exists")
+    store
+        .get_job(id, None)
+        .await
+        .expect("get_job")
+        .expect("job exists")
 }
 
 async fn counts(store: &dyn Store, id: JobId) -> JobCounts {
@@ -140,7 +144,11 @@ async fn create_then_get(db: TestDb) {
     let records = store.list_records(new.id, None, None, 10).await.unwrap();
     let indexes: Vec<u32> = records.iter().map(|r| r.index).collect();
     assert_eq!(indexes, [0, 1, 2]);
-    assert!(records.iter().all(|r| r.attempts == 0 && r.values.is_none()));
+    assert!(
+        records
+            .iter()
+            .all(|r| r.attempts == 0 && r.values.is_none())
+    );
 
     // Without metadata, and an unknown id.
     let mut bare = new_job(None, 1);
@@ -155,19 +163,28 @@ async fn owner_isolation(db: TestDb) {
     let b = create(store, &new_job(Some("b"), 1)).await;
     let none = create(store, &new_job(None, 1)).await;
 
-    assert_eq!(store.get_job(a.id, Some("a")).await.unwrap(), Some(a.clone()));
+    assert_eq!(
+        store.get_job(a.id, Some("a")).await.unwrap(),
+        Some(a.clone())
+    );
     assert_eq!(store.get_job(a.id, Some("b")).await.unwrap(), None);
     assert_eq!(store.get_job(none.id, Some("a")).await.unwrap(), None);
     assert_eq!(store.get_job(b.id, None).await.unwrap(), Some(b.clone()));
 
     let rec = store.list_records(a.id, None, None, 1).await.unwrap()[0].clone();
-    assert_eq!(store.get_record(rec.id, Some("a")).await.unwrap(), Some(rec.clone()));
+    assert_eq!(
+        store.get_record(rec.id, Some("a")).await.unwrap(),
+        Some(rec.clone())
+    );
     assert_eq!(store.get_record(rec.id, Some("b")).await.unwrap(), None);
     assert_eq!(store.get_record(rec.id, None).await.unwrap(), Some(rec));
     assert_eq!(store.get_record(RecordId::new(), None).await.unwrap(), None);
 
     let ids = |jobs: Vec<JobRow>| jobs.into_iter().map(|j| j.id).collect::<Vec<_>>();
-    assert_eq!(ids(store.list_jobs(Some("a"), None, 10).await.unwrap()), [a.id]);
+    assert_eq!(
+        ids(store.list_jobs(Some("a"), None, 10).await.unwrap()),
+        [a.id]
+    );
     assert_eq!(ids(store.list_jobs(Some("c"), None, 10).await.unwrap()), []);
     assert_eq!(
         ids(store.list_jobs(None, None, 10).await.unwrap()),
@@ -184,13 +201,37 @@ async fn list_jobs_newest_first_with_pagination(db: TestDb) {
     create(store, &new_job(Some("b"), 1)).await;
     ids.reverse(); // newest first
 
-    let page1: Vec<JobId> = store.list_jobs(Some("a"), None, 2).await.unwrap().iter().map(|j| j.id).collect();
+    let page1: Vec<JobId> = store
+        .list_jobs(Some("a"), None, 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
     assert_eq!(page1, ids[0..2]);
-    let page2: Vec<JobId> = store.list_jobs(Some("a"), Some(page1[1]), 2).await.unwrap().iter().map(|j| j.id).collect();
+    let page2: Vec<JobId> = store
+        .list_jobs(Some("a"), Some(page1[1]), 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
     assert_eq!(page2, ids[2..4]);
-    let page3: Vec<JobId> = store.list_jobs(Some("a"), Some(page2[1]), 2).await.unwrap().iter().map(|j| j.id).collect();
+    let page3: Vec<JobId> = store
+        .list_jobs(Some("a"), Some(page2[1]), 2)
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
     assert_eq!(page3, ids[4..5]);
-    assert!(store.list_jobs(Some("a"), Some(page3[0]), 2).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_jobs(Some("a"), Some(page3[0]), 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn idempotency_key_returns_existing(db: TestDb) {

@@ -25,8 +25,9 @@ const CLAIM_EXPIRED: &str = "\
         limit $4) \
     returning id, job_id, idx, attempts";
 
-/// Claims pending records, oldest job first (ids are UUIDv7), then by index: the order of the
-/// partial index `records_pending`.
+/// Claims pending records, oldest job first (ids are UUIDv7), then by index. SQLite runs it
+/// lazily: for each live job in id order, one ordered range of `records_job_status`, stopping
+/// at the limit (no sort, whatever the number of pending records).
 const CLAIM_PENDING: &str = "\
     update records \
     set status = 'in_progress', lease_owner = $1, lease_expires_at = $2, \

@@ -39,10 +39,16 @@ async fn cancel_keeps_in_flight_records(db: TestDb) {
 
     // In-flight records finish normally; the job is cancelled once the last one has.
     let one = [completed(held[0].id, json!({"x": 0}))];
-    assert_eq!(store.complete_records("w", &one).await.unwrap(), [held[0].id]);
+    assert_eq!(
+        store.complete_records("w", &one).await.unwrap(),
+        [held[0].id]
+    );
     assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
     let two = [failed(held[1].id, "boom")];
-    assert_eq!(store.complete_records("w", &two).await.unwrap(), [held[1].id]);
+    assert_eq!(
+        store.complete_records("w", &two).await.unwrap(),
+        [held[1].id]
+    );
     assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
 
     let done = job(store, j.id).await;
@@ -163,10 +169,19 @@ async fn finalize_cancels_abandoned_records(db: TestDb) {
         }
     );
     let late = [completed(dead[0].id, json!({}))];
-    assert!(store.complete_records("dead", &late).await.unwrap().is_empty());
+    assert!(
+        store
+            .complete_records("dead", &late)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let ok = [completed(live[0].id, json!({}))];
-    assert_eq!(store.complete_records("live", &ok).await.unwrap(), [live[0].id]);
+    assert_eq!(
+        store.complete_records("live", &ok).await.unwrap(),
+        [live[0].id]
+    );
     assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
     assert_eq!(job(store, j.id).await.status, JobStatus::Cancelled);
 }
@@ -196,9 +211,15 @@ async fn fail_job_stops_the_job(db: TestDb) {
     // Nothing more is claimed; the in-flight record may still land; the job stays failed.
     assert!(claim(store, "w2", 10, LONG).await.is_empty());
     let last = [completed(held[0].id, json!({}))];
-    assert_eq!(store.complete_records("w", &last).await.unwrap(), [held[0].id]);
+    assert_eq!(
+        store.complete_records("w", &last).await.unwrap(),
+        [held[0].id]
+    );
     assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
-    assert_eq!(store.request_cancel(j.id).await.unwrap(), Some(failed_job.clone()));
+    assert_eq!(
+        store.request_cancel(j.id).await.unwrap(),
+        Some(failed_job.clone())
+    );
 
     // Failing a finished job changes nothing.
     let other = JobError {

@@ -28,7 +28,10 @@ async fn claim_order_and_limit(db: TestDb) {
 
     // Oldest job first, then by index, up to the limit.
     let first = claim(store, "w1", 4, LONG).await;
-    let got: Vec<_> = first.iter().map(|c| (c.job_id, c.index, c.attempts)).collect();
+    let got: Vec<_> = first
+        .iter()
+        .map(|c| (c.job_id, c.index, c.attempts))
+        .collect();
     assert_eq!(
         got,
         [
@@ -143,7 +146,13 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
     // The old worker finishes late: its write is ignored, traces included.
     let mut late = completed(id, json!({"x": "old"}));
     late.traces = vec![trace("summary", "old")];
-    assert!(store.complete_records("old", &[late]).await.unwrap().is_empty());
+    assert!(
+        store
+            .complete_records("old", &[late])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let rec = store.get_record(id, None).await.unwrap().unwrap();
     assert_eq!((rec.status, rec.values), (RecordStatus::InProgress, None));
     assert!(store.get_traces(id, None).await.unwrap().is_empty());
@@ -153,18 +162,30 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
 
     let mut current = completed(id, json!({"x": "new"}));
     current.traces = vec![trace("summary", "new")];
-    assert_eq!(store.complete_records("new", &[current]).await.unwrap(), [id]);
+    assert_eq!(
+        store.complete_records("new", &[current]).await.unwrap(),
+        [id]
+    );
     let rec = store.get_record(id, None).await.unwrap().unwrap();
     assert_eq!(rec.status, RecordStatus::Completed);
     assert_eq!(rec.values, Some(json!({"x": "new"})));
     assert_eq!(rec.attempts, 2);
     let traces = store.get_traces(id, None).await.unwrap();
     assert_eq!(traces.len(), 1);
-    assert_eq!(traces[0].messages, json!([{"role": "user", "content": "new"}]));
+    assert_eq!(
+        traces[0].messages,
+        json!([{"role": "user", "content": "new"}])
+    );
 
     // A finished record is never written again, even by its last owner.
     let again = completed(id, json!({"x": "again"}));
-    assert!(store.complete_records("new", &[again]).await.unwrap().is_empty());
+    assert!(
+        store
+            .complete_records("new", &[again])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert!(claim(store, "any", 1, EXPIRED).await.is_empty());
 }
 
@@ -200,5 +221,8 @@ async fn renew_extends_leases(db: TestDb) {
     assert_eq!(store.renew_leases("nobody", LONG).await.unwrap(), 0);
     // Shortened to nothing, they are claimable again.
     assert_eq!(store.renew_leases("a", EXPIRED).await.unwrap(), 2);
-    assert_eq!(idx_attempts(&claim(store, "c", 5, LONG).await), [(1, 2), (2, 2)]);
+    assert_eq!(
+        idx_attempts(&claim(store, "c", 5, LONG).await),
+        [(1, 2), (2, 2)]
+    );
 }

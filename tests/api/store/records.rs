@@ -29,27 +29,44 @@ async fn list_records_by_index_and_status(db: TestDb) {
             _ => failed(c.id, "bad_output"),
         })
         .collect();
-    assert_eq!(store.complete_records("w", &results).await.unwrap().len(), 10);
+    assert_eq!(
+        store.complete_records("w", &results).await.unwrap().len(),
+        10
+    );
 
     let page = store.list_records(j.id, Some(3), None, 4).await.unwrap();
-    assert_eq!(page.iter().map(|r| r.index).collect::<Vec<_>>(), [4, 5, 6, 7]);
+    assert_eq!(
+        page.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [4, 5, 6, 7]
+    );
     let tail = store.list_records(j.id, Some(7), None, 4).await.unwrap();
     assert_eq!(tail.iter().map(|r| r.index).collect::<Vec<_>>(), [8, 9]);
-    assert!(store.list_records(j.id, Some(9), None, 4).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_records(j.id, Some(9), None, 4)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     let failures = store
         .list_records(j.id, Some(2), Some(RecordStatus::Failed), 10)
         .await
         .unwrap();
-    assert_eq!(failures.iter().map(|r| r.index).collect::<Vec<_>>(), [3, 5, 7, 9]);
+    assert_eq!(
+        failures.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [3, 5, 7, 9]
+    );
     let first = store.first_errors(j.id, 2).await.unwrap();
     assert_eq!(first.iter().map(|r| r.index).collect::<Vec<_>>(), [1, 3]);
     assert_eq!(first[0].error.as_ref().unwrap().code, "bad_output");
-    assert!(store
-        .list_records(j.id, None, Some(RecordStatus::Pending), 10)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(
+        store
+            .list_records(j.id, None, Some(RecordStatus::Pending), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(
         counts(store, j.id).await,
         JobCounts {
@@ -86,9 +103,16 @@ async fn results_round_trip(db: TestDb) {
     let written = store.complete_records("w", &results).await.unwrap();
     assert_eq!(written, [held[0].id, held[1].id, held[2].id]);
 
-    let ok = store.get_record(held[0].id, Some("a")).await.unwrap().unwrap();
+    let ok = store
+        .get_record(held[0].id, Some("a"))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ok.job_id, j.id);
-    assert_eq!((ok.index, ok.status, ok.attempts), (0, RecordStatus::Completed, 1));
+    assert_eq!(
+        (ok.index, ok.status, ok.attempts),
+        (0, RecordStatus::Completed, 1)
+    );
     assert_eq!(ok.values, Some(values));
     assert_eq!(ok.error, None);
     assert!(ok.updated_at >= ok.created_at);
@@ -150,7 +174,10 @@ async fn finished_since_returns_later_records(db: TestDb) {
     store.request_cancel(j.id).await.unwrap();
     let cancelled = store.finished_since(j.id, mark).await.unwrap();
     assert_eq!(cancelled.len(), 1);
-    assert_eq!((cancelled[0].index, cancelled[0].status), (3, RecordStatus::Cancelled));
+    assert_eq!(
+        (cancelled[0].index, cancelled[0].status),
+        (3, RecordStatus::Cancelled)
+    );
 }
 
 async fn traces_are_replaced_not_duplicated(db: TestDb) {
@@ -161,13 +188,20 @@ async fn traces_are_replaced_not_duplicated(db: TestDb) {
 
     // The same column twice in one result: the last one wins, stored once.
     let mut first = completed(a, json!({}));
-    first.traces = vec![trace("summary", "draft"), trace("judge", "j"), trace("summary", "final")];
+    first.traces = vec![
+        trace("summary", "draft"),
+        trace("judge", "j"),
+        trace("summary", "final"),
+    ];
     let mut second = failed(b, "tool_error");
     second.traces = vec![trace("summary", "b")];
     store.complete_records("w", &[first, second]).await.unwrap();
 
     let traces = store.get_traces(a, None).await.unwrap();
-    let got: Vec<_> = traces.iter().map(|t| (t.column.as_str(), t.messages.clone())).collect();
+    let got: Vec<_> = traces
+        .iter()
+        .map(|t| (t.column.as_str(), t.messages.clone()))
+        .collect();
     assert_eq!(
         got,
         [
@@ -178,15 +212,36 @@ async fn traces_are_replaced_not_duplicated(db: TestDb) {
     assert!(traces.iter().all(|t| t.record_id == a));
     let one = store.get_traces(a, Some("summary")).await.unwrap();
     assert_eq!(one.len(), 1);
-    assert_eq!(one[0].messages, json!([{"role": "user", "content": "final"}]));
-    assert!(store.get_traces(a, Some("missing")).await.unwrap().is_empty());
+    assert_eq!(
+        one[0].messages,
+        json!([{"role": "user", "content": "final"}])
+    );
+    assert!(
+        store
+            .get_traces(a, Some("missing"))
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.get_traces(b, None).await.unwrap().len(), 1);
-    assert!(store.get_traces(RecordId::new(), None).await.unwrap().is_empty());
+    assert!(
+        store
+            .get_traces(RecordId::new(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 
     // A duplicate result for a written record is ignored and leaves its traces alone.
     let mut dup = completed(a, json!({"again": true}));
     dup.traces = vec![trace("other", "x")];
-    assert!(store.complete_records("w", &[dup]).await.unwrap().is_empty());
+    assert!(
+        store
+            .complete_records("w", &[dup])
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(store.get_traces(a, None).await.unwrap().len(), 2);
 }
 
@@ -196,7 +251,10 @@ async fn create_job_with_100k_records(db: TestDb) {
     let started = Instant::now();
     let j = create(store, &new_job(None, N)).await;
     let took = started.elapsed();
-    eprintln!("{:?}: create_job with {N} records took {took:?}", db.backend);
+    eprintln!(
+        "{:?}: create_job with {N} records took {took:?}",
+        db.backend
+    );
 
     assert_eq!(
         counts(store, j.id).await,
@@ -205,8 +263,14 @@ async fn create_job_with_100k_records(db: TestDb) {
             ..Default::default()
         }
     );
-    let tail = store.list_records(j.id, Some(N - 3), None, 10).await.unwrap();
-    assert_eq!(tail.iter().map(|r| r.index).collect::<Vec<_>>(), [N - 2, N - 1]);
+    let tail = store
+        .list_records(j.id, Some(N - 3), None, 10)
+        .await
+        .unwrap();
+    assert_eq!(
+        tail.iter().map(|r| r.index).collect::<Vec<_>>(),
+        [N - 2, N - 1]
+    );
 
     // Claims stay cheap at this size.
     let started = Instant::now();
@@ -220,5 +284,16 @@ async fn create_job_with_100k_records(db: TestDb) {
         started.elapsed()
     );
     assert_eq!(claimed, 1_000);
+    let started = Instant::now();
     assert_eq!(counts(store, j.id).await.pending, u64::from(N) - 1_000);
+    let counted = started.elapsed();
+    let started = Instant::now();
+    assert!(store.first_errors(j.id, 3).await.unwrap().is_empty());
+    let since = store.now().await.unwrap();
+    assert!(store.finished_since(j.id, since).await.unwrap().is_empty());
+    eprintln!(
+        "{:?}: at {N} records, job_counts took {counted:?}, first_errors + finished_since {:?}",
+        db.backend,
+        started.elapsed()
+    );
 }
