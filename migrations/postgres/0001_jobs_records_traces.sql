@@ -61,16 +61,18 @@ create table records (
     unique (job_id, idx)
 );
 
--- The claim scan: pending records in (job, index) order. Partial, so it holds only the queue
--- and a claim never walks past a million finished rows.
+-- The claim scan: a job's pending records in index order. Partial, so it holds only the queue:
+-- however stale the planner's statistics, it is the smallest index that gives this order with
+-- no filter, and a claim never walks past finished rows (`records_job_status` would serve too,
+-- but the planner sometimes preferred the unique index and filtered out every finished row).
 create index records_pending on records (job_id, idx) where status = 'pending';
 
--- Expired leases (records of dead workers) and lease renewal by owner.
-create index records_lease_expiry on records (lease_expires_at) where status = 'in_progress';
-create index records_lease_owner on records (lease_owner) where status = 'in_progress';
-
--- Counts by status (index-only scan), first errors and listing filtered by status.
+-- Counts by status (index-only scan), first errors, listing filtered by status, in-progress
+-- records of a job, and the finalize check.
 create index records_job_status on records (job_id, status, idx);
+
+-- Lease renewal by owner. Partial: only records in flight, however large the table.
+create index records_lease_owner on records (lease_owner) where status = 'in_progress';
 
 -- Progress streams: records of a job that changed since a point in time.
 create index records_job_updated on records (job_id, updated_at);

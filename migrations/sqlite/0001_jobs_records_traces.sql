@@ -40,8 +40,9 @@ create unique index jobs_owner_idempotency_key
 -- Listing an owner's jobs, newest first.
 create index jobs_owner_id on jobs (owner, id);
 
--- Jobs still to finalize after a restart; stays small however many jobs have finished.
-create index jobs_live on jobs (id) where status in ('queued', 'running', 'cancelling');
+-- Live jobs, for claims and for finalizing after a restart. Not partial as on Postgres:
+-- SQLite uses a partial index only when a query repeats its `where` term exactly.
+create index jobs_status on jobs (status, id);
 
 create table records (
     id blob primary key,
@@ -65,16 +66,14 @@ create table records (
     unique (job_id, idx)
 ) strict;
 
--- The claim scan: pending records in (job, index) order. Partial, so it holds only the queue
--- and a claim never walks past a million finished rows.
-create index records_pending on records (job_id, idx) where status = 'pending';
-
--- Expired leases (records of dead workers) and lease renewal by owner.
-create index records_lease_expiry on records (lease_expires_at) where status = 'in_progress';
-create index records_lease_owner on records (lease_owner) where status = 'in_progress';
-
--- Counts by status (covering), first errors and listing filtered by status.
+-- The claim scan: a job's pending records in index order (`job_id = ? and status = 'pending'
+-- order by idx` is one ordered range), likewise its in-progress ones when looking for expired
+-- leases (few: at most what the workers hold). Also counts by status (covering), first
+-- errors, listing filtered by status and the finalize check.
 create index records_job_status on records (job_id, status, idx);
+
+-- Lease renewal by owner. Partial: only records in flight, however large the table.
+create index records_lease_owner on records (lease_owner) where status = 'in_progress';
 
 -- Progress streams: records of a job that changed since a point in time.
 create index records_job_updated on records (job_id, updated_at);

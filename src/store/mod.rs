@@ -215,8 +215,12 @@ pub trait Store: Send + Sync + 'static {
     async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError>;
 
     /// Claims up to `limit` records for `owner` with a lease of `lease`: pending records of
-    /// `queued`/`running` jobs, and in-progress records whose lease expired (a dead worker's).
-    /// Oldest job first, then by index. Increments `attempts`; marks the jobs `running`.
+    /// `queued`/`running` jobs, and in-progress records of those jobs whose lease expired (a
+    /// dead worker's). Expired leases come first, then pending records; each set oldest job
+    /// first, then by index. The result is sorted by job, then index. Increments `attempts`;
+    /// marks the jobs `running` (setting `started_at` the first time). Lease expiry is judged
+    /// on the database clock. Safe to call concurrently from many workers and replicas: a
+    /// record is never handed to two live leases.
     async fn claim_records(
         &self,
         owner: &str,
@@ -228,7 +232,10 @@ pub trait Store: Send + Sync + 'static {
     async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError>;
 
     /// Writes finished records and their traces in one transaction, each only if `owner` still
-    /// holds its lease. Returns the ids written (the others were taken over and are ignored).
+    /// holds its lease (and the record is still in progress). Returns the ids written, in the
+    /// order of `results` (the others were taken over or already finished, and are ignored).
+    /// A written record's traces replace all its earlier ones: the stored traces are those of
+    /// the final attempt. If `results` names a record twice, the first result wins.
     async fn complete_records(
         &self,
         owner: &str,
@@ -239,11 +246,17 @@ pub trait Store: Send + Sync + 'static {
     /// shutdown for records that did not finish in time.
     async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError>;
 
-    /// Moves jobs with nothing left to do to their terminal status: `running` → `completed`,
-    /// `cancelling` → `cancelled`. Returns the jobs that changed.
+    /// Moves jobs with nothing left to do to their terminal status: `queued`/`running` →
+    /// `completed`, `cancelling` → `cancelled`, setting `finished_at`. In a `cancelling` job,
+    /// pending records and in-progress records whose lease expired (they would never finish)
+    /// become `cancelled` first. Returns the jobs that changed, sorted; when replicas race,
+    /// each job is reported by exactly one caller, so the caller that gets it can announce it.
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
 
-    /// Fails a live job (`error_rate_exceeded`, ...): status `failed`, pending records cancelled.
+    /// Fails a `queued` or `running` job (`error_rate_exceeded`, ...): status `failed` with the
+    /// error and `finished_at`, pending records cancelled; in-flight records may still land.
+    /// A job in any other status (including `cancelling`: the user's cancel stands) is left as
+    /// it is.
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError>;
 
     /// A record by id; `owner: Some(k)` restricts to records of jobs owned by `k`.
@@ -262,7 +275,13 @@ pub trait Store: Send + Sync + 'static {
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError>;
 
-    /// Records of a job that reached a final state at or after `since` (database clock).
+    /// Records of a job that reached a final state at or after `since` (database clock),
+    /// ordered by `updated_at`, then index.
+    ///
+    /// On Postgres a row's `updated_at` is its transaction's start, and the row only becomes
+    /// visible at commit, so a record committed just after a `now()` may carry an earlier
+    /// time. Pollers should overlap windows (ask from a little before the previous `now()`)
+    /// and skip ids already seen.
     async fn finished_since(
         &self,
         job_id: JobId,

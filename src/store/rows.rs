@@ -313,9 +313,9 @@ impl<'a> From<&'a super::RecordOutcome> for Written<'a> {
     }
 }
 
-/// The results to write, first occurrence per record id (a batch should not name a record
-/// twice; if it does, the first result wins on both backends), and each result's traces with
-/// one entry per column (the last one wins, as a later write of the same column would).
+/// The results to write, first occurrence per record id: a batch should not name a record
+/// twice, and if it does the first result wins on both backends (the second would be fenced
+/// out anyway, its record no longer being in progress).
 pub(crate) fn dedup_results(results: &[super::RecordResult]) -> Vec<&super::RecordResult> {
     let mut seen = std::collections::HashSet::new();
     results.iter().filter(|r| seen.insert(r.id)).collect()
@@ -331,4 +331,46 @@ pub(crate) fn dedup_traces(traces: &[super::NewTrace]) -> Vec<&super::NewTrace> 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn corrupt_values_name_their_column() {
+        let err = DbJson::into_json("{not json".to_owned(), "jobs.config").unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Corrupt(m) if m.starts_with("jobs.config: invalid JSON"))
+        );
+        let err = DbTime::into_utc(i64::MAX, "records.updated_at").unwrap_err();
+        assert!(matches!(&err, StoreError::Corrupt(m) if m.starts_with("records.updated_at:")));
+        let err = to_u32(-1, "records.idx").unwrap_err();
+        assert!(matches!(&err, StoreError::Corrupt(m) if m == "records.idx: -1 is not a u32"));
+        let err = job_status("paused").unwrap_err();
+        assert!(matches!(&err, StoreError::Corrupt(m) if m.contains("jobs.status")));
+    }
+
+    #[test]
+    fn stored_micros_round_trip() {
+        let t = DateTime::from_timestamp_micros(1_750_000_000_123_456).unwrap();
+        assert_eq!(DbTime::into_utc(t.timestamp_micros(), "t").unwrap(), t);
+    }
+
+    #[test]
+    fn duplicate_trace_columns_keep_the_last() {
+        let t = |c: &str, m: i32| super::super::NewTrace {
+            column: c.to_owned(),
+            messages: serde_json::json!([m]),
+        };
+        let traces = [t("a", 1), t("b", 2), t("a", 3)];
+        let kept: Vec<_> = dedup_traces(&traces)
+            .into_iter()
+            .map(|t| (t.column.as_str(), t.messages.clone()))
+            .collect();
+        assert_eq!(
+            kept,
+            [("a", serde_json::json!([3])), ("b", serde_json::json!([2]))]
+        );
+    }
 }

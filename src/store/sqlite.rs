@@ -284,17 +284,7 @@ impl Store for SqliteStore {
     }
 
     async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
-        let now = now_us();
-        let done = sqlx::query(
-            "update records set lease_expires_at = $2, updated_at = $3 \
-             where lease_owner = $1 and status = 'in_progress'",
-        )
-        .bind(owner)
-        .bind(expiry_us(now, lease))
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        self.renew(owner, lease).await
     }
 
     async fn complete_records(
@@ -306,19 +296,7 @@ impl Store for SqliteStore {
     }
 
     async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "update records set status = 'pending', lease_owner = null, lease_expires_at = null, \
-             updated_at = ",
-        );
-        qb.push_bind(now_us())
-            .push(" where status = 'in_progress' and lease_owner = ")
-            .push_bind(owner)
-            .push(" and id in ");
-        push_ids(&mut qb, ids.iter().map(|id| id.0));
-        Ok(qb.build().execute(&self.pool).await?.rows_affected())
+        self.release(owner, ids).await
     }
 
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {

@@ -313,3 +313,56 @@ async fn live_jobs_lists_unfinished(db: TestDb) {
         [running, cancelling, queued]
     );
 }
+
+/// `store::open` picks the backend from the URL and creates a missing SQLite file and its
+/// directory, in WAL mode.
+#[tokio::test]
+async fn open_picks_the_backend() {
+    use synthgate::store::sqlite::SqliteStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let default = dir.path().join("data/nested/synthgate.db");
+    let store = synthgate::store::open(None, &default, 2).await.unwrap();
+    create(&*store, &new_job(None, 2)).await;
+    store.close().await;
+    assert!(default.exists());
+
+    let url = format!("sqlite://{}", dir.path().join("other.db").display());
+    let sqlite = SqliteStore::open(&url, 2).await.unwrap();
+    let mode: String = sqlx::query_scalar("pragma journal_mode")
+        .fetch_one(sqlite.pool())
+        .await
+        .unwrap();
+    assert_eq!(mode, "wal");
+    let fk: i64 = sqlx::query_scalar("pragma foreign_keys")
+        .fetch_one(sqlite.pool())
+        .await
+        .unwrap();
+    assert_eq!(fk, 1);
+    sqlite.close().await;
+    // Reopening an existing database applies no migration twice.
+    let again = synthgate::store::open(Some(&url), &default, 2)
+        .await
+        .unwrap();
+    assert!(again.list_jobs(None, None, 1).await.unwrap().is_empty());
+
+    // In memory, for quick tests: one connection that lives as long as the store.
+    let mem = synthgate::store::open(Some("sqlite::memory:"), &default, 4)
+        .await
+        .unwrap();
+    create(&*mem, &new_job(None, 3)).await;
+    assert_eq!(claim(&*mem, "w", 5, LONG).await.len(), 3);
+
+    let pg = TestDb::new(crate::db::Backend::Postgres).await;
+    let store = synthgate::store::open(Some(&pg.url), &default, 2)
+        .await
+        .unwrap();
+    store.ping().await.unwrap();
+    store.close().await;
+
+    let err = synthgate::store::open(Some("mysql://u:secret@h/db"), &default, 2)
+        .await
+        .err()
+        .expect("mysql is not supported");
+    assert!(!err.to_string().contains("secret"), "{err}");
+}

@@ -25,8 +25,9 @@ const CLAIM_EXPIRED: &str = "\
         limit $4) \
     returning id, job_id, idx, attempts";
 
-/// Claims pending records, oldest job first (ids are UUIDv7), then by index: the order of the
-/// partial index `records_pending`.
+/// Claims pending records, oldest job first (ids are UUIDv7), then by index. SQLite runs it
+/// lazily: for each live job in id order, one ordered range of `records_job_status`, stopping
+/// at the limit (no sort, whatever the number of pending records).
 const CLAIM_PENDING: &str = "\
     update records \
     set status = 'in_progress', lease_owner = $1, lease_expires_at = $2, \
@@ -104,6 +105,36 @@ impl SqliteStore {
         // `returning` gives no order.
         claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
         Ok(claimed)
+    }
+
+    pub(super) async fn renew(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
+        let now = now_us();
+        let done = sqlx::query(
+            "update records set lease_expires_at = $2, updated_at = $3 \
+             where lease_owner = $1 and status = 'in_progress'",
+        )
+        .bind(owner)
+        .bind(expiry_us(now, lease))
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn release(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "update records set status = 'pending', lease_owner = null, lease_expires_at = null, \
+             updated_at = ",
+        );
+        qb.push_bind(now_us())
+            .push(" where status = 'in_progress' and lease_owner = ")
+            .push_bind(owner)
+            .push(" and id in ");
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        Ok(qb.build().execute(&self.pool).await?.rows_affected())
     }
 
     pub(super) async fn complete(

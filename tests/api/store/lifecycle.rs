@@ -14,6 +14,7 @@ both_backends!(
     finalize_races_between_replicas,
     finalize_cancels_abandoned_records,
     fail_job_stops_the_job,
+    workers_race_a_cancel,
 );
 
 async fn cancel_keeps_in_flight_records(db: TestDb) {
@@ -228,4 +229,72 @@ async fn fail_job_stops_the_job(db: TestDb) {
     };
     store.fail_job(j.id, &other).await.unwrap();
     assert_eq!(job(store, j.id).await, failed_job);
+}
+
+/// Workers on two stores claim, complete and finalize while a cancel lands mid-way: no errors
+/// (no deadlock between claims, completions, cancel and finalize), nothing left in flight, and
+/// every record either completed or cancelled.
+async fn workers_race_a_cancel(db: TestDb) {
+    const RECORDS: u32 = 600;
+    let j = create(&*db.store, &new_job(None, RECORDS)).await;
+    let other = db.open_another().await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..6 {
+        let store = if worker % 2 == 0 {
+            db.store.clone()
+        } else {
+            other.clone()
+        };
+        tasks.spawn(async move {
+            let owner = format!("worker-{worker}");
+            let mut finalized = Vec::new();
+            loop {
+                let batch = store.claim_records(&owner, 5, LONG).await.expect("claim");
+                if batch.is_empty() {
+                    finalized.extend(store.finalize_jobs(&[j.id]).await.expect("finalize"));
+                    return finalized;
+                }
+                let results: Vec<_> = batch
+                    .iter()
+                    .map(|c| completed(c.id, json!({"i": c.index})))
+                    .collect();
+                let written = store
+                    .complete_records(&owner, &results)
+                    .await
+                    .expect("complete");
+                assert_eq!(written.len(), batch.len());
+                finalized.extend(store.finalize_jobs(&[j.id]).await.expect("finalize"));
+            }
+        });
+    }
+    // Cancel once some work is done; yield (not sleep) between looks.
+    while counts(&*db.store, j.id).await.completed < 100 {
+        tokio::task::yield_now().await;
+    }
+    let cancelled = db.store.request_cancel(j.id).await.unwrap().unwrap();
+    assert!(matches!(
+        cancelled.status,
+        JobStatus::Cancelling | JobStatus::Cancelled | JobStatus::Completed
+    ));
+    let mut reported = Vec::new();
+    while let Some(done) = tasks.join_next().await {
+        reported.extend(done.expect("worker"));
+    }
+    reported.extend(db.store.finalize_jobs(&[j.id]).await.unwrap());
+
+    // Reported finished exactly once, by whichever caller got there first.
+    assert_eq!(reported, [j.id]);
+    let end = job(&*db.store, j.id).await;
+    let c = counts(&*db.store, j.id).await;
+    assert_eq!((c.pending, c.in_progress, c.failed), (0, 0, 0));
+    assert_eq!(c.completed + c.cancelled, u64::from(RECORDS));
+    assert!(c.completed >= 100);
+    if c.cancelled > 0 {
+        assert_eq!(end.status, JobStatus::Cancelled);
+    }
+    eprintln!(
+        "{:?}: cancel landed after {} of {RECORDS} records",
+        db.backend, c.completed
+    );
+    other.close().await;
 }

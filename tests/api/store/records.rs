@@ -284,5 +284,16 @@ async fn create_job_with_100k_records(db: TestDb) {
         started.elapsed()
     );
     assert_eq!(claimed, 1_000);
+    let started = Instant::now();
     assert_eq!(counts(store, j.id).await.pending, u64::from(N) - 1_000);
+    let counted = started.elapsed();
+    let started = Instant::now();
+    assert!(store.first_errors(j.id, 3).await.unwrap().is_empty());
+    let since = store.now().await.unwrap();
+    assert!(store.finished_since(j.id, since).await.unwrap().is_empty());
+    eprintln!(
+        "{:?}: at {N} records, job_counts took {counted:?}, first_errors + finished_since {:?}",
+        db.backend,
+        started.elapsed()
+    );
 }
