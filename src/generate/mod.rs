@@ -8,7 +8,7 @@
 //!
 //! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
-//! `samplers`, `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! `samplers` (compile) and `sampling` (draws), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
 mod columns;
@@ -18,6 +18,7 @@ mod dag;
 mod datetime;
 mod rng;
 mod samplers;
+mod sampling;
 mod seed;
 mod template;
 mod validate;

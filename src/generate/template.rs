@@ -176,7 +176,7 @@ pub(crate) fn rendered_truthy(text: &str) -> bool {
     let t = text.trim();
     match t {
         "" | "false" | "False" | "none" | "None" | "[]" | "{}" | "()" | "''" | "\"\"" => false,
-        _ => t.parse::<f64>().map_or(true, |x| x != 0.0),
+        _ => t.parse::<f64>() != Ok(0.0),
     }
 }
 
