@@ -238,7 +238,10 @@ impl<'c> Compiler<'c> {
             self.issue(codes::INVALID_TEMPLATE, ci, Some(field), msg);
             return None;
         }
-        for reference in self.templates.references(&name) {
+        let refs = self
+            .templates
+            .references(&name, |r| self.slots.contains_key(r));
+        for reference in refs {
             if let Some(slot) = self.resolve(ci, field, &reference, &mut p.deps) {
                 let producer_slot = self.column_slot[self.producer[slot]];
                 if data && !p.required.contains(&producer_slot) {
@@ -298,7 +301,9 @@ impl<'c> Compiler<'c> {
             self.issue(codes::INVALID_TEMPLATE, ci, Some("skip.when"), msg);
             return None;
         }
-        let refs = self.templates.references(&name);
+        let refs = self
+            .templates
+            .references(&name, |r| self.slots.contains_key(r));
         if refs.is_empty() {
             let msg = format!(
                 "'{when}' references no column; write it with Jinja delimiters, e.g. '{{{{ in_stock == 0 }}}}'"

@@ -106,7 +106,8 @@ impl Plan {
 
     /// Columns of a dataset row, in order: config order (seed fields first when they are not
     /// listed), dropped columns excluded, `{name}__reasoning_content` right after an LLM column
-    /// that extracts reasoning. Traces are stored apart and are not row columns.
+    /// that extracts reasoning (and dropped with it). Traces (`{name}__trace`) are stored apart
+    /// and are not row columns.
     pub fn output_columns(&self) -> &[String] {
         &self.output_columns
     }

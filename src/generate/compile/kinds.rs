@@ -68,15 +68,10 @@ impl Compiler<'_> {
         }
         let mut fields = vec![("params".to_owned(), &s.params)];
         let mut conditions = Vec::new();
-        for (i, (cond, params)) in s.conditional_params.iter().enumerate() {
+        for (cond, params) in &s.conditional_params {
             let field = format!("conditional_params.{cond}");
-            conditions.push(self.template(
-                ci,
-                &format!("conditional_params[{i}]"),
-                &format!("{{{{ {cond} }}}}"),
-                p,
-                false,
-            ));
+            // DataDesigner renders `{{ condition }}` and compares the text with `True`.
+            conditions.push(self.template(ci, &field, &format!("{{{{ {cond} }}}}"), p, false));
             fields.push((field, params));
         }
         for (field, params) in &fields {

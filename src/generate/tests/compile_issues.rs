@@ -122,7 +122,10 @@ fn unknown_reference_suggests_close_names() {
     let mut s = sampler("s", "uniform", json!({"low": 0, "high": 1}));
     s["conditional_params"] = json!({"level == 'hard'": {"low": 5, "high": 6}});
     let i = column_issues(json!([s]));
-    assert_eq!(i[0].field.as_deref(), Some("conditional_params[0]"));
+    assert_eq!(
+        i[0].field.as_deref(),
+        Some("conditional_params.level == 'hard'")
+    );
     assert_eq!(i[0].code, "unknown_reference");
 }
 
