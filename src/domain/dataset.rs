@@ -81,4 +81,6 @@ impl DatasetConfig {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod tests;

@@ -5,16 +5,17 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod kinds;
+
 use super::columns::{SkipStep, Step, StepKind};
 use super::dag::{close_names, topological_order};
 use super::rng::name_hash;
-use super::samplers::{SamplerIssues, compile_convert, compile_dist, param_references};
 use super::template::Templates;
 use super::validate::{self, Aliases};
 use super::{Plan, PlanContext, seed};
 use crate::domain::dataset::{
-    ColumnConfig, ColumnKind, ConfigIssue, DatasetConfig, KNOWN_COLUMN_TYPES, LlmColumn,
-    REASONING_CONTENT_POSTFIX, SamplerColumn, SamplerType, TRACE_POSTFIX, TraceType, codes,
+    ColumnConfig, ColumnKind, ConfigIssue, DatasetConfig, KNOWN_COLUMN_TYPES,
+    REASONING_CONTENT_POSTFIX, TRACE_POSTFIX, TraceType, codes,
 };
 
 /// Names, slots and templates shared while compiling the columns.
@@ -237,7 +238,10 @@ impl<'c> Compiler<'c> {
             self.issue(codes::INVALID_TEMPLATE, ci, Some(field), msg);
             return None;
         }
-        for reference in self.templates.references(&name) {
+        let refs = self
+            .templates
+            .references(&name, |r| self.slots.contains_key(r));
+        for reference in refs {
             if let Some(slot) = self.resolve(ci, field, &reference, &mut p.deps) {
                 let producer_slot = self.column_slot[self.producer[slot]];
                 if data && !p.required.contains(&producer_slot) {
@@ -297,7 +301,9 @@ impl<'c> Compiler<'c> {
             self.issue(codes::INVALID_TEMPLATE, ci, Some("skip.when"), msg);
             return None;
         }
-        let refs = self.templates.references(&name);
+        let refs = self
+            .templates
+            .references(&name, |r| self.slots.contains_key(r));
         if refs.is_empty() {
             let msg = format!(
                 "'{when}' references no column; write it with Jinja delimiters, e.g. '{{{{ in_stock == 0 }}}}'"
@@ -318,151 +324,6 @@ impl<'c> Compiler<'c> {
         Some(SkipStep {
             template: name,
             value: value.clone(),
-        })
-    }
-
-    fn seed_column(
-        &mut self,
-        col: &ColumnConfig,
-        config: &DatasetConfig,
-        rows: Option<&seed::SeedRows>,
-    ) -> Option<StepKind> {
-        let problem = match (&config.seed_config, rows) {
-            (None, _) => Some("seed-dataset columns need seed_config with inline rows".to_owned()),
-            (Some(_), Some(rows)) if !rows.keys().contains(&col.name) => Some(format!(
-                "the seed rows have no field '{}'; fields: {}",
-                col.name,
-                rows.keys().join(", ")
-            )),
-            _ => None,
-        };
-        if let Some(msg) = problem {
-            self.issues.push(ConfigIssue::in_column(
-                codes::INVALID_SEED_CONFIG,
-                &col.name,
-                None,
-                msg,
-            ));
-        }
-        Some(StepKind::Seed {
-            field: col.name.clone(),
-        })
-    }
-
-    fn sampler(
-        &mut self,
-        ci: usize,
-        s: &SamplerColumn,
-        by_name: &HashMap<&str, &ColumnConfig>,
-        p: &mut ColumnParts,
-    ) -> Option<StepKind> {
-        if !s.sampler_type.is_served() {
-            let served: Vec<&str> = SamplerType::ALL
-                .iter()
-                .filter(|t| t.is_served())
-                .map(|t| t.as_str())
-                .collect();
-            let msg = format!(
-                "sampler_type '{}' is not served by synthgate yet; served types: {}",
-                s.sampler_type.as_str(),
-                served.join(", ")
-            );
-            self.issue(
-                codes::UNSUPPORTED_SAMPLER_TYPE,
-                ci,
-                Some("sampler_type"),
-                msg,
-            );
-            return None;
-        }
-        let mut fields = vec![("params".to_owned(), &s.params)];
-        let mut conditions = Vec::new();
-        for (i, (cond, params)) in s.conditional_params.iter().enumerate() {
-            let field = format!("conditional_params.{cond}");
-            conditions.push(self.template(
-                ci,
-                &format!("conditional_params[{i}]"),
-                &format!("{{{{ {cond} }}}}"),
-                p,
-                false,
-            ));
-            fields.push((field, params));
-        }
-        for (field, params) in &fields {
-            if let Some((key, name)) = param_references(params) {
-                self.resolve(ci, &format!("{field}.{key}"), name, &mut p.deps);
-            }
-        }
-        let column = self.columns[ci].name.clone();
-        let mut issues = SamplerIssues {
-            column: &column,
-            out: &mut self.issues,
-        };
-        let mut dists = Vec::with_capacity(fields.len());
-        for (field, params) in &fields {
-            dists.push(compile_dist(
-                field,
-                params,
-                &self.slots,
-                by_name,
-                &mut issues,
-            ));
-        }
-        let convert = compile_convert(s.sampler_type, s.convert_to.as_deref(), &mut issues);
-        let mut dists = dists.into_iter();
-        let base = dists.next().flatten();
-        let conditional: Option<Vec<_>> = conditions
-            .into_iter()
-            .zip(dists)
-            .map(|(t, d)| Some((t?, d?)))
-            .collect();
-        Some(StepKind::Sampler {
-            base: base?,
-            conditional: conditional?,
-            convert: convert?,
-        })
-    }
-
-    fn llm(
-        &mut self,
-        ci: usize,
-        l: &LlmColumn,
-        aliases: &Aliases,
-        p: &mut ColumnParts,
-    ) -> Option<StepKind> {
-        let column = self.columns[ci].name.clone();
-        let model = Aliases::check(
-            &aliases.models,
-            &l.model_alias,
-            codes::UNKNOWN_MODEL_ALIAS,
-            &column,
-            "model_alias",
-        );
-        let tool = l.tool_alias.as_deref().and_then(|t| {
-            Aliases::check(
-                &aliases.tools,
-                t,
-                codes::UNKNOWN_TOOL_ALIAS,
-                &column,
-                "tool_alias",
-            )
-        });
-        self.issues.extend(model.into_iter().chain(tool));
-        self.template(ci, "prompt", &l.prompt, p, true);
-        if let Some(system) = &l.system_prompt {
-            self.template(ci, "system_prompt", system, p, true);
-        }
-        for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
-            let field = format!("multi_modal_context[{i}].column_name");
-            if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
-                let producer_slot = self.column_slot[self.producer[slot]];
-                if !p.required.contains(&producer_slot) {
-                    p.required.push(producer_slot);
-                }
-            }
-        }
-        Some(StepKind::Llm {
-            column_type: l.column_type(),
         })
     }
 

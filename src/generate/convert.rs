@@ -83,7 +83,7 @@ pub(crate) fn cast_expression(text: &str, dtype: ExprDtype) -> Result<Value, Str
 fn truncate_to_int(x: f64) -> Result<i64, String> {
     let t = x.trunc();
     // 2^63 is exactly representable; anything at or above it does not fit.
-    if t.is_finite() && t >= -9.223_372_036_854_776e18 && t < 9.223_372_036_854_776e18 {
+    if (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&t) {
         Ok(t as i64)
     } else {
         Err(format!("{x} does not fit in a 64-bit integer"))

@@ -8,7 +8,7 @@
 //!
 //! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
-//! `samplers`, `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! `samplers` (compile) and `sampling` (draws), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
 mod columns;
@@ -18,6 +18,7 @@ mod dag;
 mod datetime;
 mod rng;
 mod samplers;
+mod sampling;
 mod seed;
 mod template;
 mod validate;
@@ -105,7 +106,8 @@ impl Plan {
 
     /// Columns of a dataset row, in order: config order (seed fields first when they are not
     /// listed), dropped columns excluded, `{name}__reasoning_content` right after an LLM column
-    /// that extracts reasoning. Traces are stored apart and are not row columns.
+    /// that extracts reasoning (and dropped with it). Traces (`{name}__trace`) are stored apart
+    /// and are not row columns.
     pub fn output_columns(&self) -> &[String] {
         &self.output_columns
     }

@@ -58,14 +58,19 @@ impl Templates {
             .map_err(|e| e.to_string())
     }
 
-    /// The variables template `name` reads that are not Jinja's own (sorted).
-    pub(crate) fn references(&self, name: &str) -> BTreeSet<String> {
+    /// The variables template `name` reads (sorted), leaving out Jinja's own names (`range`,
+    /// `loop`, ...) unless `is_column` says a column has that name.
+    pub(crate) fn references(
+        &self,
+        name: &str,
+        is_column: impl Fn(&str) -> bool,
+    ) -> BTreeSet<String> {
         let Ok(tmpl) = self.env.get_template(name) else {
             return BTreeSet::new();
         };
         tmpl.undeclared_variables(false)
             .into_iter()
-            .filter(|v| !self.builtins.contains(v))
+            .filter(|v| is_column(v) || !self.builtins.contains(v))
             .collect()
     }
 
@@ -176,7 +181,7 @@ pub(crate) fn rendered_truthy(text: &str) -> bool {
     let t = text.trim();
     match t {
         "" | "false" | "False" | "none" | "None" | "[]" | "{}" | "()" | "''" | "\"\"" => false,
-        _ => t.parse::<f64>().map_or(true, |x| x != 0.0),
+        _ => t.parse::<f64>() != Ok(0.0),
     }
 }
 
@@ -219,7 +224,8 @@ mod tests {
         let mut t = Templates::new();
         t.add("a", "{% for i in range(3) %}{{ loop.index }}{{ x }}{% endfor %}{% set y = z %}{{ y }}{{ namespace() }}")
             .unwrap();
-        let refs: Vec<String> = t.references("a").into_iter().collect();
+        let refs: Vec<String> = t.references("a", |_| false).into_iter().collect();
+        assert!(t.references("a", |n| n == "range").contains("range"));
         assert_eq!(refs, ["x", "z"]);
     }
 

@@ -309,16 +309,16 @@ pub(crate) fn parse_params(
         ));
     };
     let mut obj = obj.clone();
-    if let Some(inner) = obj.remove("sampler_type") {
-        if inner.as_str() != Some(sampler_type.as_str()) {
-            return Err((
-                "sampler_type".into(),
-                format!(
-                    "must match the column's sampler_type '{}', got {inner}",
-                    sampler_type.as_str()
-                ),
-            ));
-        }
+    if let Some(inner) = obj.remove("sampler_type")
+        && inner.as_str() != Some(sampler_type.as_str())
+    {
+        return Err((
+            "sampler_type".into(),
+            format!(
+                "must match the column's sampler_type '{}', got {inner}",
+                sampler_type.as_str()
+            ),
+        ));
     }
     let value = Value::Object(obj);
     let params = match sampler_type {

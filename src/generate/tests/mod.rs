@@ -1,6 +1,7 @@
 //! Tests of `generate` through its public API: `Plan::compile`, `output_columns`, `generate`.
 
 mod compile_issues;
+mod config_issues;
 mod records;
 mod samplers;
 mod seed_and_skip;

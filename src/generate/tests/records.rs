@@ -38,6 +38,12 @@ fn expressions_read_earlier_columns_in_dependency_order() {
 }
 
 #[test]
+fn a_column_may_shadow_a_jinja_global() {
+    let plan = plan_columns(json!([expr("x", "{{ range }}"), expr("range", "5")]));
+    assert_eq!(row(&plan, 0)["x"], json!("5"));
+}
+
+#[test]
 fn expression_dtypes_convert() {
     let typed = |name: &str, e: &str, dtype: &str| json!({"name": name, "column_type": "expression", "expr": e, "dtype": dtype});
     let plan = plan_columns(json!([
@@ -243,4 +249,52 @@ fn odd_configs_never_panic() {
             }
         }
     }
+}
+
+/// Throughput check: `cargo test --release --lib -- --ignored generate_is_fast --nocapture`.
+#[test]
+#[ignore = "timing; run in release"]
+fn generate_is_fast() {
+    let plan = plan_columns(json!([
+        sampler(
+            "topic",
+            "category",
+            json!({"values": ["math", "history", "art"], "weights": [3, 2, 1]})
+        ),
+        sampler(
+            "sub",
+            "subcategory",
+            json!({"category": "topic",
+            "values": {"math": ["algebra", "geometry"], "history": ["rome"], "art": ["cubism"]}})
+        ),
+        sampler(
+            "price",
+            "uniform",
+            json!({"low": 1, "high": 100, "decimal_places": 2})
+        ),
+        sampler("score", "gaussian", json!({"mean": 0, "stddev": 1})),
+        sampler("id", "uuid", json!({"prefix": "q-"})),
+        sampler(
+            "day",
+            "datetime",
+            json!({"start": "2024-01-01", "end": "2025-01-01"})
+        ),
+        expr("title", "{{ topic | title }}: {{ sub }}"),
+        json!({"name": "cents", "column_type": "expression", "expr": "{{ (price * 100) | round }}", "dtype": "int"}),
+        expr(
+            "label",
+            "{{ id }} on {{ day }}{% if score > 1 %} (high){% endif %}"
+        ),
+    ]));
+    let n = 20_000u64;
+    let start = std::time::Instant::now();
+    for i in 0..n {
+        assert!(matches!(plan.generate(i), RecordOutcome::Completed { .. }));
+    }
+    let per = start.elapsed() / n as u32;
+    println!("generate: {per:?} per record");
+    assert!(
+        per < std::time::Duration::from_micros(100),
+        "{per:?} per record"
+    );
 }
