@@ -39,7 +39,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     crate::install_crypto_provider();
     let config = Arc::new(config);
     let db = &config.database;
-    let store = crate::store::open(db.url(), &db.sqlite_path, db.max_connections)
+    let acquire = Duration::from_secs(db.acquire_timeout_sec);
+    let store = crate::store::open(db.url(), &db.sqlite_path, db.max_connections, acquire)
         .await
         .context("opening the database")?;
     tracing::info!(

@@ -15,7 +15,8 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 ///
 /// * `None`: the SQLite file at `default_sqlite_path` (created with its directory if missing);
 /// * `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:`: SQLite;
-/// * `postgres://...`, `postgresql://...`: Postgres, with [`DEFAULT_ACQUIRE_TIMEOUT`].
+/// * `postgres://...`, `postgresql://...`: Postgres, waiting at most `acquire_timeout` for a
+///   pooled connection.
 ///
 /// Any other URL is a configuration error that names only its scheme, never the whole URL
 /// (which may hold a password).
@@ -23,6 +24,7 @@ pub async fn open(
     database_url: Option<&str>,
     default_sqlite_path: &Path,
     max_connections: u32,
+    acquire_timeout: Duration,
 ) -> Result<Arc<dyn Store>, StoreError> {
     let Some(url) = database_url else {
         return Ok(Arc::new(
@@ -32,7 +34,7 @@ pub async fn open(
     match Backend::of(url) {
         Some(Backend::Sqlite) => Ok(Arc::new(SqliteStore::open(url, max_connections).await?)),
         Some(Backend::Postgres) => Ok(Arc::new(
-            PgStore::connect(url, max_connections, DEFAULT_ACQUIRE_TIMEOUT).await?,
+            PgStore::connect(url, max_connections, acquire_timeout).await?,
         )),
         None => {
             let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
@@ -84,10 +86,15 @@ mod tests {
 
     #[tokio::test]
     async fn unknown_scheme_names_only_the_scheme() {
-        let err = open(Some("mysql://user:hunter2@db/x"), Path::new("unused"), 1)
-            .await
-            .err()
-            .expect("an error");
+        let err = open(
+            Some("mysql://user:hunter2@db/x"),
+            Path::new("unused"),
+            1,
+            DEFAULT_ACQUIRE_TIMEOUT,
+        )
+        .await
+        .err()
+        .expect("an error");
         let msg = err.to_string();
         assert!(msg.contains("\"mysql\""), "{msg}");
         assert!(!msg.contains("hunter2"), "{msg}");

@@ -322,7 +322,10 @@ async fn open_picks_the_backend() {
 
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("data/nested/synthgate.db");
-    let store = synthgate::store::open(None, &default, 2).await.unwrap();
+    let store =
+        synthgate::store::open(None, &default, 2, synthgate::store::DEFAULT_ACQUIRE_TIMEOUT)
+            .await
+            .unwrap();
     create(&*store, &new_job(None, 2)).await;
     store.close().await;
     assert!(default.exists());
@@ -341,28 +344,48 @@ async fn open_picks_the_backend() {
     assert_eq!(fk, 1);
     sqlite.close().await;
     // Reopening an existing database applies no migration twice.
-    let again = synthgate::store::open(Some(&url), &default, 2)
-        .await
-        .unwrap();
+    let again = synthgate::store::open(
+        Some(&url),
+        &default,
+        2,
+        synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .unwrap();
     assert!(again.list_jobs(None, None, 1).await.unwrap().is_empty());
 
     // In memory, for quick tests: one connection that lives as long as the store.
-    let mem = synthgate::store::open(Some("sqlite::memory:"), &default, 4)
-        .await
-        .unwrap();
+    let mem = synthgate::store::open(
+        Some("sqlite::memory:"),
+        &default,
+        4,
+        synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .unwrap();
     create(&*mem, &new_job(None, 3)).await;
     assert_eq!(claim(&*mem, "w", 5, LONG).await.len(), 3);
 
     let pg = TestDb::new(crate::db::Backend::Postgres).await;
-    let store = synthgate::store::open(Some(&pg.url), &default, 2)
-        .await
-        .unwrap();
+    let store = synthgate::store::open(
+        Some(&pg.url),
+        &default,
+        2,
+        synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .unwrap();
     store.ping().await.unwrap();
     store.close().await;
 
-    let err = synthgate::store::open(Some("mysql://u:secret@h/db"), &default, 2)
-        .await
-        .err()
-        .expect("mysql is not supported");
+    let err = synthgate::store::open(
+        Some("mysql://u:secret@h/db"),
+        &default,
+        2,
+        synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .err()
+    .expect("mysql is not supported");
     assert!(!err.to_string().contains("secret"), "{err}");
 }
