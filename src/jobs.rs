@@ -139,13 +139,17 @@ impl JobService {
         }
     }
 
-    /// Requests cancellation: no new record of the job is claimed; records in flight finish.
-    pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
-        let job = self
-            .store
+    /// A job visible to `owner` (`None`: any job), or `job_not_found`.
+    pub async fn get(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
+        self.store
             .get_job(id, owner)
             .await?
-            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))
+    }
+
+    /// Requests cancellation: no new record of the job is claimed; records in flight finish.
+    pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
+        let job = self.get(id, owner).await?;
         if job.status.is_terminal() {
             return Err(ApiError::JobFinished {
                 id: id.to_string(),
@@ -155,11 +159,7 @@ impl JobService {
         self.store.request_cancel(id).await?;
         // With nothing in flight the job can be `cancelled` right away.
         self.store.finalize_jobs(&[id]).await?;
-        let job = self
-            .store
-            .get_job(id, owner)
-            .await?
-            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+        let job = self.get(id, owner).await?;
         tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
         Ok(job)
     }

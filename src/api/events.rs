@@ -53,11 +53,7 @@ pub async fn job_events(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state
-        .store
-        .get_job(id, None)
-        .await?
-        .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+    let job = state.jobs.get(id, None).await?;
     let since = state.store.now().await? - MARGIN;
     let st = Follow {
         state,
@@ -138,10 +134,7 @@ impl Follow {
             self.queue.push_back(json_event("record", &ev));
         }
         self.since = now - MARGIN;
-        let job = store
-            .get_job(self.job, None)
-            .await?
-            .ok_or_else(|| ApiError::JobNotFound(self.job.to_string()))?;
+        let job = self.state.jobs.get(self.job, None).await?;
         let counts: Counts = store.job_counts(self.job).await?.into();
         if self.last_counts != Some(counts) {
             self.last_counts = Some(counts);

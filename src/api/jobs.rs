@@ -223,11 +223,7 @@ pub async fn get_job(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state
-        .store
-        .get_job(id, None)
-        .await?
-        .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+    let job = state.jobs.get(id, None).await?;
     Ok(Json(render_job(&state, job).await?))
 }
 

@@ -64,11 +64,7 @@ pub async fn list_job_records(
     ApiQuery(q): ApiQuery<ListRecordsQuery>,
 ) -> Result<Response, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state
-        .store
-        .get_job(id, None)
-        .await?
-        .ok_or_else(|| ApiError::JobNotFound(id.to_string()))?;
+    let job = state.jobs.get(id, None).await?;
     let format = q.format.unwrap_or_default();
     if format != RecordsFormat::Json
         && (q.cursor.is_some() || q.limit.is_some() || q.status.is_some())
