@@ -124,17 +124,42 @@ impl TestApp {
         }
     }
 
+    /// Graceful shutdown (as on SIGTERM), then a new app on the same database.
+    pub async fn restart(mut self, tweak: impl FnOnce(&mut Config)) -> TestApp {
+        if let Some(r) = self.running.take() {
+            r.shutdown.cancel();
+            r.wait().await;
+        }
+        let stuck = self.count_in_progress().await;
+        assert_eq!(stuck, 0, "a graceful shutdown left records in_progress");
+        let mut config = test_config(&self.db);
+        tweak(&mut config);
+        let running = synthgate::app::start(config).await.expect("app restarts");
+        TestApp {
+            addr: running.addr,
+            client: reqwest::Client::new(),
+            db: self.db,
+            running: Some(running),
+        }
+    }
+
+    /// Records of all jobs that are `in_progress` right now.
+    pub async fn count_in_progress(&self) -> u64 {
+        let store = self.db.open_another().await;
+        let mut stuck = 0;
+        for job in store.list_jobs(None, None, 1000).await.expect("list jobs") {
+            stuck += store.job_counts(job.id).await.expect("counts").in_progress;
+        }
+        stuck
+    }
+
     /// Shuts the app down, then checks that no record was left `in_progress`.
     pub async fn stop(mut self) {
         if let Some(r) = self.running.take() {
             r.shutdown.cancel();
             r.wait().await;
         }
-        let store = self.db.open_another().await;
-        let mut stuck = 0;
-        for job in store.list_jobs(None, None, 1000).await.expect("list jobs") {
-            stuck += store.job_counts(job.id).await.expect("counts").in_progress;
-        }
+        let stuck = self.count_in_progress().await;
         assert_eq!(stuck, 0, "records left in_progress after shutdown");
     }
 }

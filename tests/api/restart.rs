@@ -154,3 +154,34 @@ async fn sigkill_mid_job_loses_nothing(backend: Backend) {
     drop(db);
 }
 backends!(sigkill, sigkill_mid_job_loses_nothing);
+
+/// SIGTERM-style shutdown mid-job: records in flight finish or go back to the queue (none is
+/// left `in_progress`), and the next start completes the job.
+async fn graceful_shutdown_requeues_and_resumes(backend: Backend) {
+    let app = crate::helpers::spawn_app(backend).await;
+    let (status, job) = app
+        .create_job(&json!({"config": sampler_config(), "num_records": 20_000, "seed": 5}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, j) = app.get(&format!("/v1/jobs/{id}")).await;
+        if j["counts"]["completed"].as_u64().unwrap() >= 500 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no progress: {j}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let app = app.restart(|_| {}).await;
+    let (_, mid) = app.get(&format!("/v1/jobs/{id}")).await;
+    assert!(
+        mid["counts"]["completed"].as_u64().unwrap() < 50_000,
+        "finished too early: {mid}"
+    );
+    let done = app.wait_for_job(&id, Duration::from_secs(180)).await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["counts"]["completed"], 20_000);
+    app.stop().await;
+}
+backends!(graceful_shutdown, graceful_shutdown_requeues_and_resumes);
