@@ -1,5 +1,6 @@
 //! The integration test binary: the real service over HTTP, on SQLite and Postgres.
 
+mod config_cli;
 mod db;
 mod errors;
 mod helpers;
