@@ -220,21 +220,32 @@ async fn run_record(
     };
     let outcome = tokio::select! {
         o = generate => o,
-        () = cut.cancelled() => None,
+        // Cut at the drain deadline: the record stays in flight and is released with the rest.
+        () = cut.cancelled() => return,
     };
-    if let Some(outcome) = outcome {
-        let finished = Finished {
-            job_id: rec.job_id,
-            result: RecordResult {
-                id: rec.id,
-                outcome,
-                traces: Vec::new(),
-            },
-        };
-        // The writer outlives every record task, so a closed channel means shutdown raced us;
-        // the record stays in flight and is released.
-        let _ = tx.send(finished).await;
-    }
+    let Some(outcome) = outcome else {
+        // Not generated (the job could not be loaded). Give it back now: otherwise lease
+        // renewal would keep it claimed, and unworked, for as long as this replica runs.
+        match inner.store.release_records(&inner.owner, &[rec.id]).await {
+            Ok(_) => inner.forget_in_flight(&[rec.id]),
+            Err(e) => {
+                tracing::warn!(record.id = %rec.id, error = %e, "returning a record to the queue failed")
+            }
+        }
+        return;
+    };
+    let finished = Finished {
+        job_id: rec.job_id,
+        result: RecordResult {
+            id: rec.id,
+            outcome,
+            traces: Vec::new(),
+        },
+    };
+    // The writer outlives every record task, so a closed channel means shutdown raced us; the
+    // record stays in flight and is released.
+    let _ = tx.send(finished).await;
+    // The slot frees only once the result is queued, so the writer's backlog bounds claiming.
     drop(permit);
 }
 
