@@ -27,6 +27,7 @@ pub mod domain;
 pub mod error;
 pub mod generate;
 pub mod jobs;
+pub mod llm;
 pub mod shutdown;
 pub mod state;
 pub mod store;

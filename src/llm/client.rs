@@ -1,0 +1,399 @@
+//! `LlmClient`: one pooled reqwest client for every provider, the per-(provider, model)
+//! concurrency limits, retries, and usage accounting around one chat call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, SystemTime};
+
+use backon::Retryable;
+use bytes::Bytes;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::adapter::{self, Parsed};
+use super::error::{LlmConfigError, LlmError, Redactor};
+use super::limits::Limits;
+use super::params::{self, Sampled};
+use super::retry::{Failure, RetryPolicy, retry_after};
+use super::types::{ChatRequest, ChatResponse};
+use super::usage::{ModelUsage, UsageBook};
+use crate::config::{ModelProviderConfig, ProviderType};
+use crate::domain::models::ModelConfig;
+
+/// Calls LLM providers. Build one per process and share it (`Arc`): the connection pool, the
+/// concurrency limits and the usage book are only meaningful when shared.
+pub struct LlmClient {
+    http: reqwest::Client,
+    providers: HashMap<String, Provider>,
+    retry: RetryPolicy,
+    limits: Limits,
+    usage: UsageBook,
+}
+
+impl std::fmt::Debug for LlmClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmClient")
+            .field("providers", &self.providers.values().collect::<Vec<_>>())
+            .field("retry", &self.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A provider, ready to call: URL, headers with the resolved key, and what to redact.
+struct Provider {
+    name: String,
+    kind: ProviderType,
+    url: String,
+    /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
+    headers: HeaderMap,
+    extra_body: Option<Map<String, Value>>,
+    redactor: Redactor,
+}
+
+impl std::fmt::Debug for Provider {
+    // Hand-written so that no header value can ever be printed.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provider")
+            .field("name", &self.name)
+            .field("kind", &self.kind)
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Header names whose values are treated as secrets (marked sensitive, redacted from errors).
+fn is_sensitive_header(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    ["auth", "key", "token", "secret", "cookie", "signature"]
+        .iter()
+        .any(|s| n.contains(s))
+}
+
+/// DataDesigner's secret rule: the configured value names an environment variable if one by
+/// that name is set, otherwise it is the key itself.
+pub fn resolve_api_key(
+    configured: &SecretString,
+    env: impl Fn(&str) -> Option<String>,
+) -> SecretString {
+    let raw = configured.expose_secret();
+    match env(raw).filter(|v| !v.is_empty()) {
+        Some(v) => v.into(),
+        None => raw.to_owned().into(),
+    }
+}
+
+impl Provider {
+    fn new(
+        cfg: &ModelProviderConfig,
+        env: &impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LlmConfigError> {
+        if !(cfg.endpoint.starts_with("http://") || cfg.endpoint.starts_with("https://")) {
+            return Err(LlmConfigError::BadEndpoint {
+                provider: cfg.name.clone(),
+                endpoint: cfg.endpoint.clone(),
+            });
+        }
+        let bad_header = |header: &str| LlmConfigError::BadHeader {
+            provider: cfg.name.clone(),
+            header: header.to_owned(),
+        };
+        let key = cfg.api_key.as_ref().map(|k| resolve_api_key(k, env));
+        let mut redactor = Redactor::default();
+        if let Some(k) = &key {
+            redactor.add(k.expose_secret());
+        }
+        let mut headers =
+            adapter::protocol_headers(cfg.provider_type, key.as_ref().map(|k| k.expose_secret()))
+                .map_err(bad_header)?;
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in cfg.extra_headers.iter().flatten() {
+            let hn = HeaderName::try_from(name.as_str()).map_err(|_| bad_header(name))?;
+            let mut hv = HeaderValue::try_from(value.as_str()).map_err(|_| bad_header(name))?;
+            if is_sensitive_header(name) {
+                hv.set_sensitive(true);
+                redactor.add(value);
+            }
+            // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
+            headers.insert(hn, hv);
+        }
+        Ok(Self {
+            name: cfg.name.clone(),
+            kind: cfg.provider_type,
+            url: adapter::url(cfg.provider_type, &cfg.endpoint),
+            headers,
+            extra_body: cfg.extra_body.clone(),
+            redactor,
+        })
+    }
+
+    /// A transport error as text: the whole source chain (reqwest's top line alone says only
+    /// "error sending request"), redacted.
+    fn transport_message(&self, e: &reqwest::Error) -> String {
+        let mut msg = e.to_string();
+        let mut src = std::error::Error::source(e);
+        while let Some(s) = src {
+            msg.push_str(": ");
+            msg.push_str(&s.to_string());
+            src = s.source();
+        }
+        self.redactor.clean(&msg)
+    }
+}
+
+impl LlmClient {
+    /// Builds the client for the server's model providers. API keys are resolved now
+    /// (environment variable name first, then the literal), so a changed environment needs a
+    /// new client. Call [`crate::install_crypto_provider`] first (done here too, harmlessly).
+    pub fn new(
+        providers: &[ModelProviderConfig],
+        retry: RetryPolicy,
+    ) -> Result<Self, LlmConfigError> {
+        Self::with_env(providers, retry, |name| std::env::var(name).ok())
+    }
+
+    /// [`new`](Self::new) with an explicit environment lookup (tests, embedding).
+    pub fn with_env(
+        providers: &[ModelProviderConfig],
+        retry: RetryPolicy,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, LlmConfigError> {
+        crate::install_crypto_provider();
+        let mut map = HashMap::new();
+        for cfg in providers {
+            let p = Provider::new(cfg, &env)?;
+            if map.insert(cfg.name.clone(), p).is_some() {
+                return Err(LlmConfigError::DuplicateProvider(cfg.name.clone()));
+            }
+        }
+        let http = reqwest::Client::builder()
+            // A redirect would turn the POST into a GET and drop the body; report it instead.
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .pool_idle_timeout(Duration::from_secs(90))
+            .user_agent(concat!("synthgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(LlmConfigError::Client)?;
+        Ok(Self {
+            http,
+            providers: map,
+            retry: RetryPolicy {
+                max_attempts: retry.max_attempts.max(1),
+                ..retry
+            },
+            limits: Limits::default(),
+            usage: UsageBook::default(),
+        })
+    }
+
+    /// Registers model aliases ahead of use, so the shared per-(provider, model) limit is the
+    /// minimum over all of them from the first request on. `chat` registers its model too, so
+    /// this is only needed for aliases defined in the server config.
+    pub fn register_models(&self, models: &[ModelConfig]) {
+        for m in models {
+            self.limits.get(
+                &m.provider,
+                &m.model,
+                m.inference_parameters.max_parallel_requests,
+            );
+        }
+    }
+
+    /// The concurrency limit currently applied to `model`'s (provider, model id) pair.
+    pub fn concurrency_limit(&self, model: &ModelConfig) -> u32 {
+        self.limits
+            .get(
+                &model.provider,
+                &model.model,
+                model.inference_parameters.max_parallel_requests,
+            )
+            .cap()
+    }
+
+    /// Running totals per model alias since the client was built.
+    pub fn usage_snapshot(&self) -> BTreeMap<String, ModelUsage> {
+        self.usage.snapshot()
+    }
+
+    /// Runs one chat completion for `model`, retrying transient failures.
+    ///
+    /// * `temperature`/`top_p` are drawn once per call (DataDesigner draws per request, and a
+    ///   tool loop makes one call per turn).
+    /// * A slot of the (provider, model) limit is held for each HTTP attempt only, never
+    ///   during a backoff sleep.
+    /// * Each attempt has the model's `inference_parameters.timeout` (default 60 s); waiting
+    ///   for a slot is not part of it.
+    /// * `cancel` aborts at once, whether waiting for a slot, in flight or sleeping.
+    pub async fn chat(
+        &self,
+        model: &ModelConfig,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError> {
+        let result = self.chat_inner(model, req, cancel).await;
+        self.usage.record(&model.alias, &result);
+        result
+    }
+
+    async fn chat_inner(
+        &self,
+        model: &ModelConfig,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError> {
+        let alias = model.alias.as_str();
+        let provider =
+            self.providers
+                .get(&model.provider)
+                .ok_or_else(|| LlmError::UnknownModelProvider {
+                    model: alias.to_owned(),
+                    provider: model.provider.clone(),
+                })?;
+        let ip = &model.inference_parameters;
+        let limiter = self
+            .limits
+            .get(&provider.name, &model.model, ip.max_parallel_requests);
+        let timeout = params::timeout(ip);
+        let sampled = Sampled::draw(ip, &mut rand::rng());
+        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
+        let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra)
+            .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()))
+            .map_err(|message| LlmError::InvalidResponse {
+                model: alias.to_owned(),
+                attempts: 0,
+                message: format!("cannot build the request: {message}"),
+            })?;
+        let body = Bytes::from(body);
+
+        let attempts = AtomicU32::new(0);
+        let attempt = || async {
+            let _slot = limiter.acquire().await;
+            attempts.fetch_add(1, Ordering::Relaxed);
+            self.attempt(provider, body.clone(), timeout).await
+        };
+        let retrying = attempt
+            .retry(self.retry.schedule())
+            .when(Failure::is_retryable)
+            .adjust(|failure, scheduled| scheduled.map(|d| self.retry.wait(failure, d)))
+            .notify(|failure, delay| {
+                tracing::warn!(
+                    llm.provider = %provider.name,
+                    llm.model_alias = %alias,
+                    gen_ai.request.model = %model.model,
+                    attempt = attempts.load(Ordering::Relaxed),
+                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                    error = %failure.label(),
+                    "LLM request failed; retrying"
+                );
+            });
+        let outcome = tokio::select! {
+            biased;
+            () = cancel.cancelled() => None,
+            r = retrying => Some(r),
+        };
+        let attempts = attempts.load(Ordering::Relaxed);
+        match outcome {
+            None => Err(LlmError::Cancelled {
+                model: alias.to_owned(),
+                attempts,
+            }),
+            Some(Ok(p)) => Ok(ChatResponse {
+                message: p.message,
+                finish_reason: p.finish_reason,
+                usage: p.usage,
+                attempts,
+            }),
+            Some(Err(f)) => Err(f.into_error(alias, timeout, attempts)),
+        }
+    }
+
+    /// One HTTP request, its body read in full, all under `timeout`.
+    async fn attempt(
+        &self,
+        p: &Provider,
+        body: Bytes,
+        timeout: Duration,
+    ) -> Result<Parsed, Failure> {
+        let exchange = async {
+            let resp = self
+                .http
+                .post(&p.url)
+                .headers(p.headers.clone())
+                .body(body)
+                .send()
+                .await?;
+            let status = resp.status();
+            let wait = retry_after(resp.headers(), SystemTime::now());
+            // Reading the body can fail too (reset mid-body): that is a connection error.
+            let bytes = resp.bytes().await?;
+            Ok::<_, reqwest::Error>((status, wait, bytes))
+        };
+        let (status, wait, bytes) = match tokio::time::timeout(timeout, exchange).await {
+            Err(_elapsed) => return Err(Failure::Timeout),
+            Ok(Err(e)) if e.is_timeout() && !e.is_connect() => return Err(Failure::Timeout),
+            Ok(Err(e)) => return Err(Failure::Connection(p.transport_message(&e))),
+            Ok(Ok(x)) => x,
+        };
+        if !status.is_success() {
+            return Err(Failure::Status {
+                status: status.as_u16(),
+                message: p.redactor.clean(&adapter::error_message(&bytes)),
+                retry_after: wait,
+            });
+        }
+        let value: Value = serde_json::from_slice(&bytes)
+            .map_err(|e| Failure::Invalid(format!("response body is not JSON ({e})")))?;
+        adapter::parse_response(p.kind, &value).map_err(|m| Failure::Invalid(p.redactor.clean(&m)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn provider(key: &str, headers: &[(&str, &str)]) -> ModelProviderConfig {
+        serde_json::from_value(serde_json::json!({
+            "name": "p", "endpoint": "http://127.0.0.1:9/v1", "api_key": key,
+            "extra_headers": headers.iter().cloned().collect::<BTreeMap<_, _>>()
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn api_key_is_an_env_name_first_then_the_literal() {
+        let env = |n: &str| (n == "MY_KEY").then(|| "from-env".to_owned());
+        let k = resolve_api_key(&SecretString::from("MY_KEY"), env);
+        assert_eq!(k.expose_secret(), "from-env");
+        let k = resolve_api_key(&SecretString::from("sk-literal"), env);
+        assert_eq!(k.expose_secret(), "sk-literal");
+    }
+
+    #[test]
+    fn debug_never_shows_secrets() {
+        let cfg = provider(
+            "sk-top-secret",
+            &[("X-Custom-Token", "tok-hidden-1"), ("X-Trace", "t")],
+        );
+        let client = LlmClient::with_env(&[cfg], RetryPolicy::default(), |_| None).unwrap();
+        let dbg = format!("{client:?}");
+        assert!(
+            !dbg.contains("sk-top-secret") && !dbg.contains("tok-hidden-1"),
+            "{dbg}"
+        );
+        let p = &client.providers["p"];
+        assert!(p.headers["x-custom-token"].is_sensitive());
+        assert!(!p.headers["x-trace"].is_sensitive());
+        assert_eq!(p.redactor.clean("a tok-hidden-1 b"), "a [REDACTED] b");
+    }
+
+    #[test]
+    fn bad_config_is_reported_by_name() {
+        let dup = [provider("k", &[]), provider("k", &[])];
+        let err = LlmClient::with_env(&dup, RetryPolicy::default(), |_| None).unwrap_err();
+        assert_eq!(err.to_string(), "model provider 'p' is defined twice");
+        let bad = provider("k", &[("bad header", "v")]);
+        let err = LlmClient::with_env(&[bad], RetryPolicy::default(), |_| None).unwrap_err();
+        assert!(err.to_string().contains("'bad header'"));
+    }
+}

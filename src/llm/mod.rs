@@ -1,0 +1,69 @@
+//! The LLM client layer: one chat completion against an OpenAI-compatible or Anthropic
+//! provider, with DataDesigner's message shapes, concurrency limits and a retry policy.
+//!
+//! ```text
+//! LlmClient::chat(model config, ChatRequest, cancel)
+//!   ├─ provider lookup (server config)            → unknown_model_provider
+//!   ├─ params: temperature/top_p drawn, extra_body merged (model, then provider)
+//!   ├─ adapter: body for openai | anthropic
+//!   └─ retry loop (backon schedule, full jitter or Retry-After)
+//!        └─ attempt: slot of the (provider, model) limiter → POST → status / JSON → Parsed
+//! ```
+//!
+//! What the caller (the tool loop) owns: the conversation, whitespace stripping of assistant
+//! text (DataDesigner strips intermediate and final messages differently), tool execution,
+//! turn budgets and traces. The chat types here are the trace format.
+//!
+//! Retried: 408, 429, 500, 502, 503, 504, 529, timeouts and connection errors (a reset mid-body
+//! included), up to [`RetryPolicy::max_attempts`]. Never retried: other 4xx, quota-exhausted
+//! 429s, malformed 2xx bodies. API keys never appear in errors, logs or `Debug` output.
+
+mod adapter;
+mod anthropic;
+mod client;
+mod error;
+mod limits;
+mod openai;
+mod params;
+mod retry;
+mod types;
+mod usage;
+
+pub use client::{LlmClient, resolve_api_key};
+pub use error::{LlmConfigError, LlmError};
+pub use params::DEFAULT_TIMEOUT;
+pub use retry::RetryPolicy;
+pub use types::{
+    ChatMessage, ChatRequest, ChatResponse, ContentBlock, FunctionCall, ImageUrl, Role, ToolCall,
+    ToolSpec, Usage,
+};
+pub use usage::ModelUsage;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::models::ModelConfig;
+
+/// Something that answers chat requests: the real [`LlmClient`], or a stub in a unit test of
+/// code that should not need HTTP.
+#[async_trait::async_trait]
+pub trait ChatModel: Send + Sync {
+    /// See [`LlmClient::chat`].
+    async fn chat(
+        &self,
+        model: &ModelConfig,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError>;
+}
+
+#[async_trait::async_trait]
+impl ChatModel for LlmClient {
+    async fn chat(
+        &self,
+        model: &ModelConfig,
+        req: &ChatRequest,
+        cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError> {
+        LlmClient::chat(self, model, req, cancel).await
+    }
+}

@@ -1,0 +1,230 @@
+//! The OpenAI-compatible Chat Completions adapter (`POST {endpoint}/chat/completions`), in
+//! DataDesigner's wire shape: messages go out exactly as the trace holds them (block-list
+//! content, assistant `reasoning_content` sent back), `tools` only when some are offered.
+
+use serde_json::{Map, Value, json};
+
+use super::adapter::Parsed;
+use super::params::{Sampled, apply_extra_body};
+use super::types::{ChatMessage, ChatRequest, ToolCall, ToolSpec, Usage};
+
+/// The request body.
+pub(crate) fn build_body(
+    model_id: &str,
+    req: &ChatRequest,
+    sampled: &Sampled,
+    extra_body: &Map<String, Value>,
+) -> Result<Value, String> {
+    let mut body = Map::new();
+    body.insert("model".into(), model_id.into());
+    let messages = serde_json::to_value(&req.messages).map_err(|e| e.to_string())?;
+    body.insert("messages".into(), messages);
+    if !req.tools.is_empty() {
+        body.insert(
+            "tools".into(),
+            req.tools.iter().map(tool_schema).collect::<Vec<_>>().into(),
+        );
+    }
+    sampled.write(&mut body);
+    apply_extra_body(&mut body, extra_body);
+    Ok(Value::Object(body))
+}
+
+/// DataDesigner's `to_openai_tool_schema`: description defaults to `""`, parameters to an
+/// empty object schema.
+fn tool_schema(t: &ToolSpec) -> Value {
+    let parameters = if t.parameters.is_null() {
+        json!({"type": "object", "properties": {}})
+    } else {
+        t.parameters.clone()
+    };
+    json!({
+        "type": "function",
+        "function": {"name": t.name, "description": t.description, "parameters": parameters}
+    })
+}
+
+/// Reads `choices[0]` and `usage` from a 2xx body.
+pub(crate) fn parse_response(body: &Value) -> Result<Parsed, String> {
+    let choice = body
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .ok_or("response has no `choices[0]`")?;
+    let msg = choice
+        .get("message")
+        .filter(|m| m.is_object())
+        .ok_or("response has no `choices[0].message` object")?;
+
+    // A list of blocks is joined text (DataDesigner); null means "" (a pure tool-call turn).
+    let text = match msg.get("content") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(other) => return Err(format!("`message.content` has unexpected type: {other}")),
+    };
+    let mut message = ChatMessage::assistant(text);
+    // vLLM >= 0.16 says `reasoning`; older servers and DeepSeek say `reasoning_content`.
+    message.reasoning_content = ["reasoning", "reasoning_content"]
+        .iter()
+        .filter_map(|k| msg.get(*k).and_then(Value::as_str))
+        .find(|s| !s.is_empty())
+        .map(str::to_owned);
+    if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
+        message.tool_calls = calls.iter().map(tool_call).collect::<Result<_, _>>()?;
+    }
+
+    let usage = body.get("usage").map(usage).unwrap_or_default();
+    Ok(Parsed {
+        message,
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        usage,
+    })
+}
+
+fn tool_call(c: &Value) -> Result<ToolCall, String> {
+    let f = c
+        .get("function")
+        .filter(|f| f.is_object())
+        .ok_or("a tool call has no `function` object")?;
+    // DataDesigner's leniency: a missing id is generated, a missing name is "", non-string
+    // arguments are re-serialized.
+    let id = c
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map_or_else(
+            || format!("call_{}", uuid::Uuid::new_v4().simple()),
+            str::to_owned,
+        );
+    let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+    let arguments = match f.get("arguments") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    };
+    Ok(ToolCall::new(id, name, arguments))
+}
+
+fn usage(u: &Value) -> Usage {
+    let n = |v: Option<&Value>| v.and_then(Value::as_u64);
+    Usage {
+        prompt_tokens: n(u.get("prompt_tokens")).unwrap_or(0),
+        completion_tokens: n(u.get("completion_tokens")).unwrap_or(0),
+        reasoning_tokens: n(u.get("reasoning_tokens"))
+            .or_else(|| n(u.pointer("/completion_tokens_details/reasoning_tokens"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::types::ContentBlock;
+
+    #[test]
+    fn body_has_trace_shaped_messages_tools_and_params() {
+        let mut a = ChatMessage::assistant("");
+        a.reasoning_content = Some("plan".into());
+        a.tool_calls = vec![ToolCall::new("call_1", "lookup", r#"{"q":"x"}"#)];
+        let req = ChatRequest::new(vec![
+            ChatMessage::system("sys"),
+            ChatMessage::user("hi"),
+            a,
+            ChatMessage::tool(
+                "call_1",
+                vec![ContentBlock::image_url("data:image/png;base64,AA")],
+            ),
+        ])
+        .with_tools(vec![ToolSpec {
+            name: "lookup".into(),
+            description: String::new(),
+            parameters: Value::Null,
+        }]);
+        let sampled = Sampled {
+            temperature: Some(0.5),
+            top_p: None,
+            max_tokens: Some(100),
+        };
+        let extra = json!({"seed": 1, "temperature": 0.1})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let body = build_body("m-1", &req, &sampled, &extra).unwrap();
+        assert_eq!(body["model"], "m-1");
+        assert_eq!(
+            body["temperature"], 0.1,
+            "extra_body overrides computed fields"
+        );
+        assert_eq!(body["max_tokens"], 100);
+        assert_eq!(body["seed"], 1);
+        assert!(body.get("top_p").is_none());
+        assert_eq!(body["messages"][2]["reasoning_content"], "plan");
+        assert_eq!(body["messages"][3]["tool_call_id"], "call_1");
+        assert_eq!(body["messages"][3]["content"][0]["type"], "image_url");
+        assert_eq!(
+            body["tools"],
+            json!([{"type": "function", "function": {"name": "lookup", "description": "",
+                    "parameters": {"type": "object", "properties": {}}}}])
+        );
+        let no_tools = build_body(
+            "m",
+            &ChatRequest::new(vec![]),
+            &Sampled::default(),
+            &Map::new(),
+        );
+        assert!(no_tools.unwrap().get("tools").is_none());
+    }
+
+    #[test]
+    fn parses_reasoning_tool_calls_and_usage() {
+        let body = json!({
+            "choices": [{"finish_reason": "tool_calls", "message": {
+                "role": "assistant", "content": null,
+                "reasoning": "", "reasoning_content": "because",
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"a\":1}"}},
+                    {"function": {"name": "g", "arguments": {"b": 2}}}
+                ]}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5,
+                      "completion_tokens_details": {"reasoning_tokens": 3}}
+        });
+        let p = parse_response(&body).unwrap();
+        assert_eq!(p.message.content, vec![ContentBlock::text("")]);
+        assert_eq!(p.message.reasoning_content.as_deref(), Some("because"));
+        assert_eq!(
+            p.message.tool_calls[0],
+            ToolCall::new("c1", "f", "{\"a\":1}")
+        );
+        assert_eq!(p.message.tool_calls[1].function.arguments, "{\"b\":2}");
+        assert!(p.message.tool_calls[1].id.starts_with("call_"));
+        assert_eq!(p.finish_reason.as_deref(), Some("tool_calls"));
+        assert_eq!(p.usage.prompt_tokens, 10);
+        assert_eq!(p.usage.reasoning_tokens, Some(3));
+    }
+
+    #[test]
+    fn reasoning_field_wins_and_block_content_is_joined() {
+        let body = json!({"choices": [{"message": {
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            "reasoning": "r1", "reasoning_content": "r2"}}]});
+        let p = parse_response(&body).unwrap();
+        assert_eq!(p.message.text(), "a\nb");
+        assert_eq!(p.message.reasoning_content.as_deref(), Some("r1"));
+        assert_eq!(p.usage, Usage::default());
+    }
+
+    #[test]
+    fn missing_fields_are_errors() {
+        assert!(parse_response(&json!({})).is_err());
+        assert!(parse_response(&json!({"choices": []})).is_err());
+        assert!(parse_response(&json!({"choices": [{"message": "x"}]})).is_err());
+        assert!(parse_response(&json!({"choices": [{"message": {"content": 3}}]})).is_err());
+    }
+}
