@@ -13,7 +13,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::generate::PlanContext;
-use crate::jobs::JobService;
+use crate::jobs::{JobService, ServerModels};
+use crate::llm::LlmClient;
 use crate::state::AppState;
 use crate::worker::WorkerPool;
 
@@ -65,7 +66,26 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .collect(),
     };
     let wake = Arc::new(Notify::new());
-    let jobs = JobService::new(store.clone(), ctx, config.limits.clone(), wake.clone());
+    let models = ServerModels {
+        configs: config.model_configs.clone(),
+        providers: config
+            .model_providers
+            .iter()
+            .map(|p| p.name.clone())
+            .collect(),
+    };
+    let llm = Arc::new(
+        LlmClient::new(&config.model_providers, config.llm.retry_policy())
+            .context("building the LLM client (config key `model_providers`)")?,
+    );
+    llm.register_models(&config.model_configs);
+    let jobs = JobService::new(
+        store.clone(),
+        ctx,
+        models,
+        config.limits.clone(),
+        wake.clone(),
+    );
     let owner = config
         .workers
         .replica_id
@@ -74,6 +94,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let pool = WorkerPool::new(
         store.clone(),
         jobs.clone(),
+        llm.clone(),
         config.workers.clone(),
         owner,
         wake,

@@ -19,8 +19,8 @@ pub use providers::{
     SessionScope,
 };
 pub use sections::{
-    ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LogFormat, LoggingConfig, ServerConfig,
-    WorkersConfig,
+    ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
+    ServerConfig, WorkersConfig,
 };
 
 use crate::domain::models::{ModelConfig, ToolConfig};
@@ -53,6 +53,9 @@ pub struct Config {
     /// Log format and level.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// LLM request retries.
+    #[serde(default)]
+    pub llm: LlmConfig,
     /// LLM endpoints with their secrets. Only the server defines these.
     #[serde(default)]
     pub model_providers: Vec<ModelProviderConfig>,
@@ -149,6 +152,7 @@ impl Config {
         self.workers.problems(&mut out);
         self.limits.problems(&mut out);
         self.auth.problems(&mut out);
+        self.llm.problems(&mut out);
         providers::problems(self, &mut out);
         out
     }

@@ -46,6 +46,9 @@ pub enum ApiError {
     /// No such record (or not visible to this caller).
     #[error("record {0} not found")]
     RecordNotFound(String),
+    /// The record exists but kept no trace for the asked column.
+    #[error("{0}")]
+    TraceNotFound(String),
     /// The job already finished, so it cannot be cancelled.
     #[error("job {id} is already {status}")]
     JobFinished { id: String, status: &'static str },
@@ -82,9 +85,10 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
-            Self::JobNotFound(_) | Self::RecordNotFound(_) | Self::NotFound(_) => {
-                StatusCode::NOT_FOUND
-            }
+            Self::JobNotFound(_)
+            | Self::RecordNotFound(_)
+            | Self::TraceNotFound(_)
+            | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::JobFinished { .. } | Self::IdempotencyConflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -107,6 +111,7 @@ impl ApiError {
             Self::InvalidId(_) => "invalid_id",
             Self::JobNotFound(_) => "job_not_found",
             Self::RecordNotFound(_) => "record_not_found",
+            Self::TraceNotFound(_) => "trace_not_found",
             Self::JobFinished { .. } => "job_finished",
             Self::IdempotencyConflict(_) => "idempotency_key_reused",
             Self::PayloadTooLarge(_) => "payload_too_large",

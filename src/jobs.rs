@@ -9,7 +9,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
 use crate::config::LimitsConfig;
-use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig};
+use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
+use crate::domain::models::ModelConfig;
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
@@ -25,6 +26,8 @@ pub struct CompiledJob {
     pub plan: Plan,
     /// The job's run config (error-rate shutdown, trace override).
     pub run_config: RunConfig,
+    /// Model configs by alias: the server's, overridden by the job's own.
+    pub models: HashMap<String, ModelConfig>,
 }
 
 /// Result of [`JobService::compiled_by_id`].
@@ -63,6 +66,8 @@ pub struct JobService {
     store: Arc<dyn Store>,
     plans: Arc<PlanCache>,
     ctx: Arc<PlanContext>,
+    /// Server-defined model configs, and the provider names job model configs may use.
+    models: Arc<ServerModels>,
     limits: LimitsConfig,
     /// Wakes this replica's workers after a submit, so they need not wait for the next poll.
     wake: Arc<Notify>,
@@ -73,6 +78,7 @@ impl JobService {
     pub fn new(
         store: Arc<dyn Store>,
         ctx: PlanContext,
+        models: ServerModels,
         limits: LimitsConfig,
         wake: Arc<Notify>,
     ) -> Self {
@@ -80,6 +86,7 @@ impl JobService {
             store,
             plans: Arc::new(PlanCache::new(256)),
             ctx: Arc::new(ctx),
+            models: Arc::new(models),
             limits,
             wake,
         }
@@ -108,6 +115,10 @@ impl JobService {
             .seed
             .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
         let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
+        let models = self
+            .models
+            .resolve(&dataset)
+            .map_err(ApiError::InvalidConfig)?;
 
         let job = NewJob {
             id: JobId::new(),
@@ -122,8 +133,12 @@ impl JobService {
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
-                self.plans
-                    .insert(row.id, Arc::new(CompiledJob { plan, run_config }));
+                let compiled = CompiledJob {
+                    plan,
+                    run_config,
+                    models,
+                };
+                self.plans.insert(row.id, Arc::new(compiled));
                 self.wake.notify_waiters();
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
                 Ok((row, true))
@@ -172,7 +187,12 @@ impl JobService {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
         let plan = Plan::compile(&dataset, &self.ctx, job.seed)?;
-        let compiled = Arc::new(CompiledJob { plan, run_config });
+        let models = self.models.resolve(&dataset)?;
+        let compiled = Arc::new(CompiledJob {
+            plan,
+            run_config,
+            models,
+        });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)
     }
@@ -205,6 +225,56 @@ impl JobService {
     /// Whether a job status means workers may still claim its records.
     pub fn is_claimable(status: JobStatus) -> bool {
         matches!(status, JobStatus::Queued | JobStatus::Running)
+    }
+}
+
+/// The server's model configs and provider names.
+#[derive(Debug, Default)]
+pub struct ServerModels {
+    /// Server model configs.
+    pub configs: Vec<ModelConfig>,
+    /// Names of the server's model providers.
+    pub providers: Vec<String>,
+}
+
+impl ServerModels {
+    /// The model configs a job sees: the server's, overridden by alias by the job's. A job's
+    /// model config must name a provider the server defines (providers never come with a job).
+    fn resolve(
+        &self,
+        dataset: &DatasetConfig,
+    ) -> Result<HashMap<String, ModelConfig>, Vec<ConfigIssue>> {
+        let mut issues = Vec::new();
+        for (i, m) in dataset.model_configs.iter().enumerate() {
+            if !self.providers.contains(&m.provider) {
+                let known = if self.providers.is_empty() {
+                    "none".to_owned()
+                } else {
+                    self.providers.join(", ")
+                };
+                issues.push(ConfigIssue {
+                    code: codes::INVALID_MODEL_CONFIG,
+                    column: None,
+                    field: Some(format!("model_configs[{i}].provider")),
+                    message: format!(
+                        "model config '{}': provider '{}' is not defined on the server (defined: {known})",
+                        m.alias, m.provider
+                    ),
+                });
+            }
+        }
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+        let mut out: HashMap<String, ModelConfig> = self
+            .configs
+            .iter()
+            .map(|m| (m.alias.clone(), m.clone()))
+            .collect();
+        for m in &dataset.model_configs {
+            out.insert(m.alias.clone(), m.clone());
+        }
+        Ok(out)
     }
 }
 

@@ -307,3 +307,32 @@ pub struct RecordEvent {
     /// The error code when it failed.
     pub error_code: Option<String>,
 }
+
+/// Query of `GET /v1/records/{id}/trace`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct TraceQuery {
+    /// Only this column's trace.
+    pub column: Option<String>,
+}
+
+/// The traces of one record.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TraceResponse {
+    /// The record.
+    #[schema(value_type = String, format = Uuid)]
+    pub record_id: RecordId,
+    /// One entry per LLM column that kept a trace, by column name.
+    pub traces: Vec<ColumnTrace>,
+}
+
+/// One LLM column's trace: DataDesigner's `{column}__trace` message list.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ColumnTrace {
+    /// The column.
+    pub column: String,
+    /// Ordered messages: `{role, content: [blocks], reasoning_content?, tool_calls?, tool_call_id?}`.
+    #[schema(value_type = Vec<Object>)]
+    pub messages: Value,
+}

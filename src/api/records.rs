@@ -14,7 +14,10 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::dto::{ListRecordsQuery, RecordListResponse, RecordResponse, RecordsFormat};
+use super::dto::{
+    ColumnTrace, ListRecordsQuery, RecordListResponse, RecordResponse, RecordsFormat, TraceQuery,
+    TraceResponse,
+};
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
 use crate::domain::{JobId, RecordStatus};
@@ -29,6 +32,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list_job_records))
         .routes(routes!(get_record))
+        .routes(routes!(get_record_trace))
 }
 
 /// The streaming routes, kept apart so the request timeout does not cut long downloads.
@@ -144,6 +148,51 @@ pub async fn get_record(
         .await?
         .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))?;
     Ok(Json(rec.into()))
+}
+
+/// Get a record's message traces
+///
+/// The ordered messages of each LLM column's final attempt (`system`, `user`, `assistant` with
+/// `tool_calls`/`reasoning_content`, `tool` with `tool_call_id`), for columns with `with_trace`
+/// or jobs with `run_config.debug_override_save_all_column_traces`. `?column=` selects one.
+#[utoipa::path(
+    get, path = "/v1/records/{id}/trace", tag = "records",
+    params(("id" = String, Path, description = "Record id"), TraceQuery),
+    responses(
+        (status = 200, description = "The traces, by column", body = TraceResponse),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such record (`record_not_found`), or no trace for that column (`trace_not_found`)", body = ErrorBody),
+    )
+)]
+pub async fn get_record_trace(
+    State(state): State<AppState>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<TraceQuery>,
+) -> Result<Json<TraceResponse>, ApiError> {
+    let id = extract::record_id(&id)?;
+    state
+        .store
+        .get_record(id, None)
+        .await?
+        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))?;
+    let rows = state.store.get_traces(id, q.column.as_deref()).await?;
+    if let Some(column) = &q.column
+        && rows.is_empty()
+    {
+        return Err(ApiError::TraceNotFound(format!(
+            "record {id} has no trace for column '{column}'"
+        )));
+    }
+    Ok(Json(TraceResponse {
+        record_id: id,
+        traces: rows
+            .into_iter()
+            .map(|t| ColumnTrace {
+                column: t.column,
+                messages: t.messages,
+            })
+            .collect(),
+    }))
 }
 
 fn stream_response(

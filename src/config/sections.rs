@@ -266,3 +266,48 @@ pub enum LogFormat {
     /// One JSON object per line.
     Json,
 }
+
+/// How LLM requests are retried (429, 5xx, timeouts, connection errors).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LlmConfig {
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// First backoff; doubles per attempt, with full jitter. `Retry-After` wins when sent.
+    pub retry_base_delay_ms: u64,
+    /// Longest backoff between two attempts.
+    pub retry_max_delay_ms: u64,
+}
+
+impl Default for LlmConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 5,
+            retry_base_delay_ms: 500,
+            retry_max_delay_ms: 30_000,
+        }
+    }
+}
+
+impl LlmConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if self.max_attempts == 0 {
+            out.push("config key `llm.max_attempts`: must be at least 1".into());
+        }
+        if self.retry_max_delay_ms < self.retry_base_delay_ms {
+            out.push(
+                "config key `llm.retry_max_delay_ms`: must be at least `llm.retry_base_delay_ms`"
+                    .into(),
+            );
+        }
+    }
+
+    /// The client's retry policy.
+    pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
+        crate::llm::RetryPolicy {
+            max_attempts: self.max_attempts,
+            base_delay: Duration::from_millis(self.retry_base_delay_ms),
+            max_delay: Duration::from_millis(self.retry_max_delay_ms),
+        }
+    }
+}

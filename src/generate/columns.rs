@@ -64,9 +64,7 @@ pub(crate) enum StepKind {
         template: String,
         dtype: ExprDtype,
     },
-    Llm {
-        column_type: &'static str,
-    },
+    Llm(Box<super::llm::LlmStep>),
 }
 
 /// Why a step failed: a record error code, the stage, and a message.
@@ -113,7 +111,7 @@ impl<'p> RecordState<'p> {
         }
     }
 
-    fn put(&mut self, slot: usize, value: Value) {
+    pub(crate) fn put(&mut self, slot: usize, value: Value) {
         if self.ctx_slots[slot] {
             self.ctx[slot] = Some(template_value(&value));
         }
@@ -121,7 +119,7 @@ impl<'p> RecordState<'p> {
         self.set[slot] = true;
     }
 
-    fn context(&self) -> minijinja::Value {
+    pub(crate) fn context(&self) -> minijinja::Value {
         RecordContext {
             names: Arc::clone(self.names),
             values: self.ctx.clone(),
@@ -139,12 +137,13 @@ pub(crate) struct StepEnv<'p> {
 }
 
 impl Step {
-    /// Runs the step for one record, writing its value (and side values) into `rec`.
-    pub(crate) fn run(
+    /// Decides whether the column is skipped for this record; if so writes the skip value and
+    /// returns `None`. Otherwise returns the template context if computing the decision built it.
+    pub(crate) fn apply_skip(
         &self,
         env: &StepEnv<'_>,
         rec: &mut RecordState<'_>,
-    ) -> Result<(), StepError> {
+    ) -> Option<Option<minijinja::Value>> {
         // DataDesigner checks propagation first (cheaper), then the expression gate.
         let propagated = self.propagate_skip && self.required.iter().any(|&s| rec.skipped[s]);
         let mut ctx = None;
@@ -167,8 +166,20 @@ impl Step {
             for &side in &self.side_slots {
                 rec.put(side, Value::Null);
             }
-            return Ok(());
+            return None;
         }
+        Some(ctx)
+    }
+
+    /// Runs the step for one record, writing its value (and side values) into `rec`.
+    pub(crate) fn run(
+        &self,
+        env: &StepEnv<'_>,
+        rec: &mut RecordState<'_>,
+    ) -> Result<(), StepError> {
+        let Some(ctx) = self.apply_skip(env, rec) else {
+            return Ok(());
+        };
         match &self.kind {
             StepKind::Seed { field } => {
                 let value = env
@@ -220,8 +231,11 @@ impl Step {
                     .map_err(|e| StepError::new(errors::TYPE_CONVERSION, "convert", e))?;
                 rec.put(self.slot, value);
             }
-            StepKind::Llm { column_type } => {
-                let msg = format!("{column_type} generation is not implemented in this version");
+            StepKind::Llm(step) => {
+                let msg = format!(
+                    "{} generation needs an LLM runtime (Plan::generate_with)",
+                    step.column.column_type()
+                );
                 return Err(StepError::new(errors::NOT_IMPLEMENTED, "llm", msg));
             }
         }

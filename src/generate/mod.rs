@@ -16,6 +16,7 @@ mod compile;
 mod convert;
 mod dag;
 mod datetime;
+mod llm;
 mod rng;
 mod samplers;
 mod sampling;
@@ -33,8 +34,10 @@ use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::record::{RecordError, RecordOutcome};
+use crate::store::NewTrace;
 use columns::{RecordState, Step, StepEnv};
 
+pub use llm::LlmRuntime;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
 
 /// Record error codes [`Plan::generate`] can fail a record with, with their stage and meaning.
@@ -68,6 +71,35 @@ pub struct PlanContext {
     pub model_aliases: Vec<String>,
     /// Tool aliases defined in the server config.
     pub tool_aliases: Vec<String>,
+}
+
+/// One generated record: its outcome, the traces of its LLM columns, and what it cost.
+#[derive(Debug)]
+pub struct Generated {
+    /// Values or the error.
+    pub outcome: RecordOutcome,
+    /// Traces of LLM columns that keep one (`with_trace`, or the run-config override).
+    pub traces: Vec<NewTrace>,
+    /// LLM requests made (retries inside the client not counted).
+    pub requests: u32,
+    /// Prompt tokens over all LLM columns.
+    pub prompt_tokens: u64,
+    /// Completion tokens over all LLM columns.
+    pub completion_tokens: u64,
+}
+
+impl Default for Generated {
+    fn default() -> Self {
+        Self {
+            outcome: RecordOutcome::Completed {
+                values: Value::Object(Map::new()),
+            },
+            traces: Vec::new(),
+            requests: 0,
+            prompt_tokens: 0,
+            completion_tokens: 0,
+        }
+    }
 }
 
 /// A validated, compiled job config: columns in dependency order, templates parsed.
@@ -138,6 +170,103 @@ impl Plan {
         }
         RecordOutcome::Completed {
             values: self.row(&rec),
+        }
+    }
+
+    /// Generates record `index`, LLM columns included. Deterministic in (seed, index) up to the
+    /// model's answers. Returns the outcome and the traces of the LLM columns that keep one.
+    pub async fn generate_with(&self, index: u64, rt: &LlmRuntime<'_>) -> Generated {
+        let mut rec = RecordState::new(&self.names, &self.ctx_slots);
+        let env = StepEnv {
+            templates: &self.templates,
+            seed: self.seed,
+            index,
+            seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+        };
+        let mut out = Generated::default();
+        for step in &self.steps {
+            let result = match &step.kind {
+                columns::StepKind::Llm(llm) => {
+                    self.run_llm(step, llm, &env, &mut rec, rt, &mut out).await
+                }
+                _ => step.run(&env, &mut rec),
+            };
+            if let Err(e) = result {
+                out.outcome = RecordOutcome::Failed {
+                    values: Some(self.row(&rec)),
+                    error: RecordError {
+                        code: e.code.to_owned(),
+                        message: format!("column '{}': {}", step.name, e.message),
+                        column: Some(step.name.clone()),
+                        stage: Some(e.stage.to_owned()),
+                    },
+                };
+                return out;
+            }
+        }
+        out.outcome = RecordOutcome::Completed {
+            values: self.row(&rec),
+        };
+        out
+    }
+
+    async fn run_llm(
+        &self,
+        step: &Step,
+        llm: &llm::LlmStep,
+        env: &StepEnv<'_>,
+        rec: &mut RecordState<'_>,
+        rt: &LlmRuntime<'_>,
+        out: &mut Generated,
+    ) -> Result<(), columns::StepError> {
+        let Some(ctx) = step.apply_skip(env, rec) else {
+            return Ok(());
+        };
+        let ctx = ctx.unwrap_or_else(|| rec.context());
+        let render = |name: &str| {
+            env.templates
+                .render(name, &ctx)
+                .map_err(|e| columns::StepError {
+                    code: columns::errors::TEMPLATE_ERROR,
+                    stage: "render",
+                    message: e,
+                })
+        };
+        let user = render(&llm.prompt)?;
+        let system = llm.system.as_deref().map(render).transpose()?;
+        let answer = llm.run(rt, system, user).await;
+        match answer {
+            Ok(a) => {
+                out.requests += a.requests;
+                out.prompt_tokens += a.usage.prompt_tokens;
+                out.completion_tokens += a.usage.completion_tokens;
+                rec.put(step.slot, a.value);
+                let reasoning = format!(
+                    "{}{}",
+                    step.name,
+                    crate::domain::dataset::REASONING_CONTENT_POSTFIX
+                );
+                if let Some(&slot) = self.names.get(&reasoning) {
+                    rec.put(slot, a.reasoning.map_or(Value::Null, Value::String));
+                }
+                if let Some(trace) = a.trace {
+                    let messages = serde_json::to_value(&trace).unwrap_or(Value::Null);
+                    let name = format!("{}{}", step.name, crate::domain::dataset::TRACE_POSTFIX);
+                    if let Some(&slot) = self.names.get(&name) {
+                        rec.put(slot, messages.clone());
+                    }
+                    out.traces.push(NewTrace {
+                        column: step.name.clone(),
+                        messages,
+                    });
+                }
+                Ok(())
+            }
+            Err(f) => Err(columns::StepError {
+                code: f.code,
+                stage: "llm",
+                message: f.message,
+            }),
         }
     }
 

@@ -18,7 +18,9 @@ use tokio_util::task::TaskTracker;
 use crate::config::WorkersConfig;
 use crate::domain::RecordId;
 use crate::domain::record::{RecordError, RecordOutcome};
+use crate::generate::LlmRuntime;
 use crate::jobs::{JobService, PlanLookup};
+use crate::llm::ChatModel;
 use crate::store::{ClaimedRecord, RecordResult, Store};
 
 pub use writer::Finished;
@@ -31,6 +33,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) jobs: JobService,
+    /// Answers LLM columns; shared by every record so provider limits hold across jobs.
+    pub(crate) llm: Arc<dyn ChatModel>,
     pub(crate) cfg: WorkersConfig,
     /// Lease owner name of this replica.
     pub(crate) owner: String,
@@ -58,6 +62,7 @@ impl WorkerPool {
     pub fn new(
         store: Arc<dyn Store>,
         jobs: JobService,
+        llm: Arc<dyn ChatModel>,
         cfg: WorkersConfig,
         owner: String,
         wake: Arc<Notify>,
@@ -66,6 +71,7 @@ impl WorkerPool {
             inner: Arc::new(Inner {
                 store,
                 jobs,
+                llm,
                 cfg,
                 owner,
                 in_flight: Mutex::new(HashSet::new()),
@@ -197,19 +203,34 @@ async fn run_record(
 ) {
     let generate = async {
         let outcome = match inner.jobs.compiled_by_id(rec.job_id).await {
-            Ok(PlanLookup::Ready(compiled)) => compiled.plan.generate(u64::from(rec.index)),
-            Ok(PlanLookup::Invalid(issues)) => RecordOutcome::Failed {
-                values: None,
-                error: RecordError {
-                    code: "invalid_config".into(),
-                    message: issues
-                        .first()
-                        .map(|i| i.message.clone())
-                        .unwrap_or_else(|| "the job config no longer validates".into()),
-                    column: issues.first().and_then(|i| i.column.clone()),
-                    stage: Some("compile".into()),
+            Ok(PlanLookup::Ready(compiled)) => {
+                let rc = &compiled.run_config;
+                let rt = LlmRuntime {
+                    chat: inner.llm.as_ref(),
+                    models: &compiled.models,
+                    cancel: &cut,
+                    save_all_traces: rc.debug_override_save_all_column_traces,
+                    max_restarts: rc.max_conversation_restarts,
+                    max_corrections: rc.max_conversation_correction_steps,
+                };
+                let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
+                (g.outcome, g.traces)
+            }
+            Ok(PlanLookup::Invalid(issues)) => (
+                RecordOutcome::Failed {
+                    values: None,
+                    error: RecordError {
+                        code: "invalid_config".into(),
+                        message: issues
+                            .first()
+                            .map(|i| i.message.clone())
+                            .unwrap_or_else(|| "the job config no longer validates".into()),
+                        column: issues.first().and_then(|i| i.column.clone()),
+                        stage: Some("compile".into()),
+                    },
                 },
-            },
+                Vec::new(),
+            ),
             Ok(PlanLookup::Missing) => return None,
             Err(e) => {
                 tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");
@@ -223,7 +244,7 @@ async fn run_record(
         // Cut at the drain deadline: the record stays in flight and is released with the rest.
         () = cut.cancelled() => return,
     };
-    let Some(outcome) = outcome else {
+    let Some((outcome, traces)) = outcome else {
         // Not generated (the job could not be loaded). Give it back now: otherwise lease
         // renewal would keep it claimed, and unworked, for as long as this replica runs.
         match inner.store.release_records(&inner.owner, &[rec.id]).await {
@@ -239,7 +260,7 @@ async fn run_record(
         result: RecordResult {
             id: rec.id,
             outcome,
-            traces: Vec::new(),
+            traces,
         },
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the

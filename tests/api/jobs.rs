@@ -215,7 +215,10 @@ async fn cancel_stops_claiming(backend: Backend) {
 backends!(cancel, cancel_stops_claiming);
 
 async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
+    // The provider refuses connections (port 9, discard): every record fails with a classified
+    // LLM error after one attempt.
     let app = spawn_app_with(backend, |c| {
+        c.llm.max_attempts = 1;
         c.model_providers = vec![
             serde_json::from_value(json!({"name": "mock", "endpoint": "http://127.0.0.1:9"}))
                 .unwrap(),
@@ -240,7 +243,8 @@ async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
     assert_eq!(done["status"], "failed", "{done}");
     assert_eq!(done["error"]["code"], "error_rate_exceeded");
     let first = &done["first_errors"][0];
-    assert_eq!(first["error"]["code"], "not_implemented");
+    assert_eq!(first["error"]["code"], "llm_connection_error", "{first}");
+    assert_eq!(first["error"]["stage"], "llm");
     assert_eq!(first["error"]["column"], "answer");
     let c = &done["counts"];
     assert!(c["failed"].as_u64().unwrap() >= 10);

@@ -23,6 +23,7 @@ fn every_operation_is_documented() {
         "/v1/jobs/{id}/records",
         "/v1/jobs/{id}/events",
         "/v1/records/{id}",
+        "/v1/records/{id}/trace",
         "/healthz",
         "/readyz",
     ] {

@@ -10,6 +10,7 @@ use super::{ColumnParts, Compiler};
 use crate::domain::dataset::{
     ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, SamplerColumn, SamplerType, codes,
 };
+use crate::generate::llm::LlmStep;
 
 impl Compiler<'_> {
     pub(super) fn seed_column(
@@ -134,10 +135,11 @@ impl Compiler<'_> {
             )
         });
         self.issues.extend(model.into_iter().chain(tool));
-        self.template(ci, "prompt", &l.prompt, p, true);
-        if let Some(system) = &l.system_prompt {
-            self.template(ci, "system_prompt", system, p, true);
-        }
+        let prompt = self.template(ci, "prompt", &l.prompt, p, true);
+        let system = match &l.system_prompt {
+            Some(system) => Some(self.template(ci, "system_prompt", system, p, true)),
+            None => None,
+        };
         for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
             let field = format!("multi_modal_context[{i}].column_name");
             if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
@@ -147,8 +149,18 @@ impl Compiler<'_> {
                 }
             }
         }
-        Some(StepKind::Llm {
-            column_type: l.column_type(),
-        })
+        // A template that failed to compile was reported above; the plan is rejected anyway.
+        let prompt = prompt?;
+        let system = match system {
+            Some(s) => Some(s?),
+            None => None,
+        };
+        match LlmStep::new(l.clone(), prompt, system) {
+            Ok(step) => Some(StepKind::Llm(Box::new(step))),
+            Err((field, msg)) => {
+                self.issue(codes::INVALID_CONFIG, ci, Some(&field), msg);
+                None
+            }
+        }
     }
 }

@@ -129,7 +129,7 @@ fn json_strings_are_parsed_before_rendering() {
 }
 
 #[test]
-fn llm_columns_fail_with_not_implemented_after_earlier_values() {
+fn llm_columns_without_a_runtime_fail_after_earlier_values() {
     let mut dropped = sampler("d", "uuid", json!({}));
     dropped["drop"] = json!(true);
     let plan = plan_columns(json!([
@@ -145,7 +145,7 @@ fn llm_columns_fail_with_not_implemented_after_earlier_values() {
     assert_eq!(err.column.as_deref(), Some("answer"));
     assert_eq!(
         err.message,
-        "column 'answer': llm-code generation is not implemented in this version"
+        "column 'answer': llm-code generation needs an LLM runtime (Plan::generate_with)"
     );
     assert_eq!(
         values,

@@ -1,0 +1,375 @@
+//! LLM columns: render the prompts, ask the model, parse the answer by column type, and keep
+//! the conversation as the column's trace.
+//!
+//! Follows DataDesigner 0.9.7: structured, judge and code columns are prompt-based (format
+//! instructions appended to the user prompt; no `response_format`); a parse failure first
+//! gets up to `max_conversation_correction_steps` correction messages, then the conversation
+//! restarts up to `max_conversation_restarts` times; the trace is the final conversation only.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
+use crate::domain::models::ModelConfig;
+use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
+
+/// What LLM columns need from the worker: the client, the job's model configs, cancellation,
+/// and the job's retry and trace settings.
+pub struct LlmRuntime<'a> {
+    /// The shared client (or the mock's client in tests).
+    pub chat: &'a dyn ChatModel,
+    /// Model configs by alias: the server's, overridden by the job's.
+    pub models: &'a HashMap<String, ModelConfig>,
+    /// Cancels the record's requests (drain deadline, job cancel).
+    pub cancel: &'a CancellationToken,
+    /// `run_config.debug_override_save_all_column_traces`.
+    pub save_all_traces: bool,
+    /// `run_config.max_conversation_restarts` (DataDesigner default 5).
+    pub max_restarts: u32,
+    /// `run_config.max_conversation_correction_steps` (DataDesigner default 0).
+    pub max_corrections: u32,
+}
+
+/// A compiled LLM column.
+pub(crate) struct LlmStep {
+    pub(crate) column: LlmColumn,
+    /// Template names of the prompts.
+    pub(crate) prompt: String,
+    pub(crate) system: Option<String>,
+    /// Appended to the rendered user prompt (structured, judge, code).
+    pub(crate) instructions: Option<String>,
+    /// Validates parsed JSON answers (structured, judge).
+    pub(crate) validator: Option<jsonschema::Validator>,
+}
+
+impl std::fmt::Debug for LlmStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmStep")
+            .field("column", &self.column)
+            .field("prompt", &self.prompt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A column's answer.
+pub(crate) struct LlmAnswer {
+    pub(crate) value: Value,
+    pub(crate) reasoning: Option<String>,
+    /// The final conversation, per `with_trace` (empty when no trace is kept).
+    pub(crate) trace: Option<Vec<ChatMessage>>,
+    pub(crate) usage: Usage,
+    pub(crate) requests: u32,
+}
+
+/// Why an LLM column failed: a record error code and message.
+pub(crate) struct LlmFailure {
+    pub(crate) code: &'static str,
+    pub(crate) message: String,
+}
+
+impl From<LlmError> for LlmFailure {
+    fn from(e: LlmError) -> Self {
+        Self {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl LlmStep {
+    /// Builds the step; `Err` is a config problem (field, message).
+    pub(crate) fn new(
+        column: LlmColumn,
+        prompt: String,
+        system: Option<String>,
+    ) -> Result<Self, (String, String)> {
+        let (instructions, schema) = match &column.kind {
+            LlmKind::Text => (None, None),
+            LlmKind::Code { code_lang } => (Some(code_instructions(code_lang)), None),
+            LlmKind::Structured { output_format } => {
+                let schema = Value::Object(output_format.clone());
+                (
+                    Some(json_instructions(&schema)),
+                    Some(("output_format", schema)),
+                )
+            }
+            LlmKind::Judge { scores } => {
+                let schema = judge_schema(scores);
+                (
+                    Some(judge_instructions(scores, &schema)),
+                    Some(("scores", schema)),
+                )
+            }
+        };
+        let validator = match schema {
+            Some((field, schema)) => Some(
+                jsonschema::validator_for(&schema)
+                    .map_err(|e| (field.to_owned(), format!("is not a valid JSON Schema: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(Self {
+            column,
+            prompt,
+            system,
+            instructions,
+            validator,
+        })
+    }
+
+    /// Runs the conversation for one record. `system`/`user` are the rendered prompts.
+    pub(crate) async fn run(
+        &self,
+        rt: &LlmRuntime<'_>,
+        system: Option<String>,
+        user: String,
+    ) -> Result<LlmAnswer, LlmFailure> {
+        let model = rt
+            .models
+            .get(&self.column.model_alias)
+            .ok_or_else(|| LlmFailure {
+                code: "unknown_model_alias",
+                message: format!("model alias '{}' is not defined", self.column.model_alias),
+            })?;
+        if self.column.tool_alias.is_some() {
+            return Err(LlmFailure {
+                code: "not_implemented",
+                message: "tool use (tool_alias) arrives with the MCP release".into(),
+            });
+        }
+        let mut base = Vec::with_capacity(2);
+        // An empty rendered system prompt means no system message (DataDesigner).
+        if let Some(s) = system.filter(|s| !s.trim().is_empty()) {
+            base.push(ChatMessage::system(s));
+        }
+        let user = match &self.instructions {
+            Some(i) => format!("{user}\n\n{i}"),
+            None => user,
+        };
+        base.push(ChatMessage::user(user));
+
+        let mut usage = Usage::default();
+        let mut requests = 0;
+        let mut last_error = String::new();
+        for _restart in 0..=rt.max_restarts {
+            let mut messages = base.clone();
+            let mut corrections = 0;
+            loop {
+                let resp = rt
+                    .chat
+                    .chat(model, &ChatRequest::new(messages.clone()), rt.cancel)
+                    .await?;
+                requests += 1;
+                add_usage(&mut usage, &resp.usage);
+                let mut msg = resp.message;
+                let text = msg.text().trim().to_owned();
+                msg.content = vec![ContentBlock::text(text.clone())];
+                let reasoning = msg
+                    .reasoning_content
+                    .as_deref()
+                    .map(str::trim)
+                    .filter(|r| !r.is_empty())
+                    .map(str::to_owned);
+                messages.push(msg);
+                match self.parse(&text) {
+                    Ok(value) => {
+                        return Ok(LlmAnswer {
+                            value,
+                            reasoning,
+                            trace: self.trace(rt, messages),
+                            usage,
+                            requests,
+                        });
+                    }
+                    Err(e) if corrections < rt.max_corrections => {
+                        corrections += 1;
+                        messages.push(ChatMessage::user(format!(
+                            "Your previous response could not be used: {e}\nPlease answer again, following the format instructions exactly."
+                        )));
+                    }
+                    Err(e) => {
+                        last_error = e;
+                        break;
+                    }
+                }
+            }
+        }
+        Err(LlmFailure {
+            code: "llm_output_invalid",
+            message: format!(
+                "the model's answer could not be parsed after {} correction steps and {} conversation restarts: {last_error}",
+                rt.max_corrections, rt.max_restarts
+            ),
+        })
+    }
+
+    fn trace(&self, rt: &LlmRuntime<'_>, messages: Vec<ChatMessage>) -> Option<Vec<ChatMessage>> {
+        let kind = if rt.save_all_traces {
+            TraceType::AllMessages
+        } else {
+            self.column.with_trace
+        };
+        match kind {
+            TraceType::None => None,
+            TraceType::AllMessages => Some(messages),
+            TraceType::LastMessage => Some(
+                messages
+                    .into_iter()
+                    .rev()
+                    .find(|m| m.role == crate::llm::Role::Assistant)
+                    .into_iter()
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The column value from the model's (stripped) text.
+    fn parse(&self, text: &str) -> Result<Value, String> {
+        match &self.column.kind {
+            LlmKind::Text => Ok(Value::String(text.to_owned())),
+            LlmKind::Code { .. } => Ok(Value::String(extract_code(text))),
+            LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
+                let raw = extract_json(text);
+                let value: Value = serde_json::from_str(raw)
+                    .map_err(|e| format!("the response is not valid JSON ({e})"))?;
+                if let Some(v) = &self.validator {
+                    let errors: Vec<String> = v
+                        .iter_errors(&value)
+                        .take(3)
+                        .map(|e| format!("{} at '{}'", e, e.instance_path()))
+                        .collect();
+                    if !errors.is_empty() {
+                        return Err(format!(
+                            "the JSON does not match the schema: {}",
+                            errors.join("; ")
+                        ));
+                    }
+                }
+                Ok(value)
+            }
+        }
+    }
+}
+
+fn add_usage(total: &mut Usage, u: &Usage) {
+    total.prompt_tokens += u.prompt_tokens;
+    total.completion_tokens += u.completion_tokens;
+}
+
+/// The body of the first Markdown code fence, else the whole text.
+pub(crate) fn extract_code(text: &str) -> String {
+    fenced(text, None).unwrap_or(text).trim().to_owned()
+}
+
+/// A ```json fence, else any fence, else the text from the first `{`/`[` to the last `}`/`]`.
+pub(crate) fn extract_json(text: &str) -> &str {
+    if let Some(body) = fenced(text, Some("json")).or_else(|| fenced(text, None)) {
+        return body.trim();
+    }
+    let start = text.find(['{', '[']);
+    let end = text.rfind(['}', ']']);
+    match (start, end) {
+        (Some(s), Some(e)) if s < e => &text[s..=e],
+        _ => text.trim(),
+    }
+}
+
+/// The body of the first fence whose info string is `lang` (any fence when `None`).
+fn fenced<'t>(text: &'t str, lang: Option<&str>) -> Option<&'t str> {
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let line_end = after.find('\n')?;
+        let info = after[..line_end].trim();
+        let body_start = &after[line_end + 1..];
+        let close = body_start.find("```")?;
+        if lang.is_none_or(|l| info.eq_ignore_ascii_case(l)) {
+            return Some(&body_start[..close]);
+        }
+        rest = &body_start[close + 3..];
+    }
+    None
+}
+
+fn json_instructions(schema: &Value) -> String {
+    format!(
+        "* Your response must be in JSON format.\n\
+         * Your JSON response must be returned within a Markdown ```json code fence.\n\
+         * The JSON must follow the schema below.\n\n\
+         <response_schema>\n{}\n</response_schema>",
+        serde_json::to_string_pretty(schema).unwrap_or_default()
+    )
+}
+
+fn code_instructions(lang: &str) -> String {
+    let fence = lang.split(':').next().unwrap_or(lang);
+    format!("* Return only the {lang} code, inside one Markdown ```{fence} code fence.")
+}
+
+/// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`.
+fn judge_schema(scores: &[Score]) -> Value {
+    let mut props = Map::new();
+    for s in scores {
+        let options: Vec<Value> = s
+            .options
+            .keys()
+            .map(|k| k.parse::<i64>().map_or_else(|_| json!(k), |n| json!(n)))
+            .collect();
+        props.insert(
+            s.name.clone(),
+            json!({
+                "type": "object",
+                "properties": {"reasoning": {"type": "string"}, "score": {"enum": options}},
+                "required": ["reasoning", "score"],
+            }),
+        );
+    }
+    let required: Vec<&str> = scores.iter().map(|s| s.name.as_str()).collect();
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+fn judge_instructions(scores: &[Score], schema: &Value) -> String {
+    let mut rubric = String::from("Assess the content above on these criteria:\n");
+    for s in scores {
+        rubric.push_str(&format!("\n{}: {}\n", s.name, s.description));
+        for (k, v) in &s.options {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            rubric.push_str(&format!("  * {k}: {v}\n"));
+        }
+    }
+    format!("{rubric}\n{}", json_instructions(schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_is_taken_from_the_first_fence() {
+        let t = "Here:\n```python\nprint(1)\n```\nand ```sql\nselect 1\n```";
+        assert_eq!(extract_code(t), "print(1)");
+        assert_eq!(extract_code("x = 1"), "x = 1");
+    }
+
+    #[test]
+    fn json_is_found_in_fences_or_braces() {
+        assert_eq!(extract_json("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(extract_json("sure! {\"a\": [1]} done"), "{\"a\": [1]}");
+        assert_eq!(extract_json("```\n[1,2]\n```"), "[1,2]");
+    }
+
+    #[test]
+    fn judge_schema_accepts_numeric_options() {
+        let scores = vec![Score {
+            name: "quality".into(),
+            description: "How good".into(),
+            options: serde_json::from_value(json!({"1": "bad", "2": "good"})).unwrap(),
+        }];
+        let v = jsonschema::validator_for(&judge_schema(&scores)).unwrap();
+        assert!(v.is_valid(&json!({"quality": {"reasoning": "ok", "score": 2}})));
+        assert!(!v.is_valid(&json!({"quality": {"reasoning": "ok", "score": 3}})));
+        assert!(!v.is_valid(&json!({})));
+    }
+}
