@@ -136,10 +136,10 @@ impl Compiler<'_> {
         });
         self.issues.extend(model.into_iter().chain(tool));
         let prompt = self.template(ci, "prompt", &l.prompt, p, true);
-        let system = match &l.system_prompt {
-            Some(system) => Some(self.template(ci, "system_prompt", system, p, true)),
-            None => None,
-        };
+        let system = l
+            .system_prompt
+            .as_ref()
+            .map(|system| self.template(ci, "system_prompt", system, p, true));
         for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
             let field = format!("multi_modal_context[{i}].column_name");
             if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
