@@ -166,19 +166,10 @@ async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) ->
             )
         })
         .collect();
-    let (seq, delay, plan, _in_flight) = st.begin(&view, headers, body);
+    let (seq, delay, plan, _in_flight) = st.begin(&view, headers, body, parsed.is_some());
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
-    let plan = if parsed.is_none() {
-        Plan::Error {
-            status: 400,
-            body: None,
-            retry_after: None,
-        }
-    } else {
-        plan
-    };
     let (status, resp) = match plan {
         Plan::Answer(a) => {
             let body = success_body(api, &view.model, seq, &a, tokens(&view.all_text));

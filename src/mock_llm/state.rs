@@ -169,12 +169,14 @@ impl MockState {
         self.lock().history.iter().cloned().collect()
     }
 
-    /// Registers an arrival and decides its answer. Returns (seq, delay, plan, guard).
+    /// Registers an arrival and decides its answer (a 400 when the body was not JSON,
+    /// without consuming any rule). Returns (seq, delay, plan, guard).
     pub(crate) fn begin(
         self: &Arc<Self>,
         view: &View,
         headers: BTreeMap<String, String>,
         body: Value,
+        is_json: bool,
     ) -> (u64, Duration, Plan, InFlight) {
         let received_ms = self.now_ms();
         let mut g = self.lock();
@@ -200,7 +202,16 @@ impl MockState {
                 status: None,
             });
         }
-        let (delay, plan) = decide(&mut g, seq, view);
+        let (delay, plan) = if is_json {
+            decide(&mut g, seq, view)
+        } else {
+            let plan = Plan::Error {
+                status: 400,
+                body: None,
+                retry_after: None,
+            };
+            (Duration::ZERO, plan)
+        };
         let guard = InFlight {
             state: Arc::clone(self),
             model: view.model.clone(),
@@ -300,4 +311,83 @@ fn plan_for(g: &mut Inner, reply: &Reply, view: &View) -> Plan {
         tool_calls,
         finish_reason: reply.finish_reason.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn view(user: &str) -> View {
+        View::of(
+            Api::Openai,
+            &json!({"model": "m", "messages": [{"role": "user", "content": user}]}),
+        )
+    }
+
+    fn run(st: &Arc<MockState>, user: &str) -> Plan {
+        let (seq, _, plan, _guard) = st.begin(&view(user), BTreeMap::new(), json!({}), true);
+        st.finish(seq, Some(200));
+        plan
+    }
+
+    fn status(p: &Plan) -> u16 {
+        match p {
+            Plan::Error { status, .. } => *status,
+            Plan::Answer(_) => 200,
+            Plan::Malformed | Plan::Reset => 0,
+        }
+    }
+
+    #[test]
+    fn times_fall_through_and_ids_count_up() {
+        let script: Script = serde_json::from_value(json!({"rules": [
+            {"reply": {"status": 503}, "times": 1},
+            {"reply": {"tool_calls": [{"name": "a"}, {"name": "b"}]}, "times": 1}
+        ], "history_limit": 2}))
+        .unwrap();
+        let st = MockState::new(script);
+        assert_eq!(status(&run(&st, "x")), 503);
+        let Plan::Answer(a) = run(&st, "x") else {
+            panic!("answer expected")
+        };
+        let ids: Vec<&str> = a.tool_calls.iter().map(|c| c.0.as_str()).collect();
+        assert_eq!(ids, ["call_1", "call_2"]);
+        let Plan::Answer(a) = run(&st, "hello") else {
+            panic!("answer expected")
+        };
+        assert_eq!(a.text, "mock reply: hello");
+        let stats = st.stats();
+        assert_eq!(
+            (stats.total_requests, stats.rule_hits.clone()),
+            (3, vec![1, 1])
+        );
+        assert_eq!(stats.models["m"].in_flight, 0);
+        let seqs: Vec<u64> = st.requests().iter().map(|r| r.seq).collect();
+        assert_eq!(seqs, [2, 3], "history keeps the last `history_limit`");
+        st.reset();
+        assert_eq!(st.stats().total_requests, 0);
+        assert_eq!(st.script().rules.len(), 2);
+    }
+
+    #[test]
+    fn faults_are_deterministic() {
+        let every: Script = serde_json::from_value(json!({"faults":
+            {"rate_limit_every": 3, "retry_after": 2, "error_every": 2, "error_status": 502}}))
+        .unwrap();
+        let st = MockState::new(every);
+        let got: Vec<u16> = (0..6).map(|_| status(&run(&st, "x"))).collect();
+        assert_eq!(got, [200, 502, 429, 502, 200, 429]);
+
+        let random: Script =
+            serde_json::from_value(json!({"faults": {"error_probability": 0.5, "seed": 9}}))
+                .unwrap();
+        let draw = || {
+            let st = MockState::new(random.clone());
+            (0..40).map(|_| status(&run(&st, "x"))).collect::<Vec<_>>()
+        };
+        let first = draw();
+        assert_eq!(first, draw(), "same seed, same faults");
+        assert!(first.contains(&500) && first.contains(&200));
+    }
 }
