@@ -40,7 +40,7 @@ impl RetryPolicy {
     /// `max_attempts - 1` entries.
     pub(crate) fn schedule(&self) -> ExponentialBuilder {
         ExponentialBuilder::new()
-            .with_min_delay(self.base_delay)
+            .with_min_delay(self.base_delay.min(self.max_delay))
             .with_max_delay(self.max_delay)
             .with_factor(2.0)
             .with_max_times(self.max_attempts.saturating_sub(1) as usize)

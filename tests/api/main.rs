@@ -5,6 +5,7 @@ mod db;
 mod errors;
 mod helpers;
 mod jobs;
+mod llm_client;
 mod openapi;
 mod restart;
 mod store;

@@ -1,0 +1,250 @@
+//! **A scripted test double, not an LLM.** `mock_llm` serves the OpenAI Chat Completions
+//! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`) wire formats
+//! with canned answers chosen by a [`Script`], so tests and benches exercise the real
+//! [`LlmClient`](crate::llm::LlmClient) over real HTTP without any model or network.
+//!
+//! It records every request (the last `history_limit`), counts requests and in-flight requests
+//! per model (with the maximum ever in flight, to assert `max_parallel_requests`), and injects
+//! faults: HTTP errors with `Retry-After`, delays, malformed bodies, connections reset
+//! mid-response. See [`script`] for the script format.
+//!
+//! Control endpoints: `GET /_mock/stats`, `GET /_mock/requests`, `GET|POST /_mock/script`,
+//! `POST /_mock/reset`. In-process, the same operations are methods of [`MockLlm`].
+
+mod reply;
+pub mod script;
+mod state;
+mod view;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use script::{Api, Faults, Reply, Rule, Script, ScriptedToolCall, When};
+pub use state::{MockState, MockStats, ModelStats, RecordedRequest};
+
+use reply::{error_body, success_body, tokens};
+use state::Plan;
+use view::View;
+
+/// A running mock server (in-process, for tests). Dropping it stops the server.
+#[derive(Debug)]
+pub struct MockLlm {
+    addr: SocketAddr,
+    state: Arc<MockState>,
+    stop: CancellationToken,
+    tasks: TaskTracker,
+}
+
+impl MockLlm {
+    /// Starts the mock on `127.0.0.1` with a random port.
+    pub async fn start(script: Script) -> std::io::Result<Self> {
+        Self::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), script).await
+    }
+
+    /// Starts the mock on `addr`.
+    pub async fn start_on(addr: SocketAddr, script: Script) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let state = MockState::new(script);
+        let stop = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        tasks.spawn(serve(listener, Arc::clone(&state), stop.clone()));
+        tasks.close();
+        Ok(Self {
+            addr,
+            state,
+            stop,
+            tasks,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://<addr>/v1`: the `endpoint` of a model provider of either `provider_type`.
+    pub fn endpoint(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Replaces the script (rule counters start over; stats and history are kept).
+    pub fn set_script(&self, script: Script) {
+        self.state.set_script(script);
+    }
+
+    /// Request counters.
+    pub fn stats(&self) -> MockStats {
+        self.state.stats()
+    }
+
+    /// Recorded requests, oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.state.requests()
+    }
+
+    /// Forgets requests and counters; keeps the script.
+    pub fn reset(&self) {
+        self.state.reset();
+    }
+
+    /// Stops accepting, lets open requests finish, and waits for the server task.
+    pub async fn shutdown(self) {
+        self.stop.cancel();
+        self.tasks.wait().await;
+    }
+}
+
+impl Drop for MockLlm {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serves the mock on `listener` until `stop` fires (used by [`MockLlm`] and the binary).
+pub async fn serve(
+    listener: TcpListener,
+    state: Arc<MockState>,
+    stop: CancellationToken,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
+/// The mock's routes.
+pub fn router(state: Arc<MockState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/messages", post(messages))
+        .route("/_mock/stats", get(get_stats))
+        .route("/_mock/requests", get(get_requests))
+        .route("/_mock/script", get(get_script).post(set_script))
+        .route("/_mock/reset", post(reset))
+        .with_state(state)
+}
+
+/// OpenAI-compatible Chat Completions.
+async fn chat_completions(
+    State(st): State<Arc<MockState>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    answer(st, Api::Openai, headers, body).await
+}
+
+/// Anthropic Messages.
+async fn messages(State(st): State<Arc<MockState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(st, Api::Anthropic, headers, body).await
+}
+
+async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) -> Response {
+    let parsed = serde_json::from_slice::<Value>(&raw).ok();
+    let body = parsed
+        .clone()
+        .unwrap_or_else(|| Value::String(String::from_utf8_lossy(&raw).into_owned()));
+    let view = View::of(api, &body);
+    let headers: BTreeMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let (seq, delay, plan, _in_flight) = st.begin(&view, headers, body, parsed.is_some());
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let (status, resp) = match plan {
+        Plan::Answer(a) => {
+            let body = success_body(api, &view.model, seq, &a, tokens(&view.all_text));
+            (Some(200), Json(body).into_response())
+        }
+        Plan::Error {
+            status,
+            body,
+            retry_after,
+        } => {
+            let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let (content_type, bytes) = error_body(api, status, body.as_ref());
+            let mut r = (code, [(header::CONTENT_TYPE, content_type)], bytes).into_response();
+            if let Some(v) = retry_after.and_then(|v| v.parse().ok()) {
+                r.headers_mut().insert(header::RETRY_AFTER, v);
+            }
+            (Some(code.as_u16()), r)
+        }
+        Plan::Malformed => {
+            let r = (
+                [(header::CONTENT_TYPE, "application/json")],
+                r#"{"id": "chatcmpl-mock", "choices": [{"message": {"content": "#,
+            )
+                .into_response();
+            (Some(200), r)
+        }
+        Plan::Reset => (None, reset_response()),
+    };
+    st.finish(seq, status);
+    resp
+}
+
+/// Headers and the start of a body, then an I/O error: hyper aborts the connection, so the
+/// client sees the response cut off mid-body.
+fn reset_response() -> Response {
+    let chunks: Vec<Result<Bytes, std::io::Error>> = vec![
+        Ok(Bytes::from_static(
+            b"{\"id\": \"chatcmpl-mock\", \"choices\": [",
+        )),
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "mock connection reset",
+        )),
+    ];
+    let mut r = Response::new(Body::from_stream(futures::stream::iter(chunks)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Request and in-flight counters.
+async fn get_stats(State(st): State<Arc<MockState>>) -> Json<MockStats> {
+    Json(st.stats())
+}
+
+/// Recorded requests, oldest first.
+async fn get_requests(State(st): State<Arc<MockState>>) -> Json<Vec<RecordedRequest>> {
+    Json(st.requests())
+}
+
+/// The active script.
+async fn get_script(State(st): State<Arc<MockState>>) -> Json<Script> {
+    Json(st.script())
+}
+
+/// Replaces the script.
+async fn set_script(State(st): State<Arc<MockState>>, Json(script): Json<Script>) -> StatusCode {
+    st.set_script(script);
+    StatusCode::NO_CONTENT
+}
+
+/// Forgets requests and counters.
+async fn reset(State(st): State<Arc<MockState>>) -> StatusCode {
+    st.reset();
+    StatusCode::NO_CONTENT
+}
