@@ -6,6 +6,7 @@ mod errors;
 mod helpers;
 mod jobs;
 mod llm_client;
+mod llm_jobs;
 mod openapi;
 mod restart;
 mod store;
