@@ -103,6 +103,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let state = AppState {
         store: store.clone(),
+        llm: llm.clone(),
         jobs,
         config: config.clone(),
         shutdown: shutdown.clone(),

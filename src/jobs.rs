@@ -30,6 +30,21 @@ pub struct CompiledJob {
     pub models: HashMap<String, ModelConfig>,
 }
 
+/// A request that passed validation.
+#[derive(Debug)]
+pub struct Validated {
+    /// Records to generate.
+    pub num_records: u32,
+    /// The job seed (given or drawn).
+    pub seed: u64,
+    /// The inner DataDesigner config, as stored.
+    pub config: Value,
+    /// The run config as given (`{}` when absent).
+    pub run_config_value: Value,
+    /// Plan, run config and model configs.
+    pub compiled: CompiledJob,
+}
+
 /// Result of [`JobService::compiled_by_id`].
 #[derive(Debug)]
 pub enum PlanLookup {
@@ -95,50 +110,24 @@ impl JobService {
     /// Validates fully, then inserts the job and its records. Returns the job and whether it
     /// was created (`false`: an earlier request with the same idempotency key made it).
     pub async fn submit(&self, req: SubmitRequest) -> Result<(JobRow, bool), ApiError> {
-        let max = self.limits.max_num_records;
-        if req.num_records < 1 || req.num_records > i64::from(max) {
-            let got = match req.num_records {
-                i64::MAX | i64::MIN => "a number beyond the supported range".to_owned(),
-                n => n.to_string(),
-            };
-            return Err(ApiError::NumRecordsOutOfRange(format!(
-                "num_records must be between 1 and {max}, got {got}"
-            )));
-        }
-        let num_records = req.num_records as u32;
-        let dataset = DatasetConfig::parse(&req.config).map_err(ApiError::InvalidConfig)?;
-        let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
-        let run_config = RunConfig::parse(&run_config_value)
-            .map_err(|issues| ApiError::InvalidConfig(prefix_run_config(issues)))?;
-        let request_hash = request_hash(&req, &dataset.raw);
-        let seed = req
-            .seed
-            .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
-        let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
-        let models = self
-            .models
-            .resolve(&dataset)
-            .map_err(ApiError::InvalidConfig)?;
-
+        let v = self.validate(&req, self.limits.max_num_records)?;
+        let request_hash = request_hash(&req, &v.config);
+        let num_records = v.num_records;
+        let seed = v.seed;
         let job = NewJob {
             id: JobId::new(),
             owner: req.owner.clone(),
-            config: dataset.raw.clone(),
+            config: v.config,
             num_records,
             seed,
             metadata: req.metadata.clone(),
-            run_config: run_config_value,
+            run_config: v.run_config_value,
             idempotency_key: req.idempotency_key.clone(),
             request_hash: Some(request_hash.clone()),
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
-                let compiled = CompiledJob {
-                    plan,
-                    run_config,
-                    models,
-                };
-                self.plans.insert(row.id, Arc::new(compiled));
+                self.plans.insert(row.id, Arc::new(v.compiled));
                 self.wake.notify_waiters();
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
                 Ok((row, true))
@@ -152,6 +141,42 @@ impl JobService {
                 Ok((row, false))
             }
         }
+    }
+
+    /// Validates a request fully: count within `1..=max`, config, run config, model configs.
+    pub fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
+        if req.num_records < 1 || req.num_records > i64::from(max) {
+            let got = match req.num_records {
+                i64::MAX | i64::MIN => "a number beyond the supported range".to_owned(),
+                n => n.to_string(),
+            };
+            return Err(ApiError::NumRecordsOutOfRange(format!(
+                "num_records must be between 1 and {max}, got {got}"
+            )));
+        }
+        let dataset = DatasetConfig::parse(&req.config).map_err(ApiError::InvalidConfig)?;
+        let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
+        let run_config = RunConfig::parse(&run_config_value)
+            .map_err(|issues| ApiError::InvalidConfig(prefix_run_config(issues)))?;
+        let seed = req
+            .seed
+            .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
+        let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
+        let models = self
+            .models
+            .resolve(&dataset)
+            .map_err(ApiError::InvalidConfig)?;
+        Ok(Validated {
+            num_records: req.num_records as u32,
+            seed,
+            config: dataset.raw,
+            run_config_value,
+            compiled: CompiledJob {
+                plan,
+                run_config,
+                models,
+            },
+        })
     }
 
     /// A job visible to `owner` (`None`: any job), or `job_not_found`.

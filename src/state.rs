@@ -13,6 +13,8 @@ use crate::store::Store;
 pub struct AppState {
     /// Jobs, records and traces.
     pub store: Arc<dyn Store>,
+    /// Answers LLM columns (preview runs them in the request).
+    pub llm: Arc<dyn crate::llm::ChatModel>,
     /// Submit and cancel; compiled plans.
     pub jobs: JobService,
     /// The validated server config.

@@ -144,7 +144,7 @@ fn submit_request(
 
 /// `num_records` from a JSON number: integers saturate to the i64 range so that huge values
 /// are reported as out of range; fractions are rejected.
-fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
+pub(super) fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
     if let Some(i) = n.as_i64() {
         return Ok(i);
     }

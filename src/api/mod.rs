@@ -7,6 +7,7 @@ pub mod extract;
 mod health;
 mod jobs;
 pub mod openapi;
+mod preview;
 mod records;
 
 use std::time::Duration;
@@ -35,6 +36,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(jobs::router())
         .merge(records::router())
         .merge(events::router())
+        .merge(preview::router())
         .merge(health::router())
 }
 

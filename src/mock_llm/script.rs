@@ -22,7 +22,7 @@ use serde_json::Value;
 use super::view::View;
 
 /// Everything that shapes the mock's answers.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Script {
     /// Tried in order; the first that matches (and has `times` left) answers.
@@ -38,6 +38,17 @@ pub struct Script {
 
 fn default_history_limit() -> usize {
     200
+}
+
+// Written out so `Script::default()` keeps history like an empty JSON script does.
+impl Default for Script {
+    fn default() -> Self {
+        Self {
+            rules: Vec::new(),
+            faults: Faults::default(),
+            history_limit: default_history_limit(),
+        }
+    }
 }
 
 /// A condition and the reply it gives.

@@ -215,3 +215,153 @@ backends!(
     llm_corrections,
     invalid_json_is_corrected_then_fails_cleanly
 );
+
+fn text_only() -> Value {
+    json!({"columns": [
+        {"name": "n", "column_type": "sampler", "sampler_type": "uniform", "params": {"low": 0, "high": 1}},
+        {"name": "t", "column_type": "llm-text", "model_alias": "writer", "prompt": "Say {{ n }}"}
+    ]})
+}
+
+async fn transient_errors_are_retried_until_every_record_completes(backend: Backend) {
+    // Every 20th request fails with 500 (5 %), every 50th with 429 + Retry-After: 1.
+    let (app, mock) = app_with_mock(
+        backend,
+        json!({"faults": {"error_every": 20, "error_status": 500, "rate_limit_every": 50, "retry_after": "1"}}),
+    )
+    .await;
+    let (_, job) = app
+        .create_job(&json!({"config": text_only(), "num_records": 1000}))
+        .await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(120))
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"]["completed"], 1000);
+    assert_eq!(done["counts"]["failed"], 0);
+    let stats = mock.stats();
+    let requests = stats.models["mock-writer"].requests;
+    assert!(
+        requests > 1000,
+        "faults were injected and retried: {requests} requests"
+    );
+    assert!(stats.models["mock-writer"].max_in_flight <= 4, "{stats:?}");
+    app.stop().await;
+}
+backends!(
+    llm_retries,
+    transient_errors_are_retried_until_every_record_completes
+);
+
+async fn permanent_auth_failure_fails_fast_without_the_key(backend: Backend) {
+    let (app, mock) = app_with_mock(
+        backend,
+        json!({"rules": [{"reply": {"status": 401,
+            "body": {"error": {"message": "Incorrect API key provided: sk-test-never-shown"}}}}]}),
+    )
+    .await;
+    let (_, job) = app
+        .create_job(&json!({"config": text_only(), "num_records": 5,
+            "run_config": {"disable_early_shutdown": true}}))
+        .await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(done["counts"]["failed"], 5, "{done}");
+    let err = &done["first_errors"][0]["error"];
+    assert_eq!(err["code"], "llm_auth_failed");
+    assert!(
+        !done.to_string().contains("sk-test-never-shown"),
+        "key leaked: {done}"
+    );
+    assert_eq!(
+        mock.stats().models["mock-writer"].requests,
+        5,
+        "a 401 is not retried"
+    );
+    app.stop().await;
+}
+backends!(llm_auth, permanent_auth_failure_fails_fast_without_the_key);
+
+async fn preview_returns_records_with_traces_and_stores_nothing(backend: Backend) {
+    let (app, _mock) = app_with_mock(backend, json!({})).await;
+    let resp = app
+        .client
+        .post(app.url("/v1/preview"))
+        .json(&json!({"config": llm_config(), "num_records": 3, "seed": 9}))
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = crate::helpers::status_json(resp).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["seed"], 9);
+    let records = body["records"].as_array().unwrap();
+    assert_eq!(records.len(), 3);
+    assert_eq!(records[0]["status"], "completed", "{body}");
+    assert!(
+        records[0]["values"]["answer"]
+            .as_str()
+            .unwrap()
+            .starts_with("mock reply")
+    );
+    assert_eq!(records[0]["traces"].as_array().unwrap().len(), 2);
+    let (_, jobs) = app.get("/v1/jobs").await;
+    assert_eq!(jobs["jobs"], json!([]), "preview stored a job");
+    let resp = app
+        .client
+        .post(app.url("/v1/preview"))
+        .json(&json!({"config": llm_config(), "num_records": 11}))
+        .send()
+        .await
+        .unwrap();
+    let (status, err) = crate::helpers::status_json(resp).await;
+    assert_eq!(status, 422);
+    assert_eq!(err["error"]["code"], "num_records_out_of_range");
+    app.stop().await;
+}
+backends!(
+    preview,
+    preview_returns_records_with_traces_and_stores_nothing
+);
+
+async fn anthropic_provider_gets_the_messages_shape(backend: Backend) {
+    let mock = MockLlm::start(Script::default()).await.unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.model_providers = vec![
+            serde_json::from_value(json!({"name": "claude", "endpoint": endpoint,
+                "provider_type": "anthropic", "api_key": "sk-ant-test"}))
+            .unwrap(),
+        ];
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "c", "model": "claude-mock", "provider": "claude"}),
+            )
+            .unwrap(),
+        ];
+    })
+    .await;
+    let config = json!({"columns": [
+        {"name": "t", "column_type": "llm-text", "model_alias": "c",
+         "system_prompt": "Be brief.", "prompt": "Hello", "with_trace": "all_messages"}
+    ]});
+    let (_, job) = app
+        .create_job(&json!({"config": config, "num_records": 2}))
+        .await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(done["counts"]["completed"], 2, "{done}");
+    let req = &mock.requests()[0];
+    assert_eq!(req.body["system"], "Be brief.", "{}", req.body);
+    assert_eq!(req.body["messages"][0]["role"], "user");
+    assert!(
+        req.body["max_tokens"].as_u64().unwrap() > 0,
+        "Anthropic requires max_tokens"
+    );
+    assert_eq!(req.headers["x-api-key"], "sk-ant-test");
+    let rec = &app.all_records(job["id"].as_str().unwrap()).await[0];
+    assert_eq!(rec["values"]["t"], "mock reply: Hello");
+    app.stop().await;
+}
+backends!(anthropic, anthropic_provider_gets_the_messages_shape);

@@ -24,6 +24,7 @@ fn every_operation_is_documented() {
         "/v1/jobs/{id}/events",
         "/v1/records/{id}",
         "/v1/records/{id}/trace",
+        "/v1/preview",
         "/healthz",
         "/readyz",
     ] {
