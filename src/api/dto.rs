@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::record::RecordError;
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
-use crate::store::{JobCounts, JobError, JobRow, RecordRow};
+use crate::store::{JobCounts, JobError, JobRow, RecordRow, UsageCounts};
 
 /// `POST /v1/jobs` as JSON.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -127,6 +127,8 @@ pub struct JobResponse {
     pub error: Option<JobErrorResponse>,
     /// The first failed records (up to 5), by index.
     pub first_errors: Vec<RecordErrorSummary>,
+    /// LLM requests and tokens by model alias.
+    pub usage: std::collections::BTreeMap<String, UsageCounts>,
     /// When the job was accepted.
     pub created_at: DateTime<Utc>,
     /// Last status change.
@@ -144,6 +146,7 @@ impl JobResponse {
         counts: JobCounts,
         columns: Vec<String>,
         errors: Vec<RecordRow>,
+        usage: std::collections::BTreeMap<String, UsageCounts>,
     ) -> Self {
         Self {
             id: job.id,
@@ -164,6 +167,7 @@ impl JobResponse {
                     })
                 })
                 .collect(),
+            usage,
             created_at: job.created_at,
             updated_at: job.updated_at,
             started_at: job.started_at,

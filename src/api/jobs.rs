@@ -263,7 +263,8 @@ pub(super) async fn render_job(state: &AppState, job: JobRow) -> Result<JobRespo
         .compiled(&job)
         .map(|c| c.plan.output_columns().to_vec())
         .unwrap_or_default();
-    Ok(JobResponse::new(job, counts, columns, errors))
+    let usage = state.store.job_usage(job.id).await?;
+    Ok(JobResponse::new(job, counts, columns, errors, usage))
 }
 
 /// Validates `?limit=`.

@@ -27,14 +27,14 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::record::{RecordError, RecordOutcome};
-use crate::store::NewTrace;
+use crate::store::{NewTrace, UsageCounts};
 use columns::{RecordState, Step, StepEnv};
 
 pub use llm::LlmRuntime;
@@ -80,12 +80,8 @@ pub struct Generated {
     pub outcome: RecordOutcome,
     /// Traces of LLM columns that keep one (`with_trace`, or the run-config override).
     pub traces: Vec<NewTrace>,
-    /// LLM requests made (retries inside the client not counted).
-    pub requests: u32,
-    /// Prompt tokens over all LLM columns.
-    pub prompt_tokens: u64,
-    /// Completion tokens over all LLM columns.
-    pub completion_tokens: u64,
+    /// LLM requests and tokens by model alias (spent even when the record then failed).
+    pub usage: BTreeMap<String, UsageCounts>,
 }
 
 impl Default for Generated {
@@ -95,9 +91,7 @@ impl Default for Generated {
                 values: Value::Object(Map::new()),
             },
             traces: Vec::new(),
-            requests: 0,
-            prompt_tokens: 0,
-            completion_tokens: 0,
+            usage: BTreeMap::new(),
         }
     }
 }
@@ -237,9 +231,14 @@ impl Plan {
         let answer = llm.run(rt, system, user).await;
         match answer {
             Ok(a) => {
-                out.requests += a.requests;
-                out.prompt_tokens += a.usage.prompt_tokens;
-                out.completion_tokens += a.usage.completion_tokens;
+                out.usage
+                    .entry(llm.column.model_alias.clone())
+                    .or_default()
+                    .add(&UsageCounts {
+                        requests: u64::from(a.requests),
+                        prompt_tokens: a.usage.prompt_tokens,
+                        completion_tokens: a.usage.completion_tokens,
+                    });
                 rec.put(step.slot, a.value);
                 let reasoning = format!(
                     "{}{}",

@@ -9,8 +9,10 @@ mod open;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+mod usage;
 
 pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
+pub use usage::{UsageCounts, UsageDelta};
 
 use std::time::Duration;
 
@@ -294,6 +296,15 @@ pub trait Store: Send + Sync + 'static {
         record_id: RecordId,
         column: Option<&str>,
     ) -> Result<Vec<TraceRow>, StoreError>;
+
+    /// Adds LLM usage to jobs, creating rows as needed, in one transaction.
+    async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<(), StoreError>;
+
+    /// A job's LLM usage by model alias, sorted by alias.
+    async fn job_usage(
+        &self,
+        job_id: JobId,
+    ) -> Result<std::collections::BTreeMap<String, UsageCounts>, StoreError>;
 
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;

@@ -11,6 +11,7 @@
 //! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
 
 mod queue;
+mod usage;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -360,6 +361,17 @@ impl Store for PgStore {
         let rows: Vec<TraceDb<Value, DateTime<Utc>>> =
             qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
+    }
+
+    async fn add_usage(&self, deltas: &[super::UsageDelta]) -> Result<(), StoreError> {
+        usage::add(&self.pool, deltas).await
+    }
+
+    async fn job_usage(
+        &self,
+        job_id: JobId,
+    ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
+        usage::get(&self.pool, job_id).await
     }
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {

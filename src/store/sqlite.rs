@@ -12,6 +12,7 @@
 //! This file holds opening and the read side; `sqlite/queue.rs` holds the work queue.
 
 mod queue;
+mod usage;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -383,6 +384,17 @@ impl Store for SqliteStore {
         qb.push(" order by column_name");
         let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
+    }
+
+    async fn add_usage(&self, deltas: &[super::UsageDelta]) -> Result<(), StoreError> {
+        usage::add(&self.pool, deltas).await
+    }
+
+    async fn job_usage(
+        &self,
+        job_id: JobId,
+    ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
+        usage::get(&self.pool, job_id).await
     }
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {

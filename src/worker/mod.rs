@@ -214,7 +214,7 @@ async fn run_record(
                     max_corrections: rc.max_conversation_correction_steps,
                 };
                 let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
-                (g.outcome, g.traces)
+                (g.outcome, g.traces, g.usage)
             }
             Ok(PlanLookup::Invalid(issues)) => (
                 RecordOutcome::Failed {
@@ -230,6 +230,7 @@ async fn run_record(
                     },
                 },
                 Vec::new(),
+                Default::default(),
             ),
             Ok(PlanLookup::Missing) => return None,
             Err(e) => {
@@ -244,7 +245,7 @@ async fn run_record(
         // Cut at the drain deadline: the record stays in flight and is released with the rest.
         () = cut.cancelled() => return,
     };
-    let Some((outcome, traces)) = outcome else {
+    let Some((outcome, traces, usage)) = outcome else {
         // Not generated (the job could not be loaded). Give it back now: otherwise lease
         // renewal would keep it claimed, and unworked, for as long as this replica runs.
         match inner.store.release_records(&inner.owner, &[rec.id]).await {
@@ -262,6 +263,7 @@ async fn run_record(
             outcome,
             traces,
         },
+        usage,
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.

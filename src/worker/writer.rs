@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use super::Inner;
 use crate::domain::JobId;
 use crate::domain::record::RecordOutcome;
-use crate::store::{JobError, RecordResult};
+use crate::store::{JobError, RecordResult, UsageCounts, UsageDelta};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
@@ -19,6 +19,8 @@ pub struct Finished {
     pub job_id: JobId,
     /// Values or error, and traces.
     pub result: RecordResult,
+    /// LLM usage by model alias.
+    pub usage: std::collections::BTreeMap<String, UsageCounts>,
 }
 
 /// Runs until every sender is dropped and the last batch is written.
@@ -72,6 +74,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         }
     }
     inner.forget_in_flight(&ids);
+    record_usage(inner, &batch).await;
 
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
     let with_failures: BTreeSet<JobId> = batch
@@ -91,6 +94,33 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             }
         }
         Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
+    }
+}
+
+/// Adds the batch's LLM usage to its jobs. Best effort: usage is reporting, not data, so a
+/// failure is logged and the batch goes on.
+async fn record_usage(inner: &Inner, batch: &[Finished]) {
+    let mut sums: std::collections::BTreeMap<(JobId, &str), UsageCounts> = Default::default();
+    for f in batch {
+        for (alias, counts) in &f.usage {
+            sums.entry((f.job_id, alias.as_str()))
+                .or_default()
+                .add(counts);
+        }
+    }
+    if sums.is_empty() {
+        return;
+    }
+    let deltas: Vec<UsageDelta> = sums
+        .into_iter()
+        .map(|((job_id, alias), counts)| UsageDelta {
+            job_id,
+            model_alias: alias.to_owned(),
+            counts,
+        })
+        .collect();
+    if let Err(e) = inner.store.add_usage(&deltas).await {
+        tracing::warn!(error = %e, "recording LLM usage failed");
     }
 }
 

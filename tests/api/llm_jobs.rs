@@ -80,6 +80,11 @@ async fn text_structured_judge_with_traces(backend: Backend) {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["counts"]["completed"], 20);
+    // Usage per model alias: 3 LLM columns x 20 records, tokens as the mock reported them.
+    let usage = &done["usage"]["writer"];
+    assert_eq!(usage["requests"], 60, "{done}");
+    assert!(usage["prompt_tokens"].as_u64().unwrap() > 0);
+    assert!(usage["completion_tokens"].as_u64().unwrap() > 0);
 
     let records = app.all_records(job["id"].as_str().unwrap()).await;
     let r = &records[0];

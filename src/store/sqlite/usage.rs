@@ -1,0 +1,67 @@
+//! `job_usage` on SQLite.
+
+use std::collections::BTreeMap;
+
+use sqlx::SqlitePool;
+
+use super::now_us;
+use crate::domain::JobId;
+use crate::store::{StoreError, UsageCounts, UsageDelta};
+
+pub(super) async fn add(pool: &SqlitePool, deltas: &[UsageDelta]) -> Result<(), StoreError> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let now = now_us();
+    let mut tx = pool.begin().await?;
+    for d in deltas {
+        // Counts are added, never overwritten, so concurrent writers (other processes) compose.
+        sqlx::query(
+            "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $6)
+             on conflict (job_id, model_alias) do update set
+               requests = job_usage.requests + excluded.requests,
+               prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
+               completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
+               updated_at = excluded.updated_at",
+        )
+        .bind(d.job_id.0)
+        .bind(&d.model_alias)
+        .bind(to_i64(d.counts.requests))
+        .bind(to_i64(d.counts.prompt_tokens))
+        .bind(to_i64(d.counts.completion_tokens))
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+pub(super) async fn get(
+    pool: &SqlitePool,
+    job_id: JobId,
+) -> Result<BTreeMap<String, UsageCounts>, StoreError> {
+    let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "select model_alias, requests, prompt_tokens, completion_tokens from job_usage
+         where job_id = $1 order by model_alias",
+    )
+    .bind(job_id.0)
+    .fetch_all(pool)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(alias, r, p, c)| {
+            let counts = UsageCounts {
+                requests: r.max(0) as u64,
+                prompt_tokens: p.max(0) as u64,
+                completion_tokens: c.max(0) as u64,
+            };
+            (alias, counts)
+        })
+        .collect())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
