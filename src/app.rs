@@ -38,6 +38,7 @@ impl Running {
 /// Starts the service from a validated config. Returns once it is listening.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     crate::install_crypto_provider();
+    crate::metrics::install();
     let config = Arc::new(config);
     let db = &config.database;
     let acquire = Duration::from_secs(db.acquire_timeout_sec);

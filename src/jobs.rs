@@ -129,6 +129,7 @@ impl JobService {
             CreateOutcome::Created(row) => {
                 self.plans.insert(row.id, Arc::new(v.compiled));
                 self.wake.notify_waiters();
+                metrics::counter!(crate::metrics::JOBS_SUBMITTED).increment(1);
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
                 Ok((row, true))
             }

@@ -19,6 +19,23 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(healthz))
         .routes(routes!(readyz))
+        .routes(routes!(get_metrics))
+}
+
+/// Prometheus metrics
+///
+/// Counters of records, jobs, LLM requests and tokens (by model alias), in the Prometheus text
+/// format. Open like `/healthz`: it carries no secrets and no per-job data.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus exposition text", content_type = "text/plain", body = String)))]
+pub async fn get_metrics() -> ([(axum::http::HeaderName, &'static str); 1], String) {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        crate::metrics::render(),
+    )
 }
 
 /// Liveness

@@ -74,6 +74,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         }
     }
     inner.forget_in_flight(&ids);
+    count_metrics(&batch);
     record_usage(inner, &batch).await;
 
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
@@ -94,6 +95,29 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             }
         }
         Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
+    }
+}
+
+fn count_metrics(batch: &[Finished]) {
+    use crate::metrics as m;
+    for f in batch {
+        match &f.result.outcome {
+            RecordOutcome::Completed { .. } => {
+                metrics::counter!(m::RECORDS_FINISHED, "status" => "completed").increment(1);
+            }
+            RecordOutcome::Failed { error, .. } => {
+                metrics::counter!(m::RECORDS_FINISHED, "status" => "failed").increment(1);
+                metrics::counter!(m::RECORD_ERRORS, "code" => error.code.clone()).increment(1);
+            }
+        }
+        for (alias, u) in &f.usage {
+            metrics::counter!(m::LLM_REQUESTS, "model_alias" => alias.clone())
+                .increment(u.requests);
+            metrics::counter!(m::LLM_TOKENS, "model_alias" => alias.clone(), "kind" => "prompt")
+                .increment(u.prompt_tokens);
+            metrics::counter!(m::LLM_TOKENS, "model_alias" => alias.clone(), "kind" => "completion")
+                .increment(u.completion_tokens);
+        }
     }
 }
 

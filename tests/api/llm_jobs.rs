@@ -85,6 +85,16 @@ async fn text_structured_judge_with_traces(backend: Backend) {
     assert_eq!(usage["requests"], 60, "{done}");
     assert!(usage["prompt_tokens"].as_u64().unwrap() > 0);
     assert!(usage["completion_tokens"].as_u64().unwrap() > 0);
+    let (status, metrics) = app.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("synthgate_llm_requests_total{model_alias=\"writer\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("synthgate_records_finished_total{status=\"completed\"}"),
+        "{metrics}"
+    );
 
     let records = app.all_records(job["id"].as_str().unwrap()).await;
     let r = &records[0];

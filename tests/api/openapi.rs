@@ -27,6 +27,7 @@ fn every_operation_is_documented() {
         "/v1/preview",
         "/healthz",
         "/readyz",
+        "/metrics",
     ] {
         let item = paths
             .get(p)
