@@ -273,6 +273,9 @@ pub struct ListRecordsQuery {
     pub cursor: Option<String>,
     /// Only records in this status (`json` only; exports hold completed records).
     pub status: Option<RecordStatus>,
+    /// Add `{column}__trace` (the column's message list) to each row, for LLM columns that keep
+    /// a trace.
+    pub include_traces: Option<bool>,
 }
 
 /// Liveness and readiness answers.

@@ -70,6 +70,7 @@ pub async fn list_job_records(
     let id = extract::job_id(&id)?;
     let job = state.jobs.get(id, None).await?;
     let format = q.format.unwrap_or_default();
+    let traces = q.include_traces == Some(true);
     if format != RecordsFormat::Json
         && (q.cursor.is_some() || q.limit.is_some() || q.status.is_some())
     {
@@ -98,6 +99,9 @@ pub async fn list_job_records(
                         .map(|r| extract::encode_cursor("rec", &r.index.to_string()))
                 })
                 .flatten();
+            if q.include_traces == Some(true) {
+                attach_traces(state.store.as_ref(), &mut rows).await?;
+            }
             let records = rows.into_iter().map(RecordResponse::from).collect();
             Ok(Json(RecordListResponse {
                 records,
@@ -107,18 +111,31 @@ pub async fn list_job_records(
         }
         RecordsFormat::Jsonl => Ok(stream_response(
             "application/x-ndjson",
-            export(state.store.clone(), id, Vec::new(), ExportKind::Jsonl),
+            export(
+                state.store.clone(),
+                id,
+                Vec::new(),
+                ExportKind::Jsonl,
+                traces,
+            ),
             &format!("{id}.jsonl"),
         )),
         RecordsFormat::Csv => {
             let columns = state
                 .jobs
                 .compiled(&job)
-                .map(|c| c.plan.output_columns().to_vec())
+                .map(|c| {
+                    let mut cols = c.plan.output_columns().to_vec();
+                    if traces {
+                        let all = c.run_config.debug_override_save_all_column_traces;
+                        cols.extend(c.plan.trace_columns(all));
+                    }
+                    cols
+                })
                 .unwrap_or_default();
             Ok(stream_response(
                 "text/csv; charset=utf-8",
-                export(state.store.clone(), id, columns, ExportKind::Csv),
+                export(state.store.clone(), id, columns, ExportKind::Csv, traces),
                 &format!("{id}.csv"),
             ))
         }
@@ -225,6 +242,7 @@ struct ExportState {
     columns: Vec<String>,
     kind: ExportKind,
     after: Option<u32>,
+    traces: bool,
     header_done: bool,
     done: bool,
 }
@@ -236,6 +254,7 @@ fn export(
     job: JobId,
     columns: Vec<String>,
     kind: ExportKind,
+    traces: bool,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let st = ExportState {
         store,
@@ -243,6 +262,7 @@ fn export(
         columns,
         kind,
         after: None,
+        traces,
         header_done: false,
         done: false,
     };
@@ -267,6 +287,14 @@ fn export(
             )
             .await
         {
+            Ok(mut rows) if st.traces => match attach_traces(st.store.as_ref(), &mut rows).await {
+                Ok(()) => rows,
+                Err(e) => {
+                    tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
+                    st.done = true;
+                    return Some((Err(std::io::Error::other("export interrupted")), st));
+                }
+            },
             Ok(rows) => rows,
             Err(e) => {
                 tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
@@ -297,6 +325,30 @@ fn export(
         }
         Some((Ok(Bytes::from(out)), st))
     })
+}
+
+/// Adds each record's traces to its values as `{column}__trace`.
+async fn attach_traces(
+    store: &dyn Store,
+    rows: &mut [crate::store::RecordRow],
+) -> Result<(), ApiError> {
+    let ids: Vec<_> = rows.iter().map(|r| r.id).collect();
+    let mut by_record: std::collections::HashMap<_, Vec<_>> = std::collections::HashMap::new();
+    for t in store.traces_for(&ids).await? {
+        by_record.entry(t.record_id).or_default().push(t);
+    }
+    for row in rows {
+        let (Some(traces), Some(Value::Object(values))) =
+            (by_record.remove(&row.id), row.values.as_mut())
+        else {
+            continue;
+        };
+        for t in traces {
+            let key = format!("{}{}", t.column, crate::domain::dataset::TRACE_POSTFIX);
+            values.insert(key, t.messages);
+        }
+    }
+    Ok(())
 }
 
 fn write_csv_row<'a>(

@@ -138,6 +138,22 @@ impl Plan {
         &self.output_columns
     }
 
+    /// `{name}__trace` for the output LLM columns that keep a trace (all of them when
+    /// `save_all`, i.e. `debug_override_save_all_column_traces`), in output order.
+    pub fn trace_columns(&self, save_all: bool) -> Vec<String> {
+        self.output_columns
+            .iter()
+            .filter(|name| {
+                self.steps.iter().any(|s| {
+                    &s.name == *name
+                        && matches!(&s.kind, columns::StepKind::Llm(l)
+                            if save_all || l.column.with_trace != crate::domain::dataset::TraceType::None)
+                })
+            })
+            .map(|name| format!("{name}{}", crate::domain::dataset::TRACE_POSTFIX))
+            .collect()
+    }
+
     /// Generates record `index`. Deterministic in (seed, index).
     ///
     /// A failed record keeps the output values generated before the failing column.

@@ -297,6 +297,9 @@ pub trait Store: Send + Sync + 'static {
         column: Option<&str>,
     ) -> Result<Vec<TraceRow>, StoreError>;
 
+    /// Traces of several records (a page or export chunk), in no particular order.
+    async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError>;
+
     /// Adds LLM usage to jobs, creating rows as needed, in one transaction.
     async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<(), StoreError>;
 

@@ -386,6 +386,22 @@ impl Store for SqliteStore {
         rows::convert(rows)
     }
 
+    async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {
+        if record_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "select record_id, column_name, messages, created_at from traces where record_id in (",
+        );
+        let mut ids = qb.separated(", ");
+        for id in record_ids {
+            ids.push_bind(id.0);
+        }
+        qb.push(")");
+        let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows::convert(rows)
+    }
+
     async fn add_usage(&self, deltas: &[super::UsageDelta]) -> Result<(), StoreError> {
         usage::add(&self.pool, deltas).await
     }

@@ -149,6 +149,37 @@ async fn text_structured_judge_with_traces(backend: Backend) {
     assert_eq!(status, 404);
     assert_eq!(err["error"]["code"], "trace_not_found");
 
+    // `{column}__trace` in dataset rows and exports, on request only.
+    let id = job["id"].as_str().unwrap();
+    let (_, page) = app
+        .get(&format!(
+            "/v1/jobs/{id}/records?limit=1&include_traces=true"
+        ))
+        .await;
+    let row = &page["records"][0]["values"];
+    assert_eq!(row["answer__trace"], answer["messages"]);
+    assert!(row.get("grade__trace").is_none());
+    assert!(
+        r["values"].get("answer__trace").is_none(),
+        "traces only when asked"
+    );
+    let (_, jsonl) = app
+        .get_text(&format!(
+            "/v1/jobs/{id}/records?format=jsonl&include_traces=true"
+        ))
+        .await;
+    let first: Value = serde_json::from_str(jsonl.lines().next().unwrap()).unwrap();
+    assert_eq!(first["answer__trace"], answer["messages"]);
+    let (_, csv) = app
+        .get_text(&format!(
+            "/v1/jobs/{id}/records?format=csv&include_traces=true"
+        ))
+        .await;
+    assert_eq!(
+        csv.lines().next().unwrap(),
+        "topic,answer,answer__reasoning_content,summary,grade,answer__trace,summary__trace"
+    );
+
     // What the model saw: system + user prompt, with the JSON instructions for structured.
     let requests = mock.requests();
     assert_eq!(requests.len(), 60, "one request per LLM column per record");
@@ -380,3 +411,27 @@ async fn anthropic_provider_gets_the_messages_shape(backend: Backend) {
     app.stop().await;
 }
 backends!(anthropic, anthropic_provider_gets_the_messages_shape);
+
+async fn code_column_extracts_the_fenced_code(backend: Backend) {
+    let (app, _mock) = app_with_mock(
+        backend,
+        json!({"rules": [{"when": {"user_contains": "Write"},
+            "reply": {"text": "Sure:\n```python\ndef add(a, b):\n    return a + b\n```\nDone."}}]}),
+    )
+    .await;
+    let config = json!({"columns": [
+        {"name": "code", "column_type": "llm-code", "model_alias": "writer", "code_lang": "python",
+         "prompt": "Write an add function"}
+    ]});
+    let (_, job) = app
+        .create_job(&json!({"config": config, "num_records": 2}))
+        .await;
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(done["counts"]["completed"], 2, "{done}");
+    let rec = &app.all_records(job["id"].as_str().unwrap()).await[0];
+    assert_eq!(rec["values"]["code"], "def add(a, b):\n    return a + b");
+    app.stop().await;
+}
+backends!(llm_code, code_column_extracts_the_fenced_code);
