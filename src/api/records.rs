@@ -159,12 +159,19 @@ pub async fn get_record(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<RecordResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    let rec = state
+    Ok(Json(load_record(&state, id).await?.into()))
+}
+
+/// A record visible to the caller, or `record_not_found`.
+async fn load_record(
+    state: &AppState,
+    id: crate::domain::RecordId,
+) -> Result<crate::store::RecordRow, ApiError> {
+    state
         .store
         .get_record(id, None)
         .await?
-        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))?;
-    Ok(Json(rec.into()))
+        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))
 }
 
 /// Get a record's message traces
@@ -187,11 +194,7 @@ pub async fn get_record_trace(
     ApiQuery(q): ApiQuery<TraceQuery>,
 ) -> Result<Json<TraceResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    state
-        .store
-        .get_record(id, None)
-        .await?
-        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))?;
+    load_record(&state, id).await?;
     let rows = state.store.get_traces(id, q.column.as_deref()).await?;
     if let Some(column) = &q.column
         && rows.is_empty()

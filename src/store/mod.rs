@@ -9,7 +9,7 @@ mod open;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
-mod usage;
+pub(crate) mod usage;
 
 pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
 pub use usage::{UsageCounts, UsageDelta};

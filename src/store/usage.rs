@@ -33,3 +33,26 @@ pub struct UsageDelta {
     /// What to add.
     pub counts: UsageCounts,
 }
+
+/// Builds the per-alias map from `(alias, requests, prompt, completion)` rows; shared by both
+/// backends, which store counts as signed integers.
+pub(crate) fn from_rows(
+    rows: Vec<(String, i64, i64, i64)>,
+) -> std::collections::BTreeMap<String, UsageCounts> {
+    let n = |x: i64| u64::try_from(x).unwrap_or(0);
+    rows.into_iter()
+        .map(|(alias, r, p, c)| {
+            let counts = UsageCounts {
+                requests: n(r),
+                prompt_tokens: n(p),
+                completion_tokens: n(c),
+            };
+            (alias, counts)
+        })
+        .collect()
+}
+
+/// Counts as the databases' signed integers, saturating.
+pub(crate) fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}

@@ -6,6 +6,7 @@ use sqlx::SqlitePool;
 
 use super::now_us;
 use crate::domain::JobId;
+use crate::store::usage::{self, to_i64};
 use crate::store::{StoreError, UsageCounts, UsageDelta};
 
 pub(super) async fn add(pool: &SqlitePool, deltas: &[UsageDelta]) -> Result<(), StoreError> {
@@ -49,19 +50,5 @@ pub(super) async fn get(
     .bind(job_id.0)
     .fetch_all(pool)
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(alias, r, p, c)| {
-            let counts = UsageCounts {
-                requests: r.max(0) as u64,
-                prompt_tokens: p.max(0) as u64,
-                completion_tokens: c.max(0) as u64,
-            };
-            (alias, counts)
-        })
-        .collect())
-}
-
-fn to_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+    Ok(usage::from_rows(rows))
 }
