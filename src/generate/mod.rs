@@ -84,14 +84,19 @@ pub struct Generated {
     pub usage: BTreeMap<String, UsageCounts>,
 }
 
-impl Default for Generated {
-    fn default() -> Self {
-        Self {
-            outcome: RecordOutcome::Completed {
-                values: Value::Object(Map::new()),
-            },
-            traces: Vec::new(),
-            usage: BTreeMap::new(),
+/// What a record's LLM columns left behind while it was generated.
+#[derive(Default)]
+struct Spent {
+    traces: Vec<NewTrace>,
+    usage: BTreeMap<String, UsageCounts>,
+}
+
+impl Spent {
+    fn into_generated(self, outcome: RecordOutcome) -> Generated {
+        Generated {
+            outcome,
+            traces: self.traces,
+            usage: self.usage,
         }
     }
 }
@@ -167,15 +172,7 @@ impl Plan {
         };
         for step in &self.steps {
             if let Err(e) = step.run(&env, &mut rec) {
-                return RecordOutcome::Failed {
-                    values: Some(self.row(&rec)),
-                    error: RecordError {
-                        code: e.code.to_owned(),
-                        message: format!("column '{}': {}", step.name, e.message),
-                        column: Some(step.name.clone()),
-                        stage: Some(e.stage.to_owned()),
-                    },
-                };
+                return self.failed(step, e, &rec);
             }
         }
         RecordOutcome::Completed {
@@ -193,31 +190,34 @@ impl Plan {
             index,
             seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
         };
-        let mut out = Generated::default();
+        let mut spent = Spent::default();
         for step in &self.steps {
             let result = match &step.kind {
                 columns::StepKind::Llm(llm) => {
-                    self.run_llm(step, llm, &env, &mut rec, rt, &mut out).await
+                    self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
+                        .await
                 }
                 _ => step.run(&env, &mut rec),
             };
             if let Err(e) = result {
-                out.outcome = RecordOutcome::Failed {
-                    values: Some(self.row(&rec)),
-                    error: RecordError {
-                        code: e.code.to_owned(),
-                        message: format!("column '{}': {}", step.name, e.message),
-                        column: Some(step.name.clone()),
-                        stage: Some(e.stage.to_owned()),
-                    },
-                };
-                return out;
+                return spent.into_generated(self.failed(step, e, &rec));
             }
         }
-        out.outcome = RecordOutcome::Completed {
-            values: self.row(&rec),
-        };
-        out
+        let values = self.row(&rec);
+        spent.into_generated(RecordOutcome::Completed { values })
+    }
+
+    /// The outcome of a record whose `step` failed: the error plus the values made before it.
+    fn failed(&self, step: &Step, e: columns::StepError, rec: &RecordState<'_>) -> RecordOutcome {
+        RecordOutcome::Failed {
+            values: Some(self.row(rec)),
+            error: RecordError {
+                code: e.code.to_owned(),
+                message: format!("column '{}': {}", step.name, e.message),
+                column: Some(step.name.clone()),
+                stage: Some(e.stage.to_owned()),
+            },
+        }
     }
 
     async fn run_llm(
@@ -227,7 +227,7 @@ impl Plan {
         env: &StepEnv<'_>,
         rec: &mut RecordState<'_>,
         rt: &LlmRuntime<'_>,
-        out: &mut Generated,
+        out: &mut Spent,
     ) -> Result<(), columns::StepError> {
         let Some(ctx) = step.apply_skip(env, rec) else {
             return Ok(());

@@ -46,7 +46,22 @@ pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
 /// Writes one batch, retrying while the database is away for up to one lease time: past that
 /// the leases have expired and another replica re-runs the records, so giving up loses nothing.
 async fn write(inner: &Inner, batch: Vec<Finished>) {
-    let results: Vec<RecordResult> = batch.iter().map(|f| f.result.clone()).collect();
+    // Results move into their own vector (the store takes a slice of them); what the
+    // bookkeeping after the write needs is kept beside them, so values and traces are not copied.
+    let mut results = Vec::with_capacity(batch.len());
+    let mut batch_meta = Vec::with_capacity(batch.len());
+    for f in batch {
+        batch_meta.push(Meta {
+            job_id: f.job_id,
+            error_code: match &f.result.outcome {
+                RecordOutcome::Completed { .. } => None,
+                RecordOutcome::Failed { error, .. } => Some(error.code.clone()),
+            },
+            usage: f.usage,
+        });
+        results.push(f.result);
+    }
+    let batch = batch_meta;
     let ids: Vec<_> = results.iter().map(|r| r.id).collect();
     let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
     let mut backoff = Duration::from_millis(100);
@@ -80,7 +95,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
     let with_failures: BTreeSet<JobId> = batch
         .iter()
-        .filter(|f| matches!(f.result.outcome, RecordOutcome::Failed { .. }))
+        .filter(|f| f.error_code.is_some())
         .map(|f| f.job_id)
         .collect();
     for job in with_failures {
@@ -98,16 +113,24 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     }
 }
 
-fn count_metrics(batch: &[Finished]) {
+/// What the bookkeeping after a write needs of one finished record.
+struct Meta {
+    job_id: JobId,
+    /// The record error code, when it failed.
+    error_code: Option<String>,
+    usage: std::collections::BTreeMap<String, UsageCounts>,
+}
+
+fn count_metrics(batch: &[Meta]) {
     use crate::metrics as m;
     for f in batch {
-        match &f.result.outcome {
-            RecordOutcome::Completed { .. } => {
+        match &f.error_code {
+            None => {
                 metrics::counter!(m::RECORDS_FINISHED, "status" => "completed").increment(1);
             }
-            RecordOutcome::Failed { error, .. } => {
+            Some(code) => {
                 metrics::counter!(m::RECORDS_FINISHED, "status" => "failed").increment(1);
-                metrics::counter!(m::RECORD_ERRORS, "code" => error.code.clone()).increment(1);
+                metrics::counter!(m::RECORD_ERRORS, "code" => code.clone()).increment(1);
             }
         }
         for (alias, u) in &f.usage {
@@ -123,7 +146,7 @@ fn count_metrics(batch: &[Finished]) {
 
 /// Adds the batch's LLM usage to its jobs. Best effort: usage is reporting, not data, so a
 /// failure is logged and the batch goes on.
-async fn record_usage(inner: &Inner, batch: &[Finished]) {
+async fn record_usage(inner: &Inner, batch: &[Meta]) {
     let mut sums: std::collections::BTreeMap<(JobId, &str), UsageCounts> = Default::default();
     for f in batch {
         for (alias, counts) in &f.usage {
