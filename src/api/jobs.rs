@@ -87,7 +87,7 @@ pub async fn create_job(
 }
 
 /// A YAML body is a DataDesigner config file, unless it has the JSON request's shape.
-fn submit_request(
+pub(super) fn submit_request(
     format: BodyFormat,
     value: Value,
     query: CreateJobQuery,
@@ -144,7 +144,7 @@ fn submit_request(
 
 /// `num_records` from a JSON number: integers saturate to the i64 range so that huge values
 /// are reported as out of range; fractions are rejected.
-pub(super) fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
+fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
     if let Some(i) = n.as_i64() {
         return Ok(i);
     }

@@ -12,14 +12,13 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::dto::{ColumnTrace, CreateJobRequest};
+use super::dto::{ColumnTrace, CreateJobQuery, CreateJobRequest};
 use super::extract::{self, BodyFormat};
-use super::jobs::integer_num_records;
+use super::jobs::submit_request;
 use crate::domain::RecordStatus;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::error::{ApiError, ErrorBody};
 use crate::generate::LlmRuntime;
-use crate::jobs::SubmitRequest;
 use crate::state::AppState;
 
 /// The most records one preview may ask for.
@@ -79,17 +78,12 @@ pub async fn create_preview(
             "preview takes a JSON body: {\"config\", \"num_records\", ...}".into(),
         ));
     }
-    let body: CreateJobRequest =
-        extract::from_value(extract::decode_body(BodyFormat::Json, &body)?)?;
-    let req = SubmitRequest {
-        num_records: integer_num_records(&body.num_records)?,
-        config: body.config,
-        seed: body.seed,
-        metadata: body.metadata,
-        run_config: body.run_config,
-        idempotency_key: None,
-        owner: None,
+    let value = extract::decode_body(BodyFormat::Json, &body)?;
+    let no_query = CreateJobQuery {
+        num_records: None,
+        seed: None,
     };
+    let req = submit_request(BodyFormat::Json, value, no_query)?;
     let v = state.jobs.validate(&req, MAX_PREVIEW_RECORDS)?;
     // Cancelled when the client goes away (the handler future is dropped).
     let cancel = CancellationToken::new();
