@@ -19,6 +19,27 @@ pub const LLM_TOKENS: &str = "synthgate_llm_tokens_total";
 /// Record failures, by `code`.
 pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
 
+/// MCP tool calls, by `provider`, `tool` and `outcome` (`ok`, `tool_error`, or an error code).
+pub const MCP_CALLS: &str = "synthgate_mcp_tool_calls_total";
+/// MCP tool call latency in seconds, by `provider` and `tool`.
+pub const MCP_CALL_SECONDS: &str = "synthgate_mcp_tool_call_seconds";
+/// MCP sessions opened, by `provider`.
+pub const MCP_SESSIONS_OPENED: &str = "synthgate_mcp_sessions_opened_total";
+/// MCP sessions replaced after they died, by `provider`.
+pub const MCP_RECONNECTS: &str = "synthgate_mcp_reconnects_total";
+/// Failed MCP connects (after the quick retries), by `provider`.
+pub const MCP_CONNECT_FAILURES: &str = "synthgate_mcp_connect_failures_total";
+/// `tools/list` walks sent, by `provider`.
+pub const MCP_TOOLS_LIST: &str = "synthgate_mcp_tools_list_total";
+/// Tool-list cache hits, by `provider`.
+pub const MCP_CACHE_HITS: &str = "synthgate_mcp_tools_cache_hits_total";
+/// Tool-list cache misses (fetches started or joined), by `provider`.
+pub const MCP_CACHE_MISSES: &str = "synthgate_mcp_tools_cache_misses_total";
+/// `notifications/tools/list_changed` received, by `provider`.
+pub const MCP_LIST_CHANGED: &str = "synthgate_mcp_tools_list_changed_total";
+/// Inline (HTTP) tool calls, by `tool` and `outcome`.
+pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
+
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 
 /// Installs the Prometheus recorder once per process. Safe to call again.
@@ -45,6 +66,26 @@ fn describe() {
     metrics::describe_counter!(LLM_REQUESTS, "LLM chat requests answered");
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
+    metrics::describe_counter!(MCP_CALLS, "MCP tool calls by provider, tool and outcome");
+    metrics::describe_histogram!(
+        MCP_CALL_SECONDS,
+        metrics::Unit::Seconds,
+        "MCP tool call latency"
+    );
+    metrics::describe_counter!(MCP_SESSIONS_OPENED, "MCP sessions opened");
+    metrics::describe_counter!(MCP_RECONNECTS, "MCP sessions replaced after they died");
+    metrics::describe_counter!(
+        MCP_CONNECT_FAILURES,
+        "MCP connects that failed after retries"
+    );
+    metrics::describe_counter!(MCP_TOOLS_LIST, "MCP tools/list walks sent");
+    metrics::describe_counter!(MCP_CACHE_HITS, "MCP tool-list cache hits");
+    metrics::describe_counter!(MCP_CACHE_MISSES, "MCP tool-list cache misses");
+    metrics::describe_counter!(MCP_LIST_CHANGED, "MCP tools/list_changed notifications");
+    metrics::describe_counter!(
+        INLINE_TOOL_CALLS,
+        "Inline HTTP tool calls by tool and outcome"
+    );
 }
 
 /// The exposition text.

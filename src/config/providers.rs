@@ -85,10 +85,25 @@ pub struct McpProviderConfig {
     /// How long a fetched tool list is trusted (a `list_changed` notice refreshes it sooner).
     #[serde(default = "default_tools_cache_ttl_sec")]
     pub tools_cache_ttl_sec: u64,
+    /// Deadline for starting the transport and the `initialize` handshake.
+    #[serde(default = "default_connect_timeout_sec")]
+    pub connect_timeout_sec: f64,
+    /// Deadline of one tool call (and of `tools/list`) when the tool config sets no
+    /// `timeout_sec`. DataDesigner waits forever; a batch job should not.
+    #[serde(default = "default_call_timeout_sec")]
+    pub call_timeout_sec: f64,
 }
 
 fn default_tools_cache_ttl_sec() -> u64 {
     300
+}
+
+fn default_connect_timeout_sec() -> f64 {
+    30.0
+}
+
+fn default_call_timeout_sec() -> f64 {
+    60.0
 }
 
 impl McpProviderConfig {
@@ -103,7 +118,7 @@ impl McpProviderConfig {
 }
 
 /// MCP transport.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum McpTransport {
     /// A child process speaking JSON-RPC on stdin/stdout.
@@ -116,7 +131,7 @@ pub enum McpTransport {
 }
 
 /// Who shares an MCP session.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionScope {
     /// One session per provider for every job and worker.
@@ -217,6 +232,16 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
                     "config key `{key}.endpoint`: required for sse and streamable_http providers"
                 )),
             },
+        }
+        for (field, v) in [
+            ("connect_timeout_sec", p.connect_timeout_sec),
+            ("call_timeout_sec", p.call_timeout_sec),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                out.push(format!(
+                    "config key `{key}.{field}`: must be greater than 0"
+                ));
+            }
         }
         if p.max_concurrent_calls == Some(0) {
             out.push(format!(

@@ -1,0 +1,164 @@
+//! Opening one MCP session over the provider's transport: a child process (`stdio`), streamable
+//! HTTP, or the legacy HTTP+SSE transport. The `initialize` handshake is rmcp's.
+
+use std::process::Stdio;
+use std::sync::Arc;
+
+use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderName, HeaderValue};
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use secrecy::ExposeSecret;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::task::TaskTracker;
+
+use super::cache::ToolCache;
+use crate::config::{McpProviderConfig, McpTransport};
+
+/// The environment a stdio server inherits before its own `env` is merged over it: the MCP
+/// SDKs' minimal POSIX set, so the service's own secrets never reach a tool server.
+const INHERITED_ENV: [&str; 6] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+/// Receives the server's notifications for one session. Only `tools/list_changed` matters:
+/// it drops the provider's cached tool list.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    pub(crate) provider: Arc<str>,
+    pub(crate) cache: Arc<ToolCache>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("synthgate", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        tracing::info!(mcp.provider = %self.provider, "tool list changed; cache dropped");
+        self.cache.invalidate();
+        metrics::counter!(crate::metrics::MCP_LIST_CHANGED, "provider" => self.provider.to_string())
+            .increment(1);
+        std::future::ready(())
+    }
+}
+
+/// A live session.
+pub(crate) type Service = RunningService<RoleClient, Handler>;
+
+/// Starts the transport and runs `initialize`. `Err` is a message for [`super::McpError`].
+pub(crate) async fn connect(
+    cfg: &McpProviderConfig,
+    http: &reqwest::Client,
+    handler: Handler,
+    tasks: &TaskTracker,
+) -> Result<Service, String> {
+    match cfg.transport() {
+        McpTransport::Stdio => stdio(cfg, handler, tasks).await,
+        McpTransport::StreamableHttp => {
+            let url = cfg.endpoint.as_deref().unwrap_or_default();
+            let mut config = StreamableHttpClientTransportConfig::with_uri(url)
+                .reinit_on_expired_session(true)
+                .custom_headers(custom_headers(cfg)?);
+            if let Some(key) = api_key(cfg) {
+                // rmcp adds the `Bearer ` prefix itself.
+                config = config.auth_header(key);
+            }
+            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+        McpTransport::Sse => {
+            let url = cfg.endpoint.as_deref().unwrap_or_default();
+            let mut headers: HeaderMap = custom_headers(cfg)?.into_iter().collect();
+            if let Some(key) = api_key(cfg) {
+                let mut v = HeaderValue::from_str(&format!("Bearer {key}"))
+                    .map_err(|_| "api_key is not a valid header value".to_owned())?;
+                v.set_sensitive(true);
+                headers.insert(AUTHORIZATION, v);
+            }
+            let transport = super::sse::SseClientTransport::connect(http.clone(), url, headers)
+                .await
+                .map_err(|e| e.to_string())?;
+            handler
+                .serve(transport)
+                .await
+                .map_err(|e| format!("initialize failed: {e}"))
+        }
+    }
+}
+
+async fn stdio(
+    cfg: &McpProviderConfig,
+    handler: Handler,
+    tasks: &TaskTracker,
+) -> Result<Service, String> {
+    let program = cfg.command.as_deref().unwrap_or_default();
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(&cfg.args).env_clear();
+    for k in INHERITED_ENV {
+        if let Some(v) = std::env::var_os(k) {
+            cmd.env(k, v);
+        }
+    }
+    for (k, v) in &cfg.env {
+        cmd.env(k, v.expose_secret());
+    }
+    if let Some(dir) = &cfg.cwd {
+        cmd.current_dir(dir);
+    }
+    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+    wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+    let (transport, stderr) = TokioChildProcess::builder(wrapped)
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting `{program}` failed: {e}"))?;
+    let pid = transport.id();
+    if let Some(stderr) = stderr {
+        let provider = handler.provider.clone();
+        // Ends by itself at EOF, when the child exits.
+        tasks.spawn(async move {
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                tracing::info!(target: "synthgate::mcp::stderr", provider = %provider, pid = pid, "{line}");
+            }
+        });
+    }
+    tracing::info!(mcp.provider = %handler.provider, pid, "MCP server started");
+    handler
+        .serve(transport)
+        .await
+        .map_err(|e| format!("initialize failed: {e}"))
+}
+
+/// The bearer key: an environment variable name first, else the literal key (DataDesigner).
+fn api_key(cfg: &McpProviderConfig) -> Option<String> {
+    let key = cfg.api_key.as_ref()?;
+    let key = crate::llm::resolve_api_key(key, |n| std::env::var(n).ok());
+    let key = key.expose_secret();
+    (!key.is_empty()).then(|| key.to_owned())
+}
+
+fn custom_headers(
+    cfg: &McpProviderConfig,
+) -> Result<std::collections::HashMap<HeaderName, HeaderValue>, String> {
+    cfg.headers
+        .iter()
+        .map(|(k, v)| {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header name '{k}' is not valid"))?;
+            let mut value = HeaderValue::from_str(v.expose_secret())
+                .map_err(|_| format!("the value of header '{k}' is not valid"))?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
+}

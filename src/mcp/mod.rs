@@ -1,0 +1,88 @@
+//! The MCP layer: providers (MCP servers) reached over stdio, streamable HTTP or legacy SSE,
+//! through ONE pool of sessions and ONE tool-list cache per provider, shared by every worker
+//! and job of the process.
+//!
+//! ```text
+//! McpPool (one per process)
+//!   └─ Provider (per mcp_providers[] entry)
+//!        ├─ slots: Shared | Job(id) | Record(id) → Connecting(shared future) | Ready(session)
+//!        │     lazy connect, concurrent connects coalesced, dead sessions evicted and
+//!        │     reconnected (quick retries, then a cooldown), one retry of the failed call
+//!        ├─ ToolCache: one tools/list walk (all pages) for all callers; TTL; list_changed
+//!        └─ max_concurrent_calls semaphore
+//! ```
+//!
+//! What DataDesigner 0.9.7 lacks and this adds: eviction and reconnect of dead sessions, a
+//! per-call timeout that really cancels the request, a cache TTL, session scopes, call limits,
+//! and children that are reaped on shutdown. Routing tool calls to providers, allow lists and
+//! turning failures into `Error:` messages for the model live in [`crate::tools`].
+
+mod cache;
+mod connect;
+mod content;
+mod error;
+mod pool;
+pub mod sse;
+
+pub use cache::{McpTool, ToolList};
+pub use content::to_blocks;
+pub use error::McpError;
+pub use pool::McpPool;
+
+use serde::Serialize;
+use utoipa::ToSchema;
+use uuid::Uuid;
+
+use crate::config::{McpTransport, SessionScope};
+
+/// Who a call is made for; picks the session of providers with `session_scope: per_job` or
+/// `per_record` (shared providers ignore it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallScope {
+    /// The job (or preview request).
+    pub job: Uuid,
+    /// The record.
+    pub record: Uuid,
+}
+
+/// A provider's connection state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderState {
+    /// Not used yet (connects on first use).
+    Idle,
+    /// A connect is under way.
+    Connecting,
+    /// At least one live session.
+    Connected,
+    /// The last connect failed; calls fail fast until `retry_in_ms` passes.
+    Unavailable,
+}
+
+/// What `/readyz` and `GET /v1/tools` report per provider. Holds no secrets.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ProviderStatus {
+    /// Provider name.
+    pub name: String,
+    /// `stdio`, `sse` or `streamable_http`.
+    #[schema(value_type = String)]
+    pub transport: McpTransport,
+    /// `shared`, `per_job` or `per_record`.
+    #[schema(value_type = String)]
+    pub session_scope: SessionScope,
+    /// Connection state.
+    pub state: ProviderState,
+    /// Live sessions.
+    pub sessions: usize,
+    /// Tool names from the cache, when a list has been fetched.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Sessions replaced after they died.
+    pub reconnects: u64,
+    /// The last connect error, while the provider is unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Time until the next connect attempt, while unavailable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_in_ms: Option<u64>,
+}

@@ -1,0 +1,597 @@
+//! The session pool: one live session per provider (or per job / per record for providers
+//! that opt out of sharing), connected lazily, replaced when it dies, closed on shutdown.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use rmcp::RoleClient;
+use rmcp::model::CallToolResponse;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{Peer, ServiceError};
+use serde_json::{Map, Value};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use uuid::Uuid;
+
+use super::cache::{Source, ToolCache, ToolList};
+use super::connect::{self, Handler, Service};
+use super::{CallScope, McpError, ProviderState, ProviderStatus};
+use crate::config::{McpProviderConfig, SessionScope};
+use crate::metrics as m;
+
+/// Connect attempts per reconnect before the provider is marked unavailable.
+const CONNECT_ATTEMPTS: u32 = 3;
+/// Longest wait before a failed provider is tried again.
+const MAX_COOLDOWN: Duration = Duration::from_secs(30);
+/// How long closing one session may take (a stdio child gets stdin closed, then SIGTERM, then
+/// SIGKILL from rmcp; this bounds the whole sequence).
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Which session a call uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Shared,
+    Job(Uuid),
+    Record(Uuid),
+}
+
+/// One open session.
+pub(crate) struct Session {
+    peer: Peer<RoleClient>,
+    /// Taken on close; dropping a `RunningService` would also end it, without waiting.
+    service: Mutex<Option<Service>>,
+}
+
+impl Session {
+    fn is_dead(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    async fn close(&self) {
+        let service = self.service.lock().expect("session lock").take();
+        if let Some(mut s) = service {
+            let _ = s.close_with_timeout(CLOSE_TIMEOUT).await;
+        }
+    }
+}
+
+type Connect = Shared<BoxFuture<'static, Result<Arc<Session>, McpError>>>;
+
+#[derive(Clone)]
+enum Slot {
+    Connecting(u64, Connect),
+    Ready(Arc<Session>),
+}
+
+#[derive(Default)]
+struct Health {
+    /// Consecutive failed reconnects.
+    failures: u32,
+    /// No connect attempt before this instant.
+    retry_at: Option<Instant>,
+    last_error: Option<String>,
+    reconnects: u64,
+    /// A session was evicted as dead; the next successful connect is a reconnect.
+    evicted: bool,
+}
+
+pub(crate) struct Provider {
+    pub(crate) cfg: McpProviderConfig,
+    name: Arc<str>,
+    pub(crate) cache: Arc<ToolCache>,
+    calls: Option<Semaphore>,
+    slots: Mutex<HashMap<Key, Slot>>,
+    health: Mutex<Health>,
+    next_connect: AtomicU64,
+    http: reqwest::Client,
+    tasks: TaskTracker,
+    closing: CancellationToken,
+}
+
+impl Provider {
+    fn key(&self, scope: Option<&CallScope>) -> Key {
+        match (self.cfg.session_scope, scope) {
+            (SessionScope::Shared, _) | (_, None) => Key::Shared,
+            (SessionScope::PerJob, Some(s)) => Key::Job(s.job),
+            (SessionScope::PerRecord, Some(s)) => Key::Record(s.record),
+        }
+    }
+
+    fn label(&self) -> String {
+        self.name.to_string()
+    }
+
+    /// The live session for `key`, connecting (or joining a connect under way) if needed.
+    async fn session(self: &Arc<Self>, key: Key) -> Result<Arc<Session>, McpError> {
+        let connect = self.session_or_connect(key)?;
+        match connect {
+            Ok(s) => Ok(s),
+            Err(f) => f.await,
+        }
+    }
+
+    /// The live session, or the connect to wait for (joined or started here).
+    fn session_or_connect(
+        self: &Arc<Self>,
+        key: Key,
+    ) -> Result<Result<Arc<Session>, Connect>, McpError> {
+        let mut slots = self.slots.lock().expect("slots lock");
+        match slots.get(&key).cloned() {
+            Some(Slot::Ready(s)) if !s.is_dead() => return Ok(Ok(s)),
+            Some(Slot::Ready(dead)) => {
+                slots.remove(&key);
+                self.retire(dead, true);
+            }
+            Some(Slot::Connecting(_, f)) => return Ok(Err(f)),
+            None => {}
+        }
+        if self.closing.is_cancelled() {
+            return Err(McpError::ShuttingDown);
+        }
+        {
+            let h = self.health.lock().expect("health lock");
+            if let Some(at) = h.retry_at
+                && let Some(left) = at.checked_duration_since(Instant::now())
+            {
+                return Err(McpError::Unavailable {
+                    provider: self.label(),
+                    message: h.last_error.clone().unwrap_or_default(),
+                    retry_in_ms: u64::try_from(left.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+        }
+        let id = self.next_connect.fetch_add(1, Ordering::Relaxed);
+        let f = self.clone().connect(key, id).boxed().shared();
+        slots.insert(key, Slot::Connecting(id, f.clone()));
+        Ok(Err(f))
+    }
+
+    /// Connects with a few quick retries; on success the slot becomes `Ready`, on failure the
+    /// provider cools down (exponentially, up to [`MAX_COOLDOWN`]) so records fail fast
+    /// instead of each waiting on a dead server.
+    async fn connect(self: Arc<Self>, key: Key, id: u64) -> Result<Arc<Session>, McpError> {
+        let timeout = Duration::from_secs_f64(self.cfg.connect_timeout_sec);
+        let mut delays = backon::BackoffBuilder::build(
+            backon::ExponentialBuilder::default()
+                .with_min_delay(Duration::from_millis(200))
+                .with_max_delay(Duration::from_secs(2))
+                .with_max_times(CONNECT_ATTEMPTS as usize - 1),
+        );
+        let handler = Handler {
+            provider: self.name.clone(),
+            cache: self.cache.clone(),
+        };
+        let started = Instant::now();
+        let last = loop {
+            let attempt = tokio::select! {
+                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, handler.clone(), &self.tasks)) => r,
+                () = self.closing.cancelled() => return Err(self.abandon(key, id, McpError::ShuttingDown)),
+            };
+            let message = match attempt {
+                Ok(Ok(service)) => {
+                    let session = Arc::new(Session {
+                        peer: service.peer().clone(),
+                        service: Mutex::new(Some(service)),
+                    });
+                    return Ok(self.connected(key, id, session, started));
+                }
+                Ok(Err(message)) => message,
+                Err(_) => format!(
+                    "no answer to initialize within {}s (connect_timeout_sec)",
+                    self.cfg.connect_timeout_sec
+                ),
+            };
+            tracing::warn!(mcp.provider = %self.name, error = %message, "MCP connect failed");
+            match delays.next() {
+                Some(d) => tokio::time::sleep(d).await,
+                None => break message,
+            }
+        };
+        let cooldown = {
+            let mut h = self.health.lock().expect("health lock");
+            h.failures += 1;
+            let cooldown =
+                Duration::from_secs(1 << h.failures.min(5).saturating_sub(1)).min(MAX_COOLDOWN);
+            h.retry_at = Some(Instant::now() + cooldown);
+            h.last_error = Some(last.clone());
+            cooldown
+        };
+        metrics::counter!(m::MCP_CONNECT_FAILURES, "provider" => self.label()).increment(1);
+        tracing::error!(mcp.provider = %self.name, error = %last, cooldown_ms = cooldown.as_millis() as u64,
+            "MCP provider unavailable");
+        Err(self.abandon(
+            key,
+            id,
+            McpError::Connect {
+                provider: self.label(),
+                message: last,
+            },
+        ))
+    }
+
+    fn connected(
+        &self,
+        key: Key,
+        id: u64,
+        session: Arc<Session>,
+        started: Instant,
+    ) -> Arc<Session> {
+        let reconnect = {
+            let mut h = self.health.lock().expect("health lock");
+            h.failures = 0;
+            h.retry_at = None;
+            h.last_error = None;
+            let reconnect = std::mem::take(&mut h.evicted);
+            if reconnect {
+                h.reconnects += 1;
+            }
+            reconnect
+        };
+        let mut slots = self.slots.lock().expect("slots lock");
+        let ours = matches!(slots.get(&key), Some(Slot::Connecting(i, _)) if *i == id);
+        if ours && !self.closing.is_cancelled() {
+            slots.insert(key, Slot::Ready(session.clone()));
+        } else {
+            // Shutdown or a scope release overtook the connect: close what we opened.
+            self.retire(session.clone(), false);
+        }
+        drop(slots);
+        metrics::counter!(m::MCP_SESSIONS_OPENED, "provider" => self.label()).increment(1);
+        if reconnect {
+            metrics::counter!(m::MCP_RECONNECTS, "provider" => self.label()).increment(1);
+        }
+        tracing::info!(mcp.provider = %self.name, reconnect, ms = started.elapsed().as_millis() as u64,
+            "MCP session open");
+        session
+    }
+
+    fn abandon(&self, key: Key, id: u64, e: McpError) -> McpError {
+        let mut slots = self.slots.lock().expect("slots lock");
+        if matches!(slots.get(&key), Some(Slot::Connecting(i, _)) if *i == id) {
+            slots.remove(&key);
+        }
+        e
+    }
+
+    /// Drops `session` from its slot if it is still there (a concurrent caller may already
+    /// have replaced it) and closes it in the background.
+    fn evict(&self, key: Key, session: &Arc<Session>) {
+        let mut slots = self.slots.lock().expect("slots lock");
+        if matches!(slots.get(&key), Some(Slot::Ready(s)) if Arc::ptr_eq(s, session)) {
+            slots.remove(&key);
+            drop(slots);
+            self.retire(session.clone(), true);
+        }
+    }
+
+    /// Closes a session off the caller's path; `dead` marks the next connect a reconnect.
+    fn retire(&self, session: Arc<Session>, dead: bool) {
+        if dead {
+            self.health.lock().expect("health lock").evicted = true;
+            tracing::warn!(mcp.provider = %self.name, "MCP session lost; reconnecting on next use");
+        }
+        self.tasks.spawn(async move { session.close().await });
+    }
+
+    /// The provider's tools, from the cache or one shared `tools/list` walk of all pages.
+    async fn tools(self: &Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
+        let me = self.clone();
+        let (result, source) = self
+            .cache
+            .get(move || async move { me.fetch_tools(key).await }.boxed())
+            .await;
+        let metric = match source {
+            Source::Hit => m::MCP_CACHE_HITS,
+            Source::Fetched => m::MCP_CACHE_MISSES,
+        };
+        metrics::counter!(metric, "provider" => self.label()).increment(1);
+        result
+    }
+
+    async fn fetch_tools(self: Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
+        let timeout = Duration::from_secs_f64(self.cfg.call_timeout_sec);
+        let mut retried = false;
+        loop {
+            let session = self.session(key).await?;
+            metrics::counter!(m::MCP_TOOLS_LIST, "provider" => self.label()).increment(1);
+            match tokio::time::timeout(timeout, session.peer.list_all_tools()).await {
+                Ok(Ok(tools)) => {
+                    tracing::debug!(mcp.provider = %self.name, tools = tools.len(), "tools listed");
+                    return Ok(Arc::new(ToolList::from_rmcp(&self.name, tools)));
+                }
+                Ok(Err(e)) if is_dead(&e) || session.is_dead() => {
+                    self.evict(key, &session);
+                    if retried {
+                        return Err(self.transport_error(&e));
+                    }
+                    retried = true;
+                }
+                Ok(Err(e)) => return Err(protocol_error(e)),
+                Err(_) => {
+                    return Err(McpError::Timeout {
+                        seconds: self.cfg.call_timeout_sec,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn call(
+        self: &Arc<Self>,
+        key: Key,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, McpError> {
+        let _permit = match &self.calls {
+            Some(s) => Some(s.acquire().await.map_err(|_| McpError::ShuttingDown)?),
+            None => None,
+        };
+        let mut retried = false;
+        loop {
+            let session = self.session(key).await?;
+            match session.peer.call_tool_once(params.clone()).await {
+                Ok(CallToolResponse::Complete(r)) => return Ok(r),
+                Ok(CallToolResponse::InputRequired(_)) => {
+                    return Err(McpError::Unsupported(
+                        "the tool asked for user input (MCP input_required), which a batch job cannot give".into(),
+                    ));
+                }
+                Ok(CallToolResponse::Task(_)) => {
+                    return Err(McpError::Unsupported(
+                        "the tool answered with an asynchronous task, which synthgate does not poll".into(),
+                    ));
+                }
+                Ok(_) => {
+                    return Err(McpError::Unsupported(
+                        "the server answered tools/call with an unknown result type".into(),
+                    ));
+                }
+                Err(e) if is_dead(&e) || session.is_dead() => {
+                    // The session broke under this call: replace it and try once more, so a
+                    // server restart costs a reconnect, not the record.
+                    self.evict(key, &session);
+                    if retried || self.closing.is_cancelled() {
+                        return Err(self.transport_error(&e));
+                    }
+                    retried = true;
+                }
+                Err(e) => return Err(protocol_error(e)),
+            }
+        }
+    }
+
+    fn transport_error(&self, e: &ServiceError) -> McpError {
+        McpError::Transport {
+            provider: self.label(),
+            message: e.to_string(),
+        }
+    }
+
+    fn status(&self) -> ProviderStatus {
+        let slots = self.slots.lock().expect("slots lock");
+        let sessions = slots
+            .values()
+            .filter(|s| matches!(s, Slot::Ready(s) if !s.is_dead()))
+            .count();
+        let connecting = slots.values().any(|s| matches!(s, Slot::Connecting(..)));
+        drop(slots);
+        let h = self.health.lock().expect("health lock");
+        let retry_in_ms = h
+            .retry_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+            .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let state = if sessions > 0 {
+            ProviderState::Connected
+        } else if connecting {
+            ProviderState::Connecting
+        } else if retry_in_ms.is_some() {
+            ProviderState::Unavailable
+        } else {
+            ProviderState::Idle
+        };
+        ProviderStatus {
+            name: self.label(),
+            transport: self.cfg.transport(),
+            session_scope: self.cfg.session_scope,
+            state,
+            sessions,
+            tools: self
+                .cache
+                .peek()
+                .map(|l| l.tools.iter().map(|t| t.name.clone()).collect()),
+            reconnects: h.reconnects,
+            last_error: h.last_error.clone(),
+            retry_in_ms,
+        }
+    }
+
+    /// Removes every slot (or those `keep` rejects) and returns their sessions.
+    fn take_sessions(&self, mut matches: impl FnMut(&Key) -> bool) -> Vec<Arc<Session>> {
+        let mut slots = self.slots.lock().expect("slots lock");
+        let keys: Vec<Key> = slots.keys().copied().filter(|k| matches(k)).collect();
+        keys.into_iter()
+            .filter_map(|k| match slots.remove(&k) {
+                Some(Slot::Ready(s)) => Some(s),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn is_dead(e: &ServiceError) -> bool {
+    matches!(
+        e,
+        ServiceError::TransportClosed
+            | ServiceError::TransportSend(_)
+            | ServiceError::Cancelled { .. }
+    )
+}
+
+fn protocol_error(e: ServiceError) -> McpError {
+    match e {
+        ServiceError::McpError(e) => McpError::Protocol {
+            code: e.code.0,
+            message: e.message.into_owned(),
+        },
+        other => McpError::Unsupported(other.to_string()),
+    }
+}
+
+/// All MCP providers of the server config, each with its session(s) and tool cache. Cheap to
+/// clone; every worker and job shares one.
+#[derive(Clone)]
+pub struct McpPool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    providers: BTreeMap<String, Arc<Provider>>,
+    tasks: TaskTracker,
+    closing: CancellationToken,
+}
+
+impl McpPool {
+    /// A pool over `providers`; nothing connects until first use.
+    pub fn new(providers: &[McpProviderConfig], http: reqwest::Client) -> Self {
+        let tasks = TaskTracker::new();
+        let closing = CancellationToken::new();
+        let providers = providers
+            .iter()
+            .map(|cfg| {
+                let p = Provider {
+                    cfg: cfg.clone(),
+                    name: Arc::from(cfg.name.as_str()),
+                    cache: Arc::new(ToolCache::new(Duration::from_secs(cfg.tools_cache_ttl_sec))),
+                    calls: cfg.max_concurrent_calls.map(|n| Semaphore::new(n as usize)),
+                    slots: Mutex::default(),
+                    health: Mutex::default(),
+                    next_connect: AtomicU64::new(0),
+                    http: http.clone(),
+                    tasks: tasks.clone(),
+                    closing: closing.clone(),
+                };
+                (cfg.name.clone(), Arc::new(p))
+            })
+            .collect();
+        Self {
+            inner: Arc::new(Inner {
+                providers,
+                tasks,
+                closing,
+            }),
+        }
+    }
+
+    fn provider(&self, name: &str) -> Result<&Arc<Provider>, McpError> {
+        self.inner
+            .providers
+            .get(name)
+            .ok_or_else(|| McpError::UnknownProvider(name.to_owned()))
+    }
+
+    /// Whether `name` is a configured provider.
+    pub fn has(&self, name: &str) -> bool {
+        self.inner.providers.contains_key(name)
+    }
+
+    /// The provider's tools (cached; see [`super::cache`]).
+    pub async fn tools(
+        &self,
+        provider: &str,
+        scope: Option<&CallScope>,
+    ) -> Result<Arc<ToolList>, McpError> {
+        let p = self.provider(provider)?;
+        p.tools(p.key(scope)).await
+    }
+
+    /// Calls `tool` on `provider` within `timeout` (waiting for a call slot included). On
+    /// timeout the request is dropped, which makes rmcp send `notifications/cancelled`.
+    pub async fn call(
+        &self,
+        provider: &str,
+        scope: Option<&CallScope>,
+        tool: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, McpError> {
+        let p = self.provider(provider)?;
+        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let started = Instant::now();
+        let result = match tokio::time::timeout(timeout, p.call(p.key(scope), params)).await {
+            Ok(r) => r,
+            Err(_) => Err(McpError::Timeout {
+                seconds: timeout.as_secs_f64(),
+            }),
+        };
+        let outcome = match &result {
+            Ok(r) if r.is_error == Some(true) => "tool_error",
+            Ok(_) => "ok",
+            Err(e) => e.code(),
+        };
+        let labels = [("provider", p.label()), ("tool", tool.to_owned())];
+        metrics::histogram!(m::MCP_CALL_SECONDS, &labels).record(started.elapsed().as_secs_f64());
+        metrics::counter!(
+            m::MCP_CALLS,
+            &[
+                ("provider", p.label()),
+                ("tool", tool.to_owned()),
+                ("outcome", outcome.to_owned())
+            ]
+        )
+        .increment(1);
+        result
+    }
+
+    /// Closes the sessions a finished record held (providers with `session_scope: per_record`).
+    pub fn release_record(&self, record: Uuid) {
+        self.release(|k| *k == Key::Record(record));
+    }
+
+    /// Closes the sessions a finished job held (providers with `session_scope: per_job`).
+    pub fn release_job(&self, job: Uuid) {
+        self.release(|k| *k == Key::Job(job));
+    }
+
+    fn release(&self, matches: impl Fn(&Key) -> bool) {
+        for p in self.inner.providers.values() {
+            if p.cfg.session_scope == SessionScope::Shared {
+                continue;
+            }
+            for s in p.take_sessions(&matches) {
+                p.retire(s, false);
+            }
+        }
+    }
+
+    /// Every provider's state, in name order.
+    pub fn status(&self) -> Vec<ProviderStatus> {
+        self.inner.providers.values().map(|p| p.status()).collect()
+    }
+
+    /// Closes every session (stdio children exit or are killed and reaped) and waits for the
+    /// background tasks (closes, stderr readers), at most `deadline`.
+    pub async fn shutdown(&self, deadline: Duration) {
+        self.inner.closing.cancel();
+        let sessions: Vec<Arc<Session>> = self
+            .inner
+            .providers
+            .values()
+            .flat_map(|p| p.take_sessions(|_| true))
+            .collect();
+        let n = sessions.len();
+        let close = futures::future::join_all(sessions.iter().map(|s| s.close()));
+        self.inner.tasks.close();
+        let all = async {
+            close.await;
+            self.inner.tasks.wait().await;
+        };
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            tracing::warn!("MCP sessions did not all close before the deadline");
+        }
+        tracing::info!(sessions = n, "MCP sessions closed");
+    }
+}
