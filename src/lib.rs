@@ -35,6 +35,7 @@ pub mod shutdown;
 pub mod state;
 pub mod store;
 pub mod telemetry;
+pub mod tools;
 pub mod worker;
 
 /// Makes rustls use ring (the build enables no other provider, to keep aws-lc out of the build).

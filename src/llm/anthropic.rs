@@ -72,6 +72,9 @@ pub(crate) fn build_body(
             })
             .collect();
         body.insert("tools".into(), tools.into());
+        if req.forbid_tool_calls {
+            body.insert("tool_choice".into(), json!({"type": "none"}));
+        }
     }
     let Sampled {
         temperature, top_p, ..

@@ -24,6 +24,9 @@ pub(crate) fn build_body(
             "tools".into(),
             req.tools.iter().map(tool_schema).collect::<Vec<_>>().into(),
         );
+        if req.forbid_tool_calls {
+            body.insert("tool_choice".into(), "none".into());
+        }
     }
     sampled.write(&mut body);
     apply_extra_body(&mut body, extra_body);

@@ -222,6 +222,11 @@ pub struct ChatRequest {
     /// Tools offered; none means no `tools` key is sent at all.
     #[serde(default)]
     pub tools: Vec<ToolSpec>,
+    /// `true`: the tools stay defined (providers require their definitions while the
+    /// conversation holds tool calls) but the model may not call any (`tool_choice: none`).
+    /// Used for the last answer after the tool-turn budget is spent.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forbid_tool_calls: bool,
 }
 
 impl ChatRequest {
@@ -230,12 +235,19 @@ impl ChatRequest {
         Self {
             messages,
             tools: Vec::new(),
+            forbid_tool_calls: false,
         }
     }
 
     /// The same request offering `tools`.
     pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
         self.tools = tools;
+        self
+    }
+
+    /// The same request, with tool calls forbidden (see [`Self::forbid_tool_calls`]).
+    pub fn forbidding_tool_calls(mut self) -> Self {
+        self.forbid_tool_calls = true;
         self
     }
 }

@@ -493,6 +493,14 @@ impl McpPool {
             .ok_or_else(|| McpError::UnknownProvider(name.to_owned()))
     }
 
+    /// The provider's `call_timeout_sec`.
+    pub fn call_timeout(&self, provider: &str) -> Option<f64> {
+        self.inner
+            .providers
+            .get(provider)
+            .map(|p| p.cfg.call_timeout_sec)
+    }
+
     /// Whether `name` is a configured provider.
     pub fn has(&self, name: &str) -> bool {
         self.inner.providers.contains_key(name)

@@ -1,0 +1,116 @@
+//! Inline tools (LlamaFarm's `tools[]`): defined in the server config and run by the service
+//! itself by POSTing the arguments as JSON to the tool's `endpoint`. LlamaFarm hands such
+//! calls back to its client; a batch job has no client to ask, so the endpoint answers.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use secrecy::ExposeSecret;
+use serde_json::{Map, Value};
+
+use crate::config::InlineToolConfig;
+use crate::llm::{ContentBlock, ToolSpec};
+
+/// Longest response body kept from an error answer, in the `Error:` message.
+const ERROR_BODY_CHARS: usize = 500;
+/// Deadline when neither the tool nor the tool config sets one.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One inline tool with its compiled argument schema.
+pub struct InlineTool {
+    pub(crate) cfg: InlineToolConfig,
+    pub(crate) validator: Option<jsonschema::Validator>,
+    http: reqwest::Client,
+}
+
+impl InlineTool {
+    pub(crate) fn new(cfg: InlineToolConfig, http: reqwest::Client) -> Self {
+        // The config check already rejected schemas that do not compile.
+        let validator = jsonschema::validator_for(&cfg.parameters).ok();
+        Self {
+            cfg,
+            validator,
+            http,
+        }
+    }
+
+    pub(crate) fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.cfg.name.clone(),
+            description: self.cfg.description.clone(),
+            parameters: self.cfg.parameters.clone(),
+        }
+    }
+
+    /// POSTs `args`; a 2xx body is the result (a JSON string body is unwrapped to its text),
+    /// anything else is an error message for the model. `timeout` (the tool config's) wins
+    /// over the tool's own `timeout_sec`.
+    pub(crate) async fn call(
+        &self,
+        args: Map<String, Value>,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<ContentBlock>, String> {
+        let name = &self.cfg.name;
+        let timeout = timeout
+            .or_else(|| self.cfg.timeout_sec.map(Duration::from_secs_f64))
+            .unwrap_or(DEFAULT_TIMEOUT);
+        let outcome = |o: &'static str| {
+            metrics::counter!(crate::metrics::INLINE_TOOL_CALLS, "tool" => name.clone(), "outcome" => o)
+                .increment(1);
+        };
+        let send = self
+            .http
+            .post(&self.cfg.endpoint)
+            .headers(self.headers()?)
+            .timeout(timeout)
+            .json(&args)
+            .send();
+        let resp = match send.await {
+            Ok(r) => r,
+            Err(e) if e.is_timeout() => {
+                outcome("timeout");
+                return Err(format!(
+                    "Tool '{name}' timed out after {}s and was cancelled.",
+                    timeout.as_secs_f64()
+                ));
+            }
+            Err(e) => {
+                outcome("transport");
+                // Without the URL: it may carry a key in its query string.
+                return Err(format!(
+                    "Tool '{name}' failed: its endpoint could not be reached ({}).",
+                    e.without_url()
+                ));
+            }
+        };
+        let status = resp.status();
+        let body = resp
+            .text()
+            .await
+            .map_err(|e| format!("Tool '{name}' failed: reading its answer failed ({}).", e.without_url()))?;
+        if !status.is_success() {
+            outcome("http_error");
+            let body: String = body.chars().take(ERROR_BODY_CHARS).collect();
+            return Err(format!("Tool '{name}' failed with HTTP {status}: {body}"));
+        }
+        outcome("ok");
+        let text = match serde_json::from_str::<Value>(&body) {
+            Ok(Value::String(s)) => s,
+            _ => body,
+        };
+        Ok(vec![ContentBlock::text(text)])
+    }
+
+    fn headers(&self) -> Result<HeaderMap, String> {
+        let mut out = HeaderMap::new();
+        for (k, v) in &self.cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("Tool '{}' is misconfigured: bad header name.", self.cfg.name))?;
+            let mut value = HeaderValue::from_str(v.expose_secret())
+                .map_err(|_| format!("Tool '{}' is misconfigured: bad header value.", self.cfg.name))?;
+            value.set_sensitive(true);
+            out.insert(name, value);
+        }
+        Ok(out)
+    }
+}

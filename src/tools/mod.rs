@@ -1,0 +1,442 @@
+//! Tools for LLM columns: which tools a column may call (a `ToolConfig` resolved against the
+//! MCP pool and the inline tools), and running one call so that every failure comes back to
+//! the model as an `Error:` tool message it can recover from.
+//!
+//! Routing follows DataDesigner: a tool config's `providers` are scanned in order and each
+//! tool goes to the provider that lists it; the same name on two providers of one tool config
+//! is a config error. Unlike DataDesigner, a call that is not allowed, unknown, has bad
+//! arguments, times out or hits a broken server does not fail the record: the model is told.
+
+mod inline;
+pub mod prompt;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::config::InlineToolConfig;
+use crate::domain::models::{ModelConfig, ToolConfig};
+use crate::llm::{ChatMessage, ContentBlock, ToolCall, ToolSpec};
+use crate::mcp::{CallScope, McpError, McpPool, ToolList};
+
+pub use inline::InlineTool;
+
+/// The exact refusal DataDesigner 0.9.7 sends once the turn budget is spent.
+pub const REFUSAL_MESSAGE: &str = "Tool call refused: You have reached the maximum number of tool-calling turns. Please provide your final response without requesting additional tool calls.";
+
+/// Every tool source of the server: the MCP pool and the inline (HTTP) tools.
+#[derive(Clone)]
+pub struct ToolHub {
+    pool: McpPool,
+    inline: Arc<HashMap<String, Arc<InlineTool>>>,
+}
+
+/// Why a tool config cannot be used with a model: a config error, reported at submit time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolsetError {
+    /// Stable code (`duplicate_tool_name`, `unknown_tool`, `invalid_tool_config`,
+    /// `mcp_unavailable`).
+    pub code: &'static str,
+    /// What is wrong, naming the tool config and providers.
+    pub message: String,
+}
+
+impl ToolHub {
+    /// A hub over the shared pool and the server's inline tools.
+    pub fn new(pool: McpPool, inline: &[InlineToolConfig], http: reqwest::Client) -> Self {
+        let inline = inline
+            .iter()
+            .map(|t| (t.name.clone(), Arc::new(InlineTool::new(t.clone(), http.clone()))))
+            .collect();
+        Self {
+            pool,
+            inline: Arc::new(inline),
+        }
+    }
+
+    /// The MCP pool (status, shutdown, scope release).
+    pub fn pool(&self) -> &McpPool {
+        &self.pool
+    }
+
+    /// Whether `name` can appear in a tool config's `providers`: an MCP provider or an inline
+    /// tool of the server config.
+    pub fn knows_provider(&self, name: &str) -> bool {
+        self.pool.has(name) || self.inline.contains_key(name)
+    }
+
+    /// The providers `model` may use out of `cfg.providers`: LlamaFarm's `mcp_servers` access
+    /// list (absent = all, `[]` = none) filters MCP providers; inline tools are not servers
+    /// and are never filtered.
+    fn providers_for<'c>(&self, cfg: &'c ToolConfig, model: &ModelConfig) -> Vec<&'c str> {
+        cfg.providers
+            .iter()
+            .map(String::as_str)
+            .filter(|p| {
+                self.inline.contains_key(*p)
+                    || model
+                        .mcp_servers
+                        .as_ref()
+                        .is_none_or(|allowed| allowed.iter().any(|a| a == p))
+            })
+            .collect()
+    }
+
+    /// Resolves `cfg` for `model`: lists each provider's tools (cached), checks duplicates and
+    /// the allow list, and returns what the model is offered and where each call goes.
+    pub async fn toolset(
+        &self,
+        cfg: &ToolConfig,
+        model: &ModelConfig,
+        scope: Option<&CallScope>,
+    ) -> Result<Toolset, ToolsetError> {
+        let providers = self.providers_for(cfg, model);
+        if providers.is_empty() && !cfg.providers.is_empty() {
+            return Err(ToolsetError {
+                code: "invalid_tool_config",
+                message: format!(
+                    "model '{}' may not use any provider of tool config '{}' (its mcp_servers list allows: {})",
+                    model.alias,
+                    cfg.tool_alias,
+                    model.mcp_servers.as_deref().unwrap_or_default().join(", ")
+                ),
+            });
+        }
+        let mut sources: Vec<(&str, Source)> = Vec::with_capacity(providers.len());
+        for p in providers {
+            if let Some(t) = self.inline.get(p) {
+                sources.push((p, Source::Inline(t.clone())));
+                continue;
+            }
+            let list = self.pool.tools(p, scope).await.map_err(|e| ToolsetError {
+                code: "mcp_unavailable",
+                message: format!("tool config '{}': {e}", cfg.tool_alias),
+            })?;
+            sources.push((p, Source::Mcp(list)));
+        }
+
+        // Duplicates are checked before the allow list, as DataDesigner does.
+        let mut owners: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (p, s) in &sources {
+            for name in s.names() {
+                owners.entry(name.to_owned()).or_default().push(p);
+            }
+        }
+        let dups: Vec<String> = owners
+            .iter()
+            .filter(|(_, ps)| ps.len() > 1)
+            .map(|(n, ps)| format!("'{n}' (in: {})", ps.join(", ")))
+            .collect();
+        if !dups.is_empty() {
+            return Err(ToolsetError {
+                code: "duplicate_tool_name",
+                message: format!(
+                    "tool config '{}': duplicate tool names found across MCP providers: {}. Each tool name must be unique across all providers in a ToolConfig.",
+                    cfg.tool_alias,
+                    dups.join("; ")
+                ),
+            });
+        }
+        if let Some(allow) = &cfg.allow_tools {
+            let missing: Vec<&str> = allow
+                .iter()
+                .map(String::as_str)
+                .filter(|a| !owners.contains_key(*a))
+                .collect();
+            if !missing.is_empty() {
+                return Err(ToolsetError {
+                    code: "unknown_tool",
+                    message: format!(
+                        "tool config '{}': allowed tool(s) {} not found on any of its providers ({})",
+                        cfg.tool_alias,
+                        quoted(&missing),
+                        sources.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", ")
+                    ),
+                });
+            }
+        }
+
+        let allowed = |name: &str| {
+            cfg.allow_tools
+                .as_ref()
+                .is_none_or(|a| a.iter().any(|t| t == name))
+        };
+        let hidden: Vec<String> = owners.into_keys().filter(|n| !allowed(n)).collect();
+        let mut specs = Vec::new();
+        let mut routes = HashMap::new();
+        for (p, s) in sources {
+            match s {
+                Source::Inline(t) => {
+                    if allowed(&t.cfg.name) {
+                        specs.push(t.spec());
+                        routes.insert(t.cfg.name.clone(), Route::Inline(t));
+                    }
+                }
+                Source::Mcp(list) => {
+                    for (i, tool) in list.tools.iter().enumerate() {
+                        if allowed(&tool.name) {
+                            specs.push(ToolSpec {
+                                name: tool.name.clone(),
+                                description: tool.description.clone(),
+                                parameters: tool.input_schema.clone(),
+                            });
+                            routes.insert(
+                                tool.name.clone(),
+                                Route::Mcp {
+                                    provider: p.to_owned(),
+                                    list: list.clone(),
+                                    index: i,
+                                },
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Toolset {
+            alias: cfg.tool_alias.clone(),
+            specs,
+            routes,
+            hidden,
+            timeout: cfg.timeout_sec.map(Duration::from_secs_f64),
+            max_turns: cfg.max_tool_call_turns,
+            pool: self.pool.clone(),
+        })
+    }
+}
+
+fn quoted(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|n| format!("'{n}'"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+enum Source {
+    Mcp(Arc<ToolList>),
+    Inline(Arc<InlineTool>),
+}
+
+impl Source {
+    fn names(&self) -> Vec<&str> {
+        match self {
+            Self::Mcp(l) => l.tools.iter().map(|t| t.name.as_str()).collect(),
+            Self::Inline(t) => vec![t.cfg.name.as_str()],
+        }
+    }
+}
+
+enum Route {
+    Mcp {
+        provider: String,
+        list: Arc<ToolList>,
+        index: usize,
+    },
+    Inline(Arc<InlineTool>),
+}
+
+/// A tool config resolved for one generation: what the model is offered, and where each call
+/// goes. DataDesigner fetches the schemas once per generation too.
+pub struct Toolset {
+    alias: String,
+    /// Offered to the model, provider order then server order.
+    pub specs: Vec<ToolSpec>,
+    routes: HashMap<String, Route>,
+    /// Tools the providers have but `allow_tools` hides.
+    hidden: Vec<String>,
+    timeout: Option<Duration>,
+    /// `max_tool_call_turns`.
+    pub max_turns: u32,
+    pool: McpPool,
+}
+
+/// How one call ended, for usage counts and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallOutcome {
+    /// The tool answered.
+    Ok,
+    /// The model was sent an `Error:` message.
+    Error,
+}
+
+impl Toolset {
+    /// Runs one call and returns the `tool` message answering it. Never fails: every problem
+    /// becomes an `Error: ...` message for the model.
+    pub async fn execute(
+        &self,
+        call: &ToolCall,
+        scope: Option<&CallScope>,
+    ) -> (ChatMessage, CallOutcome) {
+        match self.run(call, scope).await {
+            Ok(content) => (ChatMessage::tool(&call.id, content), CallOutcome::Ok),
+            Err(message) => {
+                tracing::debug!(tool = %call.function.name, error = %message, "tool call answered with an error");
+                (
+                    ChatMessage::tool_text(&call.id, format!("Error: {message}")),
+                    CallOutcome::Error,
+                )
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        call: &ToolCall,
+        scope: Option<&CallScope>,
+    ) -> Result<Vec<ContentBlock>, String> {
+        let name = call.function.name.as_str();
+        let Some(route) = self.routes.get(name) else {
+            if self.hidden.iter().any(|h| h == name) {
+                return Err(format!(
+                    "Tool '{name}' is not permitted by tool config '{}'. Available tools: {}.",
+                    self.alias,
+                    self.available()
+                ));
+            }
+            return Err(format!(
+                "Tool '{name}' not found on any configured provider. Available tools: {}.",
+                self.available()
+            ));
+        };
+        let args = parse_arguments(name, &call.function.arguments)?;
+        let validator = match route {
+            Route::Mcp { list, index, .. } => list.tools[*index].validator.as_ref(),
+            Route::Inline(t) => t.validator.as_ref(),
+        };
+        if let Some(v) = validator {
+            let value = Value::Object(args.clone());
+            let errors: Vec<String> = v
+                .iter_errors(&value)
+                .take(5)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{e} (at {at})")
+                    }
+                })
+                .collect();
+            if !errors.is_empty() {
+                return Err(format!(
+                    "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
+                    errors.join("; ")
+                ));
+            }
+        }
+        match route {
+            Route::Mcp { provider, .. } => {
+                let timeout = self.timeout.unwrap_or_else(|| {
+                    Duration::from_secs_f64(
+                        self.pool
+                            .call_timeout(provider)
+                            .unwrap_or(crate::mcp::DEFAULT_CALL_TIMEOUT_SEC),
+                    )
+                });
+                match self.pool.call(provider, scope, name, args, timeout).await {
+                    Ok(result) => {
+                        let (blocks, is_error) = crate::mcp::to_blocks(&result);
+                        if is_error {
+                            return Err(server_error_text(name, &blocks));
+                        }
+                        Ok(blocks)
+                    }
+                    Err(e @ McpError::Timeout { .. }) => Err(format!(
+                        "Tool '{name}' {e} and was cancelled. Try again with a smaller request, or answer without it."
+                    )),
+                    Err(e) => Err(format!("Tool '{name}' failed: {e}")),
+                }
+            }
+            Route::Inline(t) => t.call(args, self.timeout).await,
+        }
+    }
+
+    fn available(&self) -> String {
+        if self.specs.is_empty() {
+            return "none".into();
+        }
+        self.specs
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The arguments as a JSON object; empty means `{}` (DataDesigner). Unlike DataDesigner, a
+/// valid JSON value that is not an object is reported rather than replaced by `{}`.
+fn parse_arguments(name: &str, raw: &str) -> Result<Map<String, Value>, String> {
+    if raw.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(other) => Err(format!(
+            "Invalid arguments for tool '{name}': expected a JSON object, got {}.",
+            kind(&other)
+        )),
+        Err(e) => Err(format!(
+            "Invalid arguments for tool '{name}': not valid JSON ({e}). Arguments must be a JSON object."
+        )),
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A server's `isError` result as one `Error:` text: its text blocks, else a generic line.
+fn server_error_text(name: &str, blocks: &[ContentBlock]) -> String {
+    let text: Vec<&str> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text } => Some(text.as_str()),
+            ContentBlock::ImageUrl { .. } => None,
+        })
+        .collect();
+    let text = text.join("\n");
+    let text = text.trim();
+    let text = text
+        .strip_prefix("Error:")
+        .map(str::trim_start)
+        .unwrap_or(text);
+    if text.is_empty() {
+        format!("Tool '{name}' reported an error without a message.")
+    } else {
+        text.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_must_be_a_json_object() {
+        assert!(parse_arguments("t", "").unwrap().is_empty());
+        assert_eq!(parse_arguments("t", r#"{"a":1}"#).unwrap()["a"], 1);
+        let e = parse_arguments("t", "[1]").unwrap_err();
+        assert!(e.contains("expected a JSON object, got an array"), "{e}");
+        let e = parse_arguments("t", "{not json").unwrap_err();
+        assert!(e.starts_with("Invalid arguments for tool 't': not valid JSON"), "{e}");
+    }
+
+    #[test]
+    fn server_errors_are_not_double_prefixed() {
+        let b = vec![ContentBlock::text("Error: kaboom")];
+        assert_eq!(server_error_text("t", &b), "kaboom");
+        let b = vec![ContentBlock::text("Error executing tool boom: kaboom")];
+        assert_eq!(server_error_text("t", &b), "Error executing tool boom: kaboom");
+        assert!(server_error_text("t", &[]).contains("without a message"));
+    }
+}
