@@ -15,7 +15,9 @@ use crate::config::Config;
 use crate::generate::PlanContext;
 use crate::jobs::{JobService, ServerModels};
 use crate::llm::LlmClient;
+use crate::mcp::McpPool;
 use crate::state::AppState;
+use crate::tools::ToolHub;
 use crate::worker::WorkerPool;
 
 /// A started service.
@@ -74,7 +76,24 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .iter()
             .map(|p| p.name.clone())
             .collect(),
+        tool_configs: config.tool_configs.clone(),
+        tool_providers: config
+            .mcp_providers
+            .iter()
+            .map(|p| p.name.clone())
+            .chain(config.tools.iter().map(|t| t.name.clone()))
+            .collect(),
     };
+    // No client-wide timeout: SSE sessions are long-lived streams; each call has its own.
+    let tools_http = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .build()
+        .context("building the MCP HTTP client")?;
+    let tools = ToolHub::new(
+        McpPool::new(&config.mcp_providers, tools_http.clone()),
+        &config.tools,
+        tools_http,
+    );
     let llm = Arc::new(
         LlmClient::new(&config.model_providers, config.llm.retry_policy())
             .context("building the LLM client (config key `model_providers`)")?,
@@ -86,6 +105,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         models,
         config.limits.clone(),
         wake.clone(),
+        Some(tools.clone()),
     );
     let owner = config
         .workers
@@ -96,6 +116,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         store.clone(),
         jobs.clone(),
         llm.clone(),
+        Some(tools.clone()),
         config.workers.clone(),
         owner,
         wake,
@@ -105,6 +126,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let state = AppState {
         store: store.clone(),
         llm: llm.clone(),
+        tools: tools.clone(),
         jobs,
         config: config.clone(),
         shutdown: shutdown.clone(),
@@ -138,6 +160,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     tracker.spawn(async move {
         let _ = http.await;
         let _ = workers.await;
+        // After the workers: no record needs a tool any more. Children are reaped here.
+        tools.pool().shutdown(Duration::from_secs(15)).await;
         store.close().await;
         tracing::info!("database closed; shutdown complete");
     });

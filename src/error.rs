@@ -70,6 +70,10 @@ pub enum ApiError {
     /// The database is unreachable; retry later.
     #[error("service unavailable: the database is unreachable")]
     Unavailable(#[source] StoreError),
+    /// An MCP provider the job's tools need cannot be reached, so its tool list cannot be
+    /// checked; retry later.
+    #[error("{0}")]
+    McpUnavailable(String),
     /// A bug or an unexpected failure; details are in the log only.
     #[error("internal error")]
     Internal(String),
@@ -93,7 +97,7 @@ impl ApiError {
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::McpUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -119,6 +123,7 @@ impl ApiError {
             Self::MethodNotAllowed => "method_not_allowed",
             Self::Timeout => "request_timeout",
             Self::Unavailable(_) => "service_unavailable",
+            Self::McpUnavailable(_) => "mcp_unavailable",
             Self::Internal(_) => "internal",
         }
     }

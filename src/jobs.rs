@@ -10,11 +10,12 @@ use tokio::sync::Notify;
 
 use crate::config::LimitsConfig;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
-use crate::domain::models::ModelConfig;
+use crate::domain::models::{ModelConfig, ToolConfig};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
 use crate::store::{CreateOutcome, JobRow, NewJob, Store, StoreError};
+use crate::tools::ToolHub;
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
 const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
@@ -28,6 +29,8 @@ pub struct CompiledJob {
     pub run_config: RunConfig,
     /// Model configs by alias: the server's, overridden by the job's own.
     pub models: HashMap<String, ModelConfig>,
+    /// Tool configs by alias: the server's, overridden by the job's own.
+    pub tools: HashMap<String, ToolConfig>,
 }
 
 /// A request that passed validation.
@@ -86,6 +89,8 @@ pub struct JobService {
     limits: LimitsConfig,
     /// Wakes this replica's workers after a submit, so they need not wait for the next poll.
     wake: Arc<Notify>,
+    /// Lists tools at submit time, so tool-config errors are the client's 422, not failed records.
+    tools: Option<ToolHub>,
 }
 
 impl JobService {
@@ -96,6 +101,7 @@ impl JobService {
         models: ServerModels,
         limits: LimitsConfig,
         wake: Arc<Notify>,
+        tools: Option<ToolHub>,
     ) -> Self {
         Self {
             store,
@@ -104,6 +110,7 @@ impl JobService {
             models: Arc::new(models),
             limits,
             wake,
+            tools,
         }
     }
 
@@ -111,6 +118,7 @@ impl JobService {
     /// was created (`false`: an earlier request with the same idempotency key made it).
     pub async fn submit(&self, req: SubmitRequest) -> Result<(JobRow, bool), ApiError> {
         let v = self.validate(&req, self.limits.max_num_records)?;
+        self.check_tools(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
         let num_records = v.num_records;
         let seed = v.seed;
@@ -163,7 +171,7 @@ impl JobService {
             .seed
             .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
         let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
-        let models = self
+        let (models, tools) = self
             .models
             .resolve(&dataset)
             .map_err(ApiError::InvalidConfig)?;
@@ -176,8 +184,56 @@ impl JobService {
                 plan,
                 run_config,
                 models,
+                tools,
             },
         })
+    }
+
+    /// Resolves every (tool config, model) pair the job's LLM columns use against the live
+    /// providers: duplicate tool names, allowed tools no provider has, and models barred from
+    /// every provider are config errors now, not failed records later. Connects to providers
+    /// not yet connected (their tool lists are cached for the workers).
+    pub async fn check_tools(&self, compiled: &CompiledJob) -> Result<(), ApiError> {
+        let uses = compiled.plan.tool_uses();
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let Some(hub) = &self.tools else {
+            return Err(ApiError::McpUnavailable("this server runs no tools".into()));
+        };
+        let mut issues = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (column, tool_alias, model_alias) in uses {
+            if !seen.insert((tool_alias.clone(), model_alias.clone())) {
+                continue;
+            }
+            let (Some(cfg), Some(model)) = (
+                compiled.tools.get(&tool_alias),
+                compiled.models.get(&model_alias),
+            ) else {
+                continue; // unknown aliases were reported by the compile step
+            };
+            if let Err(e) = hub.toolset(cfg, model, None).await {
+                if e.code == "mcp_unavailable" {
+                    return Err(ApiError::McpUnavailable(e.message));
+                }
+                issues.push(ConfigIssue {
+                    code: match e.code {
+                        "duplicate_tool_name" => codes::DUPLICATE_TOOL_NAME,
+                        "unknown_tool" => codes::UNKNOWN_TOOL,
+                        _ => codes::INVALID_TOOL_CONFIG,
+                    },
+                    column: Some(column),
+                    field: Some("tool_alias".into()),
+                    message: e.message,
+                });
+            }
+        }
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::InvalidConfig(issues))
+        }
     }
 
     /// A job visible to `owner` (`None`: any job), or `job_not_found`.
@@ -213,11 +269,12 @@ impl JobService {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
         let plan = Plan::compile(&dataset, &self.ctx, job.seed)?;
-        let models = self.models.resolve(&dataset)?;
+        let (models, tools) = self.models.resolve(&dataset)?;
         let compiled = Arc::new(CompiledJob {
             plan,
             run_config,
             models,
+            tools,
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)
@@ -243,9 +300,12 @@ impl JobService {
         &self.store
     }
 
-    /// Drops a finished job's plan from the cache.
+    /// Drops a finished job's plan from the cache, and closes its `per_job` MCP sessions.
     pub fn forget(&self, id: JobId) {
         self.plans.remove(id);
+        if let Some(t) = &self.tools {
+            t.pool().release_job(id.0);
+        }
     }
 
     /// Whether a job status means workers may still claim its records.
@@ -254,22 +314,28 @@ impl JobService {
     }
 }
 
-/// The server's model configs and provider names.
+/// The server's model and tool configs, and the provider names job configs may use.
 #[derive(Debug, Default)]
 pub struct ServerModels {
     /// Server model configs.
     pub configs: Vec<ModelConfig>,
     /// Names of the server's model providers.
     pub providers: Vec<String>,
+    /// Server tool configs.
+    pub tool_configs: Vec<ToolConfig>,
+    /// Names a tool config's `providers` may use: MCP providers and inline tools.
+    pub tool_providers: Vec<String>,
 }
 
 impl ServerModels {
-    /// The model configs a job sees: the server's, overridden by alias by the job's. A job's
-    /// model config must name a provider the server defines (providers never come with a job).
+    /// The model and tool configs a job sees: the server's, overridden by alias by the job's.
+    /// A job's configs must name providers the server defines (providers never come with a
+    /// job: they hold commands, URLs and keys).
+    #[expect(clippy::type_complexity, reason = "a pair of alias maps")]
     fn resolve(
         &self,
         dataset: &DatasetConfig,
-    ) -> Result<HashMap<String, ModelConfig>, Vec<ConfigIssue>> {
+    ) -> Result<(HashMap<String, ModelConfig>, HashMap<String, ToolConfig>), Vec<ConfigIssue>> {
         let mut issues = Vec::new();
         for (i, m) in dataset.model_configs.iter().enumerate() {
             if !self.providers.contains(&m.provider) {
@@ -289,8 +355,36 @@ impl ServerModels {
                 });
             }
         }
+        for (i, t) in dataset.tool_configs.iter().enumerate() {
+            for (j, p) in t.providers.iter().enumerate() {
+                if !self.tool_providers.contains(p) {
+                    let known = if self.tool_providers.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        self.tool_providers.join(", ")
+                    };
+                    issues.push(ConfigIssue {
+                        code: codes::INVALID_TOOL_CONFIG,
+                        column: None,
+                        field: Some(format!("tool_configs[{i}].providers[{j}]")),
+                        message: format!(
+                            "tool config '{}': provider '{p}' is not defined on the server (defined: {known})",
+                            t.tool_alias
+                        ),
+                    });
+                }
+            }
+        }
         if !issues.is_empty() {
             return Err(issues);
+        }
+        let mut tools: HashMap<String, ToolConfig> = self
+            .tool_configs
+            .iter()
+            .map(|t| (t.tool_alias.clone(), t.clone()))
+            .collect();
+        for t in &dataset.tool_configs {
+            tools.insert(t.tool_alias.clone(), t.clone());
         }
         let mut out: HashMap<String, ModelConfig> = self
             .configs
@@ -300,7 +394,7 @@ impl ServerModels {
         for m in &dataset.model_configs {
             out.insert(m.alias.clone(), m.clone());
         }
-        Ok(out)
+        Ok((out, tools))
     }
 }
 

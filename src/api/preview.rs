@@ -19,6 +19,7 @@ use crate::domain::RecordStatus;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::error::{ApiError, ErrorBody};
 use crate::generate::LlmRuntime;
+use crate::mcp::CallScope;
 use crate::state::AppState;
 
 /// The most records one preview may ask for.
@@ -85,6 +86,9 @@ pub async fn create_preview(
     };
     let req = submit_request(BodyFormat::Json, value, no_query)?;
     let v = state.jobs.validate(&req, MAX_PREVIEW_RECORDS)?;
+    state.jobs.check_tools(&v.compiled).await?;
+    // One scope per preview: its `per_job` MCP sessions live as long as the request.
+    let preview_id = uuid::Uuid::new_v4();
     // Cancelled when the client goes away (the handler future is dropped).
     let cancel = CancellationToken::new();
     let _guard = cancel.clone().drop_guard();
@@ -96,10 +100,29 @@ pub async fn create_preview(
         save_all_traces: rc.debug_override_save_all_column_traces,
         max_restarts: rc.max_conversation_restarts,
         max_corrections: rc.max_conversation_correction_steps,
+        tools: Some(&state.tools),
+        tool_configs: &v.compiled.tools,
+        scope: None,
     };
     let plan = &v.compiled.plan;
-    let runs = (0..v.num_records).map(|i| plan.generate_with(u64::from(i), &rt));
+    let pool = state.tools.pool();
+    let runs = (0..v.num_records).map(|i| {
+        let record = uuid::Uuid::new_v4();
+        let rt = LlmRuntime {
+            scope: Some(CallScope {
+                job: preview_id,
+                record,
+            }),
+            ..rt
+        };
+        async move {
+            let g = plan.generate_with(u64::from(i), &rt).await;
+            pool.release_record(record);
+            g
+        }
+    });
     let generated = futures::future::join_all(runs).await;
+    pool.release_job(preview_id);
     let records = generated
         .into_iter()
         .enumerate()

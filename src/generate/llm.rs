@@ -12,8 +12,10 @@ use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
-use crate::domain::models::ModelConfig;
+use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
+use crate::mcp::CallScope;
+use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, prompt};
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
 /// and the job's retry and trace settings.
@@ -30,6 +32,12 @@ pub struct LlmRuntime<'a> {
     pub max_restarts: u32,
     /// `run_config.max_conversation_correction_steps` (DataDesigner default 0).
     pub max_corrections: u32,
+    /// MCP and inline tools; `None` where no tools can run.
+    pub tools: Option<&'a ToolHub>,
+    /// Tool configs by alias: the server's, overridden by the job's.
+    pub tool_configs: &'a HashMap<String, ToolConfig>,
+    /// The job and record the calls are made for (picks per-job / per-record MCP sessions).
+    pub scope: Option<CallScope>,
 }
 
 /// A compiled LLM column.
@@ -133,12 +141,9 @@ impl LlmStep {
                 code: "unknown_model_alias",
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
-        if self.column.tool_alias.is_some() {
-            return Err(LlmFailure {
-                code: "not_implemented",
-                message: "tool use (tool_alias) arrives with the MCP release".into(),
-            });
-        }
+        let toolset = self.toolset(rt, model).await?;
+        let prompt_based =
+            toolset.is_some() && model.tool_call_strategy == Some(ToolCallStrategy::PromptBased);
         let mut base = Vec::with_capacity(2);
         // An empty rendered system prompt means no system message (DataDesigner).
         if let Some(s) = system.filter(|s| !s.trim().is_empty()) {
@@ -153,17 +158,56 @@ impl LlmStep {
         let mut usage = Usage::default();
         let mut requests = 0;
         let mut last_error = String::new();
+        // DataDesigner restarts from the conversation after the last tool turn: completed tool
+        // calls are not run again.
+        let mut checkpoint = (base, 0u32);
         for _restart in 0..=rt.max_restarts {
-            let mut messages = base.clone();
+            let (mut messages, mut turns) = checkpoint.clone();
             let mut corrections = 0;
             loop {
-                let resp = rt
-                    .chat
-                    .chat(model, &ChatRequest::new(messages.clone()), rt.cancel)
-                    .await?;
+                let req = request(&messages, toolset.as_ref(), prompt_based, turns);
+                let resp = rt.chat.chat(model, &req, rt.cancel).await?;
                 requests += 1;
                 add_usage(&mut usage, &resp.usage);
                 let mut msg = resp.message;
+                if prompt_based {
+                    let (text, calls) = prompt::parse_calls(&msg.text(), turns + 1);
+                    if !calls.is_empty() {
+                        msg.content = vec![ContentBlock::text(text)];
+                        msg.tool_calls = calls;
+                    }
+                }
+                if let Some(ts) = toolset.as_ref().filter(|_| !msg.tool_calls.is_empty()) {
+                    if turns > ts.max_turns {
+                        return Err(LlmFailure {
+                            code: "tool_turns_exceeded",
+                            message: format!(
+                                "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
+                                ts.max_turns
+                            ),
+                        });
+                    }
+                    turns += 1;
+                    strip_tool_turn(&mut msg);
+                    let calls = msg.tool_calls.clone();
+                    messages.push(msg);
+                    if turns > ts.max_turns {
+                        for c in &calls {
+                            messages.push(ChatMessage::tool_text(&c.id, REFUSAL_MESSAGE));
+                        }
+                    } else {
+                        // The calls of one turn run together; results go back in call order.
+                        let results = futures::future::join_all(
+                            calls.iter().map(|c| ts.execute(c, rt.scope.as_ref())),
+                        )
+                        .await;
+                        messages.extend(results.into_iter().map(|(m, _)| m));
+                    }
+                    checkpoint = (messages.clone(), turns);
+                    continue;
+                }
+                // A final answer (tool calls from a column without tools are not acted on).
+                msg.tool_calls.clear();
                 let text = msg.text().trim().to_owned();
                 msg.content = vec![ContentBlock::text(text.clone())];
                 let reasoning = msg
@@ -203,6 +247,33 @@ impl LlmStep {
                 rt.max_corrections, rt.max_restarts
             ),
         })
+    }
+
+    /// The column's tools for this generation (fetched once per generation, as DataDesigner
+    /// does; the MCP tool-list cache makes that cheap).
+    async fn toolset(
+        &self,
+        rt: &LlmRuntime<'_>,
+        model: &ModelConfig,
+    ) -> Result<Option<Toolset>, LlmFailure> {
+        let Some(alias) = &self.column.tool_alias else {
+            return Ok(None);
+        };
+        let cfg = rt.tool_configs.get(alias).ok_or_else(|| LlmFailure {
+            code: "unknown_tool_alias",
+            message: format!("tool alias '{alias}' is not defined"),
+        })?;
+        let hub = rt.tools.ok_or_else(|| LlmFailure {
+            code: "tools_unavailable",
+            message: "tools cannot run here".into(),
+        })?;
+        hub.toolset(cfg, model, rt.scope.as_ref())
+            .await
+            .map(Some)
+            .map_err(|e| LlmFailure {
+                code: e.code,
+                message: e.message,
+            })
     }
 
     fn trace(&self, rt: &LlmRuntime<'_>, messages: Vec<ChatMessage>) -> Option<Vec<ChatMessage>> {
@@ -251,6 +322,46 @@ impl LlmStep {
             }
         }
     }
+}
+
+/// The request for the next turn. Past the budget the tools stay defined (providers insist
+/// while the conversation holds tool calls) but calling them is forbidden; prompt-based models
+/// get the conversation lowered to plain text turns instead.
+fn request(
+    messages: &[ChatMessage],
+    toolset: Option<&Toolset>,
+    prompt_based: bool,
+    turns: u32,
+) -> ChatRequest {
+    let Some(ts) = toolset else {
+        return ChatRequest::new(messages.to_vec());
+    };
+    if prompt_based {
+        return ChatRequest::new(prompt::lower(messages, &ts.specs));
+    }
+    let req = ChatRequest::new(messages.to_vec()).with_tools(ts.specs.clone());
+    if turns > ts.max_turns {
+        req.forbidding_tool_calls()
+    } else {
+        req
+    }
+}
+
+/// DataDesigner's whitespace rule for a tool-call turn: content and reasoning are stripped
+/// when reasoning is present; no content becomes one empty text block.
+fn strip_tool_turn(msg: &mut ChatMessage) {
+    let text = msg.text();
+    let has_reasoning = msg
+        .reasoning_content
+        .as_deref()
+        .is_some_and(|r| !r.is_empty());
+    let text = if has_reasoning {
+        msg.reasoning_content = msg.reasoning_content.take().map(|r| r.trim().to_owned());
+        text.trim().to_owned()
+    } else {
+        text
+    };
+    msg.content = vec![ContentBlock::text(text)];
 }
 
 fn add_usage(total: &mut Usage, u: &Usage) {

@@ -159,6 +159,21 @@ impl Plan {
             .collect()
     }
 
+    /// `(column, tool_alias, model_alias)` of every LLM column that uses tools.
+    pub fn tool_uses(&self) -> Vec<(String, String, String)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                columns::StepKind::Llm(l) => l
+                    .column
+                    .tool_alias
+                    .as_ref()
+                    .map(|t| (s.name.clone(), t.clone(), l.column.model_alias.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Generates record `index`. Deterministic in (seed, index).
     ///
     /// A failed record keeps the output values generated before the failing column.

@@ -84,10 +84,12 @@ impl InlineTool {
             }
         };
         let status = resp.status();
-        let body = resp
-            .text()
-            .await
-            .map_err(|e| format!("Tool '{name}' failed: reading its answer failed ({}).", e.without_url()))?;
+        let body = resp.text().await.map_err(|e| {
+            format!(
+                "Tool '{name}' failed: reading its answer failed ({}).",
+                e.without_url()
+            )
+        })?;
         if !status.is_success() {
             outcome("http_error");
             let body: String = body.chars().take(ERROR_BODY_CHARS).collect();
@@ -104,10 +106,18 @@ impl InlineTool {
     fn headers(&self) -> Result<HeaderMap, String> {
         let mut out = HeaderMap::new();
         for (k, v) in &self.cfg.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| format!("Tool '{}' is misconfigured: bad header name.", self.cfg.name))?;
-            let mut value = HeaderValue::from_str(v.expose_secret())
-                .map_err(|_| format!("Tool '{}' is misconfigured: bad header value.", self.cfg.name))?;
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                format!(
+                    "Tool '{}' is misconfigured: bad header name.",
+                    self.cfg.name
+                )
+            })?;
+            let mut value = HeaderValue::from_str(v.expose_secret()).map_err(|_| {
+                format!(
+                    "Tool '{}' is misconfigured: bad header value.",
+                    self.cfg.name
+                )
+            })?;
             value.set_sensitive(true);
             out.insert(name, value);
         }

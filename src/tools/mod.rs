@@ -48,7 +48,12 @@ impl ToolHub {
     pub fn new(pool: McpPool, inline: &[InlineToolConfig], http: reqwest::Client) -> Self {
         let inline = inline
             .iter()
-            .map(|t| (t.name.clone(), Arc::new(InlineTool::new(t.clone(), http.clone()))))
+            .map(|t| {
+                (
+                    t.name.clone(),
+                    Arc::new(InlineTool::new(t.clone(), http.clone())),
+                )
+            })
             .collect();
         Self {
             pool,
@@ -152,7 +157,11 @@ impl ToolHub {
                         "tool config '{}': allowed tool(s) {} not found on any of its providers ({})",
                         cfg.tool_alias,
                         quoted(&missing),
-                        sources.iter().map(|(p, _)| *p).collect::<Vec<_>>().join(", ")
+                        sources
+                            .iter()
+                            .map(|(p, _)| *p)
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 });
             }
@@ -428,7 +437,10 @@ mod tests {
         let e = parse_arguments("t", "[1]").unwrap_err();
         assert!(e.contains("expected a JSON object, got an array"), "{e}");
         let e = parse_arguments("t", "{not json").unwrap_err();
-        assert!(e.starts_with("Invalid arguments for tool 't': not valid JSON"), "{e}");
+        assert!(
+            e.starts_with("Invalid arguments for tool 't': not valid JSON"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -436,7 +448,10 @@ mod tests {
         let b = vec![ContentBlock::text("Error: kaboom")];
         assert_eq!(server_error_text("t", &b), "kaboom");
         let b = vec![ContentBlock::text("Error executing tool boom: kaboom")];
-        assert_eq!(server_error_text("t", &b), "Error executing tool boom: kaboom");
+        assert_eq!(
+            server_error_text("t", &b),
+            "Error executing tool boom: kaboom"
+        );
         assert!(server_error_text("t", &[]).contains("without a message"));
     }
 }

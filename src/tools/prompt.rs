@@ -98,7 +98,11 @@ pub fn lower(messages: &[ChatMessage], specs: &[ToolSpec]) -> Vec<ChatMessage> {
                 blocks.extend(m.content.iter().cloned());
                 blocks.push(ContentBlock::text("</tool_response>"));
                 match out.last_mut() {
-                    Some(prev) if prev.role == Role::User && prev.tool_call_id.is_none() && ends_with_response(prev) => {
+                    Some(prev)
+                        if prev.role == Role::User
+                            && prev.tool_call_id.is_none()
+                            && ends_with_response(prev) =>
+                    {
                         prev.content.extend(blocks);
                     }
                     _ => out.push(ChatMessage::user_blocks(blocks)),
@@ -161,13 +165,23 @@ mod tests {
         ];
         let out = lower(&msgs, &[spec()]);
         assert_eq!(out[0].role, Role::System);
-        assert!(out[0].text().contains("<tool>{\"function\""), "{}", out[0].text());
+        assert!(
+            out[0].text().contains("<tool>{\"function\""),
+            "{}",
+            out[0].text()
+        );
         assert_eq!(out[2].role, Role::Assistant);
         assert!(out[2].tool_calls.is_empty());
-        assert!(out[2].text().contains("<tool_call>\n{\"arguments\":{\"text\":\"hi\"},\"name\":\"echo\"}\n</tool_call>")
-            || out[2].text().contains("\"name\":\"echo\""));
+        assert!(
+            out[2].text().contains(
+                "<tool_call>\n{\"arguments\":{\"text\":\"hi\"},\"name\":\"echo\"}\n</tool_call>"
+            ) || out[2].text().contains("\"name\":\"echo\"")
+        );
         assert_eq!(out.len(), 4, "two results merge into one user turn");
         assert_eq!(out[3].role, Role::User);
-        assert_eq!(out[3].text(), "<tool_response>\nhi\n</tool_response>\n<tool_response>\nthere\n</tool_response>");
+        assert_eq!(
+            out[3].text(),
+            "<tool_response>\nhi\n</tool_response>\n<tool_response>\nthere\n</tool_response>"
+        );
     }
 }

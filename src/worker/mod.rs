@@ -21,7 +21,9 @@ use crate::domain::record::{RecordError, RecordOutcome};
 use crate::generate::LlmRuntime;
 use crate::jobs::{JobService, PlanLookup};
 use crate::llm::ChatModel;
+use crate::mcp::CallScope;
 use crate::store::{ClaimedRecord, RecordResult, Store};
+use crate::tools::ToolHub;
 
 pub use writer::Finished;
 
@@ -35,6 +37,8 @@ pub(crate) struct Inner {
     pub(crate) jobs: JobService,
     /// Answers LLM columns; shared by every record so provider limits hold across jobs.
     pub(crate) llm: Arc<dyn ChatModel>,
+    /// MCP and inline tools, shared by every record (one MCP session pool per process).
+    pub(crate) tools: Option<ToolHub>,
     pub(crate) cfg: WorkersConfig,
     /// Lease owner name of this replica.
     pub(crate) owner: String,
@@ -63,6 +67,7 @@ impl WorkerPool {
         store: Arc<dyn Store>,
         jobs: JobService,
         llm: Arc<dyn ChatModel>,
+        tools: Option<ToolHub>,
         cfg: WorkersConfig,
         owner: String,
         wake: Arc<Notify>,
@@ -72,6 +77,7 @@ impl WorkerPool {
                 store,
                 jobs,
                 llm,
+                tools,
                 cfg,
                 owner,
                 in_flight: Mutex::new(HashSet::new()),
@@ -212,8 +218,17 @@ async fn run_record(
                     save_all_traces: rc.debug_override_save_all_column_traces,
                     max_restarts: rc.max_conversation_restarts,
                     max_corrections: rc.max_conversation_correction_steps,
+                    tools: inner.tools.as_ref(),
+                    tool_configs: &compiled.tools,
+                    scope: Some(CallScope {
+                        job: rec.job_id.0,
+                        record: rec.id.0,
+                    }),
                 };
                 let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
+                if let Some(t) = &inner.tools {
+                    t.pool().release_record(rec.id.0);
+                }
                 (g.outcome, g.traces, g.usage)
             }
             Ok(PlanLookup::Invalid(issues)) => (

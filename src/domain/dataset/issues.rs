@@ -33,8 +33,13 @@ pub mod codes {
     pub const UNKNOWN_TOOL_ALIAS: &str = "unknown_tool_alias";
     /// A job model config is malformed, out of range or a duplicate alias.
     pub const INVALID_MODEL_CONFIG: &str = "invalid_model_config";
-    /// A job tool config is malformed, out of range or a duplicate alias.
+    /// A job tool config is malformed, out of range or a duplicate alias; or it names a
+    /// provider the server does not define, or none its model may use.
     pub const INVALID_TOOL_CONFIG: &str = "invalid_tool_config";
+    /// Two providers of one tool config list a tool of the same name.
+    pub const DUPLICATE_TOOL_NAME: &str = "duplicate_tool_name";
+    /// A tool config's `allow_tools` names a tool none of its providers has.
+    pub const UNKNOWN_TOOL: &str = "unknown_tool";
     /// `seed_config` or a `seed-dataset` column is inconsistent with the seed rows.
     pub const INVALID_SEED_CONFIG: &str = "invalid_seed_config";
     /// A seed source other than inline rows.
@@ -100,7 +105,15 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::INVALID_TOOL_CONFIG,
-        "a job tool config is malformed, out of range, or repeats an alias",
+        "a tool config is malformed, out of range, repeats an alias, names a provider the server does not define, or none its model may use",
+    ),
+    (
+        codes::DUPLICATE_TOOL_NAME,
+        "two providers of one tool config list a tool of the same name",
+    ),
+    (
+        codes::UNKNOWN_TOOL,
+        "a tool config's allow_tools names a tool none of its providers has",
     ),
     (
         codes::INVALID_SEED_CONFIG,
