@@ -213,7 +213,7 @@ impl JobService {
             ) else {
                 continue; // unknown aliases were reported by the compile step
             };
-            if let Err(e) = hub.toolset(cfg, model, None).await {
+            if let Err(e) = hub.toolset(cfg, Some(model), None).await {
                 if e.code == "mcp_unavailable" {
                     return Err(ApiError::McpUnavailable(e.message));
                 }

@@ -53,7 +53,9 @@ pub async fn healthz() -> Json<HealthResponse> {
 
 /// Readiness
 ///
-/// `200` when the database answers within 2 s, else `503` with what failed.
+/// `200` when the database answers within 2 s, else `503` with what failed. `checks.mcp`
+/// reports each MCP provider's state (`idle`, `connecting`, `connected`, `unavailable`)
+/// without affecting readiness.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
         (status = 200, description = "Ready", body = HealthResponse),
@@ -74,6 +76,21 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthRe
         "database".into(),
         Value::String(db.err().unwrap_or_else(|| "ok".into())),
     );
+    // Reported, not gating: jobs without tools still run while an MCP server is away, and
+    // records that need it get `Error:` tool results instead of waiting.
+    let providers = state.tools.pool().status();
+    if !providers.is_empty() {
+        let mcp: Map<String, Value> = providers
+            .into_iter()
+            .map(|p| {
+                (
+                    p.name.clone(),
+                    serde_json::to_value(p.state).unwrap_or(Value::Null),
+                )
+            })
+            .collect();
+        checks.insert("mcp".into(), Value::Object(mcp));
+    }
     let status = if ready {
         StatusCode::OK
     } else {

@@ -48,7 +48,8 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         (status = 409, description = "Idempotency-Key reused for another request (`idempotency_key_reused`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type (`unsupported_media_type`)", body = ErrorBody),
-        (status = 422, description = "Invalid request or config; the code names the problem (`num_records_out_of_range`, `unknown_column_type`, `dependency_cycle`, `unknown_reference`, ...) and `details` lists every problem", body = ErrorBody),
+        (status = 422, description = "Invalid request or config; the code names the problem (`num_records_out_of_range`, `unknown_column_type`, `dependency_cycle`, `unknown_reference`, `duplicate_tool_name`, `unknown_tool`, ...) and `details` lists every problem", body = ErrorBody),
+        (status = 503, description = "The database, or an MCP provider whose tools the job's columns use, is unreachable (`service_unavailable`, `mcp_unavailable`); retry later", body = ErrorBody),
     )
 )]
 pub async fn create_job(

@@ -9,6 +9,7 @@ mod jobs;
 pub mod openapi;
 mod preview;
 mod records;
+mod tools;
 
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(events::router())
         .merge(preview::router())
         .merge(health::router())
+        .merge(tools::router())
 }
 
 /// The application router with its middleware.

@@ -67,6 +67,7 @@ pub struct PreviewRecord {
         (status = 200, description = "The generated records", body = PreviewResponse),
         (status = 400, description = "Malformed JSON (`invalid_json`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range` above 10, config codes)", body = ErrorBody),
+        (status = 503, description = "An MCP provider whose tools the columns use is unreachable (`mcp_unavailable`)", body = ErrorBody),
     )
 )]
 pub async fn create_preview(

@@ -267,7 +267,7 @@ impl LlmStep {
             code: "tools_unavailable",
             message: "tools cannot run here".into(),
         })?;
-        hub.toolset(cfg, model, rt.scope.as_ref())
+        hub.toolset(cfg, Some(model), rt.scope.as_ref())
             .await
             .map(Some)
             .map_err(|e| LlmFailure {

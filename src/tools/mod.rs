@@ -75,37 +75,45 @@ impl ToolHub {
     /// The providers `model` may use out of `cfg.providers`: LlamaFarm's `mcp_servers` access
     /// list (absent = all, `[]` = none) filters MCP providers; inline tools are not servers
     /// and are never filtered.
-    fn providers_for<'c>(&self, cfg: &'c ToolConfig, model: &ModelConfig) -> Vec<&'c str> {
+    fn providers_for<'c>(&self, cfg: &'c ToolConfig, model: Option<&ModelConfig>) -> Vec<&'c str> {
         cfg.providers
             .iter()
             .map(String::as_str)
             .filter(|p| {
                 self.inline.contains_key(*p)
                     || model
-                        .mcp_servers
-                        .as_ref()
+                        .and_then(|m| m.mcp_servers.as_ref())
                         .is_none_or(|allowed| allowed.iter().any(|a| a == p))
             })
             .collect()
     }
 
-    /// Resolves `cfg` for `model`: lists each provider's tools (cached), checks duplicates and
-    /// the allow list, and returns what the model is offered and where each call goes.
+    /// Resolves `cfg` for `model` (`None`: no `mcp_servers` restriction): lists each
+    /// provider's tools (cached), checks duplicates and the allow list, and returns what the
+    /// model is offered and where each call goes.
     pub async fn toolset(
         &self,
         cfg: &ToolConfig,
-        model: &ModelConfig,
+        model: Option<&ModelConfig>,
         scope: Option<&CallScope>,
     ) -> Result<Toolset, ToolsetError> {
         let providers = self.providers_for(cfg, model);
-        if providers.is_empty() && !cfg.providers.is_empty() {
+        if let Some(model) = model
+            && providers.is_empty()
+            && !cfg.providers.is_empty()
+        {
+            let allowed = model.mcp_servers.as_deref().unwrap_or_default();
             return Err(ToolsetError {
                 code: "invalid_tool_config",
                 message: format!(
                     "model '{}' may not use any provider of tool config '{}' (its mcp_servers list allows: {})",
                     model.alias,
                     cfg.tool_alias,
-                    model.mcp_servers.as_deref().unwrap_or_default().join(", ")
+                    if allowed.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        allowed.join(", ")
+                    }
                 ),
             });
         }
@@ -361,6 +369,20 @@ impl Toolset {
             }
             Route::Inline(t) => t.call(args, self.timeout).await,
         }
+    }
+
+    /// Each offered tool with the provider (or inline tool) that serves it, in offer order.
+    pub fn describe(&self) -> Vec<(&ToolSpec, &str)> {
+        self.specs
+            .iter()
+            .map(|s| {
+                let source = match self.routes.get(&s.name) {
+                    Some(Route::Mcp { provider, .. }) => provider.as_str(),
+                    _ => "inline",
+                };
+                (s, source)
+            })
+            .collect()
     }
 
     fn available(&self) -> String {

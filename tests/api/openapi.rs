@@ -25,6 +25,7 @@ fn every_operation_is_documented() {
         "/v1/records/{id}",
         "/v1/records/{id}/trace",
         "/v1/preview",
+        "/v1/tools",
         "/healthz",
         "/readyz",
         "/metrics",
