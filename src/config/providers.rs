@@ -149,6 +149,9 @@ pub enum SessionScope {
 pub struct InlineToolConfig {
     /// Tool name shown to the model.
     pub name: String,
+    /// LlamaFarm's `type`; only `function` exists.
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
     /// Description shown to the model.
     #[serde(default)]
     pub description: String,
@@ -280,6 +283,19 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         if !t.parameters.is_object() {
             out.push(format!(
                 "config key `tools[{i}].parameters`: must be a JSON Schema object"
+            ));
+        } else if let Err(e) = jsonschema::validator_for(&t.parameters) {
+            out.push(format!(
+                "config key `tools[{i}].parameters`: is not a valid JSON Schema: {e}"
+            ));
+        }
+        if t.kind.as_deref().is_some_and(|k| k != "function") {
+            out.push(format!("config key `tools[{i}].type`: must be `function`"));
+        }
+        if mcp.contains(t.name.as_str()) {
+            out.push(format!(
+                "config key `tools[{i}].name`: '{}' is also an MCP provider name; tool configs could not tell them apart",
+                t.name
             ));
         }
     }
