@@ -286,6 +286,8 @@ mod tests {
             assistant_turns: 0,
             has_tools: false,
             last_is_tool_result: false,
+            last_tool_text: String::new(),
+            tools_forbidden: false,
             all_text: String::new(),
         };
         assert_eq!(default_text(&v), format!("mock reply: {}", "x".repeat(60)));

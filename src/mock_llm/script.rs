@@ -84,6 +84,11 @@ pub struct When {
     pub has_tools: Option<bool>,
     /// Whether the last message is a tool result.
     pub last_is_tool_result: Option<bool>,
+    /// Substring of the tool results that end the conversation (e.g. `Error:` or the
+    /// refusal text).
+    pub tool_result_contains: Option<String>,
+    /// Whether `tool_choice` forbids tool calls.
+    pub tools_forbidden: Option<bool>,
 }
 
 /// The wire protocol of a request.
@@ -205,6 +210,11 @@ impl When {
             && self
                 .last_is_tool_result
                 .is_none_or(|b| b == v.last_is_tool_result)
+            && self
+                .tool_result_contains
+                .as_ref()
+                .is_none_or(|s| v.last_tool_text.contains(s.as_str()))
+            && self.tools_forbidden.is_none_or(|b| b == v.tools_forbidden)
     }
 }
 
@@ -250,6 +260,8 @@ mod tests {
             assistant_turns: 1,
             has_tools: true,
             last_is_tool_result: true,
+            last_tool_text: "Error: boom".into(),
+            tools_forbidden: true,
             all_text: String::new(),
         };
         let when = |j| serde_json::from_value::<When>(j).unwrap();
@@ -263,6 +275,8 @@ mod tests {
             .matches(&v)
         );
         assert!(!when(json!({"model": "x"})).matches(&v));
+        assert!(when(json!({"tool_result_contains": "Error:", "tools_forbidden": true})).matches(&v));
+        assert!(!when(json!({"tool_result_contains": "refused"})).matches(&v));
         assert!(!when(json!({"api": "anthropic"})).matches(&v));
         assert!(!when(json!({"assistant_turns": 0})).matches(&v));
         assert!(!when(json!({"has_tools": false})).matches(&v));

@@ -22,6 +22,11 @@ pub struct View {
     pub has_tools: bool,
     /// The last message is a tool result.
     pub last_is_tool_result: bool,
+    /// Text of the tool results at the end of the conversation (empty when it does not end
+    /// with tool results).
+    pub last_tool_text: String,
+    /// `tool_choice` forbids tool calls (`"none"`, or Anthropic's `{"type": "none"}`).
+    pub tools_forbidden: bool,
     /// All text of the request (system, messages, tool results), for `<response_schema>`
     /// lookup and token counts.
     pub all_text: String,
@@ -98,8 +103,27 @@ impl View {
             Api::Openai => role(m) == "tool",
             Api::Anthropic => role(m) == "user" && is_tool_result_message(m),
         });
+        let mut trailing = Vec::new();
+        for m in messages.iter().rev() {
+            let is_result = match api {
+                Api::Openai => role(m) == "tool",
+                Api::Anthropic => role(m) == "user" && is_tool_result_message(m),
+            };
+            if !is_result {
+                break;
+            }
+            trailing.push(m.get("content").map(text_of).unwrap_or_default());
+        }
+        trailing.reverse();
+        let tools_forbidden = match body.get("tool_choice") {
+            Some(Value::String(s)) => s == "none",
+            Some(o) => o.get("type").and_then(Value::as_str) == Some("none"),
+            None => false,
+        };
         Self {
             api,
+            last_tool_text: trailing.join("\n"),
+            tools_forbidden,
             model: body
                 .get("model")
                 .and_then(Value::as_str)

@@ -230,7 +230,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 19);
+        assert_eq!(seen.len(), 21);
     }
 
     #[test]
