@@ -28,6 +28,7 @@ pub mod error;
 pub mod generate;
 pub mod jobs;
 pub mod llm;
+pub mod mcp;
 pub mod metrics;
 pub mod mock_llm;
 pub mod shutdown;
