@@ -30,6 +30,7 @@ pub mod jobs;
 pub mod llm;
 pub mod metrics;
 pub mod mock_llm;
+pub mod mock_mcp;
 pub mod shutdown;
 pub mod state;
 pub mod store;
