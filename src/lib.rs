@@ -31,6 +31,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub mod mock_llm;
+pub mod mock_mcp;
 pub mod shutdown;
 pub mod state;
 pub mod store;
