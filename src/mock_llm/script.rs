@@ -275,7 +275,9 @@ mod tests {
             .matches(&v)
         );
         assert!(!when(json!({"model": "x"})).matches(&v));
-        assert!(when(json!({"tool_result_contains": "Error:", "tools_forbidden": true})).matches(&v));
+        assert!(
+            when(json!({"tool_result_contains": "Error:", "tools_forbidden": true})).matches(&v)
+        );
         assert!(!when(json!({"tool_result_contains": "refused"})).matches(&v));
         assert!(!when(json!({"api": "anthropic"})).matches(&v));
         assert!(!when(json!({"assistant_turns": 0})).matches(&v));
