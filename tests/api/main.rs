@@ -8,6 +8,7 @@ mod jobs;
 mod llm_client;
 mod llm_jobs;
 mod mcp_sse;
+mod mcp_support;
 mod openapi;
 mod restart;
 mod store;

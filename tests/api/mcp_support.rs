@@ -1,0 +1,167 @@
+//! Shared set-up for the MCP tests: the `mock-mcp` test double as a stdio provider with an
+//! events file, and a gateway wired to it and to the scripted mock LLM.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use synthgate::config::Config;
+use synthgate::mock_llm::{MockLlm, Script};
+
+use crate::db::Backend;
+use crate::helpers::{TestApp, spawn_app_with};
+
+/// The `mock-mcp` binary cargo built for this test run.
+pub const MOCK_MCP: &str = env!("CARGO_BIN_EXE_mock-mcp");
+
+/// The events file `mock-mcp` appends to (`init <pid>`, `list <pid>`, `call <pid> <tool>`,
+/// `cancel <pid> slow`), in a temp dir that lives as long as this value.
+pub struct Events {
+    _dir: tempfile::TempDir,
+    pub path: PathBuf,
+}
+
+impl Events {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.log");
+        Self { _dir: dir, path }
+    }
+
+    pub fn lines(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.path)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Lines whose first word is `kind` (`init`, `list`, `call`, `cancel`).
+    pub fn count(&self, kind: &str) -> usize {
+        self.lines()
+            .iter()
+            .filter(|l| l.split(' ').next() == Some(kind))
+            .count()
+    }
+
+    /// Calls of `tool`.
+    pub fn calls(&self, tool: &str) -> usize {
+        self.lines()
+            .iter()
+            .filter(|l| l.starts_with("call ") && l.ends_with(&format!(" {tool}")))
+            .count()
+    }
+
+    /// Pids of the server processes that answered `initialize`, oldest first.
+    pub fn pids(&self) -> Vec<u32> {
+        self.lines()
+            .iter()
+            .filter_map(|l| l.strip_prefix("init "))
+            .filter_map(|p| p.trim().parse().ok())
+            .collect()
+    }
+}
+
+/// A stdio provider running `mock-mcp` with its events going to `events`.
+pub fn mock_mcp_stdio(name: &str, events: &Path) -> Value {
+    json!({
+        "name": name,
+        "provider_type": "stdio",
+        "command": MOCK_MCP,
+        "args": ["stdio"],
+        "env": {"MOCK_MCP_EVENTS": events.to_str().unwrap()},
+    })
+}
+
+/// A gateway with the mock LLM (model alias `writer`, OpenAI protocol), the given MCP
+/// providers and tool configs, then `tweak`.
+pub async fn app_with_tools(
+    backend: Backend,
+    script: Value,
+    providers: Vec<Value>,
+    tool_configs: Vec<Value>,
+    tweak: impl FnOnce(&mut Config),
+) -> (TestApp, MockLlm) {
+    let script: Script = serde_json::from_value(script).unwrap();
+    let mock = MockLlm::start(script).await.unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.llm.retry_base_delay_ms = 10;
+        c.model_providers =
+            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
+        c.model_configs = vec![
+            serde_json::from_value(json!({"alias": "writer", "model": "mock-writer",
+                "provider": "mock", "inference_parameters": {"max_parallel_requests": 256}}))
+            .unwrap(),
+        ];
+        c.mcp_providers = providers
+            .into_iter()
+            .map(|p| serde_json::from_value(p).unwrap())
+            .collect();
+        c.tool_configs = tool_configs
+            .into_iter()
+            .map(|t| serde_json::from_value(t).unwrap())
+            .collect();
+        tweak(c);
+    })
+    .await;
+    (app, mock)
+}
+
+/// A job config: one sampler and one `llm-text` column `answer` using `tool_alias`, with its
+/// full trace kept.
+pub fn tool_job(tool_alias: &str, num_records: u32) -> Value {
+    json!({"num_records": num_records, "config": {"columns": [
+        {"name": "n", "column_type": "sampler", "sampler_type": "uniform",
+         "params": {"low": 0, "high": 100}},
+        {"name": "answer", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Use the tools for {{ n }}.", "tool_alias": tool_alias,
+         "with_trace": "all_messages"}
+    ]}})
+}
+
+/// The `answer` trace of record `id`.
+pub async fn answer_trace(app: &TestApp, record_id: &str) -> Vec<Value> {
+    let (status, t) = app
+        .get(&format!("/v1/records/{record_id}/trace?column=answer"))
+        .await;
+    assert_eq!(status, 200, "{t}");
+    t["traces"][0]["messages"].as_array().unwrap().clone()
+}
+
+/// Submits and waits; returns the finished job.
+pub async fn run_job(app: &TestApp, job: &Value, timeout: Duration) -> Value {
+    let (status, body) = app.create_job(job).await;
+    assert_eq!(status, 202, "{body}");
+    app.wait_for_job(body["id"].as_str().unwrap(), timeout)
+        .await
+}
+
+#[tokio::test]
+async fn smoke_a_tool_call_reaches_mock_mcp_and_comes_back() {
+    let events = Events::new();
+    let (app, _mock) = app_with_tools(
+        Backend::Sqlite,
+        json!({"rules": [
+            {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
+            {"when": {"has_tools": true}, "reply": {"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}}
+        ]}),
+        vec![mock_mcp_stdio("mock", &events.path)],
+        vec![json!({"tool_alias": "t", "providers": ["mock"]})],
+        |_| {},
+    )
+    .await;
+    let done = run_job(&app, &tool_job("t", 3), Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let records = app.all_records(done["id"].as_str().unwrap()).await;
+    assert_eq!(records[0]["values"]["answer"], "done");
+    let trace = answer_trace(&app, records[0]["id"].as_str().unwrap()).await;
+    assert_eq!(
+        trace[1]["tool_calls"][0]["function"]["name"], "echo",
+        "{trace:?}"
+    );
+    assert_eq!(trace[2]["content"][0]["text"], "hi", "{trace:?}");
+    assert_eq!(events.count("init"), 1);
+    assert_eq!(events.calls("echo"), 3);
+    app.stop().await;
+}
