@@ -162,6 +162,7 @@ async fn smoke_a_tool_call_reaches_mock_mcp_and_comes_back() {
     );
     assert_eq!(trace[2]["content"][0]["text"], "hi", "{trace:?}");
     assert_eq!(events.count("init"), 1);
+    assert_eq!(events.pids().len(), 1);
     assert_eq!(events.calls("echo"), 3);
     app.stop().await;
 }
