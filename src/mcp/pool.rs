@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
+use tracing::Instrument;
 use futures::future::{BoxFuture, Shared};
 use rmcp::RoleClient;
 use rmcp::model::CallToolResponse;
@@ -167,9 +168,12 @@ impl Provider {
             cache: self.cache.clone(),
         };
         let started = Instant::now();
+        // A root span: the session outlives the request that happened to open it, and rmcp's
+        // background task would otherwise log under that request's span forever.
+        let span = tracing::info_span!(parent: None, "mcp_session", mcp.provider = %self.name);
         let last = loop {
             let attempt = tokio::select! {
-                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, handler.clone(), &self.tasks)) => r,
+                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, handler.clone(), &self.tasks).instrument(span.clone())) => r,
                 () = self.closing.cancelled() => return Err(self.abandon(key, id, McpError::ShuttingDown)),
             };
             let message = match attempt {
