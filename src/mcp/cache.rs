@@ -89,6 +89,8 @@ pub(crate) enum Source {
     Hit,
     /// A fetch (started here or joined).
     Fetched,
+    /// The fetch failed and the last list (past its TTL) was used instead.
+    Stale,
 }
 
 impl ToolCache {
@@ -145,6 +147,14 @@ impl ToolCache {
                 s.entry = Some((list.clone(), Instant::now()));
             }
         }
+        // Stale-if-error: a list past its TTL beats no tools while the server is away (calls
+        // then fail with `Error:` results, or succeed once it is back). A `list_changed`
+        // notice clears the entry, so a list known to be wrong is never served.
+        if result.is_err()
+            && let Some((list, _)) = &s.entry
+        {
+            return (Ok(list.clone()), Source::Stale);
+        }
         (result, Source::Fetched)
     }
 }
@@ -195,6 +205,22 @@ mod tests {
         let (_, src) = cache.get(|| counting(&n)).await;
         assert_eq!(src, Source::Fetched);
         assert_eq!(n.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn an_expired_list_is_served_when_the_refresh_fails() {
+        let cache = ToolCache::new(Duration::from_millis(10));
+        let n = Arc::new(AtomicU32::new(0));
+        cache.get(|| counting(&n)).await.0.unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let failing = || async { Err(McpError::ShuttingDown) }.boxed();
+        let (r, src) = cache.get(failing).await;
+        assert!(r.is_ok());
+        assert_eq!(src, Source::Stale);
+        cache.invalidate();
+        let (r, src) = cache.get(failing).await;
+        assert!(r.is_err(), "nothing stale survives list_changed");
+        assert_eq!(src, Source::Fetched);
     }
 
     #[tokio::test]

@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
-use tracing::Instrument;
 use futures::future::{BoxFuture, Shared};
 use rmcp::RoleClient;
 use rmcp::model::CallToolResponse;
@@ -17,6 +16,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 use uuid::Uuid;
 
 use super::cache::{Source, ToolCache, ToolList};
@@ -292,6 +292,10 @@ impl Provider {
         let metric = match source {
             Source::Hit => m::MCP_CACHE_HITS,
             Source::Fetched => m::MCP_CACHE_MISSES,
+            Source::Stale => {
+                tracing::warn!(mcp.provider = %self.name, "tools/list failed; using the previous list");
+                m::MCP_CACHE_MISSES
+            }
         };
         metrics::counter!(metric, "provider" => self.label()).increment(1);
         result
@@ -517,6 +521,14 @@ impl McpPool {
         scope: Option<&CallScope>,
     ) -> Result<Arc<ToolList>, McpError> {
         let p = self.provider(provider)?;
+        if scope.is_none() && p.cfg.session_scope != SessionScope::Shared {
+            // Listing outside a job (submit checks, GET /v1/tools) for a provider that does not
+            // share sessions: a throwaway session, closed once the list is cached.
+            let temp = Uuid::new_v4();
+            let result = p.tools(Key::Record(temp)).await;
+            self.release_record(temp);
+            return result;
+        }
         p.tools(p.key(scope)).await
     }
 
