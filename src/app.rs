@@ -11,6 +11,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::auth::ApiKeys;
 use crate::config::Config;
 use crate::generate::PlanContext;
 use crate::jobs::{JobService, ServerModels};
@@ -93,6 +94,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         McpPool::new(&config.mcp_providers, tools_http.clone()),
         &config.tools,
         tools_http,
+        config.limits.max_tool_result_chars,
     );
     let llm = Arc::new(
         LlmClient::new(&config.model_providers, config.llm.retry_policy())
@@ -122,8 +124,16 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         wake,
     );
 
+    let keys = ApiKeys::load(&config.auth, |v| std::env::var(v).ok())?;
+    if keys.enabled() {
+        tracing::info!(
+            keys = config.auth.api_keys.len(),
+            "authentication on for /v1 routes"
+        );
+    }
     let shutdown = CancellationToken::new();
     let state = AppState {
+        keys,
         store: store.clone(),
         llm: llm.clone(),
         tools: tools.clone(),

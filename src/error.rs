@@ -74,6 +74,15 @@ pub enum ApiError {
     /// checked; retry later.
     #[error("{0}")]
     McpUnavailable(String),
+    /// No or an unknown API key on a `/v1` route while authentication is on.
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The key may not use a model or tool alias the job names.
+    #[error("{0}")]
+    Forbidden(String),
+    /// The key already has `limits.max_jobs_in_flight_per_key` jobs queued or running.
+    #[error("{0}")]
+    TooManyJobs(String),
     /// A bug or an unexpected failure; details are in the log only.
     #[error("internal error")]
     Internal(String),
@@ -98,6 +107,9 @@ impl ApiError {
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
             Self::Unavailable(_) | Self::McpUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::TooManyJobs(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -124,6 +136,9 @@ impl ApiError {
             Self::Timeout => "request_timeout",
             Self::Unavailable(_) => "service_unavailable",
             Self::McpUnavailable(_) => "mcp_unavailable",
+            Self::Unauthorized(_) => "unauthorized",
+            Self::Forbidden(_) => "alias_not_allowed",
+            Self::TooManyJobs(_) => "too_many_jobs",
             Self::Internal(_) => "internal",
         }
     }
@@ -221,6 +236,12 @@ impl IntoResponse for ApiError {
             },
         };
         let mut resp = (status, Json(body)).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            resp.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
         resp.extensions_mut().insert(LoggedError {
             code: self.code(),
             cause,

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::Notify;
 
+use crate::auth::Caller;
 use crate::config::LimitsConfig;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
 use crate::domain::models::{ModelConfig, ToolConfig};
@@ -116,8 +117,22 @@ impl JobService {
 
     /// Validates fully, then inserts the job and its records. Returns the job and whether it
     /// was created (`false`: an earlier request with the same idempotency key made it).
-    pub async fn submit(&self, req: SubmitRequest) -> Result<(JobRow, bool), ApiError> {
+    pub async fn submit(
+        &self,
+        mut req: SubmitRequest,
+        caller: &Caller,
+    ) -> Result<(JobRow, bool), ApiError> {
+        req.owner = caller.owner().map(str::to_owned);
         let v = self.validate(&req, self.limits.max_num_records)?;
+        check_caller(&v.compiled, caller)?;
+        if let Some(max) = self.limits.max_jobs_in_flight_per_key {
+            let live = self.store.count_live_jobs(req.owner.as_deref()).await?;
+            if live >= u64::from(max) {
+                return Err(ApiError::TooManyJobs(format!(
+                    "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {max}); wait for one to finish"
+                )));
+            }
+        }
         self.check_tools(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
         let num_records = v.num_records;
@@ -295,6 +310,11 @@ impl JobService {
         })
     }
 
+    /// The configured limits.
+    pub fn limits(&self) -> &LimitsConfig {
+        &self.limits
+    }
+
     /// The store this service writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store
@@ -312,6 +332,26 @@ impl JobService {
     pub fn is_claimable(status: JobStatus) -> bool {
         matches!(status, JobStatus::Queued | JobStatus::Running)
     }
+}
+
+/// Checks the caller's per-key allow lists against every model and tool alias the job's LLM
+/// columns use (`403 alias_not_allowed`).
+pub fn check_caller(compiled: &CompiledJob, caller: &Caller) -> Result<(), ApiError> {
+    for (column, model, tool) in compiled.plan.llm_aliases() {
+        if !caller.may_use_model(&model) {
+            return Err(ApiError::Forbidden(format!(
+                "column '{column}': this API key may not use model alias '{model}'"
+            )));
+        }
+        if let Some(tool) = tool
+            && !caller.may_use_tools(&tool)
+        {
+            return Err(ApiError::Forbidden(format!(
+                "column '{column}': this API key may not use tool alias '{tool}'"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The server's model and tool configs, and the provider names job configs may use.

@@ -21,6 +21,7 @@
 
 pub mod api;
 pub mod app;
+pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod domain;

@@ -15,6 +15,8 @@ pub struct AppState {
     pub store: Arc<dyn Store>,
     /// Answers LLM columns (preview runs them in the request).
     pub llm: Arc<dyn crate::llm::ChatModel>,
+    /// API keys (empty: authentication off).
+    pub keys: crate::auth::ApiKeys,
     /// MCP and inline tools (one session pool per process).
     pub tools: crate::tools::ToolHub,
     /// Submit and cancel; compiled plans.

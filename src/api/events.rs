@@ -19,6 +19,7 @@ use utoipa_axum::routes;
 use super::dto::{Counts, JobResponse, ProgressEvent, RecordEvent};
 use super::extract::{self, ApiPath};
 use super::jobs::render_job;
+use crate::auth::Caller;
 use crate::domain::JobId;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -50,10 +51,11 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 )]
 pub async fn job_events(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, None).await?;
+    let job = state.jobs.get(id, caller.owner()).await?;
     let since = state.store.now().await? - MARGIN;
     let st = Follow {
         state,

@@ -10,6 +10,7 @@ use utoipa_axum::routes;
 
 use super::dto::{CreateJobQuery, CreateJobRequest, JobListResponse, JobResponse, ListJobsQuery};
 use super::extract::{self, ApiPath, ApiQuery, BodyFormat};
+use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::SubmitRequest;
 use crate::state::AppState;
@@ -46,14 +47,17 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         (status = 200, description = "Same Idempotency-Key and body as an earlier request: that job", body = JobResponse),
         (status = 400, description = "Malformed JSON or YAML (`invalid_json`, `invalid_yaml`)", body = ErrorBody),
         (status = 409, description = "Idempotency-Key reused for another request (`idempotency_key_reused`)", body = ErrorBody),
+        (status = 403, description = "The API key may not use a model or tool alias the job names (`alias_not_allowed`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
         (status = 415, description = "Unsupported Content-Type (`unsupported_media_type`)", body = ErrorBody),
+        (status = 429, description = "The API key has `limits.max_jobs_in_flight_per_key` jobs queued or running (`too_many_jobs`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config; the code names the problem (`num_records_out_of_range`, `unknown_column_type`, `dependency_cycle`, `unknown_reference`, `duplicate_tool_name`, `unknown_tool`, ...) and `details` lists every problem", body = ErrorBody),
         (status = 503, description = "The database, or an MCP provider whose tools the job's columns use, is unreachable (`service_unavailable`, `mcp_unavailable`); retry later", body = ErrorBody),
     )
 )]
 pub async fn create_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(query): ApiQuery<CreateJobQuery>,
     headers: HeaderMap,
     body: Bytes,
@@ -78,7 +82,7 @@ pub async fn create_job(
     }
     let mut req = submit_request(format, value, query)?;
     req.idempotency_key = idempotency_key;
-    let (job, created) = state.jobs.submit(req).await?;
+    let (job, created) = state.jobs.submit(req, &caller).await?;
     let status = if created {
         StatusCode::ACCEPTED
     } else {
@@ -183,6 +187,7 @@ fn saturate(negative: bool) -> i64 {
 )]
 pub async fn list_jobs(
     State(state): State<AppState>,
+    caller: Caller,
     ApiQuery(q): ApiQuery<ListJobsQuery>,
 ) -> Result<Json<JobListResponse>, ApiError> {
     let limit = page_limit(q.limit, 20, state.config.limits.max_page_size)?;
@@ -192,7 +197,10 @@ pub async fn list_jobs(
         })?),
         None => None,
     };
-    let rows = state.store.list_jobs(None, before, limit + 1).await?;
+    let rows = state
+        .store
+        .list_jobs(caller.owner(), before, limit + 1)
+        .await?;
     let more = rows.len() > limit as usize;
     let mut jobs = Vec::with_capacity(rows.len().min(limit as usize));
     for row in rows.into_iter().take(limit as usize) {
@@ -221,10 +229,11 @@ pub async fn list_jobs(
 )]
 pub async fn get_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, None).await?;
+    let job = state.jobs.get(id, caller.owner()).await?;
     Ok(Json(render_job(&state, job).await?))
 }
 
@@ -244,10 +253,11 @@ pub async fn get_job(
 )]
 pub async fn cancel_job(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.cancel(id, None).await?;
+    let job = state.jobs.cancel(id, caller.owner()).await?;
     Ok(Json(render_job(&state, job).await?))
 }
 

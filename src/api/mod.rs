@@ -45,6 +45,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
 /// The application router with its middleware.
 pub fn router(state: AppState) -> Router {
     let (routes, spec) = openapi_router().split_for_parts();
+    let spec = openapi::with_auth(spec);
     let docs = if state.config.server.docs {
         Router::new().merge(SwaggerUi::new("/docs").url("/openapi.json", spec))
     } else {
@@ -59,11 +60,13 @@ pub fn router(state: AppState) -> Router {
     };
     let timeout = Duration::from_secs(state.config.server.request_timeout_sec);
     let body_limit = state.config.server.max_body_bytes;
+    let keys = state.keys.clone();
     routes
         .merge(docs)
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(timeout, request_timeout))
+        .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(body_limit, error_envelope))
         .layer(

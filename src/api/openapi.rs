@@ -26,7 +26,64 @@ pub struct ApiDoc;
 
 /// The full spec, as served at `/openapi.json`.
 pub fn spec() -> utoipa::openapi::OpenApi {
-    super::openapi_router().split_for_parts().1
+    with_auth(super::openapi_router().split_for_parts().1)
+}
+
+/// Adds what every `/v1` operation shares: the optional bearer key (`security: [{bearer: []},
+/// {}]`, since authentication depends on the server config) and its `401 unauthorized`.
+pub(crate) fn with_auth(mut spec: utoipa::openapi::OpenApi) -> utoipa::openapi::OpenApi {
+    use utoipa::openapi::security::{
+        HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+    };
+    use utoipa::openapi::{RefOr, ResponseBuilder, content::ContentBuilder};
+
+    let components = spec.components.get_or_insert_with(Default::default);
+    components.add_security_scheme(
+        "bearer",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "An API key from the server config's `auth.api_keys`, when authentication is on",
+                ))
+                .build(),
+        ),
+    );
+    let unauthorized = ResponseBuilder::new()
+        .description("Authentication is on and the API key is missing or unknown (`unauthorized`)")
+        .content(
+            "application/json",
+            ContentBuilder::new()
+                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                    "ErrorBody",
+                ))))
+                .build(),
+        )
+        .build();
+    for (path, item) in spec.paths.paths.iter_mut() {
+        if !path.starts_with("/v1/") {
+            continue;
+        }
+        for op in [
+            &mut item.get,
+            &mut item.post,
+            &mut item.put,
+            &mut item.delete,
+            &mut item.patch,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            op.security = Some(vec![
+                SecurityRequirement::new("bearer", Vec::<String>::new()),
+                SecurityRequirement::default(),
+            ]);
+            op.responses
+                .responses
+                .insert("401".into(), RefOr::T(unauthorized.clone()));
+        }
+    }
+    spec
 }
 
 /// The spec as YAML, exactly as committed in `openapi.yaml`.

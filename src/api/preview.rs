@@ -15,6 +15,7 @@ use utoipa_axum::routes;
 use super::dto::{ColumnTrace, CreateJobQuery, CreateJobRequest};
 use super::extract::{self, BodyFormat};
 use super::jobs::submit_request;
+use crate::auth::Caller;
 use crate::domain::RecordStatus;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::error::{ApiError, ErrorBody};
@@ -66,12 +67,14 @@ pub struct PreviewRecord {
     responses(
         (status = 200, description = "The generated records", body = PreviewResponse),
         (status = 400, description = "Malformed JSON (`invalid_json`)", body = ErrorBody),
+        (status = 403, description = "The API key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range` above 10, config codes)", body = ErrorBody),
         (status = 503, description = "An MCP provider whose tools the columns use is unreachable (`mcp_unavailable`)", body = ErrorBody),
     )
 )]
 pub async fn create_preview(
     State(state): State<AppState>,
+    caller: Caller,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<PreviewResponse>, ApiError> {
@@ -87,6 +90,7 @@ pub async fn create_preview(
     };
     let req = submit_request(BodyFormat::Json, value, no_query)?;
     let v = state.jobs.validate(&req, MAX_PREVIEW_RECORDS)?;
+    crate::jobs::check_caller(&v.compiled, &caller)?;
     state.jobs.check_tools(&v.compiled).await?;
     // One scope per preview: its `per_job` MCP sessions live as long as the request.
     let preview_id = uuid::Uuid::new_v4();
@@ -102,6 +106,7 @@ pub async fn create_preview(
         max_restarts: rc.max_conversation_restarts,
         max_corrections: rc.max_conversation_correction_steps,
         tools: Some(&state.tools),
+        max_prompt_chars: state.config.limits.max_prompt_chars,
         tool_configs: &v.compiled.tools,
         scope: None,
     };

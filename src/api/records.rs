@@ -20,6 +20,7 @@ use super::dto::{
 };
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
+use crate::auth::Caller;
 use crate::domain::{JobId, RecordStatus};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
@@ -64,11 +65,12 @@ pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
 )]
 pub async fn list_job_records(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListRecordsQuery>,
 ) -> Result<Response, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, None).await?;
+    let job = state.jobs.get(id, caller.owner()).await?;
     let format = q.format.unwrap_or_default();
     let traces = q.include_traces == Some(true);
     if format != RecordsFormat::Json
@@ -156,20 +158,22 @@ pub async fn list_job_records(
 )]
 pub async fn get_record(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<RecordResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    Ok(Json(load_record(&state, id).await?.into()))
+    Ok(Json(load_record(&state, &caller, id).await?.into()))
 }
 
 /// A record visible to the caller, or `record_not_found`.
 async fn load_record(
     state: &AppState,
+    caller: &Caller,
     id: crate::domain::RecordId,
 ) -> Result<crate::store::RecordRow, ApiError> {
     state
         .store
-        .get_record(id, None)
+        .get_record(id, caller.owner())
         .await?
         .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))
 }
@@ -190,11 +194,12 @@ async fn load_record(
 )]
 pub async fn get_record_trace(
     State(state): State<AppState>,
+    caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<TraceQuery>,
 ) -> Result<Json<TraceResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    load_record(&state, id).await?;
+    load_record(&state, &caller, id).await?;
     let rows = state.store.get_traces(id, q.column.as_deref()).await?;
     if let Some(column) = &q.column
         && rows.is_empty()

@@ -170,6 +170,15 @@ pub struct LimitsConfig {
     pub max_num_records: u32,
     /// Largest `limit` of one page of records or jobs.
     pub max_page_size: u32,
+    /// Jobs one API key (or, with auth off, everyone) may have queued or running; absent =
+    /// unbounded.
+    pub max_jobs_in_flight_per_key: Option<u32>,
+    /// Longest rendered prompt (system + user) sent to a model, in characters; a longer one
+    /// fails the record with `prompt_too_large` instead of costing tokens.
+    pub max_prompt_chars: usize,
+    /// Longest tool result (text) handed back to a model, in characters; longer ones are cut
+    /// with a marker saying how much was dropped.
+    pub max_tool_result_chars: usize,
 }
 
 impl Default for LimitsConfig {
@@ -177,6 +186,9 @@ impl Default for LimitsConfig {
         Self {
             max_num_records: 1_000_000,
             max_page_size: 1000,
+            max_jobs_in_flight_per_key: Some(100),
+            max_prompt_chars: 400_000,
+            max_tool_result_chars: 100_000,
         }
     }
 }
@@ -188,6 +200,15 @@ impl LimitsConfig {
         }
         if self.max_page_size == 0 {
             out.push("config key `limits.max_page_size`: must be at least 1".into());
+        }
+        if self.max_jobs_in_flight_per_key == Some(0) {
+            out.push("config key `limits.max_jobs_in_flight_per_key`: must be at least 1".into());
+        }
+        if self.max_prompt_chars == 0 {
+            out.push("config key `limits.max_prompt_chars`: must be at least 1".into());
+        }
+        if self.max_tool_result_chars < 100 {
+            out.push("config key `limits.max_tool_result_chars`: must be at least 100".into());
         }
     }
 }
@@ -212,6 +233,12 @@ pub struct ApiKeyConfig {
     /// The key itself (use `${env:VAR}` rather than a literal).
     #[serde(default)]
     pub key: Option<SecretString>,
+    /// Model aliases this key's jobs may use; absent = all.
+    #[serde(default)]
+    pub allow_models: Option<Vec<String>>,
+    /// Tool aliases this key's jobs may use; absent = all.
+    #[serde(default)]
+    pub allow_tools: Option<Vec<String>>,
 }
 
 impl AuthConfig {

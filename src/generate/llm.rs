@@ -38,6 +38,8 @@ pub struct LlmRuntime<'a> {
     pub tool_configs: &'a HashMap<String, ToolConfig>,
     /// The job and record the calls are made for (picks per-job / per-record MCP sessions).
     pub scope: Option<CallScope>,
+    /// `limits.max_prompt_chars`: longest rendered system + user prompt.
+    pub max_prompt_chars: usize,
 }
 
 /// A compiled LLM column.
@@ -141,6 +143,21 @@ impl LlmStep {
                 code: "unknown_model_alias",
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
+        let prompt_chars = system.as_deref().map_or(0, |s| s.chars().count())
+            + user.chars().count()
+            + self
+                .instructions
+                .as_deref()
+                .map_or(0, |s| s.chars().count());
+        if prompt_chars > rt.max_prompt_chars {
+            return Err(LlmFailure {
+                code: "prompt_too_large",
+                message: format!(
+                    "the rendered prompt has {prompt_chars} characters, more than limits.max_prompt_chars ({})",
+                    rt.max_prompt_chars
+                ),
+            });
+        }
         let toolset = self.toolset(rt, model).await?;
         let prompt_based =
             toolset.is_some() && model.tool_call_strategy == Some(ToolCallStrategy::PromptBased);

@@ -161,14 +161,22 @@ impl Plan {
 
     /// `(column, tool_alias, model_alias)` of every LLM column that uses tools.
     pub fn tool_uses(&self) -> Vec<(String, String, String)> {
+        self.llm_aliases()
+            .into_iter()
+            .filter_map(|(c, m, t)| t.map(|t| (c, t, m)))
+            .collect()
+    }
+
+    /// `(column, model_alias, tool_alias)` of every LLM column.
+    pub fn llm_aliases(&self) -> Vec<(String, String, Option<String>)> {
         self.steps
             .iter()
             .filter_map(|s| match &s.kind {
-                columns::StepKind::Llm(l) => l
-                    .column
-                    .tool_alias
-                    .as_ref()
-                    .map(|t| (s.name.clone(), t.clone(), l.column.model_alias.clone())),
+                columns::StepKind::Llm(l) => Some((
+                    s.name.clone(),
+                    l.column.model_alias.clone(),
+                    l.column.tool_alias.clone(),
+                )),
                 _ => None,
             })
             .collect()

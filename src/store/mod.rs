@@ -312,6 +312,9 @@ pub trait Store: Send + Sync + 'static {
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
 
+    /// Jobs of `owner` (`None`: jobs without an owner) that are queued, running or cancelling.
+    async fn count_live_jobs(&self, owner: Option<&str>) -> Result<u64, StoreError>;
+
     /// Closes the connection pool.
     async fn close(&self);
 }

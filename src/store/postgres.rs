@@ -400,6 +400,17 @@ impl Store for PgStore {
         Ok(ids.into_iter().map(JobId).collect())
     }
 
+    async fn count_live_jobs(&self, owner: Option<&str>) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar(
+            "select count(*) from jobs where status in ('queued', 'running', 'cancelling') \
+             and owner is not distinct from $1",
+        )
+        .bind(owner)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     async fn close(&self) {
         self.pool.close().await;
     }

@@ -31,6 +31,8 @@ pub const REFUSAL_MESSAGE: &str = "Tool call refused: You have reached the maxim
 pub struct ToolHub {
     pool: McpPool,
     inline: Arc<HashMap<String, Arc<InlineTool>>>,
+    /// `limits.max_tool_result_chars`.
+    max_result_chars: usize,
 }
 
 /// Why a tool config cannot be used with a model: a config error, reported at submit time.
@@ -45,7 +47,12 @@ pub struct ToolsetError {
 
 impl ToolHub {
     /// A hub over the shared pool and the server's inline tools.
-    pub fn new(pool: McpPool, inline: &[InlineToolConfig], http: reqwest::Client) -> Self {
+    pub fn new(
+        pool: McpPool,
+        inline: &[InlineToolConfig],
+        http: reqwest::Client,
+        max_result_chars: usize,
+    ) -> Self {
         let inline = inline
             .iter()
             .map(|t| {
@@ -58,6 +65,7 @@ impl ToolHub {
         Self {
             pool,
             inline: Arc::new(inline),
+            max_result_chars,
         }
     }
 
@@ -219,6 +227,7 @@ impl ToolHub {
             hidden,
             timeout: cfg.timeout_sec.map(Duration::from_secs_f64),
             max_turns: cfg.max_tool_call_turns,
+            max_result_chars: self.max_result_chars,
             pool: self.pool.clone(),
         })
     }
@@ -267,6 +276,7 @@ pub struct Toolset {
     timeout: Option<Duration>,
     /// `max_tool_call_turns`.
     pub max_turns: u32,
+    max_result_chars: usize,
     pool: McpPool,
 }
 
@@ -288,7 +298,10 @@ impl Toolset {
         scope: Option<&CallScope>,
     ) -> (ChatMessage, CallOutcome) {
         match self.run(call, scope).await {
-            Ok(content) => (ChatMessage::tool(&call.id, content), CallOutcome::Ok),
+            Ok(content) => (
+                ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
+                CallOutcome::Ok,
+            ),
             Err(message) => {
                 tracing::debug!(tool = %call.function.name, error = %message, "tool call answered with an error");
                 (
@@ -415,6 +428,39 @@ fn parse_arguments(name: &str, raw: &str) -> Result<Map<String, Value>, String> 
     }
 }
 
+/// Cuts the text of a tool result to `max` characters in all, keeping its beginning and every
+/// image, and says how much was dropped, so the model knows the result is partial (a silently
+/// cut JSON document would just look broken).
+fn cap_text(mut blocks: Vec<ContentBlock>, max: usize) -> Vec<ContentBlock> {
+    let total: usize = blocks
+        .iter()
+        .map(|b| match b {
+            ContentBlock::Text { text } => text.chars().count(),
+            ContentBlock::ImageUrl { .. } => 0,
+        })
+        .sum();
+    if total <= max {
+        return blocks;
+    }
+    let mut left = max;
+    for b in &mut blocks {
+        if let ContentBlock::Text { text } = b {
+            let n = text.chars().count();
+            if n > left {
+                let cut = text.char_indices().nth(left).map_or(text.len(), |(i, _)| i);
+                text.truncate(cut);
+            }
+            left = left.saturating_sub(n);
+        }
+    }
+    blocks.retain(|b| !matches!(b, ContentBlock::Text { text } if text.is_empty()));
+    blocks.push(ContentBlock::text(format!(
+        "[tool result truncated: {} of {total} characters omitted (limits.max_tool_result_chars = {max})]",
+        total - max
+    )));
+    blocks
+}
+
 fn kind(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -463,6 +509,27 @@ mod tests {
             e.starts_with("Invalid arguments for tool 't': not valid JSON"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn long_results_are_cut_with_a_marker_and_images_kept() {
+        let blocks = vec![
+            ContentBlock::text("a".repeat(80)),
+            ContentBlock::image_url("data:image/png;base64,x"),
+            ContentBlock::text("é".repeat(50)),
+        ];
+        let out = cap_text(blocks.clone(), 100);
+        assert_eq!(out.len(), 4);
+        assert_eq!(out[0], ContentBlock::text("a".repeat(80)));
+        assert_eq!(out[1], ContentBlock::image_url("data:image/png;base64,x"));
+        assert_eq!(out[2], ContentBlock::text("é".repeat(20)));
+        assert_eq!(
+            out[3],
+            ContentBlock::text(
+                "[tool result truncated: 30 of 130 characters omitted (limits.max_tool_result_chars = 100)]"
+            )
+        );
+        assert_eq!(cap_text(blocks.clone(), 130), blocks);
     }
 
     #[test]

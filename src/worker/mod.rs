@@ -219,6 +219,7 @@ async fn run_record(
                     max_restarts: rc.max_conversation_restarts,
                     max_corrections: rc.max_conversation_correction_steps,
                     tools: inner.tools.as_ref(),
+                    max_prompt_chars: inner.jobs.limits().max_prompt_chars,
                     tool_configs: &compiled.tools,
                     scope: Some(CallScope {
                         job: rec.job_id.0,

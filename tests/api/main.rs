@@ -1,5 +1,6 @@
 //! The integration test binary: the real service over HTTP, on SQLite and Postgres.
 
+mod auth;
 mod config_cli;
 mod db;
 mod errors;
