@@ -12,4 +12,5 @@ mod mcp_sse;
 mod mcp_support;
 mod openapi;
 mod restart;
+mod secrets;
 mod store;
