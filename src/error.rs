@@ -13,6 +13,10 @@ use utoipa::ToSchema;
 use crate::domain::dataset::ConfigIssue;
 use crate::store::StoreError;
 
+/// Most problems listed in `details`: a config with thousands of errors gets a readable
+/// answer of bounded size, not megabytes.
+const MAX_DETAILS: usize = 100;
+
 /// Everything a request can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -150,17 +154,30 @@ impl ApiError {
 
     fn details(&self) -> Option<Vec<ErrorDetail>> {
         match self {
-            Self::InvalidConfig(issues) => Some(
-                issues
+            Self::InvalidConfig(issues) => {
+                let mut out: Vec<ErrorDetail> = issues
                     .iter()
+                    .take(MAX_DETAILS)
                     .map(|i| ErrorDetail {
                         code: i.code.to_owned(),
                         column: i.column.clone(),
                         field: i.field.clone(),
                         message: i.message.clone(),
                     })
-                    .collect(),
-            ),
+                    .collect();
+                if issues.len() > MAX_DETAILS {
+                    out.push(ErrorDetail {
+                        code: "more_issues".into(),
+                        column: None,
+                        field: None,
+                        message: format!(
+                            "{} more problems are not listed; fix these first",
+                            issues.len() - MAX_DETAILS
+                        ),
+                    });
+                }
+                Some(out)
+            }
             _ => None,
         }
     }

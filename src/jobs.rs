@@ -186,6 +186,9 @@ impl JobService {
             .seed
             .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
         let plan = Plan::compile(&dataset, &self.ctx, seed).map_err(ApiError::InvalidConfig)?;
+        if let Some(issue) = plan.probe() {
+            return Err(ApiError::InvalidConfig(vec![issue]));
+        }
         let (models, tools) = self
             .models
             .resolve(&dataset)

@@ -18,6 +18,9 @@ use crate::domain::dataset::{
     REASONING_CONTENT_POSTFIX, TRACE_POSTFIX, TraceType, codes,
 };
 
+/// Unknown references past this many problems get no "did you mean" hint.
+const MAX_HINTED_ISSUES: usize = 50;
+
 /// Names, slots and templates shared while compiling the columns.
 struct Compiler<'c> {
     columns: Vec<&'c ColumnConfig>,
@@ -270,8 +273,13 @@ impl<'c> Compiler<'c> {
         deps: &mut Vec<usize>,
     ) -> Option<usize> {
         let Some(&slot) = self.slots.get(name) else {
-            let known = self.slots.keys().map(String::as_str);
-            let close = close_names(name, known);
+            // Suggestions cost a distance per known name; past a few dozen problems nobody reads
+            // them, and a config of thousands of bad references must not cost seconds.
+            let close = if self.issues.len() < MAX_HINTED_ISSUES {
+                close_names(name, self.slots.keys().map(String::as_str))
+            } else {
+                Vec::new()
+            };
             let hint = if close.is_empty() {
                 String::new()
             } else {

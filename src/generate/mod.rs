@@ -182,6 +182,32 @@ impl Plan {
             .collect()
     }
 
+    /// Generates record 0 without LLM columns and reports a template that exhausts its
+    /// rendering budget (fuel, output size, `range` length). Such a template fails every
+    /// record whatever the data, so it is a config error (`422 invalid_template`) rather than
+    /// a job of failed records. Other render errors may depend on the record and are left to
+    /// generation. Costs one record (bounded by the fuel) per submit.
+    pub fn probe(&self) -> Option<ConfigIssue> {
+        let RecordOutcome::Failed { error, .. } = self.generate(0) else {
+            return None;
+        };
+        let message = error
+            .message
+            .split_once(": ")
+            .map_or(error.message.as_str(), |(_, m)| m);
+        message
+            .starts_with(template::BUDGET_EXCEEDED)
+            .then(|| ConfigIssue {
+                code: crate::domain::dataset::codes::INVALID_TEMPLATE,
+                column: error.column.clone(),
+                field: None,
+                message: format!(
+                    "column '{}': the template cannot be rendered within its budget ({message})",
+                    error.column.as_deref().unwrap_or_default()
+                ),
+            })
+    }
+
     /// Generates record `index`. Deterministic in (seed, index).
     ///
     /// A failed record keeps the output values generated before the failing column.

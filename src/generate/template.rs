@@ -24,6 +24,11 @@ use serde_json::Value;
 /// fits) yet small enough that an adversarial template stops within tens of milliseconds.
 pub const TEMPLATE_FUEL: u64 = 2_000_000;
 
+/// Prefix of render errors caused by the template itself exhausting a budget (fuel, output
+/// size, `range` length, recursion depth) rather than by a record's data: the submit-time probe turns those
+/// into `422 invalid_template`.
+pub(crate) const BUDGET_EXCEEDED: &str = "rendering budget exceeded";
+
 /// Largest rendered text accepted, in bytes (DataDesigner's `MAX_RENDERED_LEN`).
 pub const MAX_RENDERED_LEN: usize = 512_000;
 
@@ -77,10 +82,20 @@ impl Templates {
     /// Renders template `name` against a record context (see [`RecordContext::into_value`]).
     pub(crate) fn render(&self, name: &str, ctx: &minijinja::Value) -> Result<String, String> {
         let tmpl = self.env.get_template(name).map_err(|e| e.to_string())?;
-        let out = tmpl.render(ctx.clone()).map_err(|e| e.to_string())?;
+        let out = tmpl.render(ctx.clone()).map_err(|e| {
+            let text = e.to_string();
+            let budget = e.kind() == minijinja::ErrorKind::OutOfFuel
+                || text.contains("range has too many elements")
+                || text.contains("recursion limit exceeded");
+            if budget {
+                format!("{BUDGET_EXCEEDED}: {e}")
+            } else {
+                e.to_string()
+            }
+        })?;
         if out.len() > MAX_RENDERED_LEN {
             return Err(format!(
-                "rendered text is {} bytes, more than the {MAX_RENDERED_LEN} allowed",
+                "{BUDGET_EXCEEDED}: rendered text is {} bytes, more than the {MAX_RENDERED_LEN} allowed",
                 out.len()
             ));
         }

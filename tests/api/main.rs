@@ -4,6 +4,7 @@ mod auth;
 mod config_cli;
 mod db;
 mod errors;
+mod fuzz;
 mod helpers;
 mod jobs;
 mod llm_client;
