@@ -273,16 +273,6 @@ impl Provider {
         }
     }
 
-    /// Like [`Self::evict`] for a live session that is no longer needed.
-    fn release_slot(&self, key: Key, session: &Arc<Session>) {
-        let mut slots = self.slots.lock().expect("slots lock");
-        if matches!(slots.get(&key), Some(Slot::Ready(s)) if Arc::ptr_eq(s, session)) {
-            slots.remove(&key);
-            drop(slots);
-            self.retire(session.clone(), false);
-        }
-    }
-
     /// Closes a session off the caller's path; `dead` marks the next connect a reconnect.
     fn retire(&self, session: Arc<Session>, dead: bool) {
         if dead {
@@ -320,12 +310,6 @@ impl Provider {
             match tokio::time::timeout(timeout, session.peer.list_all_tools()).await {
                 Ok(Ok(tools)) => {
                     tracing::debug!(mcp.provider = %self.name, tools = tools.len(), "tools listed");
-                    if key == Key::Shared && self.cfg.session_scope != SessionScope::Shared {
-                        // A listing with no job or record (the submit-time check, `/v1/tools`)
-                        // of a per-job/per-record provider: no call will ever use this
-                        // session, so close it instead of keeping the process until shutdown.
-                        self.release_slot(key, &session);
-                    }
                     return Ok(Arc::new(ToolList::from_rmcp(&self.name, tools)));
                 }
                 Ok(Err(e)) if is_dead(&e) || session.is_dead() => {
