@@ -143,21 +143,7 @@ impl LlmStep {
                 code: "unknown_model_alias",
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
-        let prompt_chars = system.as_deref().map_or(0, |s| s.chars().count())
-            + user.chars().count()
-            + self
-                .instructions
-                .as_deref()
-                .map_or(0, |s| s.chars().count());
-        if prompt_chars > rt.max_prompt_chars {
-            return Err(LlmFailure {
-                code: "prompt_too_large",
-                message: format!(
-                    "the rendered prompt has {prompt_chars} characters, more than limits.max_prompt_chars ({})",
-                    rt.max_prompt_chars
-                ),
-            });
-        }
+        self.check_prompt_size(rt, system.as_deref(), &user)?;
         let toolset = self.toolset(rt, model).await?;
         let prompt_based =
             toolset.is_some() && model.tool_call_strategy == Some(ToolCallStrategy::PromptBased);
@@ -195,31 +181,7 @@ impl LlmStep {
                     }
                 }
                 if let Some(ts) = toolset.as_ref().filter(|_| !msg.tool_calls.is_empty()) {
-                    if turns > ts.max_turns {
-                        return Err(LlmFailure {
-                            code: "tool_turns_exceeded",
-                            message: format!(
-                                "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
-                                ts.max_turns
-                            ),
-                        });
-                    }
-                    turns += 1;
-                    strip_tool_turn(&mut msg);
-                    let calls = msg.tool_calls.clone();
-                    messages.push(msg);
-                    if turns > ts.max_turns {
-                        for c in &calls {
-                            messages.push(ChatMessage::tool_text(&c.id, REFUSAL_MESSAGE));
-                        }
-                    } else {
-                        // The calls of one turn run together; results go back in call order.
-                        let results = futures::future::join_all(
-                            calls.iter().map(|c| ts.execute(c, rt.scope.as_ref())),
-                        )
-                        .await;
-                        messages.extend(results.into_iter().map(|(m, _)| m));
-                    }
+                    turns = tool_turn(ts, rt, msg, &mut messages, turns).await?;
                     checkpoint = (messages.clone(), turns);
                     continue;
                 }
@@ -264,6 +226,32 @@ impl LlmStep {
                 rt.max_corrections, rt.max_restarts
             ),
         })
+    }
+
+    /// Fails the column before any token is spent when the rendered prompt is over
+    /// `limits.max_prompt_chars`.
+    fn check_prompt_size(
+        &self,
+        rt: &LlmRuntime<'_>,
+        system: Option<&str>,
+        user: &str,
+    ) -> Result<(), LlmFailure> {
+        let chars = system.map_or(0, |s| s.chars().count())
+            + user.chars().count()
+            + self
+                .instructions
+                .as_deref()
+                .map_or(0, |s| s.chars().count());
+        if chars > rt.max_prompt_chars {
+            return Err(LlmFailure {
+                code: "prompt_too_large",
+                message: format!(
+                    "the rendered prompt has {chars} characters, more than limits.max_prompt_chars ({})",
+                    rt.max_prompt_chars
+                ),
+            });
+        }
+        Ok(())
     }
 
     /// The column's tools for this generation (fetched once per generation, as DataDesigner
@@ -339,6 +327,41 @@ impl LlmStep {
             }
         }
     }
+}
+
+/// Answers one model response that holds tool calls: runs them together (results in call
+/// order), or, past the budget, refuses each; a model still calling tools after that fails
+/// the column. Returns the new turn count.
+async fn tool_turn(
+    ts: &Toolset,
+    rt: &LlmRuntime<'_>,
+    mut msg: ChatMessage,
+    messages: &mut Vec<ChatMessage>,
+    turns: u32,
+) -> Result<u32, LlmFailure> {
+    if turns > ts.max_turns {
+        return Err(LlmFailure {
+            code: "tool_turns_exceeded",
+            message: format!(
+                "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
+                ts.max_turns
+            ),
+        });
+    }
+    let turns = turns + 1;
+    strip_tool_turn(&mut msg);
+    let calls = msg.tool_calls.clone();
+    messages.push(msg);
+    if turns > ts.max_turns {
+        for c in &calls {
+            messages.push(ChatMessage::tool_text(&c.id, REFUSAL_MESSAGE));
+        }
+    } else {
+        let results =
+            futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref()))).await;
+        messages.extend(results.into_iter().map(|(m, _)| m));
+    }
+    Ok(turns)
 }
 
 /// The request for the next turn. Past the budget the tools stay defined (providers insist
