@@ -1,5 +1,11 @@
-//! LLM columns: render the prompts, ask the model, parse the answer by column type, and keep
-//! the conversation as the column's trace.
+//! LLM columns: render the prompts, ask the model, run the tool calls it asks for, parse the
+//! answer by column type, and keep the conversation as the column's trace.
+//!
+//! The tool loop is DataDesigner 0.9.7's: a turn is one response with tool calls; its calls run
+//! together and their results return in call order; past `max_tool_call_turns` each call gets
+//! the refusal text. Unlike DataDesigner, the model is then asked once more with tool calls
+//! forbidden and a model that still calls tools fails the column (DataDesigner refuses forever),
+//! and tool failures reach the model as `Error:` results (see [`crate::tools`]).
 //!
 //! Follows DataDesigner 0.9.7: structured, judge and code columns are prompt-based (format
 //! instructions appended to the user prompt; no `response_format`); a parse failure first

@@ -1,4 +1,4 @@
-//! Generating one record: the column DAG, samplers, Jinja rendering and (later) LLM columns.
+//! Generating one record: the column DAG, samplers, Jinja rendering and LLM columns (with tools).
 //!
 //! [`Plan::compile`] validates a parsed [`DatasetConfig`] completely (issue codes in
 //! [`crate::domain::dataset::ISSUE_CODES`]) and compiles it once per job: templates parsed
@@ -60,7 +60,7 @@ pub const RECORD_ERROR_CODES: &[(&str, &str, &str)] = &[
     (
         columns::errors::NOT_IMPLEMENTED,
         "llm",
-        "LLM columns are validated but not generated in this version",
+        "an LLM column met outside a generation with an LLM runtime (an internal error, never a job's)",
     ),
 ];
 
