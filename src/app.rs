@@ -85,9 +85,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             .chain(config.tools.iter().map(|t| t.name.clone()))
             .collect(),
     };
-    // No client-wide timeout: SSE sessions are long-lived streams; each call has its own.
+    // No client-wide timeout: SSE sessions are long-lived streams; each call has its own. No
+    // redirects: reqwest keeps custom headers (which may hold MCP or inline-tool secrets) on a
+    // redirect to another origin.
     let tools_http = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the MCP HTTP client")?;
     let tools = ToolHub::new(
