@@ -140,18 +140,27 @@ pub async fn run_job(app: &TestApp, job: &Value, timeout: Duration) -> Value {
 #[tokio::test]
 async fn smoke_a_tool_call_reaches_mock_mcp_and_comes_back() {
     let events = Events::new();
-    let (app, _mock) = app_with_tools(
+    // Three tools per tools/list page: the gateway must follow the cursors.
+    let mut provider = mock_mcp_stdio("mock", &events.path);
+    provider["env"]["MOCK_MCP_PAGE_SIZE"] = json!("3");
+    let (app, mock) = app_with_tools(
         Backend::Sqlite,
         json!({"rules": [
             {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
             {"when": {"has_tools": true}, "reply": {"tool_calls": [{"name": "echo", "arguments": {"text": "hi"}}]}}
         ]}),
-        vec![mock_mcp_stdio("mock", &events.path)],
+        vec![provider],
         vec![json!({"tool_alias": "t", "providers": ["mock"]})],
         |_| {},
     )
     .await;
     let done = run_job(&app, &tool_job("t", 3), Duration::from_secs(30)).await;
+    let offered = mock.requests()[0].body["tools"].as_array().unwrap().len();
+    assert!(
+        offered >= 11,
+        "every page was read: {offered} tools offered"
+    );
+    assert!(events.count("list") >= 4, "one tools/list request per page");
     assert_eq!(done["status"], "completed", "{done}");
     let records = app.all_records(done["id"].as_str().unwrap()).await;
     assert_eq!(records[0]["values"]["answer"], "done");
