@@ -396,7 +396,9 @@ impl Provider {
             ProviderState::Connected
         } else if connecting {
             ProviderState::Connecting
-        } else if retry_in_ms.is_some() {
+        } else if retry_in_ms.is_some() || h.last_error.is_some() {
+            // Still unavailable once the cooldown is over: the last connect failed, and only a
+            // successful one (which clears `last_error`) makes the provider anything else.
             ProviderState::Unavailable
         } else {
             ProviderState::Idle

@@ -9,6 +9,7 @@ mod helpers;
 mod jobs;
 mod llm_client;
 mod llm_jobs;
+mod mcp_config;
 mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;

@@ -1,12 +1,9 @@
 //! The legacy HTTP+SSE MCP client transport against a real third-party server: the official MCP
 //! Python SDK serving tests/mcp/sse_server.py.
 //!
-//! The interpreter comes from `$SYNTHGATE_TEST_PYTHON` (scripts/test sets it to a venv built
-//! from scripts/requirements-test.txt). Without it, a `python3` that can import `mcp` is used;
-//! failing that the tests print why and pass without running, so a bare `cargo test` on a
-//! machine without Python still works.
+//! The server and its interpreter come from [`crate::mcp_support::spawn_sse_server`]: without a
+//! Python that has the MCP SDK the tests print why and pass without running.
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
@@ -15,75 +12,11 @@ use rmcp::service::{RunningService, ServiceError};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use synthgate::mcp::sse::{SseClientTransport, SseTransportError};
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
 
-/// Generous: the Python server spends about a second importing the SDK, more on a busy machine.
-const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::mcp_support::{SseServer, spawn_sse_server};
+
 /// Every MCP await is bounded, so a transport bug fails the test instead of hanging it.
 const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A running tests/mcp/sse_server.py, killed when dropped.
-struct SseServer {
-    child: Child,
-    /// The SSE URL the server printed on its first stdout line.
-    url: String,
-    /// Kept open so a later print cannot fail with a broken pipe.
-    _stdout: Lines<BufReader<ChildStdout>>,
-}
-
-/// The interpreter to run the server with, or `None` (after saying why) to skip the test.
-fn python() -> Option<String> {
-    if let Ok(python) = std::env::var("SYNTHGATE_TEST_PYTHON") {
-        return Some(python);
-    }
-    let importable = std::process::Command::new("python3")
-        .args(["-c", "import mcp.server.mcpserver"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if importable {
-        return Some("python3".into());
-    }
-    eprintln!(
-        "skipping: SYNTHGATE_TEST_PYTHON is unset and python3 cannot import mcp 2.x \
-         (run scripts/test, or pip install -r scripts/requirements-test.txt)"
-    );
-    None
-}
-
-/// Starts the server on a free port, requiring `token` as a bearer token when given.
-async fn spawn_server(token: Option<&str>) -> Option<SseServer> {
-    let python = python()?;
-    let mut command = Command::new(python);
-    command
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/mcp/sse_server.py"
-        ))
-        .arg("0")
-        .env_remove("SSE_SERVER_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    if let Some(token) = token {
-        command.env("SSE_SERVER_TOKEN", token);
-    }
-    let mut child = command.spawn().expect("start the Python SSE server");
-    let mut stdout = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    let url = tokio::time::timeout(STARTUP_TIMEOUT, stdout.next_line())
-        .await
-        .expect("the server prints its URL in time")
-        .expect("read the server's stdout")
-        .expect("the server printed its URL before exiting");
-    Some(SseServer {
-        child,
-        url,
-        _stdout: stdout,
-    })
-}
 
 /// The test's HTTP client, built apart from `connect` so connect latency excludes building it.
 fn http_client() -> reqwest::Client {
@@ -125,7 +58,7 @@ fn text_of(result: &CallToolResult) -> &str {
 
 #[tokio::test]
 async fn tools_work_over_the_legacy_sse_transport() {
-    let Some(server) = spawn_server(None).await else {
+    let Some(server) = spawn_sse_server(None).await else {
         return;
     };
     let http = http_client();
@@ -212,7 +145,7 @@ async fn tools_work_over_the_legacy_sse_transport() {
 
 #[tokio::test]
 async fn the_bearer_token_goes_on_the_stream_and_every_post() {
-    let Some(server) = spawn_server(Some("t0ken")).await else {
+    let Some(server) = spawn_sse_server(Some("t0ken")).await else {
         return;
     };
 
@@ -243,7 +176,7 @@ async fn the_bearer_token_goes_on_the_stream_and_every_post() {
 
 #[tokio::test]
 async fn a_dead_server_fails_calls_instead_of_hanging_them() {
-    let Some(mut server) = spawn_server(None).await else {
+    let Some(mut server) = spawn_sse_server(None).await else {
         return;
     };
     let transport = connect(&server, http_client(), HeaderMap::new())

@@ -175,3 +175,85 @@ async fn smoke_a_tool_call_reaches_mock_mcp_and_comes_back() {
     assert_eq!(events.calls("echo"), 3);
     app.stop().await;
 }
+
+// --- Python MCP servers: the interpreter and tests/mcp/sse_server.py ----------------------
+//
+// The interpreter comes from `$SYNTHGATE_TEST_PYTHON` (scripts/test sets it to a venv built
+// from scripts/requirements-test.txt). Without it, a `python3` that can import what the test
+// needs is used; failing that the tests print why and pass without running, so a bare
+// `cargo test` on a machine without Python still works.
+
+/// Generous: the Python server spends about a second importing the SDK, more on a busy machine.
+const SSE_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The interpreter for the official MCP SDK, or `None` (after saying why) to skip the test.
+pub fn python() -> Option<String> {
+    python_with("mcp.server.mcpserver")
+}
+
+/// The interpreter for a test that imports `module` (a dotted name), or `None` (after saying
+/// why) to skip the test.
+pub fn python_with(module: &str) -> Option<String> {
+    if let Ok(python) = std::env::var("SYNTHGATE_TEST_PYTHON") {
+        return Some(python);
+    }
+    let importable = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if importable {
+        return Some("python3".into());
+    }
+    eprintln!(
+        "skipping: SYNTHGATE_TEST_PYTHON is unset and python3 cannot import {module} \
+         (run scripts/test, or pip install -r scripts/requirements-test.txt)"
+    );
+    None
+}
+
+/// A running tests/mcp/sse_server.py, killed when dropped.
+pub struct SseServer {
+    pub child: tokio::process::Child,
+    /// The SSE URL the server printed on its first stdout line.
+    pub url: String,
+    /// Kept open so a later print cannot fail with a broken pipe.
+    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+/// Starts tests/mcp/sse_server.py on a free port, requiring `token` as a bearer token when
+/// given; `None` when no Python with the MCP SDK is available.
+pub async fn spawn_sse_server(token: Option<&str>) -> Option<SseServer> {
+    use tokio::io::AsyncBufReadExt;
+
+    let python = python()?;
+    let mut command = tokio::process::Command::new(python);
+    command
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/mcp/sse_server.py"
+        ))
+        .arg("0")
+        .env_remove("SSE_SERVER_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true);
+    if let Some(token) = token {
+        command.env("SSE_SERVER_TOKEN", token);
+    }
+    let mut child = command.spawn().expect("start the Python SSE server");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut stdout = tokio::io::BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(SSE_STARTUP_TIMEOUT, stdout.next_line())
+        .await
+        .expect("the server prints its URL in time")
+        .expect("read the server's stdout")
+        .expect("the server printed its URL before exiting");
+    Some(SseServer {
+        child,
+        url,
+        _stdout: stdout,
+    })
+}
