@@ -59,6 +59,38 @@ pub(crate) async fn connect(
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
+    open(cfg, http, handler, tasks)
+        .await
+        .map_err(|e| redact(cfg, e))
+}
+
+/// Connect errors end up in logs, `/v1/tools` and 503 bodies. Transport libraries quote URLs
+/// (with their query, which may hold a key) and sometimes what they sent; every configured
+/// secret is cut out of the message whatever quoted it.
+fn redact(cfg: &McpProviderConfig, mut message: String) -> String {
+    let query = cfg
+        .endpoint
+        .as_deref()
+        .and_then(|e| reqwest::Url::parse(e).ok())
+        .and_then(|u| u.query().map(str::to_owned));
+    let secrets = query
+        .into_iter()
+        .chain(api_key(cfg))
+        .chain(cfg.headers.values().map(|v| v.expose_secret().to_owned()))
+        .chain(cfg.env.values().map(|v| v.expose_secret().to_owned()))
+        .filter(|s| s.len() >= 4);
+    for s in secrets {
+        message = message.replace(&s, "<redacted>");
+    }
+    message
+}
+
+async fn open(
+    cfg: &McpProviderConfig,
+    http: &reqwest::Client,
+    handler: Handler,
+    tasks: &TaskTracker,
+) -> Result<Service, String> {
     match cfg.transport() {
         McpTransport::Stdio => stdio(cfg, handler, tasks).await,
         McpTransport::StreamableHttp => {
@@ -161,4 +193,30 @@ fn custom_headers(
             Ok((name, value))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_cut_out_of_connect_errors() {
+        let cfg: McpProviderConfig = serde_json::from_value(serde_json::json!({
+            "name": "p", "provider_type": "streamable_http",
+            "endpoint": "https://mcp.example/mcp?token=qs-secret-1",
+            "api_key": "key-secret-2", "headers": {"X-A": "hdr-secret-3"},
+        }))
+        .unwrap();
+        let msg = redact(
+            &cfg,
+            "error sending request for url (https://mcp.example/mcp?token=qs-secret-1) \
+             with Bearer key-secret-2 and hdr-secret-3"
+                .into(),
+        );
+        assert_eq!(
+            msg,
+            "error sending request for url (https://mcp.example/mcp?<redacted>) \
+             with Bearer <redacted> and <redacted>"
+        );
+    }
 }
