@@ -230,8 +230,15 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
     ) -> Result<Vec<ClaimedRecord>, StoreError>;
 
-    /// Extends every lease held by `owner`. Returns how many records it holds.
-    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError>;
+    /// Extends `owner`'s leases on `ids`, the records it is still working on. Returns how many
+    /// of them it still holds. Records `owner` holds but no longer works on (a result the
+    /// writer gave up on) are left to expire, so a claim takes them over.
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[RecordId],
+        lease: Duration,
+    ) -> Result<u64, StoreError>;
 
     /// Writes finished records and their traces in one transaction, each only if `owner` still
     /// holds its lease (and the record is still in progress). Returns the ids written, in the

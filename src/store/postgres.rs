@@ -238,13 +238,23 @@ impl Store for PgStore {
         self.claim(owner, limit, lease).await
     }
 
-    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[RecordId],
+        lease: Duration,
+    ) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         let done = sqlx::query(
             "update records set lease_expires_at = now() + $2, updated_at = now() \
-             where lease_owner = $1 and status = 'in_progress'",
+             where id = any($3) and lease_owner = $1 and status = 'in_progress'",
         )
         .bind(owner)
         .bind(lease)
+        .bind(ids)
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

@@ -284,8 +284,13 @@ impl Store for SqliteStore {
         self.claim(owner, limit, lease).await
     }
 
-    async fn renew_leases(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
-        self.renew(owner, lease).await
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[RecordId],
+        lease: Duration,
+    ) -> Result<u64, StoreError> {
+        self.renew(owner, ids, lease).await
     }
 
     async fn complete_records(

@@ -257,19 +257,23 @@ async fn run_record(
         Some(outcome)
     };
     let outcome = tokio::select! {
-        o = generate => o,
+        // The cut first: the LLM client watches the same token and ends its call with
+        // `llm_cancelled`, so both branches become ready together. Polled in random order,
+        // about half the cut records were written as failed instead of going back to the queue.
+        biased;
         // Cut at the drain deadline: the record stays in flight and is released with the rest.
         () = cut.cancelled() => return,
+        o = generate => o,
     };
     let Some((outcome, traces, usage)) = outcome else {
         // Not generated (the job could not be loaded). Give it back now: otherwise lease
         // renewal would keep it claimed, and unworked, for as long as this replica runs.
-        match inner.store.release_records(&inner.owner, &[rec.id]).await {
-            Ok(_) => inner.forget_in_flight(&[rec.id]),
-            Err(e) => {
-                tracing::warn!(record.id = %rec.id, error = %e, "returning a record to the queue failed")
-            }
+        if let Err(e) = inner.store.release_records(&inner.owner, &[rec.id]).await {
+            tracing::warn!(record.id = %rec.id, error = %e,
+                "returning a record to the queue failed; it is re-claimed when its lease expires");
         }
+        // Not renewed any more either way, so its lease lapses if the release did not land.
+        inner.forget_in_flight(&[rec.id]);
         return;
     };
     let finished = Finished {
@@ -288,7 +292,12 @@ async fn run_record(
     drop(permit);
 }
 
-/// Extends this replica's leases every third of the lease time.
+/// Extends the leases of the records in flight every third of the lease time.
+///
+/// Only those: a record this replica still holds in the database but no longer works on (the
+/// writer gave up on its result while the database was away) must be left to expire, so a
+/// claim takes it over. Renewing every lease of the owner kept such records `in_progress` for
+/// as long as the replica lived, and their job never finished.
 async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
     let ttl = inner.cfg.lease_ttl();
     let every = ttl / 3;
@@ -297,7 +306,11 @@ async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
             () = tokio::time::sleep(every) => {}
             () = stop.cancelled() => return,
         }
-        if let Err(e) = inner.store.renew_leases(&inner.owner, ttl).await {
+        let ids: Vec<RecordId> = {
+            let set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            set.iter().copied().collect()
+        };
+        if let Err(e) = inner.store.renew_leases(&inner.owner, &ids, ttl).await {
             tracing::warn!(error = %e, "renewing leases failed");
         }
     }

@@ -44,7 +44,9 @@ pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
 }
 
 /// Writes one batch, retrying while the database is away for up to one lease time: past that
-/// the leases have expired and another replica re-runs the records, so giving up loses nothing.
+/// the leases have expired and a claim (by any replica, this one included) re-runs the
+/// records, so giving up loses nothing. Forgetting them below is what lets their leases lapse:
+/// the renewer extends only records in flight.
 async fn write(inner: &Inner, batch: Vec<Finished>) {
     // Results move into their own vector (the store takes a slice of them); what the
     // bookkeeping after the write needs is kept beside them, so values and traces are not copied.

@@ -3,6 +3,7 @@
 mod auth;
 mod config_cli;
 mod db;
+mod db_faults;
 mod errors;
 mod fuzz;
 mod helpers;
@@ -14,6 +15,8 @@ mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
 mod openapi;
+mod process;
+mod replicas;
 mod restart;
 mod secrets;
 mod store;

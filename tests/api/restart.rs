@@ -2,65 +2,27 @@
 //! database, and every record completes exactly once.
 
 use std::collections::HashSet;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::backends;
 use crate::db::{Backend, TestDb};
 use crate::helpers::sampler_config;
+use crate::process::{free_port, job, start_serve, wait_ready};
 
 const N: u64 = 30_000;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn start(db: &TestDb, port: u16, log: &std::path::Path) -> Child {
-    let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_synthgate"))
-        .arg("serve")
-        .env("SYNTHGATE__SERVER__PORT", port.to_string())
-        .env("SYNTHGATE__DATABASE__URL", &db.url)
-        .env("SYNTHGATE__WORKERS__LEASE_TTL_SEC", "2")
-        .env("SYNTHGATE__WORKERS__POLL_INTERVAL_MS", "50")
-        .env("SYNTHGATE__WORKERS__COUNT", "8")
-        .env("SYNTHGATE__LOGGING__LEVEL", "info")
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(log))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start synthgate")
-}
-
-async fn wait_ready(client: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
-            && r.status().is_success()
-        {
-            return;
-        }
-        assert!(Instant::now() < deadline, "synthgate did not become ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn job(client: &reqwest::Client, base: &str, id: &str) -> Value {
-    client
-        .get(format!("{base}/v1/jobs/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    let env = [
+        ("SYNTHGATE__DATABASE__URL", db.url.as_str()),
+        ("SYNTHGATE__WORKERS__LEASE_TTL_SEC", "2"),
+        ("SYNTHGATE__WORKERS__POLL_INTERVAL_MS", "50"),
+        ("SYNTHGATE__WORKERS__COUNT", "8"),
+        ("SYNTHGATE__LOGGING__LEVEL", "info"),
+    ];
+    start_serve(port, None, &env, log).child
 }
 
 async fn sigkill_mid_job_loses_nothing(backend: Backend) {

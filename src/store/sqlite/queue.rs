@@ -107,18 +107,25 @@ impl SqliteStore {
         Ok(claimed)
     }
 
-    pub(super) async fn renew(&self, owner: &str, lease: Duration) -> Result<u64, StoreError> {
+    pub(super) async fn renew(
+        &self,
+        owner: &str,
+        ids: &[RecordId],
+        lease: Duration,
+    ) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
         let now = now_us();
-        let done = sqlx::query(
-            "update records set lease_expires_at = $2, updated_at = $3 \
-             where lease_owner = $1 and status = 'in_progress'",
-        )
-        .bind(owner)
-        .bind(expiry_us(now, lease))
-        .bind(now)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        let mut qb = QueryBuilder::<Sqlite>::new("update records set lease_expires_at = ");
+        qb.push_bind(expiry_us(now, lease))
+            .push(", updated_at = ")
+            .push_bind(now)
+            .push(" where status = 'in_progress' and lease_owner = ")
+            .push_bind(owner)
+            .push(" and id in ");
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        Ok(qb.build().execute(&self.pool).await?.rows_affected())
     }
 
     pub(super) async fn release(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {

@@ -158,7 +158,7 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
     assert!(store.get_traces(id, None).await.unwrap().is_empty());
     // Nor can it release or renew what it no longer holds.
     assert_eq!(store.release_records("old", &[id]).await.unwrap(), 0);
-    assert_eq!(store.renew_leases("old", LONG).await.unwrap(), 0);
+    assert_eq!(store.renew_leases("old", &[id], LONG).await.unwrap(), 0);
 
     let mut current = completed(id, json!({"x": "new"}));
     current.traces = vec![trace("summary", "new")];
@@ -214,15 +214,19 @@ async fn renew_extends_leases(db: TestDb) {
     create(store, &new_job(None, 3)).await;
     // `b` first: a claim takes expired leases before pending records.
     claim(store, "b", 1, LONG).await;
-    claim(store, "a", 2, EXPIRED).await;
+    let held: Vec<_> = claim(store, "a", 2, EXPIRED)
+        .await
+        .iter()
+        .map(|c| c.id)
+        .collect();
     // Renewed before anyone took them over: nobody can claim them now.
-    assert_eq!(store.renew_leases("a", LONG).await.unwrap(), 2);
+    assert_eq!(store.renew_leases("a", &held, LONG).await.unwrap(), 2);
     assert!(claim(store, "c", 5, LONG).await.is_empty());
-    assert_eq!(store.renew_leases("nobody", LONG).await.unwrap(), 0);
-    // Shortened to nothing, they are claimable again.
-    assert_eq!(store.renew_leases("a", EXPIRED).await.unwrap(), 2);
-    assert_eq!(
-        idx_attempts(&claim(store, "c", 5, LONG).await),
-        [(1, 2), (2, 2)]
-    );
+    assert_eq!(store.renew_leases("nobody", &held, LONG).await.unwrap(), 0);
+    assert_eq!(store.renew_leases("a", &[], LONG).await.unwrap(), 0);
+    // Shortened to nothing, they are claimable again; except the one `a` renews again: only
+    // the records named are renewed, so a lease its owner stopped renewing lapses.
+    assert_eq!(store.renew_leases("a", &held, EXPIRED).await.unwrap(), 2);
+    assert_eq!(store.renew_leases("a", &held[..1], LONG).await.unwrap(), 1);
+    assert_eq!(idx_attempts(&claim(store, "c", 5, LONG).await), [(2, 2)]);
 }
