@@ -14,5 +14,6 @@ mod mcp_sse;
 mod mcp_support;
 mod openapi;
 mod restart;
+mod schemathesis;
 mod secrets;
 mod store;
