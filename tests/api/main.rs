@@ -4,6 +4,7 @@ mod auth;
 mod config_cli;
 mod db;
 mod errors;
+mod faults;
 mod fuzz;
 mod helpers;
 mod jobs;
