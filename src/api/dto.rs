@@ -10,8 +10,36 @@ use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 use crate::store::{JobCounts, JobError, JobRow, RecordRow, UsageCounts};
 
 /// `POST /v1/jobs` as JSON.
+///
+/// The first example needs no LLM; the second needs the model alias `writer` in the server
+/// config (as in the README).
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(examples(
+    json!({
+        "config": {"columns": [
+            {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+             "params": {"values": ["math", "history"]}},
+            {"name": "level", "column_type": "sampler", "sampler_type": "uniform",
+             "params": {"low": 1, "high": 10, "decimal_places": 1}},
+            {"name": "title", "column_type": "expression",
+             "expr": "{{ topic | upper }} at level {{ level }}"}
+        ]},
+        "num_records": 3,
+        "seed": 7,
+        "metadata": {"purpose": "example"}
+    }),
+    json!({
+        "config": {"columns": [
+            {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+             "params": {"values": ["math", "history"]}},
+            {"name": "answer", "column_type": "llm-text", "model_alias": "writer",
+             "prompt": "Explain {{ topic }}.", "with_trace": "all_messages"}
+        ]},
+        "num_records": 2,
+        "run_config": {"disable_early_shutdown": true}
+    })
+))]
 pub struct CreateJobRequest {
     /// A DataDesigner config: `{"data_designer": {...}, "library_version": ...}` or the inner object.
     #[schema(value_type = Object)]
@@ -191,6 +219,7 @@ pub struct JobListResponse {
 #[serde(deny_unknown_fields)]
 pub struct ListJobsQuery {
     /// Page size (default 20, at most `limits.max_page_size`).
+    #[param(minimum = 1)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
@@ -268,6 +297,7 @@ pub struct ListRecordsQuery {
     /// `json` (paged), `jsonl` or `csv` (whole dataset, streamed).
     pub format: Option<RecordsFormat>,
     /// Page size for `json` (default 100, at most `limits.max_page_size`).
+    #[param(minimum = 1)]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

@@ -36,7 +36,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     post, path = "/v1/jobs", tag = "jobs",
     params(
         CreateJobQuery,
-        ("Idempotency-Key" = Option<String>, Header, description = "Makes retries of this request safe"),
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255, description = "Makes retries of this request safe (1 to 255 ASCII characters)"),
     ),
     request_body(content(
         (CreateJobRequest = "application/json"),
@@ -220,7 +220,7 @@ pub async fn list_jobs(
 /// Status, record counts, the first errors and timestamps.
 #[utoipa::path(
     get, path = "/v1/jobs/{id}", tag = "jobs",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job", body = JobResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
@@ -243,7 +243,7 @@ pub async fn get_job(
 /// finish. The job is `cancelling` until they have, then `cancelled`.
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
-    params(("id" = String, Path, description = "Job id")),
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job after the request", body = JobResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),

@@ -3,6 +3,8 @@
 
 use utoipa::OpenApi;
 
+use super::dto::RecordsFormat;
+use crate::domain::RecordStatus;
 use crate::error::{ErrorBody, ErrorDetail, ErrorObject};
 
 /// Top-level OpenAPI metadata; paths come from the routers.
@@ -20,7 +22,9 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
         (name = "tools", description = "MCP providers and tool configs"),
         (name = "health", description = "Liveness and readiness"),
     ),
-    components(schemas(ErrorBody, ErrorObject, ErrorDetail))
+    // Schemas only query parameters refer to: `IntoParams` emits a `$ref` to them but does not
+    // register them, which left `RecordsFormat` dangling.
+    components(schemas(ErrorBody, ErrorObject, ErrorDetail, RecordsFormat, RecordStatus))
 )]
 pub struct ApiDoc;
 

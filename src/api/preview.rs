@@ -68,6 +68,8 @@ pub struct PreviewRecord {
         (status = 200, description = "The generated records", body = PreviewResponse),
         (status = 400, description = "Malformed JSON (`invalid_json`)", body = ErrorBody),
         (status = 403, description = "The API key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
+        (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range` above 10, config codes)", body = ErrorBody),
         (status = 503, description = "An MCP provider whose tools the columns use is unreachable (`mcp_unavailable`)", body = ErrorBody),
     )

@@ -50,7 +50,7 @@ pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
 /// records, by index) without buffering it.
 #[utoipa::path(
     get, path = "/v1/jobs/{id}/records", tag = "records",
-    params(("id" = String, Path, description = "Job id"), ListRecordsQuery),
+    params(("id" = uuid::Uuid, Path, description = "Job id"), ListRecordsQuery),
     responses(
         (status = 200, description = "A page of records (json), or the dataset (jsonl, csv)",
             content(
@@ -149,7 +149,7 @@ pub async fn list_job_records(
 /// Its values, status, attempts, and error if it failed.
 #[utoipa::path(
     get, path = "/v1/records/{id}", tag = "records",
-    params(("id" = String, Path, description = "Record id")),
+    params(("id" = uuid::Uuid, Path, description = "Record id")),
     responses(
         (status = 200, description = "The record", body = RecordResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
@@ -185,11 +185,12 @@ async fn load_record(
 /// or jobs with `run_config.debug_override_save_all_column_traces`. `?column=` selects one.
 #[utoipa::path(
     get, path = "/v1/records/{id}/trace", tag = "records",
-    params(("id" = String, Path, description = "Record id"), TraceQuery),
+    params(("id" = uuid::Uuid, Path, description = "Record id"), TraceQuery),
     responses(
         (status = 200, description = "The traces, by column", body = TraceResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such record (`record_not_found`), or no trace for that column (`trace_not_found`)", body = ErrorBody),
+        (status = 422, description = "Bad query parameter (`invalid_request`)", body = ErrorBody),
     )
 )]
 pub async fn get_record_trace(
