@@ -125,14 +125,6 @@ impl JobService {
         req.owner = caller.owner().map(str::to_owned);
         let v = self.validate(&req, self.limits.max_num_records)?;
         check_caller(&v.compiled, caller)?;
-        if let Some(max) = self.limits.max_jobs_in_flight_per_key {
-            let live = self.store.count_live_jobs(req.owner.as_deref()).await?;
-            if live >= u64::from(max) {
-                return Err(ApiError::TooManyJobs(format!(
-                    "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {max}); wait for one to finish"
-                )));
-            }
-        }
         self.check_tools(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
         let num_records = v.num_records;
@@ -147,6 +139,7 @@ impl JobService {
             run_config: v.run_config_value,
             idempotency_key: req.idempotency_key.clone(),
             request_hash: Some(request_hash.clone()),
+            max_live_jobs: self.limits.max_jobs_in_flight_per_key,
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -156,6 +149,10 @@ impl JobService {
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
                 Ok((row, true))
             }
+            CreateOutcome::TooManyJobs { live } => Err(ApiError::TooManyJobs(format!(
+                "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {}); wait for one to finish",
+                self.limits.max_jobs_in_flight_per_key.unwrap_or_default()
+            ))),
             CreateOutcome::Existing(row) => {
                 if row.request_hash.as_deref() != Some(request_hash.as_str()) {
                     return Err(ApiError::IdempotencyConflict(

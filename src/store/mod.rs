@@ -59,6 +59,10 @@ pub struct NewJob {
     pub idempotency_key: Option<String>,
     /// Hash of the request body, to tell a retry from a reuse of the key for another request.
     pub request_hash: Option<String>,
+    /// Refuse the job when its owner would then have more live (queued, running, cancelling)
+    /// jobs than this. Checked in the inserting transaction, serialized per owner, so two
+    /// concurrent submits cannot both slip under the cap.
+    pub max_live_jobs: Option<u32>,
 }
 
 /// Result of `create_job`.
@@ -68,6 +72,12 @@ pub enum CreateOutcome {
     Created(JobRow),
     /// A job with the same owner and idempotency key already existed; nothing was inserted.
     Existing(JobRow),
+    /// The owner already has `live` live jobs, at least `NewJob::max_live_jobs`; nothing was
+    /// inserted.
+    TooManyJobs {
+        /// The owner's live jobs.
+        live: u64,
+    },
 }
 
 /// A stored job.
@@ -318,9 +328,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
-
-    /// Jobs of `owner` (`None`: jobs without an owner) that are queued, running or cancelling.
-    async fn count_live_jobs(&self, owner: Option<&str>) -> Result<u64, StoreError>;
 
     /// Closes the connection pool.
     async fn close(&self);

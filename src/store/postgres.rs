@@ -112,6 +112,14 @@ impl Store for PgStore {
 
     async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
+        if job.max_live_jobs.is_some() {
+            // Serializes the count-and-insert of one owner's submits (SQLite gets the same from
+            // `begin immediate`); other owners are not held up.
+            sqlx::query("select pg_advisory_xact_lock(hashtextextended(coalesce($1, ''), 7151))")
+                .bind(job.owner.as_deref())
+                .execute(&mut *tx)
+                .await?;
+        }
         // `do nothing` only for the idempotency index: any other conflict is a real error. A
         // concurrent insert of the same key waits for the first transaction to finish.
         let inserted: Option<Job> = sqlx::query_as(concat!(
@@ -148,6 +156,22 @@ impl Store for PgStore {
             .await?;
             return Ok(CreateOutcome::Existing(existing.try_into()?));
         };
+        if let Some(max) = job.max_live_jobs {
+            // The new job counts itself; its records are not inserted yet, so a refusal is cheap.
+            let live: i64 = sqlx::query_scalar(
+                "select count(*) from jobs where status in ('queued', 'running', 'cancelling') \
+                 and owner is not distinct from $1",
+            )
+            .bind(job.owner.as_deref())
+            .fetch_one(&mut *tx)
+            .await?;
+            if live > i64::from(max) {
+                // Dropping the transaction rolls the insert back.
+                return Ok(CreateOutcome::TooManyJobs {
+                    live: u64::try_from(live - 1).unwrap_or(0),
+                });
+            }
+        }
 
         for start in (0..job.num_records).step_by(RECORD_CHUNK as usize) {
             let end = start.saturating_add(RECORD_CHUNK).min(job.num_records);
@@ -408,17 +432,6 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(ids.into_iter().map(JobId).collect())
-    }
-
-    async fn count_live_jobs(&self, owner: Option<&str>) -> Result<u64, StoreError> {
-        let n: i64 = sqlx::query_scalar(
-            "select count(*) from jobs where status in ('queued', 'running', 'cancelling') \
-             and owner is not distinct from $1",
-        )
-        .bind(owner)
-        .fetch_one(&self.pool)
-        .await?;
-        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     async fn close(&self) {

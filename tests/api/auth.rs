@@ -248,6 +248,35 @@ async fn jobs_in_flight_are_capped_per_key() {
     app.stop().await;
 }
 
+/// Twelve submits at once against a cap of 3: the count and the insert share one transaction
+/// (serialized per owner), so exactly 3 get in, whatever the interleaving.
+async fn concurrent_submits_cannot_slip_under_the_cap(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        with_keys(c);
+        c.limits.max_jobs_in_flight_per_key = Some(3);
+    })
+    .await;
+    // LLM jobs whose provider refuses connections stay live for seconds of retries.
+    let job = json!({"num_records": 50, "config": {"columns": [
+        {"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "hi"}]}});
+    let submits = (0..12).map(|_| call(&app, "POST", "/v1/jobs", Some(KEY_A), Some(&job)));
+    let results = futures::future::join_all(submits).await;
+    let accepted = results.iter().filter(|(s, _)| *s == 202).count();
+    let refused = results
+        .iter()
+        .filter(|(s, b)| *s == 429 && b["error"]["code"] == "too_many_jobs")
+        .count();
+    assert_eq!((accepted, refused), (3, 9), "{results:?}");
+    let (_, list) = call(&app, "GET", "/v1/jobs", Some(KEY_A), None).await;
+    assert_eq!(
+        list["jobs"].as_array().unwrap().len(),
+        3,
+        "refused jobs left nothing behind"
+    );
+    app.stop().await;
+}
+backends!(submit_cap, concurrent_submits_cannot_slip_under_the_cap);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_prompts_fail_the_record_and_long_tool_results_are_cut() {
     let events = Events::new();

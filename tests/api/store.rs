@@ -37,6 +37,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         run_config: json!({"shutdown_error_rate": 0.5}),
         idempotency_key: None,
         request_hash: None,
+        max_live_jobs: None,
     }
 }
 
@@ -44,7 +45,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
 async fn create(store: &dyn Store, job: &NewJob) -> JobRow {
     match store.create_job(job).await.expect("create_job") {
         CreateOutcome::Created(row) => row,
-        CreateOutcome::Existing(row) => panic!("expected a new job, got existing {}", row.id),
+        other => panic!("expected a new job, got {other:?}"),
     }
 }
 
@@ -249,7 +250,7 @@ async fn idempotency_key_returns_existing(db: TestDb) {
     retry.request_hash = Some("hash-2".to_owned());
     match store.create_job(&retry).await.unwrap() {
         CreateOutcome::Existing(row) => assert_eq!(row, created),
-        CreateOutcome::Created(row) => panic!("created a duplicate {}", row.id),
+        other => panic!("expected the existing job, got {other:?}"),
     }
     assert_eq!(store.get_job(retry.id, None).await.unwrap(), None);
     assert_eq!(counts(store, created.id).await.total(), 4);
@@ -272,7 +273,7 @@ async fn idempotency_key_without_owner(db: TestDb) {
     retry.idempotency_key = Some("k".to_owned());
     match store.create_job(&retry).await.unwrap() {
         CreateOutcome::Existing(row) => assert_eq!(row.id, created.id),
-        CreateOutcome::Created(row) => panic!("null owners must share a key space: {}", row.id),
+        other => panic!("null owners must share a key space: {other:?}"),
     }
     // Jobs without a key never collide.
     create(store, &new_job(None, 1)).await;
