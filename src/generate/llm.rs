@@ -365,7 +365,7 @@ async fn tool_turn(
     } else {
         let results =
             futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref()))).await;
-        messages.extend(results.into_iter().map(|(m, _)| m));
+        messages.extend(results);
     }
     Ok(turns)
 }

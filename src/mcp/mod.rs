@@ -35,9 +35,6 @@ use uuid::Uuid;
 
 use crate::config::{McpTransport, SessionScope};
 
-/// A call's deadline when neither the tool config nor the provider sets one.
-pub const DEFAULT_CALL_TIMEOUT_SEC: f64 = 60.0;
-
 /// Who a call is made for; picks the session of providers with `session_scope: per_job` or
 /// `per_record` (shared providers ignore it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -503,19 +503,6 @@ impl McpPool {
             .ok_or_else(|| McpError::UnknownProvider(name.to_owned()))
     }
 
-    /// The provider's `call_timeout_sec`.
-    pub fn call_timeout(&self, provider: &str) -> Option<f64> {
-        self.inner
-            .providers
-            .get(provider)
-            .map(|p| p.cfg.call_timeout_sec)
-    }
-
-    /// Whether `name` is a configured provider.
-    pub fn has(&self, name: &str) -> bool {
-        self.inner.providers.contains_key(name)
-    }
-
     /// The provider's tools (cached; see [`super::cache`]).
     pub async fn tools(
         &self,
@@ -534,17 +521,19 @@ impl McpPool {
         p.tools(p.key(scope)).await
     }
 
-    /// Calls `tool` on `provider` within `timeout` (waiting for a call slot included). On
-    /// timeout the request is dropped, which makes rmcp send `notifications/cancelled`.
+    /// Calls `tool` on `provider` within `timeout`, or the provider's `call_timeout_sec` when
+    /// `None` (waiting for a call slot included). On timeout the request is dropped, which
+    /// makes rmcp send `notifications/cancelled`.
     pub async fn call(
         &self,
         provider: &str,
         scope: Option<&CallScope>,
         tool: &str,
         arguments: Map<String, Value>,
-        timeout: Duration,
+        timeout: Option<Duration>,
     ) -> Result<CallToolResult, McpError> {
         let p = self.provider(provider)?;
+        let timeout = timeout.unwrap_or_else(|| Duration::from_secs_f64(p.cfg.call_timeout_sec));
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let started = Instant::now();
         let result = match tokio::time::timeout(timeout, p.call(p.key(scope), params)).await {

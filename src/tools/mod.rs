@@ -74,12 +74,6 @@ impl ToolHub {
         &self.pool
     }
 
-    /// Whether `name` can appear in a tool config's `providers`: an MCP provider or an inline
-    /// tool of the server config.
-    pub fn knows_provider(&self, name: &str) -> bool {
-        self.pool.has(name) || self.inline.contains_key(name)
-    }
-
     /// The providers `model` may use out of `cfg.providers`: LlamaFarm's `mcp_servers` access
     /// list (absent = all, `[]` = none) filters MCP providers; inline tools are not servers
     /// and are never filtered.
@@ -280,34 +274,15 @@ pub struct Toolset {
     pool: McpPool,
 }
 
-/// How one call ended, for usage counts and logs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallOutcome {
-    /// The tool answered.
-    Ok,
-    /// The model was sent an `Error:` message.
-    Error,
-}
-
 impl Toolset {
     /// Runs one call and returns the `tool` message answering it. Never fails: every problem
     /// becomes an `Error: ...` message for the model.
-    pub async fn execute(
-        &self,
-        call: &ToolCall,
-        scope: Option<&CallScope>,
-    ) -> (ChatMessage, CallOutcome) {
+    pub async fn execute(&self, call: &ToolCall, scope: Option<&CallScope>) -> ChatMessage {
         match self.run(call, scope).await {
-            Ok(content) => (
-                ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
-                CallOutcome::Ok,
-            ),
+            Ok(content) => ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
             Err(message) => {
                 tracing::debug!(tool = %call.function.name, error = %message, "tool call answered with an error");
-                (
-                    ChatMessage::tool_text(&call.id, format!("Error: {message}")),
-                    CallOutcome::Error,
-                )
+                ChatMessage::tool_text(&call.id, format!("Error: {message}"))
             }
         }
     }
@@ -359,14 +334,11 @@ impl Toolset {
         }
         match route {
             Route::Mcp { provider, .. } => {
-                let timeout = self.timeout.unwrap_or_else(|| {
-                    Duration::from_secs_f64(
-                        self.pool
-                            .call_timeout(provider)
-                            .unwrap_or(crate::mcp::DEFAULT_CALL_TIMEOUT_SEC),
-                    )
-                });
-                match self.pool.call(provider, scope, name, args, timeout).await {
+                match self
+                    .pool
+                    .call(provider, scope, name, args, self.timeout)
+                    .await
+                {
                     Ok(result) => {
                         let (blocks, is_error) = crate::mcp::to_blocks(&result);
                         if is_error {
