@@ -58,13 +58,18 @@ def ts(s):
     return datetime.fromisoformat(s.replace("Z", "+00:00"))
 
 
-def main():
+def parse_args():
+    """The options every LLM bench takes."""
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=5000)
     ap.add_argument("--latency-ms", type=int, default=0)
     ap.add_argument("--parallel", type=int, default=64, help="max_parallel_requests and workers.count")
     ap.add_argument("--pg", help="admin URL of a Postgres server; a fresh database is created")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main():
+    args = parse_args()
     tmp = tempfile.mkdtemp()
     script = os.path.join(tmp, "script.json")
     with open(script, "w") as f:

@@ -14,9 +14,9 @@ one job of N records, waits for it, and prints one JSON line:
 
 Standard library only; traffic stays on 127.0.0.1; the run stops by itself.
 """
-import argparse, json, os, subprocess, tempfile, time, urllib.request, uuid
+import json, os, subprocess, tempfile, time, urllib.request, uuid
 
-from llm import ROOT, cpu_s, free_port, get, peak_rss_mib, ts, wait_ready
+from llm import ROOT, cpu_s, free_port, get, parse_args, peak_rss_mib, ts, wait_ready
 
 
 def metric(text, name, provider="mock"):
@@ -28,12 +28,7 @@ def metric(text, name, provider="mock"):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("-n", type=int, default=5000)
-    ap.add_argument("--latency-ms", type=int, default=0)
-    ap.add_argument("--parallel", type=int, default=64, help="max_parallel_requests and workers.count")
-    ap.add_argument("--pg", help="admin URL of a Postgres server; a fresh database is created")
-    args = ap.parse_args()
+    args = parse_args()
     tmp = tempfile.mkdtemp()
     events = os.path.join(tmp, "mcp-events.log")
     script = os.path.join(tmp, "script.json")
