@@ -10,7 +10,7 @@ use super::convert::cast_expression;
 use super::rng::column_rng;
 use super::samplers::{Convert, Dist, Sampled};
 use super::template::{
-    RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
+    RecordBudget, RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
 };
 use crate::domain::dataset::ExprDtype;
 
@@ -134,6 +134,15 @@ pub(crate) struct StepEnv<'p> {
     pub(crate) seed: u64,
     pub(crate) index: u64,
     pub(crate) seed_row: Option<&'p Map<String, Value>>,
+    /// What this record's templates may still spend, all columns together.
+    pub(crate) budget: RecordBudget,
+}
+
+impl StepEnv<'_> {
+    /// Renders template `name` from this record's budget.
+    pub(crate) fn render(&self, name: &str, ctx: &minijinja::Value) -> Result<String, String> {
+        self.templates.render(name, ctx, &self.budget)
+    }
 }
 
 impl Step {
@@ -153,7 +162,6 @@ impl Step {
                 // A gate that fails to render skips the cell, as DataDesigner does (fail-safe:
                 // never spend an LLM call on a record whose filter status is unknown).
                 let skip = env
-                    .templates
                     .render(&skip.template, &c)
                     .map_or(true, |text| rendered_truthy(&text));
                 ctx = Some(c);
@@ -198,7 +206,7 @@ impl Step {
                 if !conditional.is_empty() {
                     let c = rec.context();
                     for (template, d) in conditional {
-                        let text = env.templates.render(template, &c).map_err(|e| {
+                        let text = env.render(template, &c).map_err(|e| {
                             StepError::new(
                                 errors::TEMPLATE_ERROR,
                                 "render",
@@ -224,7 +232,6 @@ impl Step {
             StepKind::Expression { template, dtype } => {
                 let c = ctx.unwrap_or_else(|| rec.context());
                 let text = env
-                    .templates
                     .render(template, &c)
                     .map_err(|e| StepError::new(errors::TEMPLATE_ERROR, "render", e))?;
                 let value = cast_expression(&text, *dtype)

@@ -218,6 +218,7 @@ impl Plan {
             seed: self.seed,
             index,
             seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+            budget: template::RecordBudget::new(),
         };
         for step in &self.steps {
             if let Err(e) = step.run(&env, &mut rec) {
@@ -238,6 +239,7 @@ impl Plan {
             seed: self.seed,
             index,
             seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+            budget: template::RecordBudget::new(),
         };
         let mut spent = Spent::default();
         for step in &self.steps {
@@ -283,13 +285,11 @@ impl Plan {
         };
         let ctx = ctx.unwrap_or_else(|| rec.context());
         let render = |name: &str| {
-            env.templates
-                .render(name, &ctx)
-                .map_err(|e| columns::StepError {
-                    code: columns::errors::TEMPLATE_ERROR,
-                    stage: "render",
-                    message: e,
-                })
+            env.render(name, &ctx).map_err(|e| columns::StepError {
+                code: columns::errors::TEMPLATE_ERROR,
+                stage: "render",
+                message: e,
+            })
         };
         let user = render(&llm.prompt)?;
         let system = llm.system.as_deref().map(render).transpose()?;

@@ -7,22 +7,51 @@
 //!   such as `{{ col.titel }}`) fails the record instead of silently rendering nothing, while
 //!   `{% if col.optional_key %}` still works. DataDesigner's Jinja renders such typos as
 //!   empty text; failing loudly is more useful for generated data.
-//! * **Fuel.** Templates come from users, so every render has an instruction budget
-//!   ([`TEMPLATE_FUEL`]) and an output cap ([`MAX_RENDERED_LEN`], DataDesigner's limit).
+//! * **Budgets.** Templates come from users, so they run under budgets that no template can
+//!   get past, whatever it does (see [`RecordBudget`]): minijinja fuel, which since 3.1 pays
+//!   for instructions *and* for the data a template creates (about 64 bytes per unit), checked
+//!   before anything of a known size is allocated; a format budget for printing containers,
+//!   whose shared items fuel cannot see; a deadline; and an output cap ([`MAX_RENDERED_LEN`],
+//!   DataDesigner's limit). Fuel and time are budgets of the *record*, shared by all of its
+//!   templates, so a config of many heavy columns cannot multiply them. The last two come from
+//!   synthgate's patch of minijinja (`vendor/minijinja/SYNTHGATE.md`).
 //! * **No auto-escaping**: prompts are not HTML.
 //! * **Upstream JSON.** String values holding a JSON object or array are parsed before
 //!   rendering (as DataDesigner does), so `{{ col.key }}` works on structured output.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use minijinja::value::{Enumerator, Object};
 use minijinja::{AutoEscape, Environment, UndefinedBehavior};
 use serde_json::Value;
 
-/// Instruction budget of one render. Generous (a loop over tens of thousands of items still
-/// fits) yet small enough that an adversarial template stops within tens of milliseconds.
-pub const TEMPLATE_FUEL: u64 = 2_000_000;
+/// Fuel of one render: about a million instructions, or 64 MiB of data created (minijinja
+/// charges one unit per 64 bytes). Generous (a loop over tens of thousands of items still fits)
+/// yet small enough that an adversarial template stops within tens of milliseconds.
+pub const TEMPLATE_FUEL: u64 = 1_000_000;
+
+/// Fuel of all the renders of one record together: [`TEMPLATE_FUEL`] bounds one template, this
+/// bounds a config of many. A render starts only while the record has fuel left, and gets at
+/// most what is left (rounded up to what minijinja can enforce: a whole render's fuel, so one
+/// record may overshoot by at most one render).
+pub const RECORD_FUEL: u64 = 4_000_000;
+
+/// Bytes that printing containers may produce in one render. Far above [`MAX_RENDERED_LEN`]
+/// (so intermediate values may be larger than what is kept), far below what could hurt.
+pub const FORMAT_BUDGET: usize = 16 * MAX_RENDERED_LEN;
+
+/// Bytes of strings that one render may compare or hash (sorting, `unique`, `max`, `==`...).
+/// Sorting ten thousand distinct 1 KB strings reads well under 100 MiB; a list that repeats one
+/// long string reads it again for every comparison.
+pub const WORK_BUDGET: usize = 512 << 20;
+
+/// Wall time of all the renders of one record. Fuel bounds the instructions; this bounds the
+/// few instructions whose cost grows with the data (sorting or searching long strings), and is
+/// so far above a legitimate record's rendering time (milliseconds) that load cannot reach it.
+pub const RECORD_RENDER_TIME: Duration = Duration::from_secs(5);
 
 /// Prefix of render errors caused by the template itself exhausting a budget (fuel, output
 /// size, `range` length, recursion depth) rather than by a record's data: the submit-time probe turns those
@@ -79,20 +108,63 @@ impl Templates {
             .collect()
     }
 
-    /// Renders template `name` against a record context (see [`RecordContext::into_value`]).
-    pub(crate) fn render(&self, name: &str, ctx: &minijinja::Value) -> Result<String, String> {
+    /// Renders template `name` against a record context (see [`RecordContext::into_value`]),
+    /// paying from the record's `budget`.
+    pub(crate) fn render(
+        &self,
+        name: &str,
+        ctx: &minijinja::Value,
+        budget: &RecordBudget,
+    ) -> Result<String, String> {
         let tmpl = self.env.get_template(name).map_err(|e| e.to_string())?;
-        let out = tmpl.render(ctx.clone()).map_err(|e| {
-            let text = e.to_string();
-            let budget = e.kind() == minijinja::ErrorKind::OutOfFuel
-                || text.contains("range has too many elements")
-                || text.contains("recursion limit exceeded");
-            if budget {
-                format!("{BUDGET_EXCEEDED}: {e}")
-            } else {
-                e.to_string()
+        if budget.fuel_left.load(Ordering::Relaxed) == 0 {
+            return Err(format!(
+                "{BUDGET_EXCEEDED}: the record's templates used up their fuel ({RECORD_FUEL} units) before this one"
+            ));
+        }
+        let rendered = {
+            let _limits =
+                minijinja::limits::scope(FORMAT_BUDGET, WORK_BUDGET, Some(budget.deadline));
+            // A panic inside the engine fails this render, not the record's task.
+            let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                tmpl.render_captured(ctx.clone())
+            }))
+            .unwrap_or_else(|_| {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    "the template engine failed on this template",
+                ))
+            });
+            // Read inside the scope: dropping the guard restores the outer state.
+            (rendered, minijinja::limits::exceeded())
+        };
+        let out = match rendered {
+            (Ok(captured), exceeded) => {
+                if let Some((used, _)) = captured.state().fuel_levels() {
+                    budget.spend(used);
+                }
+                if let Some(what) = exceeded {
+                    return Err(limit_message(what));
+                }
+                captured.into_output()
             }
-        })?;
+            // The limit is the cause; minijinja's error only says where it surfaced.
+            (Err(_), Some(what)) => {
+                budget.fuel_left.store(0, Ordering::Relaxed);
+                return Err(limit_message(what));
+            }
+            (Err(e), None) => {
+                let text = e.to_string();
+                let exhausted = e.kind() == minijinja::ErrorKind::OutOfFuel
+                    || text.contains("range has too many elements")
+                    || text.contains("recursion limit exceeded");
+                if exhausted {
+                    budget.fuel_left.store(0, Ordering::Relaxed);
+                    return Err(format!("{BUDGET_EXCEEDED}: {e}"));
+                }
+                return Err(text);
+            }
+        };
         if out.len() > MAX_RENDERED_LEN {
             return Err(format!(
                 "{BUDGET_EXCEEDED}: rendered text is {} bytes, more than the {MAX_RENDERED_LEN} allowed",
@@ -100,6 +172,46 @@ impl Templates {
             ));
         }
         Ok(out)
+    }
+}
+
+/// What all the renders of one record may still spend: fuel, and time until a deadline.
+/// Made when the record starts; see [`RECORD_FUEL`] and [`RECORD_RENDER_TIME`].
+#[derive(Debug)]
+pub(crate) struct RecordBudget {
+    fuel_left: AtomicU64,
+    deadline: Instant,
+}
+
+impl RecordBudget {
+    pub(crate) fn new() -> Self {
+        Self {
+            fuel_left: AtomicU64::new(RECORD_FUEL),
+            deadline: Instant::now() + RECORD_RENDER_TIME,
+        }
+    }
+
+    fn spend(&self, fuel: u64) {
+        // One record renders on one task at a time: no other writer to race with.
+        let left = self.fuel_left.load(Ordering::Relaxed);
+        self.fuel_left
+            .store(left.saturating_sub(fuel), Ordering::Relaxed);
+    }
+}
+
+fn limit_message(what: minijinja::limits::Exceeded) -> String {
+    match what {
+        minijinja::limits::Exceeded::FormatBudget => format!(
+            "{BUDGET_EXCEEDED}: printing lists and maps would produce more than {FORMAT_BUDGET} bytes"
+        ),
+        minijinja::limits::Exceeded::Work => format!(
+            "{BUDGET_EXCEEDED}: comparing or hashing strings would read more than {} MiB",
+            WORK_BUDGET >> 20
+        ),
+        minijinja::limits::Exceeded::Deadline => format!(
+            "{BUDGET_EXCEEDED}: the record's templates ran for more than {} s",
+            RECORD_RENDER_TIME.as_secs()
+        ),
     }
 }
 
@@ -231,7 +343,11 @@ mod tests {
             ("n", json!(2)),
             ("s", json!("{not json")),
         ]);
-        assert_eq!(t.render("a", &c.into_value()).unwrap(), "v-3-{not json");
+        assert_eq!(
+            t.render("a", &c.into_value(), &RecordBudget::new())
+                .unwrap(),
+            "v-3-{not json"
+        );
     }
 
     #[test]
@@ -251,8 +367,12 @@ mod tests {
         t.add("q", "{% if obj.missing %}y{% else %}n{% endif %}")
             .unwrap();
         let c = ctx(&[("obj", json!({"a": 1}))]).into_value();
-        assert!(t.render("p", &c).unwrap_err().contains("undefined"));
-        assert_eq!(t.render("q", &c).unwrap(), "n");
+        assert!(
+            t.render("p", &c, &RecordBudget::new())
+                .unwrap_err()
+                .contains("undefined")
+        );
+        assert_eq!(t.render("q", &c, &RecordBudget::new()).unwrap(), "n");
     }
 
     #[test]
@@ -263,7 +383,9 @@ mod tests {
             "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
         )
         .unwrap();
-        let err = t.render("f", &ctx(&[]).into_value()).unwrap_err();
+        let err = t
+            .render("f", &ctx(&[]).into_value(), &RecordBudget::new())
+            .unwrap_err();
         assert!(err.contains("fuel"), "{err}");
     }
 
@@ -272,7 +394,7 @@ mod tests {
         let mut t = Templates::new();
         t.add("big", "{{ 'x' * 600000 }}").unwrap();
         assert!(
-            t.render("big", &ctx(&[]).into_value())
+            t.render("big", &ctx(&[]).into_value(), &RecordBudget::new())
                 .unwrap_err()
                 .contains("512000")
         );
@@ -297,6 +419,136 @@ mod tests {
         let mut t = Templates::new();
         t.add("e", "{{ a }}{{ b is defined }}").unwrap();
         // minijinja prints booleans as Python does.
-        assert_eq!(t.render("e", &c.into_value()).unwrap(), "1False");
+        assert_eq!(
+            t.render("e", &c.into_value(), &RecordBudget::new())
+                .unwrap(),
+            "1False"
+        );
+    }
+}
+
+/// Adversarial templates: each must fail its render with a budget error, quickly and within a
+/// bounded amount of memory, instead of aborting the process or allocating gigabytes.
+#[cfg(test)]
+mod budget_tests {
+    use super::*;
+
+    /// Each was measured on minijinja 3.0.5 or 3.1.0 unpatched: an abort on a failed
+    /// allocation, gigabytes of memory, or tens of seconds of CPU.
+    const BOMBS: &[&str] = &[
+        // widths and repeats that cannot be allocated (aborted the process)
+        "{{ n|indent(100000000000) }}",
+        "{{ '%0100000000000d'|format(1) }}",
+        "{{ '%-100000000000s'|format('a') }}",
+        "{{ '%.100000000000f'|format(1.5) }}",
+        "{{ {'a': 1}|tojson(indent=100000000) }}",
+        // gigabytes inside the fuel budget
+        "{% set a = 'x' * 100000000 %}{% set a = a ~ a %}{% set a = a ~ a %}{% set a = a ~ a %}{{ a|length }}",
+        "{{ (['abcdefghij'] * 100000000)|join }}",
+        "{% set s %}{% for i in range(100000) %}{{ 'x' * 10000 }}{% endfor %}{% endset %}{{ s|length }}",
+        // shared items: a few bytes of fuel that print as gigabytes
+        "{{ '' ~ (['x' * 100000] * 100000) }}",
+        "{{ ['x' * 100000] * 100000 }}",
+        "{{ (['x' * 100000] * 100000)|string|length }}",
+        "{{ (['x' * 100000] * 100000)|join|length }}",
+        "{{ (['x' * 100000] * 100000)|tojson|length }}",
+        "{{ (['x' * 100000] * 100000)|pprint|length }}",
+        "{{ '%s'|format(['x' * 100000] * 100000)|length }}",
+        "{% set s %}{{ ['x' * 100000] * 100000 }}{% endset %}{{ s|length }}",
+        "{{ (['x' * 100000] * 100000)|sort|length }}",
+        "{{ dict(a=['x' * 100000] * 100000) ~ 'a' }}",
+        // CPU: many instructions
+        "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+    ];
+
+    /// `l = [s]`, doubled `times` times (lazily, sharing `s`), then `tail`. Unrolled: a `set`
+    /// inside a `for` loop does not outlive the loop.
+    fn doubled(s_len: usize, times: usize, tail: &str) -> String {
+        format!(
+            "{{% set s = 'x' * {s_len} %}}{{% set l = [s] %}}{}{tail}",
+            "{% set l = l + l %}".repeat(times)
+        )
+    }
+
+    fn bombs() -> Vec<String> {
+        let mut all: Vec<String> = BOMBS.iter().map(|b| (*b).to_owned()).collect();
+        all.push(doubled(100_000, 20, "{{ l|join|length }}"));
+        all.push(doubled(100_000, 20, "{{ l }}"));
+        all.push(doubled(100_000, 20, "{{ l|tojson|length }}"));
+        all.push(doubled(100_000, 20, "{{ l|unique|list|length }}"));
+        all.push(doubled(1_000_000, 14, "{{ l|sort|length }}"));
+        all.push(doubled(100_000, 20, "{{ l|max|length }}"));
+        all.push(doubled(
+            100_000,
+            20,
+            "{% for x in l %}{% if 'y' in x %}{% endif %}{% endfor %}",
+        ));
+        all
+    }
+
+    fn peak_rss_kib() -> u64 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn bombs_fail_within_budget() {
+        let ctx = RecordContext {
+            names: Arc::new(HashMap::from([("n".to_owned(), 0)])),
+            values: vec![Some(minijinja::Value::from(1))],
+        }
+        .into_value();
+        for bomb in &bombs() {
+            let mut t = Templates::new();
+            t.add("b", bomb).unwrap();
+            let started = Instant::now();
+            let err = t
+                .render("b", &ctx, &RecordBudget::new())
+                .expect_err(&format!("rendered <- {bomb}"));
+            let took = started.elapsed();
+            assert!(err.starts_with(BUDGET_EXCEEDED), "{err} <- {bomb}");
+            // The deadline is the last line of defence (a few filters do work proportional to
+            // shared data within one instruction); without the budgets these took from 17 s
+            // to minutes, or aborted.
+            assert!(
+                took < RECORD_RENDER_TIME + Duration::from_secs(5),
+                "took {took:?} <- {bomb}"
+            );
+        }
+        // Unpatched, several of these peaked at 4 to 20 GB (or aborted). One render may hold
+        // its fuel's worth of data (64 MiB) plus a copy while it is charged.
+        let peak_mib = peak_rss_kib() / 1024;
+        assert!(peak_mib < 512, "peak RSS {peak_mib} MiB");
+    }
+
+    #[test]
+    fn a_record_shares_one_fuel_budget_across_its_templates() {
+        let mut t = Templates::new();
+        // About a third of a render's fuel each: several fit in one render's budget, but not
+        // in one record's budget when there are many of them.
+        t.add("loop", "{% for i in range(100000) %}{% endfor %}ok")
+            .unwrap();
+        let ctx = RecordContext {
+            names: Arc::new(HashMap::new()),
+            values: vec![],
+        }
+        .into_value();
+        let budget = RecordBudget::new();
+        let mut rendered = 0;
+        let err = loop {
+            match t.render("loop", &ctx, &budget) {
+                Ok(_) => rendered += 1,
+                Err(e) => break e,
+            }
+            assert!(rendered < 1000, "the record budget never ran out");
+        };
+        assert!(err.starts_with(BUDGET_EXCEEDED), "{err}");
+        assert!(rendered >= 3, "rendered {rendered}");
+        // A fresh record starts with the full budget again.
+        assert_eq!(t.render("loop", &ctx, &RecordBudget::new()).unwrap(), "ok");
     }
 }

@@ -556,6 +556,11 @@ mod builtins {
     }
 
     fn cmp_helper(a: &Value, b: &Value, case_sensitive: bool, reverse: bool) -> Ordering {
+        // synthgate patch: see `limits::should_stop` (a case-insensitive comparison reads
+        // both strings whole).
+        if crate::limits::should_stop(crate::limits::str_len(a) + crate::limits::str_len(b)) {
+            return Ordering::Equal;
+        }
         let ordering = if !case_sensitive {
             if let (Some(a), Some(b)) = (a.as_str(), b.as_str()) {
                 #[cfg(feature = "unicode")]
@@ -784,11 +789,22 @@ mod builtins {
         // The joiner is repeated for every item, so the size of the result is
         // not bounded by the size of the items.  This charges for every item
         // and checks that the output can be paid for before it grows.
-        fn charge_join(state: &State, output: &str, joiner: &str) -> Result<(), Error> {
+        fn charge_join(
+            state: &State,
+            output: &str,
+            joiner: &str,
+            item: &Value,
+        ) -> Result<(), Error> {
             ok!(state.charge_items(1));
-            if !joiner.is_empty() {
-                ok!(state.ensure_bytes(output.len().saturating_add(joiner.len())));
-            }
+            // synthgate patch: the items count too (not only the joiner), since a list may
+            // share one long string many times: check before the output grows.
+            let item_len = item.as_str().map_or(0, str::len);
+            ok!(state.ensure_bytes(
+                output
+                    .len()
+                    .saturating_add(joiner.len())
+                    .saturating_add(item_len)
+            ));
             Ok(())
         }
 
@@ -799,7 +815,7 @@ mod builtins {
         ) -> Result<String, Error> {
             let mut output = String::new();
             for (idx, item) in iter.enumerate() {
-                ok!(charge_join(state, &output, joiner));
+                ok!(charge_join(state, &output, joiner, &item));
                 ok!(item.check());
                 if idx > 0 {
                     output.push_str(joiner);
@@ -820,7 +836,7 @@ mod builtins {
         ) -> Result<String, Error> {
             let mut output = String::new();
             for (idx, item) in iter.enumerate() {
-                ok!(charge_join(state, &output, joiner));
+                ok!(charge_join(state, &output, joiner, &item));
                 ok!(item.check());
                 if idx > 0 {
                     output.push_str(joiner);
@@ -2506,7 +2522,11 @@ mod builtins {
             let memorized_value = if case_sensitive {
                 value_to_compare.clone()
             } else if let Some(s) = value_to_compare.as_str() {
-                Value::from(s.to_lowercase())
+                // synthgate patch: the lowered copy is data this filter creates; pay for it
+                // (a list may share one long string many times).
+                let lowered = Value::from(s.to_lowercase());
+                ok!(state.charge_value(&lowered));
+                lowered
             } else {
                 value_to_compare.clone()
             };

@@ -48,6 +48,13 @@ struct JsonWriter {
 
 impl JsonWriter {
     fn write_value(&mut self, value: &Value) -> Result<(), Error> {
+        // synthgate patch: serializing shares the format budget of printing (see `limits`).
+        if !crate::limits::charge_item(value) {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "format budget exceeded",
+            ));
+        }
         match value.0 {
             ValueRepr::None | ValueRepr::Undefined(..) => self.out.push_str("null"),
             ValueRepr::Invalid(ref err) => return Err(err.internal_clone()),
@@ -181,6 +188,11 @@ impl JsonWriter {
     }
 
     fn write_indent(&mut self, indent: usize) {
+        // synthgate patch: indentation is paid for too; once the budget is spent nothing more
+        // is written and the next value fails (see `limits`).
+        if !crate::limits::charge_bytes(indent.saturating_mul(self.depth)) {
+            return;
+        }
         for _ in 0..indent * self.depth {
             self.out.push(' ');
         }

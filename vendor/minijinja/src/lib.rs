@@ -220,6 +220,7 @@ mod vendor;
 mod vm;
 
 pub mod filters;
+pub mod limits;
 #[cfg(feature = "builtins")]
 #[cfg_attr(docsrs, doc(cfg(feature = "builtins")))]
 pub mod formatting;

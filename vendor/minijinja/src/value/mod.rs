@@ -677,6 +677,10 @@ impl fmt::Debug for ValueRepr {
 
 impl Hash for Value {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        // synthgate patch: see `limits::should_stop`.
+        if crate::limits::should_stop(crate::limits::str_len(self)) {
+            return;
+        }
         match self.0 {
             ValueRepr::None | ValueRepr::Undefined(..) => 0u8.hash(state),
             ValueRepr::String(ref s, _) => s.hash(state),
@@ -709,6 +713,11 @@ pub struct Value(pub(crate) ValueRepr);
 
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
+        // synthgate patch: see `limits::should_stop`.
+        let shorter = crate::limits::str_len(self).min(crate::limits::str_len(other));
+        if crate::limits::should_stop(shorter) {
+            return true;
+        }
         match (&self.0, &other.0) {
             (&ValueRepr::None, &ValueRepr::None) => true,
             (&ValueRepr::Undefined(..), &ValueRepr::Undefined(..)) => true,
@@ -893,6 +902,11 @@ fn cmp_uncoercible_numbers(left: &Value, right: &Value) -> Ordering {
 
 impl Ord for Value {
     fn cmp(&self, other: &Self) -> Ordering {
+        // synthgate patch: see `limits::should_stop`.
+        let shorter = crate::limits::str_len(self).min(crate::limits::str_len(other));
+        if crate::limits::should_stop(shorter) {
+            return Ordering::Equal;
+        }
         match (&self.0, &other.0) {
             (&ValueRepr::Bool(a), _) if other.is_number() => {
                 return Value::from(a as i64).cmp(other)

@@ -311,6 +311,17 @@ fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                     dbg.entry(&OmittedKey, &Omitted { count, prefix: "" });
                     break;
                 }
+                // synthgate patch: pay for the entry before printing it (see `limits`).
+                if !(crate::limits::charge_item(&key) && crate::limits::charge_item(&value)) {
+                    dbg.entry(
+                        &OmittedKey,
+                        &Omitted {
+                            count: None,
+                            prefix: "",
+                        },
+                    );
+                    break;
+                }
                 dbg.entry(&key, &value);
             }
             dbg.finish()
@@ -326,6 +337,14 @@ fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                         let count = obj.enumerator_len().map(|x| x - idx);
                         dbg.entry(&Omitted {
                             count,
+                            prefix: "... ",
+                        });
+                        break;
+                    }
+                    // synthgate patch: pay for the item before printing it (see `limits`).
+                    if !crate::limits::charge_item(&value) {
+                        dbg.entry(&Omitted {
+                            count: None,
                             prefix: "... ",
                         });
                         break;

@@ -865,6 +865,27 @@ fn plain_str(v: &Value) -> Option<&str> {
 /// sequences and is used to refuse an allocation before it happens.  The
 /// result is in fuel units (bytes, and list slots of
 /// [`SLOT_COST`] bytes).
+/// synthgate patch: the data size of one repetition of `seq`, extrapolated from its first
+/// items (strings count their length, other items a slot).
+fn lazy_repeat_estimate(seq: &Value) -> u64 {
+    const SAMPLE: usize = 64;
+    let Some(len) = seq.len() else {
+        return 0;
+    };
+    let Ok(iter) = seq.try_iter() else {
+        return 0;
+    };
+    let (mut seen, mut bytes) = (0u64, 0u64);
+    for item in iter.take(SAMPLE) {
+        seen += 1;
+        bytes = bytes.saturating_add(item.as_str().map_or(SLOT_COST, |s| s.len() as u64));
+    }
+    if seen == 0 {
+        return 0;
+    }
+    (bytes / seen).saturating_mul(len as u64)
+}
+
 pub(crate) fn binop_alloc_estimate(op: &str, lhs: &Value, rhs: &Value) -> u64 {
     fn str_len(v: &Value) -> Option<u64> {
         match v.0 {
@@ -890,8 +911,10 @@ pub(crate) fn binop_alloc_estimate(op: &str, lhs: &Value, rhs: &Value) -> u64 {
                     .saturating_mul(n)
                     .saturating_mul(SLOT_COST)
             } else {
-                // repeating lists is lazy
-                0
+                // synthgate patch: repeating lists is lazy, but the items are shared, so the
+                // result prints (and joins, sorts...) as if they were copied. Estimate that
+                // size from the first items, so `[s] * n` needs the fuel its data would.
+                lazy_repeat_estimate(repeated).saturating_mul(n)
             }
         }
         "add" | "string_concat" => match (str_len(lhs), str_len(rhs)) {

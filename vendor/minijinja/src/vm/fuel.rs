@@ -65,6 +65,8 @@ pub(crate) struct FuelTracker {
     initial: u64,
     // The remaining fuel in units.
     remaining: Cell<i64>,
+    // synthgate patch: instructions left until the next deadline check (see `limits`).
+    until_deadline_check: Cell<u32>,
 }
 
 impl FuelTracker {
@@ -75,6 +77,7 @@ impl FuelTracker {
             remaining: Cell::new(
                 i64::try_from(fuel.saturating_mul(UNITS_PER_FUEL)).unwrap_or(i64::MAX),
             ),
+            until_deadline_check: Cell::new(crate::limits::DEADLINE_CHECK_EVERY),
         }
     }
 
@@ -114,6 +117,20 @@ impl FuelTracker {
     /// Tracks an instruction.  If it runs out of fuel an error is returned.
     #[inline]
     pub fn track(&self, instr: &Instruction) -> Result<(), Error> {
+        // synthgate patch: a render also stops at its deadline (see `limits`).
+        let left = self.until_deadline_check.get();
+        if left == 0 {
+            self.until_deadline_check
+                .set(crate::limits::DEADLINE_CHECK_EVERY);
+            if crate::limits::deadline_passed() {
+                return Err(Error::new(
+                    ErrorKind::InvalidOperation,
+                    "render deadline exceeded",
+                ));
+            }
+        } else {
+            self.until_deadline_check.set(left - 1);
+        }
         if consumes_fuel(instr) {
             self.consume(INSTRUCTION_COST)
         } else {
