@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use crate::auth::Caller;
 use crate::config::LimitsConfig;
+use crate::cpu::CpuGate;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
 use crate::domain::models::{ModelConfig, ToolConfig};
 use crate::domain::{JobId, JobStatus};
@@ -92,6 +93,8 @@ pub struct JobService {
     wake: Arc<Notify>,
     /// Lists tools at submit time, so tool-config errors are the client's 422, not failed records.
     tools: Option<ToolHub>,
+    /// Where parsing, compiling and generating run: off the runtime threads, one per core.
+    cpu: CpuGate,
 }
 
 impl JobService {
@@ -112,6 +115,7 @@ impl JobService {
             limits,
             wake,
             tools,
+            cpu: CpuGate::per_core(),
         }
     }
 
@@ -123,7 +127,8 @@ impl JobService {
         caller: &Caller,
     ) -> Result<(JobRow, bool), ApiError> {
         req.owner = caller.owner().map(str::to_owned);
-        let v = self.validate(&req, self.limits.max_num_records)?;
+        let max = self.limits.max_num_records;
+        let v = self.cpu.run(|| self.validate(&req, max)).await?;
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
@@ -276,11 +281,16 @@ impl JobService {
         Ok(job)
     }
 
-    /// The compiled plan of a job, compiling it from the stored config on a cache miss.
-    pub fn compiled(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
+    /// The compiled plan of a job, compiling it from the stored config on a cache miss (on
+    /// the [`CpuGate`]).
+    pub async fn compiled(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
         if let Some(c) = self.plans.get(job.id) {
             return Ok(c);
         }
+        self.cpu.run(|| self.compile_stored(job)).await
+    }
+
+    fn compile_stored(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
         let plan = Plan::compile(&dataset, &self.ctx, job.seed)?;
@@ -304,10 +314,15 @@ impl JobService {
         let Some(job) = self.store.get_job(id, None).await? else {
             return Ok(PlanLookup::Missing);
         };
-        Ok(match self.compiled(&job) {
+        Ok(match self.compiled(&job).await {
             Ok(c) => PlanLookup::Ready(c),
             Err(issues) => PlanLookup::Invalid(issues),
         })
+    }
+
+    /// Where CPU-heavy work runs (see [`CpuGate`]).
+    pub fn cpu(&self) -> &CpuGate {
+        &self.cpu
     }
 
     /// The configured limits.

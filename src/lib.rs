@@ -24,6 +24,7 @@ pub mod app;
 pub mod auth;
 pub mod cli;
 pub mod config;
+pub mod cpu;
 pub mod domain;
 pub mod error;
 pub mod generate;

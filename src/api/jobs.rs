@@ -63,7 +63,11 @@ pub async fn create_job(
     body: Bytes,
 ) -> Result<(StatusCode, Json<JobResponse>), ApiError> {
     let format = extract::body_format(&headers)?;
-    let value = extract::decode_body(format, &body)?;
+    let value = state
+        .jobs
+        .cpu()
+        .run(|| extract::decode_body(format, &body))
+        .await?;
     let idempotency_key = headers
         .get("idempotency-key")
         .map(|v| {
@@ -272,6 +276,7 @@ pub(super) async fn render_job(state: &AppState, job: JobRow) -> Result<JobRespo
     let columns = state
         .jobs
         .compiled(&job)
+        .await
         .map(|c| c.plan.output_columns().to_vec())
         .unwrap_or_default();
     let usage = state.store.job_usage(job.id).await?;

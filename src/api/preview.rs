@@ -85,13 +85,18 @@ pub async fn create_preview(
             "preview takes a JSON body: {\"config\", \"num_records\", ...}".into(),
         ));
     }
-    let value = extract::decode_body(BodyFormat::Json, &body)?;
+    let cpu = state.jobs.cpu();
+    let value = cpu
+        .run(|| extract::decode_body(BodyFormat::Json, &body))
+        .await?;
     let no_query = CreateJobQuery {
         num_records: None,
         seed: None,
     };
     let req = submit_request(BodyFormat::Json, value, no_query)?;
-    let v = state.jobs.validate(&req, MAX_PREVIEW_RECORDS)?;
+    let v = cpu
+        .run(|| state.jobs.validate(&req, MAX_PREVIEW_RECORDS))
+        .await?;
     crate::jobs::check_caller(&v.compiled, &caller)?;
     state.jobs.check_tools(&v.compiled).await?;
     // One scope per preview: its `per_job` MCP sessions live as long as the request.
@@ -111,6 +116,7 @@ pub async fn create_preview(
         max_prompt_chars: state.config.limits.max_prompt_chars,
         tool_configs: &v.compiled.tools,
         scope: None,
+        cpu,
     };
     let plan = &v.compiled.plan;
     let pool = state.tools.pool();

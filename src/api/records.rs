@@ -126,6 +126,7 @@ pub async fn list_job_records(
             let columns = state
                 .jobs
                 .compiled(&job)
+                .await
                 .map(|c| {
                     let mut cols = c.plan.output_columns().to_vec();
                     if traces {

@@ -46,6 +46,8 @@ pub struct LlmRuntime<'a> {
     pub scope: Option<CallScope>,
     /// `limits.max_prompt_chars`: longest rendered system + user prompt.
     pub max_prompt_chars: usize,
+    /// Where the record's CPU work (samplers, templates) runs, off the runtime threads.
+    pub cpu: &'a crate::cpu::CpuGate,
 }
 
 /// A compiled LLM column.

@@ -242,17 +242,36 @@ impl Plan {
             budget: template::RecordBudget::new(),
         };
         let mut spent = Spent::default();
-        for step in &self.steps {
-            let result = match &step.kind {
-                columns::StepKind::Llm(llm) => {
-                    self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
-                        .await
+        let mut next = 0;
+        while next < self.steps.len() {
+            let step = &self.steps[next];
+            if let columns::StepKind::Llm(llm) = &step.kind {
+                if let Err(e) = self
+                    .run_llm(step, llm, &env, &mut rec, rt, &mut spent)
+                    .await
+                {
+                    return spent.into_generated(self.failed(step, e, &rec));
                 }
-                _ => step.run(&env, &mut rec),
-            };
-            if let Err(e) = result {
+                next += 1;
+                continue;
+            }
+            // The columns up to the next LLM column are pure CPU: one section for all of them.
+            let end = self.steps[next..]
+                .iter()
+                .position(|s| matches!(s.kind, columns::StepKind::Llm(_)))
+                .map_or(self.steps.len(), |p| next + p);
+            let failed = rt
+                .cpu
+                .run(|| {
+                    self.steps[next..end]
+                        .iter()
+                        .find_map(|step| step.run(&env, &mut rec).err().map(|e| (step, e)))
+                })
+                .await;
+            if let Some((step, e)) = failed {
                 return spent.into_generated(self.failed(step, e, &rec));
             }
+            next = end;
         }
         let values = self.row(&rec);
         spent.into_generated(RecordOutcome::Completed { values })
@@ -280,19 +299,29 @@ impl Plan {
         rt: &LlmRuntime<'_>,
         out: &mut Spent,
     ) -> Result<(), columns::StepError> {
-        let Some(ctx) = step.apply_skip(env, rec) else {
+        // The skip gate and the prompts are templates: CPU work, off the runtime threads.
+        let prompts = rt
+            .cpu
+            .run(|| {
+                let Some(ctx) = step.apply_skip(env, rec) else {
+                    return Ok(None);
+                };
+                let ctx = ctx.unwrap_or_else(|| rec.context());
+                let render = |name: &str| {
+                    env.render(name, &ctx).map_err(|e| columns::StepError {
+                        code: columns::errors::TEMPLATE_ERROR,
+                        stage: "render",
+                        message: e,
+                    })
+                };
+                let user = render(&llm.prompt)?;
+                let system = llm.system.as_deref().map(render).transpose()?;
+                Ok(Some((system, user)))
+            })
+            .await?;
+        let Some((system, user)) = prompts else {
             return Ok(());
         };
-        let ctx = ctx.unwrap_or_else(|| rec.context());
-        let render = |name: &str| {
-            env.render(name, &ctx).map_err(|e| columns::StepError {
-                code: columns::errors::TEMPLATE_ERROR,
-                stage: "render",
-                message: e,
-            })
-        };
-        let user = render(&llm.prompt)?;
-        let system = llm.system.as_deref().map(render).transpose()?;
         let answer = llm.run(rt, system, user).await;
         match answer {
             Ok(a) => {

@@ -225,6 +225,7 @@ async fn run_record(
                         job: rec.job_id.0,
                         record: rec.id.0,
                     }),
+                    cpu: inner.jobs.cpu(),
                 };
                 let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
                 if let Some(t) = &inner.tools {

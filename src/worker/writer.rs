@@ -185,7 +185,7 @@ async fn check_error_rate(inner: &Inner, job_id: JobId) {
     ) {
         return;
     }
-    let Ok(compiled) = inner.jobs.compiled(&job) else {
+    let Ok(compiled) = inner.jobs.compiled(&job).await else {
         return;
     };
     let rc = &compiled.run_config;
