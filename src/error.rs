@@ -26,6 +26,9 @@ pub enum ApiError {
     /// The body is not valid YAML.
     #[error("{0}")]
     InvalidYaml(String),
+    /// The body (JSON or YAML) has an object with the same key twice; the message names it.
+    #[error("{0}")]
+    DuplicateKey(String),
     /// The `Content-Type` is not one the endpoint takes.
     #[error("{0}")]
     UnsupportedMediaType(String),
@@ -96,7 +99,9 @@ impl ApiError {
     /// The HTTP status, chosen per variant.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::InvalidJson(_) | Self::InvalidYaml(_) => StatusCode::BAD_REQUEST,
+            Self::InvalidJson(_) | Self::InvalidYaml(_) | Self::DuplicateKey(_) => {
+                StatusCode::BAD_REQUEST
+            }
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             Self::InvalidRequest(_) | Self::InvalidConfig(_) | Self::NumRecordsOutOfRange(_) => {
                 StatusCode::UNPROCESSABLE_ENTITY
@@ -123,6 +128,7 @@ impl ApiError {
         match self {
             Self::InvalidJson(_) => "invalid_json",
             Self::InvalidYaml(_) => "invalid_yaml",
+            Self::DuplicateKey(_) => "duplicate_key",
             Self::UnsupportedMediaType(_) => "unsupported_media_type",
             Self::InvalidRequest(_) => "invalid_request",
             Self::InvalidConfig(issues) => issues.first().map_or("invalid_config", |i| i.code),

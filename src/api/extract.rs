@@ -10,6 +10,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::decode::DecodeError;
 use crate::domain::{JobId, RecordId};
 use crate::error::ApiError;
 
@@ -91,16 +92,25 @@ pub fn decode_body(format: BodyFormat, body: &Bytes) -> Result<Value, ApiError> 
             BodyFormat::Yaml => ApiError::InvalidYaml("request body is empty".into()),
         });
     }
-    match format {
-        BodyFormat::Json => serde_json::from_slice(body)
-            .map_err(|e| ApiError::InvalidJson(format!("request body is not valid JSON: {e}"))),
+    let decoded = match format {
+        BodyFormat::Json => super::decode::json(body),
         BodyFormat::Yaml => {
             let text = std::str::from_utf8(body)
                 .map_err(|_| ApiError::InvalidYaml("request body is not UTF-8".into()))?;
-            yaml_serde::from_str::<Value>(text)
-                .map_err(|e| ApiError::InvalidYaml(format!("request body is not valid YAML: {e}")))
+            super::decode::yaml(text)
         }
-    }
+    };
+    decoded.map_err(|e| match (e, format) {
+        (DecodeError::DuplicateKey(m), _) => {
+            ApiError::DuplicateKey(format!("request body: {m}; each key may appear once"))
+        }
+        (DecodeError::Syntax(m), BodyFormat::Json) => {
+            ApiError::InvalidJson(format!("request body is not valid JSON: {m}"))
+        }
+        (DecodeError::Syntax(m), BodyFormat::Yaml) => {
+            ApiError::InvalidYaml(format!("request body is not valid YAML: {m}"))
+        }
+    })
 }
 
 /// Deserializes a decoded body into `T`, naming the offending field on error.

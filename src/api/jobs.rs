@@ -45,7 +45,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     responses(
         (status = 202, description = "Accepted; records are queued", body = JobResponse),
         (status = 200, description = "Same Idempotency-Key and body as an earlier request: that job", body = JobResponse),
-        (status = 400, description = "Malformed JSON or YAML (`invalid_json`, `invalid_yaml`)", body = ErrorBody),
+        (status = 400, description = "Malformed JSON or YAML (`invalid_json`, `invalid_yaml`), or an object with a key twice (`duplicate_key`)", body = ErrorBody),
         (status = 409, description = "Idempotency-Key reused for another request (`idempotency_key_reused`)", body = ErrorBody),
         (status = 403, description = "The API key may not use a model or tool alias the job names (`alias_not_allowed`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),

@@ -1,6 +1,7 @@
 //! The HTTP API: `router(state)` merges the resource routers and wraps them in the middleware
 //! stack (request id, trace, timeout, body limit, panic catcher, error envelope).
 
+mod decode;
 pub mod dto;
 mod events;
 pub mod extract;
