@@ -34,6 +34,34 @@ pub struct UsageDelta {
     pub counts: UsageCounts,
 }
 
+/// The usage of written results summed per job and alias, in `(job, alias)` order: every
+/// writer updates `job_usage` rows in the same order, so two batches never deadlock on them.
+pub(crate) fn sum<'a>(
+    written: impl IntoIterator<
+        Item = (
+            crate::domain::JobId,
+            &'a std::collections::BTreeMap<String, UsageCounts>,
+        ),
+    >,
+) -> Vec<UsageDelta> {
+    let mut sums: std::collections::BTreeMap<(crate::domain::JobId, &str), UsageCounts> =
+        Default::default();
+    for (job_id, usage) in written {
+        for (alias, counts) in usage {
+            sums.entry((job_id, alias.as_str()))
+                .or_default()
+                .add(counts);
+        }
+    }
+    sums.into_iter()
+        .map(|((job_id, alias), counts)| UsageDelta {
+            job_id,
+            model_alias: alias.to_owned(),
+            counts,
+        })
+        .collect()
+}
+
 /// Builds the per-alias map from `(alias, requests, prompt, completion)` rows; shared by both
 /// backends, which store counts as signed integers.
 pub(crate) fn from_rows(
