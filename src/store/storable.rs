@@ -29,40 +29,82 @@ const REPLACEMENT: &str = "\u{FFFD}";
 /// Where the first NUL in `v` is, as a path below `v` in the style of serde's paths
 /// (`columns[0].name`; empty for `v` itself), or `None` when there is none. A NUL in an
 /// object key is reported at the key's object.
+///
+/// Iterative, like [`has_nul`]: a submitted document's depth is not this function's to trust.
 pub fn find_nul(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => s.contains('\0').then(String::new),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .find_map(|(i, item)| find_nul(item).map(|p| format!("[{i}]{}", dotted(&p)))),
-        Value::Object(map) => map.iter().find_map(|(k, item)| {
-            if k.contains('\0') {
-                return Some(String::new());
+    /// A visited value: its parent's entry and how it is reached from there.
+    enum Step<'a> {
+        Index(usize),
+        Key(&'a str),
+    }
+    let mut seen: Vec<(Option<usize>, Option<Step<'_>>)> = vec![(None, None)];
+    let mut stack: Vec<(&Value, usize)> = vec![(v, 0)];
+    let mut found = None;
+    while let Some((v, at)) = stack.pop() {
+        let mut push = |seen: &mut Vec<_>, child, step| {
+            seen.push((Some(at), Some(step)));
+            stack.push((child, seen.len() - 1));
+        };
+        match v {
+            Value::String(s) if s.contains('\0') => {
+                found = Some(at);
+                break;
             }
-            find_nul(item).map(|p| format!("{k}{}", dotted(&p)))
-        }),
-        Value::Null | Value::Bool(_) | Value::Number(_) => None,
+            Value::Object(map) if map.keys().any(|k| k.contains('\0')) => {
+                found = Some(at);
+                break;
+            }
+            // Pushed in reverse, so the first child is looked at first.
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate().rev() {
+                    push(&mut seen, item, Step::Index(i));
+                }
+            }
+            Value::Object(map) => {
+                for (k, item) in map.iter().rev() {
+                    push(&mut seen, item, Step::Key(k));
+                }
+            }
+            Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
     }
-}
-
-/// Joins a child path to its parent segment: `[1]` as is, `name` with a dot.
-fn dotted(child: &str) -> Cow<'_, str> {
-    if child.is_empty() || child.starts_with('[') {
-        Cow::Borrowed(child)
-    } else {
-        Cow::Owned(format!(".{child}"))
+    let mut at = found?;
+    let mut steps = Vec::new();
+    while let (Some(parent), Some(step)) = &seen[at] {
+        steps.push(step);
+        at = *parent;
     }
+    let mut path = String::new();
+    for step in steps.into_iter().rev() {
+        match step {
+            Step::Index(i) => path.push_str(&format!("[{i}]")),
+            Step::Key(k) if path.is_empty() => path.push_str(k),
+            Step::Key(k) => {
+                path.push('.');
+                path.push_str(k);
+            }
+        }
+    }
+    Some(path)
 }
 
 /// Whether `v` holds a NUL anywhere, in a string or a key.
 fn has_nul(v: &Value) -> bool {
-    match v {
-        Value::String(s) => s.contains('\0'),
-        Value::Array(items) => items.iter().any(has_nul),
-        Value::Object(map) => map.iter().any(|(k, v)| k.contains('\0') || has_nul(v)),
-        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) if s.contains('\0') => return true,
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                if map.keys().any(|k| k.contains('\0')) {
+                    return true;
+                }
+                stack.extend(map.values());
+            }
+            Value::String(_) | Value::Null | Value::Bool(_) | Value::Number(_) => {}
+        }
     }
+    false
 }
 
 /// Whether `r` can be written as it is.
@@ -252,6 +294,10 @@ mod tests {
         assert_eq!(find_nul(&json!([[0, "\u{0}"]])).as_deref(), Some("[0][1]"));
         let key = json!({"tags": {"k\u{0}": 1}});
         assert_eq!(find_nul(&key).as_deref(), Some("tags"));
+        let deep = json!({"a": {"b": [1, {"c": "\u{0}"}]}});
+        assert_eq!(find_nul(&deep).as_deref(), Some("a.b[1].c"));
+        let first = json!({"x": ["ok", "\u{0}"], "y": "\u{0}"});
+        assert_eq!(find_nul(&first).as_deref(), Some("x[1]"));
     }
 
     #[test]

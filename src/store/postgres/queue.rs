@@ -278,7 +278,12 @@ impl PgStore {
         .await?;
         if live.is_some() {
             // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
-            // flight, `completed` if nothing was left to cancel.
+            // flight, `completed` if nothing was left to cancel. This locks expired in-progress
+            // records after the job row, against the usual order; no cycle can follow: those
+            // records' holders never wait for this job's row (a claim of expired records only
+            // updates `queued` jobs, and such a job has none; a completion does not touch
+            // jobs; a finalize locks them only once the job is `cancelling`, which this
+            // transaction has not committed yet).
             finalize_in(&mut tx, &[id.0]).await?;
         }
         let job: Option<Job> = sqlx::query_as(concat!(
