@@ -312,10 +312,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Moves jobs with nothing left to do to their terminal status: `queued`/`running` →
     /// `completed`, `cancelling` → `cancelled` if any of its records was cancelled, else
-    /// `completed` (a cancel that came too late to stop anything), setting `finished_at`. In a `cancelling` job,
-    /// pending records and in-progress records whose lease expired (they would never finish)
-    /// become `cancelled` first. Returns the jobs that changed, sorted; when replicas race,
-    /// each job is reported by exactly one caller, so the caller that gets it can announce it.
+    /// `completed` (a cancel that came too late to stop anything), setting `finished_at`. In a
+    /// `cancelling` job, pending records and in-progress records whose lease expired (they
+    /// would never finish) become `cancelled` first. Returns the jobs that changed, sorted;
+    /// when replicas race, each job is reported by exactly one caller, so the caller that gets
+    /// it can announce it.
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
 
     /// Fails a `queued` or `running` job (`error_rate_exceeded`, ...): status `failed` with the

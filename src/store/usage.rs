@@ -1,4 +1,9 @@
 //! LLM usage per job and model alias: what the writer adds and what the job response shows.
+//!
+//! Usage is added by `complete_records`, in the transaction that writes the records, from the
+//! results it writes: a job's usage is the sum over its stored results, exact after any crash.
+//! (The `job_usage` migration's note that re-run requests are counted again predates this: the
+//! requests of an attempt whose result is not stored are not counted; its re-run's are.)
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
