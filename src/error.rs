@@ -41,6 +41,10 @@ pub enum ApiError {
     /// `num_records` is below 1 or above the configured maximum.
     #[error("{0}")]
     NumRecordsOutOfRange(String),
+    /// The request holds text the database cannot store (a NUL character); the message names
+    /// the field.
+    #[error("{0}")]
+    UnstorableValue(String),
     /// A pagination cursor that this server did not issue.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
@@ -103,9 +107,10 @@ impl ApiError {
                 StatusCode::BAD_REQUEST
             }
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::InvalidRequest(_) | Self::InvalidConfig(_) | Self::NumRecordsOutOfRange(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Self::InvalidRequest(_)
+            | Self::InvalidConfig(_)
+            | Self::NumRecordsOutOfRange(_)
+            | Self::UnstorableValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
             Self::JobNotFound(_)
             | Self::RecordNotFound(_)
@@ -133,6 +138,7 @@ impl ApiError {
             Self::InvalidRequest(_) => "invalid_request",
             Self::InvalidConfig(issues) => issues.first().map_or("invalid_config", |i| i.code),
             Self::NumRecordsOutOfRange(_) => "num_records_out_of_range",
+            Self::UnstorableValue(_) => "unstorable_value",
             Self::InvalidCursor(_) => "invalid_cursor",
             Self::InvalidId(_) => "invalid_id",
             Self::JobNotFound(_) => "job_not_found",

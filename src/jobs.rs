@@ -16,7 +16,7 @@ use crate::domain::models::{ModelConfig, ToolConfig};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
-use crate::store::{CreateOutcome, JobRow, NewJob, Store, StoreError};
+use crate::store::{CancelOutcome, CreateOutcome, JobRow, NewJob, Store, StoreError};
 use crate::tools::ToolHub;
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
@@ -128,7 +128,13 @@ impl JobService {
     ) -> Result<(JobRow, bool), ApiError> {
         req.owner = caller.owner().map(str::to_owned);
         let max = self.limits.max_num_records;
-        let v = self.cpu.run(|| self.validate(&req, max)).await?;
+        let v = self
+            .cpu
+            .run(|| {
+                check_storable(&req)?;
+                self.validate(&req, max)
+            })
+            .await?;
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
@@ -265,20 +271,26 @@ impl JobService {
     }
 
     /// Requests cancellation: no new record of the job is claimed; records in flight finish.
+    /// Whether the job had already finished is decided by the store in the cancel's own
+    /// transaction, so a cancel racing the last record's write gets `job_finished`, never a
+    /// `200` with a finished job.
     pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
-        let job = self.get(id, owner).await?;
-        if job.status.is_terminal() {
-            return Err(ApiError::JobFinished {
+        // Visibility first: another key's job is not found, whatever its status.
+        self.get(id, owner).await?;
+        match self.store.request_cancel(id).await? {
+            CancelOutcome::Accepted(job) => {
+                tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
+                if job.status.is_terminal() {
+                    self.forget(id);
+                }
+                Ok(job)
+            }
+            CancelOutcome::Finished(job) => Err(ApiError::JobFinished {
                 id: id.to_string(),
                 status: job.status.as_str(),
-            });
+            }),
+            CancelOutcome::NotFound => Err(ApiError::JobNotFound(id.to_string())),
         }
-        self.store.request_cancel(id).await?;
-        // With nothing in flight the job can be `cancelled` right away.
-        self.store.finalize_jobs(&[id]).await?;
-        let job = self.get(id, owner).await?;
-        tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
-        Ok(job)
     }
 
     /// The compiled plan of a job, compiling it from the stored config on a cache miss (on
@@ -451,6 +463,31 @@ impl ServerModels {
         }
         Ok((out, tools))
     }
+}
+
+/// Refuses a request holding text the database cannot store (a NUL character, anywhere in
+/// the config, metadata or run config: in a column name as in a prompt or a key), with `422
+/// unstorable_value` naming the field, on every backend alike.
+fn check_storable(req: &SubmitRequest) -> Result<(), ApiError> {
+    let fields = [
+        ("config", Some(&req.config)),
+        ("metadata", req.metadata.as_ref()),
+        ("run_config", req.run_config.as_ref()),
+    ];
+    for (name, value) in fields {
+        let Some(path) = value.and_then(crate::store::storable::find_nul) else {
+            continue;
+        };
+        let field = match path.as_str() {
+            "" => name.to_owned(),
+            p if p.starts_with('[') => format!("{name}{p}"),
+            p => format!("{name}.{p}"),
+        };
+        return Err(ApiError::UnstorableValue(format!(
+            "field '{field}': contains a NUL character (\\u0000), which cannot be stored"
+        )));
+    }
+    Ok(())
 }
 
 fn prefix_run_config(issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {

@@ -155,7 +155,10 @@ pub struct JobResponse {
     pub error: Option<JobErrorResponse>,
     /// The first failed records (up to 5), by index.
     pub first_errors: Vec<RecordErrorSummary>,
-    /// LLM requests and tokens by model alias.
+    /// LLM requests and tokens by model alias: those of the stored records (completed or
+    /// failed), each counted in the transaction that writes the record, so exact after any
+    /// crash. An attempt whose result was not stored (lost with a crashed process, or
+    /// superseded after its lease was taken over) is not counted.
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
     /// When the job was accepted.
     pub created_at: DateTime<Utc>,

@@ -244,7 +244,10 @@ pub async fn get_job(
 /// Cancel a job
 ///
 /// No further record is claimed and pending records become `cancelled`; records in flight
-/// finish. The job is `cancelling` until they have, then `cancelled`.
+/// finish. The job is `cancelling` until they have, then `cancelled`, or `completed` if the
+/// cancel stopped nothing (every record was already in flight). A job that has finished, or
+/// whose records have all finished, is not cancelled: `409 job_finished`, decided in the same
+/// transaction as the cancel, so a cancel racing the last record gets one answer or the other.
 #[utoipa::path(
     post, path = "/v1/jobs/{id}/cancel", tag = "jobs",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
@@ -252,7 +255,7 @@ pub async fn get_job(
         (status = 200, description = "The job after the request", body = JobResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
-        (status = 409, description = "The job already finished (`job_finished`)", body = ErrorBody),
+        (status = 409, description = "The job, or every one of its records, already finished (`job_finished`)", body = ErrorBody),
     )
 )]
 pub async fn cancel_job(

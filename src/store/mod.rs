@@ -9,6 +9,7 @@ mod open;
 pub mod postgres;
 mod rows;
 pub mod sqlite;
+pub mod storable;
 pub(crate) mod usage;
 
 pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
@@ -36,6 +37,27 @@ pub enum StoreError {
     /// A stored value could not be decoded (a bug or a hand-edited row).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+}
+
+impl StoreError {
+    /// Whether the database refused a value it was given (Postgres SQLSTATE classes 22, data
+    /// exception, and 54, program limit exceeded; SQLite's "string or blob too big"), rather
+    /// than being away or failing: retrying the same write can never succeed.
+    pub fn is_data_error(&self) -> bool {
+        match self {
+            Self::Db(sqlx::Error::Encode(_)) => true,
+            Self::Db(sqlx::Error::Database(e)) => {
+                let code = e.code();
+                let code = code.as_deref().unwrap_or_default();
+                match e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                    Some(_) => code.starts_with("22") || code.starts_with("54"),
+                    // SQLITE_TOOBIG.
+                    None => code == "18",
+                }
+            }
+            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) => false,
+        }
+    }
 }
 
 /// A job to insert, with its `num_records` pending records.
@@ -169,6 +191,22 @@ pub struct RecordResult {
     pub outcome: RecordOutcome,
     /// Replaces any trace stored for the same record and column.
     pub traces: Vec<NewTrace>,
+    /// The LLM usage of this attempt by model alias, added to the job's usage in the
+    /// transaction that writes the result (and only if it is written).
+    pub usage: std::collections::BTreeMap<String, UsageCounts>,
+}
+
+/// Result of `request_cancel`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CancelOutcome {
+    /// No such job.
+    NotFound,
+    /// The cancel stands: the job is `cancelling` (records in flight finish) or, with nothing
+    /// in flight, already `cancelled`. Also the answer to a second cancel of a `cancelling` job.
+    Accepted(JobRow),
+    /// The job had finished, or every one of its records had (it is now finalized as
+    /// `completed`): nothing was cancelled and the job is as it ended.
+    Finished(JobRow),
 }
 
 /// A stored trace.
@@ -221,10 +259,12 @@ pub trait Store: Send + Sync + 'static {
     /// The first `limit` failed records of a job, by index.
     async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError>;
 
-    /// Moves a `queued`/`running` job to `cancelling` and its pending records to `cancelled`.
-    /// Returns the job after the change (unchanged if it was already past that point), or `None`
-    /// if it does not exist.
-    async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError>;
+    /// Cancels a `queued`/`running` job, deciding in one transaction against its records: its
+    /// pending records become `cancelled` and the job `cancelling`, then it is finalized like
+    /// `finalize_jobs` would (`cancelled` at once when nothing is in flight). A job with no
+    /// pending record and nothing in flight has finished already: it becomes `completed` and
+    /// the answer is [`CancelOutcome::Finished`], as for a job already terminal.
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError>;
 
     /// Claims up to `limit` records for `owner` with a lease of `lease`: pending records of
     /// `queued`/`running` jobs, and in-progress records of those jobs whose lease expired (a
@@ -250,11 +290,16 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
     ) -> Result<u64, StoreError>;
 
-    /// Writes finished records and their traces in one transaction, each only if `owner` still
-    /// holds its lease (and the record is still in progress). Returns the ids written, in the
-    /// order of `results` (the others were taken over or already finished, and are ignored).
-    /// A written record's traces replace all its earlier ones: the stored traces are those of
-    /// the final attempt. If `results` names a record twice, the first result wins.
+    /// Writes finished records, their traces and their LLM usage in one transaction, each only
+    /// if `owner` still holds its lease (and the record is still in progress). Returns the ids
+    /// written, in the order of `results` (the others were taken over or already finished, and
+    /// are ignored, their usage with them). A written record's traces replace all its earlier
+    /// ones: the stored traces are those of the final attempt. If `results` names a record
+    /// twice, the first result wins. So a job's usage is exactly the sum over its written
+    /// results, whatever crashes in between.
+    ///
+    /// Values no backend can store (a NUL character) fail their own record with
+    /// `unstorable_value`; see [`storable`]. The rest of the batch is written as it is.
     async fn complete_records(
         &self,
         owner: &str,
@@ -266,10 +311,12 @@ pub trait Store: Send + Sync + 'static {
     async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError>;
 
     /// Moves jobs with nothing left to do to their terminal status: `queued`/`running` →
-    /// `completed`, `cancelling` → `cancelled`, setting `finished_at`. In a `cancelling` job,
-    /// pending records and in-progress records whose lease expired (they would never finish)
-    /// become `cancelled` first. Returns the jobs that changed, sorted; when replicas race,
-    /// each job is reported by exactly one caller, so the caller that gets it can announce it.
+    /// `completed`, `cancelling` → `cancelled` if any of its records was cancelled, else
+    /// `completed` (a cancel that came too late to stop anything), setting `finished_at`. In a
+    /// `cancelling` job, pending records and in-progress records whose lease expired (they
+    /// would never finish) become `cancelled` first. Returns the jobs that changed, sorted;
+    /// when replicas race, each job is reported by exactly one caller, so the caller that gets
+    /// it can announce it.
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
 
     /// Fails a `queued` or `running` job (`error_rate_exceeded`, ...): status `failed` with the
@@ -316,9 +363,6 @@ pub trait Store: Send + Sync + 'static {
 
     /// Traces of several records (a page or export chunk), in no particular order.
     async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError>;
-
-    /// Adds LLM usage to jobs, creating rows as needed, in one transaction.
-    async fn add_usage(&self, deltas: &[UsageDelta]) -> Result<(), StoreError>;
 
     /// A job's LLM usage by model alias, sorted by alias.
     async fn job_usage(

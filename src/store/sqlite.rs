@@ -30,8 +30,8 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow, NewJob,
-    RecordResult, RecordRow, Store, StoreError, TraceRow,
+    CancelOutcome, ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::domain::{JobId, RecordId, RecordStatus};
 
@@ -286,9 +286,8 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn request_cancel(&self, id: JobId) -> Result<Option<JobRow>, StoreError> {
-        self.cancel(id).await?;
-        self.get_job(id, None).await
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+        self.cancel(id).await
     }
 
     async fn claim_records(
@@ -421,10 +420,6 @@ impl Store for SqliteStore {
         qb.push(")");
         let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
-    }
-
-    async fn add_usage(&self, deltas: &[super::UsageDelta]) -> Result<(), StoreError> {
-        usage::add(&self.pool, deltas).await
     }
 
     async fn job_usage(

@@ -1,4 +1,9 @@
 //! LLM usage per job and model alias: what the writer adds and what the job response shows.
+//!
+//! Usage is added by `complete_records`, in the transaction that writes the records, from the
+//! results it writes: a job's usage is the sum over its stored results, exact after any crash.
+//! (The `job_usage` migration's note that re-run requests are counted again predates this: the
+//! requests of an attempt whose result is not stored are not counted; its re-run's are.)
 
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
@@ -32,6 +37,34 @@ pub struct UsageDelta {
     pub model_alias: String,
     /// What to add.
     pub counts: UsageCounts,
+}
+
+/// The usage of written results summed per job and alias, in `(job, alias)` order: every
+/// writer updates `job_usage` rows in the same order, so two batches never deadlock on them.
+pub(crate) fn sum<'a>(
+    written: impl IntoIterator<
+        Item = (
+            crate::domain::JobId,
+            &'a std::collections::BTreeMap<String, UsageCounts>,
+        ),
+    >,
+) -> Vec<UsageDelta> {
+    let mut sums: std::collections::BTreeMap<(crate::domain::JobId, &str), UsageCounts> =
+        Default::default();
+    for (job_id, usage) in written {
+        for (alias, counts) in usage {
+            sums.entry((job_id, alias.as_str()))
+                .or_default()
+                .add(counts);
+        }
+    }
+    sums.into_iter()
+        .map(|((job_id, alias), counts)| UsageDelta {
+            job_id,
+            model_alias: alias.to_owned(),
+            counts,
+        })
+        .collect()
 }
 
 /// Builds the per-alias map from `(alias, requests, prompt, completion)` rows; shared by both

@@ -283,8 +283,8 @@ async fn run_record(
             id: rec.id,
             outcome,
             traces,
+            usage,
         },
-        usage,
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.

@@ -9,18 +9,17 @@ use tokio::sync::mpsc;
 
 use super::Inner;
 use crate::domain::JobId;
-use crate::domain::record::RecordOutcome;
-use crate::store::{JobError, RecordResult, UsageCounts, UsageDelta};
+use crate::domain::record::{RecordError, RecordOutcome};
+use crate::store::storable::{UNSTORABLE_VALUE, make_storable};
+use crate::store::{JobError, RecordResult, UsageCounts};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
 pub struct Finished {
     /// The record's job.
     pub job_id: JobId,
-    /// Values or error, and traces.
+    /// Values or error, traces, and LLM usage (written with the record, in its transaction).
     pub result: RecordResult,
-    /// LLM usage by model alias.
-    pub usage: std::collections::BTreeMap<String, UsageCounts>,
 }
 
 /// Runs until every sender is dropped and the last batch is written.
@@ -53,17 +52,21 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     let mut results = Vec::with_capacity(batch.len());
     let mut batch_meta = Vec::with_capacity(batch.len());
     for f in batch {
+        let mut result = f.result;
+        // The store would do the same; doing it here lets the bookkeeping below (metrics, the
+        // error rate) see the record as the store writes it.
+        make_storable(&mut result);
         batch_meta.push(Meta {
             job_id: f.job_id,
-            error_code: match &f.result.outcome {
+            error_code: match &result.outcome {
                 RecordOutcome::Completed { .. } => None,
                 RecordOutcome::Failed { error, .. } => Some(error.code.clone()),
             },
-            usage: f.usage,
+            usage: result.usage.clone(),
         });
-        results.push(f.result);
+        results.push(result);
     }
-    let batch = batch_meta;
+    let mut batch = batch_meta;
     let ids: Vec<_> = results.iter().map(|r| r.id).collect();
     let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
     let mut backoff = Duration::from_millis(100);
@@ -76,6 +79,14 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
                         "some records were taken over by another worker; their results were discarded"
                     );
                 }
+                break;
+            }
+            // The database refused a value the checks above did not foresee: retrying the
+            // batch would fail the same way forever, and hold every record in it.
+            Err(e) if e.is_data_error() => {
+                tracing::warn!(error = %e, records = results.len(),
+                    "the database refused a value in the batch; writing its records one by one");
+                write_each(inner, results, &mut batch).await;
                 break;
             }
             Err(e) if tokio::time::Instant::now() < give_up => {
@@ -92,7 +103,6 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     }
     inner.forget_in_flight(&ids);
     count_metrics(&batch);
-    record_usage(inner, &batch).await;
 
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
     let with_failures: BTreeSet<JobId> = batch
@@ -146,30 +156,51 @@ fn count_metrics(batch: &[Meta]) {
     }
 }
 
-/// Adds the batch's LLM usage to its jobs. Best effort: usage is reporting, not data, so a
-/// failure is logged and the batch goes on.
-async fn record_usage(inner: &Inner, batch: &[Meta]) {
-    let mut sums: std::collections::BTreeMap<(JobId, &str), UsageCounts> = Default::default();
-    for f in batch {
-        for (alias, counts) in &f.usage {
-            sums.entry((f.job_id, alias.as_str()))
-                .or_default()
-                .add(counts);
+/// Writes `results` one at a time, after a batch failed on a value the database refused. A
+/// record it refuses alone fails with `unstorable_value` (values and traces dropped, usage
+/// kept: the requests were made), so the others are written and no record is retried forever.
+/// Any other error leaves that record to be re-run once its lease lapses.
+async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta]) {
+    for (result, meta) in results.into_iter().zip(batch.iter_mut()) {
+        let e = match inner
+            .store
+            .complete_records(&inner.owner, std::slice::from_ref(&result))
+            .await
+        {
+            Ok(_) => continue,
+            Err(e) if e.is_data_error() => e,
+            Err(e) => {
+                tracing::warn!(record.id = %result.id, error = %e,
+                    "writing a record failed; it will be re-run");
+                continue;
+            }
+        };
+        tracing::warn!(record.id = %result.id, error = %e,
+            "the database refused the record's result; failing it with unstorable_value");
+        let refused = RecordResult {
+            id: result.id,
+            outcome: RecordOutcome::Failed {
+                values: None,
+                error: RecordError {
+                    code: UNSTORABLE_VALUE.to_owned(),
+                    message: "the database refused to store the record's values or traces"
+                        .to_owned(),
+                    column: None,
+                    stage: Some("store".to_owned()),
+                },
+            },
+            traces: Vec::new(),
+            usage: result.usage,
+        };
+        match inner
+            .store
+            .complete_records(&inner.owner, std::slice::from_ref(&refused))
+            .await
+        {
+            Ok(_) => meta.error_code = Some(UNSTORABLE_VALUE.to_owned()),
+            Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
+                "writing a record's failure failed; it will be re-run"),
         }
-    }
-    if sums.is_empty() {
-        return;
-    }
-    let deltas: Vec<UsageDelta> = sums
-        .into_iter()
-        .map(|((job_id, alias), counts)| UsageDelta {
-            job_id,
-            model_alias: alias.to_owned(),
-            counts,
-        })
-        .collect();
-    if let Err(e) = inner.store.add_usage(&deltas).await {
-        tracing::warn!(error = %e, "recording LLM usage failed");
     }
 }
 

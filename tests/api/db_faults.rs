@@ -289,6 +289,9 @@ async fn postgres_restart_mid_job_loses_and_doubles_nothing() {
         log_tail(&service.log)
     );
     let once = assert_exactly_once(&pool, &id, N).await;
+    // Usage is written with each record: batches the writer gave up on counted nothing, and
+    // their re-runs count once.
+    assert_eq!(done["usage"]["writer"]["requests"], N, "{done}");
     let (status, body) = readyz(&client, &base).await;
     assert_eq!(status, 200, "ready again: {body}");
     // Reported, not asserted: whether the writer gave up on a batch depends on timing.

@@ -323,3 +323,160 @@ async fn events_stream_progress_until_done(backend: Backend) {
     app.stop().await;
 }
 backends!(events, events_stream_progress_until_done);
+
+/// An expression that yields a NUL character (Postgres stores none, in `text` or `jsonb`)
+/// fails its own records with `unstorable_value`, on both backends alike; the other records,
+/// and another job writing at the same time, complete. Before, on Postgres, the whole batch
+/// was refused and retried forever, holding every record in it.
+async fn nul_values_fail_only_their_records(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let config = json!({"columns": [
+        {"name": "x", "column_type": "sampler", "sampler_type": "category",
+         "params": {"values": ["a", "b"]}},
+        {"name": "y", "column_type": "expression", "expr": "{{ \"\\u0000\" if x == \"b\" else x }}"}
+    ]});
+    let (status, job) = app
+        .create_job(&json!({"config": config, "num_records": 40, "seed": 3,
+                            "run_config": {"disable_early_shutdown": true}}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let (status, other) = app
+        .create_job(&json!({"config": sampler_config(), "num_records": 40}))
+        .await;
+    assert_eq!(status, 202, "{other}");
+    let id = job["id"].as_str().unwrap();
+    let done = app.wait_for_job(id, Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let c = &done["counts"];
+    assert_eq!(
+        c["completed"].as_u64().unwrap() + c["failed"].as_u64().unwrap(),
+        40,
+        "{c}"
+    );
+    assert!(c["failed"].as_u64().unwrap() > 0, "{c}");
+    assert!(c["completed"].as_u64().unwrap() > 0, "{c}");
+    for r in app.all_records(id).await {
+        let x = r["values"]["x"].as_str().unwrap();
+        if x == "b" {
+            assert_eq!(r["status"], "failed", "{r}");
+            assert_eq!(r["error"]["code"], "unstorable_value", "{r}");
+            assert_eq!(r["error"]["column"], "y", "{r}");
+            assert_eq!(r["error"]["stage"], "store", "{r}");
+        } else {
+            assert_eq!(r["status"], "completed", "{r}");
+            assert_eq!(r["values"]["y"], x, "{r}");
+        }
+    }
+    let other = app
+        .wait_for_job(other["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(other["status"], "completed", "{other}");
+    assert_eq!(other["counts"]["completed"], 40);
+    app.stop().await;
+}
+backends!(nul_values, nul_values_fail_only_their_records);
+
+/// A NUL character in what a job stores as given (config, column names, metadata, run
+/// config) is refused at submit with `422 unstorable_value` naming the field, on both backends
+/// (it was a 500 from Postgres), and nothing is stored.
+async fn nul_in_a_submitted_field_is_refused(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let mut bad_name = sampler_config();
+    bad_name["data_designer"]["columns"][0]["name"] = json!("to\u{0}pic");
+    let mut bad_category = sampler_config();
+    bad_category["data_designer"]["columns"][0]["params"]["values"][1] = json!("h\u{0}");
+    let cases = [
+        (
+            json!({"config": bad_name, "num_records": 1}),
+            "config.data_designer.columns[0].name",
+        ),
+        (
+            json!({"config": bad_category, "num_records": 1}),
+            "config.data_designer.columns[0].params.values[1]",
+        ),
+        (
+            json!({"config": sampler_config(), "num_records": 1,
+                   "metadata": {"team": "data", "tags": ["ok", "n\u{0}"]}}),
+            "metadata.tags[1]",
+        ),
+        (
+            json!({"config": sampler_config(), "num_records": 1,
+                   "metadata": {"k\u{0}": 1}}),
+            "field 'metadata'",
+        ),
+        (
+            json!({"config": sampler_config(), "num_records": 1,
+                   "run_config": {"x\u{0}": 1}}),
+            "field 'run_config'",
+        ),
+    ];
+    for (body, field) in cases {
+        let (status, err) = app.create_job(&body).await;
+        assert_eq!(status, 422, "{err}");
+        assert_eq!(err["error"]["code"], "unstorable_value", "{err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{field}: {message}");
+    }
+    let (status, list) = app.get("/v1/jobs").await;
+    assert_eq!(status, 200);
+    assert_eq!(list["jobs"], json!([]), "{list}");
+    app.stop().await;
+}
+backends!(nul_at_submit, nul_in_a_submitted_field_is_refused);
+
+/// Cancels racing the end of small jobs: every answer agrees with how the job ends. A `200`
+/// job ends `cancelled` only if a record was cancelled (else `completed`: the cancel stopped
+/// nothing); a `409 job_finished` job ended `completed`, nothing cancelled. Before, jobs ended
+/// `cancelled` with every record completed, and a cancel could answer `200` with a finished
+/// job.
+async fn cancel_racing_completion_is_consistent(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let mut seen = HashSet::new();
+    for round in 0..30 {
+        let (status, job) = app
+            .create_job(&json!({"config": sampler_config(), "num_records": 1 + round % 3}))
+            .await;
+        assert_eq!(status, 202, "{job}");
+        let id = job["id"].as_str().unwrap().to_owned();
+        // Alternate between cancelling at once and after the first look, to land on both
+        // sides of the last write.
+        if round % 2 == 1 {
+            let _ = app.get(&format!("/v1/jobs/{id}")).await;
+        }
+        let resp = app
+            .client
+            .post(app.url(&format!("/v1/jobs/{id}/cancel")))
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = status_json(resp).await;
+        let done = app.wait_for_job(&id, Duration::from_secs(30)).await;
+        let c = &done["counts"];
+        let cancelled = c["cancelled"].as_u64().unwrap();
+        assert_eq!(c["pending"], 0, "{done}");
+        assert_eq!(c["in_progress"], 0, "{done}");
+        match status {
+            200 => {
+                let at = body["status"].as_str().unwrap();
+                assert!(["cancelling", "cancelled"].contains(&at), "{body}");
+                let want = if cancelled > 0 {
+                    "cancelled"
+                } else {
+                    "completed"
+                };
+                assert_eq!(done["status"], want, "{done}");
+                seen.insert(want);
+            }
+            409 => {
+                assert_eq!(body["error"]["code"], "job_finished", "{body}");
+                assert_eq!(done["status"], "completed", "{done}");
+                assert_eq!(cancelled, 0, "{done}");
+                seen.insert("finished");
+            }
+            other => panic!("cancel answered {other}: {body}"),
+        }
+    }
+    eprintln!("{backend:?}: outcomes {seen:?}");
+    app.stop().await;
+}
+backends!(cancel_race, cancel_racing_completion_is_consistent);

@@ -157,6 +157,9 @@ async fn sigkill_one_of_three_replicas_loses_and_doubles_nothing() {
         log_tail(&replicas[0].log)
     );
     assert_eq!(done["counts"]["completed"], N, "{done}");
+    // Usage is written with each record, so the kill loses none and double-counts none: one
+    // request per stored record, the re-run ones' final attempts included.
+    assert_eq!(done["usage"]["writer"]["requests"], N, "{done}");
 
     let once = assert_exactly_once(&pool, &id, N).await;
     // Every record the victim held was finished by a survivor, after a new claim.

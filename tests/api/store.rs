@@ -2,11 +2,15 @@
 //!
 //! This file holds the shared helpers and the job tests; `store/queue.rs` covers claims and
 //! leases, `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads,
-//! traces and bulk inserts.
+//! traces and bulk inserts, `store/writes.rs` what a completion writes besides the record
+//! (usage) and what it cannot write (NUL), `store/refusing.rs` the writer when the database
+//! refuses a value anyway.
 
 mod lifecycle;
 mod queue;
 mod records;
+mod refusing;
+mod writes;
 
 use std::time::Duration;
 
@@ -78,6 +82,7 @@ fn completed(id: RecordId, values: Value) -> RecordResult {
         id,
         outcome: RecordOutcome::Completed { values },
         traces: Vec::new(),
+        usage: Default::default(),
     }
 }
 
@@ -94,6 +99,7 @@ fn failed(id: RecordId, code: &str) -> RecordResult {
             },
         },
         traces: Vec::new(),
+        usage: Default::default(),
     }
 }
 

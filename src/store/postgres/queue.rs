@@ -5,16 +5,21 @@
 //! version after waiting for a lock, which is what makes the fencing and status guards hold
 //! under concurrency.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::Value;
+use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-use super::PgStore;
+use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
+use crate::store::rows::job_columns;
 use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
-use crate::store::{ClaimedRecord, JobError, RecordResult, StoreError};
+use crate::store::{
+    CancelOutcome, ClaimedRecord, JobError, RecordResult, StoreError, storable, usage,
+};
 
 // The picking `select` carries the `limit` and the `skip locked`, so a claimer that meets rows
 // locked by another one walks past them to the next free rows instead of coming back empty.
@@ -75,7 +80,7 @@ const COMPLETE_RECORDS: &str = "\
                 $8::text[]) \
          as v(id, status, vals, error_code, error_message, error_column, error_stage) \
     where r.id = v.id and r.lease_owner = $1 and r.status = 'in_progress' \
-    returning r.id";
+    returning r.id, r.job_id";
 
 /// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
 /// and fail.
@@ -164,7 +169,10 @@ impl PgStore {
         owner: &str,
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
-        let results = dedup_results(results);
+        let results: Vec<Cow<'_, RecordResult>> = dedup_results(results)
+            .into_iter()
+            .map(storable::storable)
+            .collect();
         if results.is_empty() {
             return Ok(Vec::new());
         }
@@ -184,15 +192,15 @@ impl PgStore {
             let w = Written::from(&result.outcome);
             ids.push(result.id.0);
             statuses.push(w.status.as_str());
-            values.push(w.values.cloned());
-            codes.push(w.error.map(|e| e.code.clone()));
-            messages.push(w.error.map(|e| e.message.clone()));
-            columns.push(w.error.and_then(|e| e.column.clone()));
-            stages.push(w.error.and_then(|e| e.stage.clone()));
+            values.push(w.values);
+            codes.push(w.error.map(|e| e.code.as_str()));
+            messages.push(w.error.map(|e| e.message.as_str()));
+            columns.push(w.error.and_then(|e| e.column.as_deref()));
+            stages.push(w.error.and_then(|e| e.stage.as_deref()));
         }
 
         let mut tx = self.pool.begin().await?;
-        let written: Vec<Uuid> = sqlx::query_scalar(COMPLETE_RECORDS)
+        let written: Vec<(Uuid, Uuid)> = sqlx::query_as(COMPLETE_RECORDS)
             .bind(owner)
             .bind(ids)
             .bind(statuses)
@@ -204,9 +212,12 @@ impl PgStore {
             .fetch_all(&mut *tx)
             .await?;
 
-        let written: HashSet<Uuid> = written.into_iter().collect();
+        let written: HashMap<Uuid, JobId> = written
+            .into_iter()
+            .map(|(id, job)| (id, JobId(job)))
+            .collect();
         if !written.is_empty() {
-            let written_ids: Vec<Uuid> = written.iter().copied().collect();
+            let written_ids: Vec<Uuid> = written.keys().copied().collect();
             // The traces of the final attempt replace all earlier ones, including columns
             // this attempt did not reach.
             sqlx::query("delete from traces where record_id = any($1)")
@@ -215,7 +226,7 @@ impl PgStore {
                 .await?;
             let (mut record_ids, mut names, mut traces): (Vec<Uuid>, Vec<&str>, Vec<&Value>) =
                 Default::default();
-            for result in results.iter().filter(|r| written.contains(&r.id.0)) {
+            for result in results.iter().filter(|r| written.contains_key(&r.id.0)) {
                 for t in dedup_traces(&result.traces) {
                     record_ids.push(result.id.0);
                     names.push(t.column.as_str());
@@ -233,31 +244,61 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
             }
+            // Usage of the written results only, in their transaction: exact whatever crashes,
+            // and a retried batch whose first commit did land counts nothing twice.
+            let deltas = usage::sum(
+                results
+                    .iter()
+                    .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.usage))),
+            );
+            super::usage::add(&mut tx, &deltas).await?;
         }
         tx.commit().await?;
         // In the order of `results`, like the SQLite store.
         Ok(results
             .iter()
-            .filter(|r| written.contains(&r.id.0))
+            .filter(|r| written.contains_key(&r.id.0))
             .map(|r| r.id)
             .collect())
     }
 
-    pub(super) async fn cancel(&self, id: JobId) -> Result<(), StoreError> {
+    pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
+        // Records first, then the job, as everywhere (see the module docs of `postgres`).
         sqlx::query(CANCEL_PENDING)
             .bind(id.0)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
+        let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = now() \
-             where id = $1 and status in ('queued', 'running')",
+             where id = $1 and status in ('queued', 'running') returning id",
         )
         .bind(id.0)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if live.is_some() {
+            // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
+            // flight, `completed` if nothing was left to cancel. This locks expired in-progress
+            // records after the job row, against the usual order; no cycle can follow: those
+            // records' holders never wait for this job's row (a claim of expired records only
+            // updates `queued` jobs, and such a job has none; a completion does not touch
+            // jobs; a finalize locks them only once the job is `cancelling`, which this
+            // transaction has not committed yet).
+            finalize_in(&mut tx, &[id.0]).await?;
+        }
+        let job: Option<Job> = sqlx::query_as(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where id = $1"
+        ))
+        .bind(id.0)
+        .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(())
+        let Some(job) = job else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
     }
 
     pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
@@ -288,35 +329,49 @@ impl PgStore {
             return Ok(Vec::new());
         }
         let mut tx = self.pool.begin().await?;
-        // In a cancelling job, records that will never run become cancelled: pending ones, and
-        // in-progress ones whose lease expired (their worker died, and claims skip the job).
-        sqlx::query(
-            "update records \
-             set status = 'cancelled', lease_owner = null, lease_expires_at = null, \
-                 updated_at = now() \
-             where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= now())) \
-               and job_id in (select id from jobs where id = any($1) and status = 'cancelling')",
-        )
-        .bind(&ids)
-        .execute(&mut *tx)
-        .await?;
-        // A live job with nothing pending or in flight is done. When two replicas race, the
-        // second waits for the first's row lock, re-checks `status` on the new row version,
-        // matches nothing and returns nothing.
-        let mut done: Vec<Uuid> = sqlx::query_scalar(
-            "update jobs \
-             set status = case status when 'cancelling' then 'cancelled' else 'completed' end, \
-                 finished_at = now(), updated_at = now() \
-             where id = any($1) and status in ('queued', 'running', 'cancelling') \
-               and not exists (select 1 from records r where r.job_id = jobs.id \
-                               and r.status in ('pending', 'in_progress')) \
-             returning id",
-        )
-        .bind(&ids)
-        .fetch_all(&mut *tx)
-        .await?;
+        let mut done = finalize_in(&mut tx, &ids).await?;
         tx.commit().await?;
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
     }
+}
+
+/// Finalizes the jobs `ids` (sorted) in `tx`; returns those that changed. See
+/// `Store::finalize_jobs`.
+async fn finalize_in(
+    tx: &mut Transaction<'_, Postgres>,
+    ids: &[Uuid],
+) -> Result<Vec<Uuid>, StoreError> {
+    // In a cancelling job, records that will never run become cancelled: pending ones, and
+    // in-progress ones whose lease expired (their worker died, and claims skip the job).
+    sqlx::query(
+        "update records \
+         set status = 'cancelled', lease_owner = null, lease_expires_at = null, \
+             updated_at = now() \
+         where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= now())) \
+           and job_id in (select id from jobs where id = any($1) and status = 'cancelling')",
+    )
+    .bind(ids)
+    .execute(&mut **tx)
+    .await?;
+    // A live job with nothing pending or in flight is done. When two replicas race, the
+    // second waits for the first's row lock, re-checks `status` on the new row version,
+    // matches nothing and returns nothing. A cancelling job none of whose records was
+    // cancelled (the cancel came when all were in flight) ran to the end: `completed`.
+    let done: Vec<Uuid> = sqlx::query_scalar(
+        "update jobs \
+         set status = case when status = 'cancelling' \
+                             and exists (select 1 from records r where r.job_id = jobs.id \
+                                         and r.status = 'cancelled') \
+                           then 'cancelled' else 'completed' end, \
+             finished_at = now(), updated_at = now() \
+         where id = any($1) and status in ('queued', 'running', 'cancelling') \
+           and not exists (select 1 from records r where r.job_id = jobs.id \
+                           and r.status in ('pending', 'in_progress')) \
+         returning id",
+    )
+    .bind(ids)
+    .fetch_all(&mut **tx)
+    .await?;
+    Ok(done)
 }

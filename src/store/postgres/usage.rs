@@ -2,37 +2,46 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::domain::JobId;
 use crate::store::usage::{self, to_i64};
 use crate::store::{StoreError, UsageCounts, UsageDelta};
 
-pub(super) async fn add(pool: &PgPool, deltas: &[UsageDelta]) -> Result<(), StoreError> {
+/// Adds `deltas` inside the caller's transaction (the one writing the records they belong to).
+pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Result<(), StoreError> {
     if deltas.is_empty() {
         return Ok(());
     }
-    let mut tx = pool.begin().await?;
+    let (mut jobs, mut aliases, mut requests, mut prompt, mut completion) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for d in deltas {
-        // Counts are added, never overwritten, so concurrent writers (other processes) compose.
-        sqlx::query(
-            "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, now(), now())
-             on conflict (job_id, model_alias) do update set
-               requests = job_usage.requests + excluded.requests,
-               prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
-               completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
-               updated_at = now()",
-        )
-        .bind(d.job_id.0)
-        .bind(&d.model_alias)
-        .bind(to_i64(d.counts.requests))
-        .bind(to_i64(d.counts.prompt_tokens))
-        .bind(to_i64(d.counts.completion_tokens))
-        .execute(&mut *tx)
-        .await?;
+        jobs.push(d.job_id.0);
+        aliases.push(d.model_alias.as_str());
+        requests.push(to_i64(d.counts.requests));
+        prompt.push(to_i64(d.counts.prompt_tokens));
+        completion.push(to_i64(d.counts.completion_tokens));
     }
-    tx.commit().await?;
+    // Counts are added, never overwritten, so concurrent writers (other processes) compose.
+    // One statement for the batch; `deltas` has one row per (job, alias), in that order.
+    sqlx::query(
+        "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, created_at, updated_at)
+         select d.job_id, d.alias, d.requests, d.prompt, d.completion, now(), now()
+         from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[])
+              as d(job_id, alias, requests, prompt, completion)
+         on conflict (job_id, model_alias) do update set
+           requests = job_usage.requests + excluded.requests,
+           prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
+           completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
+           updated_at = now()",
+    )
+    .bind(jobs)
+    .bind(aliases)
+    .bind(requests)
+    .bind(prompt)
+    .bind(completion)
+    .execute(conn)
+    .await?;
     Ok(())
 }
 

@@ -3,15 +3,18 @@
 //! Each operation is one transaction begun `immediate`, so its reads and writes see no other
 //! writer in between: that is what makes a claim exclusive without `for update skip locked`.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
-use sqlx::{QueryBuilder, Sqlite};
+use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
-use super::{SqliteStore, expiry_us, now_us, push_ids};
+use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
-use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
-use crate::store::{ClaimedRecord, JobError, RecordResult, StoreError};
+use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces, job_columns};
+use crate::store::{
+    CancelOutcome, ClaimedRecord, JobError, RecordResult, StoreError, storable, usage,
+};
 
 /// Takes over records whose lease expired (their worker died) in live jobs. `$3` is now.
 const CLAIM_EXPIRED: &str = "\
@@ -45,7 +48,8 @@ const COMPLETE_RECORD: &str = "\
     update records \
     set status = $3, \"values\" = $4, error_code = $5, error_message = $6, error_column = $7, \
         error_stage = $8, lease_owner = null, lease_expires_at = null, updated_at = $9 \
-    where id = $1 and lease_owner = $2 and status = 'in_progress'";
+    where id = $1 and lease_owner = $2 and status = 'in_progress' \
+    returning job_id";
 
 /// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
 /// and fail. `$2` is now.
@@ -149,16 +153,20 @@ impl SqliteStore {
         owner: &str,
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
-        let results = dedup_results(results);
+        let results: Vec<Cow<'_, RecordResult>> = dedup_results(results)
+            .into_iter()
+            .map(storable::storable)
+            .collect();
         if results.is_empty() {
             return Ok(Vec::new());
         }
         let now = now_us();
         let mut written = Vec::with_capacity(results.len());
+        let mut written_usage = Vec::new();
         let mut tx = self.pool.begin_with("begin immediate").await?;
-        for result in results {
+        for result in &results {
             let w = Written::from(&result.outcome);
-            let done = sqlx::query(COMPLETE_RECORD)
+            let job: Option<Uuid> = sqlx::query_scalar(COMPLETE_RECORD)
                 .bind(result.id.0)
                 .bind(owner)
                 .bind(w.status.as_str())
@@ -168,11 +176,11 @@ impl SqliteStore {
                 .bind(w.error.and_then(|e| e.column.as_deref()))
                 .bind(w.error.and_then(|e| e.stage.as_deref()))
                 .bind(now)
-                .execute(&mut *tx)
+                .fetch_optional(&mut *tx)
                 .await?;
-            if done.rows_affected() == 0 {
+            let Some(job) = job else {
                 continue; // taken over by another worker: its run wins
-            }
+            };
             // The traces of the final attempt replace all earlier ones, including columns
             // this attempt did not reach.
             sqlx::query("delete from traces where record_id = $1")
@@ -194,12 +202,15 @@ impl SqliteStore {
                 qb.build().execute(&mut *tx).await?;
             }
             written.push(result.id);
+            written_usage.push((JobId(job), &result.usage));
         }
+        // Usage of the written results only, in their transaction: exact whatever crashes.
+        super::usage::add(&mut tx, &usage::sum(written_usage), now).await?;
         tx.commit().await?;
         Ok(written)
     }
 
-    pub(super) async fn cancel(&self, id: JobId) -> Result<(), StoreError> {
+    pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let now = now_us();
         let mut tx = self.pool.begin_with("begin immediate").await?;
         sqlx::query(CANCEL_PENDING)
@@ -207,16 +218,32 @@ impl SqliteStore {
             .bind(now)
             .execute(&mut *tx)
             .await?;
-        sqlx::query(
+        let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = $2 \
-             where id = $1 and status in ('queued', 'running')",
+             where id = $1 and status in ('queued', 'running') returning id",
         )
         .bind(id.0)
         .bind(now)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if live.is_some() {
+            // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
+            // flight, `completed` if nothing was left to cancel.
+            finalize_in(&mut tx, &[id.0], now).await?;
+        }
+        let job: Option<Job> = sqlx::query_as(concat!(
+            "select ",
+            job_columns!(),
+            " from jobs where id = $1"
+        ))
+        .bind(id.0)
+        .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        Ok(())
+        let Some(job) = job else {
+            return Ok(CancelOutcome::NotFound);
+        };
+        Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
     }
 
     pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
@@ -251,42 +278,56 @@ impl SqliteStore {
         }
         let now = now_us();
         let mut tx = self.pool.begin_with("begin immediate").await?;
-
-        // In a cancelling job, records that will never run become cancelled: pending ones, and
-        // in-progress ones whose lease expired (their worker died, and claims skip the job).
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "update records set status = 'cancelled', lease_owner = null, \
-             lease_expires_at = null, updated_at = ",
-        );
-        qb.push_bind(now)
-            .push(" where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= ")
-            .push_bind(now)
-            .push(")) and job_id in (select id from jobs where status = 'cancelling' and id in ");
-        push_ids(&mut qb, ids.iter().copied());
-        qb.push(")");
-        qb.build().execute(&mut *tx).await?;
-
-        // A live job with nothing pending or in flight is done. The status check in the
-        // `where` makes a second caller (another replica) change nothing and return nothing.
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "update jobs \
-             set status = case status when 'cancelling' then 'cancelled' else 'completed' end, \
-                 finished_at = ",
-        );
-        qb.push_bind(now)
-            .push(", updated_at = ")
-            .push_bind(now)
-            .push(
-                " where status in ('queued', 'running', 'cancelling') \
-                 and not exists (select 1 from records r where r.job_id = jobs.id \
-                                 and r.status in ('pending', 'in_progress')) \
-                 and id in ",
-            );
-        push_ids(&mut qb, ids);
-        qb.push(" returning id");
-        let mut done: Vec<Uuid> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+        let mut done = finalize_in(&mut tx, &ids, now).await?;
         tx.commit().await?;
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
     }
+}
+
+/// Finalizes the jobs `ids` (sorted, not empty) in `tx` at `now`; returns those that changed.
+/// See `Store::finalize_jobs`.
+async fn finalize_in(
+    tx: &mut Transaction<'_, Sqlite>,
+    ids: &[Uuid],
+    now: i64,
+) -> Result<Vec<Uuid>, StoreError> {
+    // In a cancelling job, records that will never run become cancelled: pending ones, and
+    // in-progress ones whose lease expired (their worker died, and claims skip the job).
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "update records set status = 'cancelled', lease_owner = null, \
+         lease_expires_at = null, updated_at = ",
+    );
+    qb.push_bind(now)
+        .push(" where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= ")
+        .push_bind(now)
+        .push(")) and job_id in (select id from jobs where status = 'cancelling' and id in ");
+    push_ids(&mut qb, ids.iter().copied());
+    qb.push(")");
+    qb.build().execute(&mut **tx).await?;
+
+    // A live job with nothing pending or in flight is done. The status check in the
+    // `where` makes a second caller (another replica) change nothing and return nothing. A
+    // cancelling job none of whose records was cancelled (the cancel came when all were in
+    // flight) ran to the end: `completed`.
+    let mut qb = QueryBuilder::<Sqlite>::new(
+        "update jobs \
+         set status = case when status = 'cancelling' \
+                             and exists (select 1 from records r where r.job_id = jobs.id \
+                                         and r.status = 'cancelled') \
+                           then 'cancelled' else 'completed' end, \
+             finished_at = ",
+    );
+    qb.push_bind(now)
+        .push(", updated_at = ")
+        .push_bind(now)
+        .push(
+            " where status in ('queued', 'running', 'cancelling') \
+             and not exists (select 1 from records r where r.job_id = jobs.id \
+                             and r.status in ('pending', 'in_progress')) \
+             and id in ",
+        );
+    push_ids(&mut qb, ids.iter().copied());
+    qb.push(" returning id");
+    Ok(qb.build_query_scalar().fetch_all(&mut **tx).await?)
 }

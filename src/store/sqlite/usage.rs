@@ -2,19 +2,19 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::SqlitePool;
+use sqlx::{SqliteConnection, SqlitePool};
 
-use super::now_us;
 use crate::domain::JobId;
 use crate::store::usage::{self, to_i64};
 use crate::store::{StoreError, UsageCounts, UsageDelta};
 
-pub(super) async fn add(pool: &SqlitePool, deltas: &[UsageDelta]) -> Result<(), StoreError> {
-    if deltas.is_empty() {
-        return Ok(());
-    }
-    let now = now_us();
-    let mut tx = pool.begin().await?;
+/// Adds `deltas` inside the caller's transaction (the one writing the records they belong to);
+/// `now` is its timestamp.
+pub(super) async fn add(
+    conn: &mut SqliteConnection,
+    deltas: &[UsageDelta],
+    now: i64,
+) -> Result<(), StoreError> {
     for d in deltas {
         // Counts are added, never overwritten, so concurrent writers (other processes) compose.
         sqlx::query(
@@ -32,10 +32,9 @@ pub(super) async fn add(pool: &SqlitePool, deltas: &[UsageDelta]) -> Result<(), 
         .bind(to_i64(d.counts.prompt_tokens))
         .bind(to_i64(d.counts.completion_tokens))
         .bind(now)
-        .execute(&mut *tx)
+        .execute(&mut *conn)
         .await?;
     }
-    tx.commit().await?;
     Ok(())
 }
 

@@ -2,9 +2,17 @@
 
 use serde_json::json;
 use synthgate::domain::{JobId, JobStatus, RecordStatus};
-use synthgate::store::{JobCounts, JobError};
+use synthgate::store::{CancelOutcome, JobCounts, JobError, JobRow, Store};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, failed, job, new_job};
+
+/// Cancels `id`, expecting the cancel to be accepted.
+async fn accepted(store: &dyn Store, id: JobId) -> JobRow {
+    match store.request_cancel(id).await.expect("request_cancel") {
+        CancelOutcome::Accepted(job) => job,
+        other => panic!("expected the cancel to be accepted, got {other:?}"),
+    }
+}
 use crate::db::{TestDb, both_backends};
 
 both_backends!(
@@ -15,6 +23,9 @@ both_backends!(
     finalize_cancels_abandoned_records,
     fail_job_stops_the_job,
     workers_race_a_cancel,
+    cancel_after_every_record_finished,
+    cancel_with_every_record_in_flight,
+    cancel_races_the_last_write,
 );
 
 async fn cancel_keeps_in_flight_records(db: TestDb) {
@@ -22,7 +33,7 @@ async fn cancel_keeps_in_flight_records(db: TestDb) {
     let j = create(store, &new_job(None, 5)).await;
     let held = claim(store, "w", 2, LONG).await;
 
-    let after = store.request_cancel(j.id).await.unwrap().expect("job");
+    let after = accepted(store, j.id).await;
     assert_eq!(after.status, JobStatus::Cancelling);
     assert_eq!(after.finished_at, None);
     assert_eq!(
@@ -35,7 +46,7 @@ async fn cancel_keeps_in_flight_records(db: TestDb) {
     );
     // No new work from a cancelling job; a second cancel changes nothing.
     assert!(claim(store, "w2", 10, LONG).await.is_empty());
-    let again = store.request_cancel(j.id).await.unwrap().expect("job");
+    let again = accepted(store, j.id).await;
     assert_eq!(again, after);
 
     // In-flight records finish normally; the job is cancelled once the last one has.
@@ -68,7 +79,10 @@ async fn cancel_keeps_in_flight_records(db: TestDb) {
 
 async fn cancel_of_a_finished_or_missing_job(db: TestDb) {
     let store = &*db.store;
-    assert_eq!(store.request_cancel(JobId::new()).await.unwrap(), None);
+    assert_eq!(
+        store.request_cancel(JobId::new()).await.unwrap(),
+        CancelOutcome::NotFound
+    );
 
     let j = create(store, &new_job(None, 1)).await;
     let c = claim(store, "w", 1, LONG).await;
@@ -78,15 +92,23 @@ async fn cancel_of_a_finished_or_missing_job(db: TestDb) {
         .unwrap();
     assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
     let finished = job(store, j.id).await;
-    assert_eq!(store.request_cancel(j.id).await.unwrap(), Some(finished));
+    assert_eq!(
+        store.request_cancel(j.id).await.unwrap(),
+        CancelOutcome::Finished(finished)
+    );
 
-    // A queued job with nothing in flight goes to cancelled at the next finalize.
+    // A queued job with nothing in flight is cancelled by the cancel itself; a second cancel
+    // finds it finished.
     let q = create(store, &new_job(None, 2)).await;
-    let cancelling = store.request_cancel(q.id).await.unwrap().unwrap();
-    assert_eq!(cancelling.status, JobStatus::Cancelling);
-    assert_eq!(store.finalize_jobs(&[q.id]).await.unwrap(), [q.id]);
-    assert_eq!(job(store, q.id).await.status, JobStatus::Cancelled);
+    let cancelled = accepted(store, q.id).await;
+    assert_eq!(cancelled.status, JobStatus::Cancelled);
+    assert!(cancelled.finished_at.is_some());
+    assert!(store.finalize_jobs(&[q.id]).await.unwrap().is_empty());
     assert_eq!(counts(store, q.id).await.cancelled, 2);
+    assert_eq!(
+        store.request_cancel(q.id).await.unwrap(),
+        CancelOutcome::Finished(cancelled)
+    );
 }
 
 async fn finalize_completes_once(db: TestDb) {
@@ -219,7 +241,7 @@ async fn fail_job_stops_the_job(db: TestDb) {
     assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
     assert_eq!(
         store.request_cancel(j.id).await.unwrap(),
-        Some(failed_job.clone())
+        CancelOutcome::Finished(failed_job.clone())
     );
 
     // Failing a finished job changes nothing.
@@ -271,30 +293,140 @@ async fn workers_race_a_cancel(db: TestDb) {
     while counts(&*db.store, j.id).await.completed < 100 {
         tokio::task::yield_now().await;
     }
-    let cancelled = db.store.request_cancel(j.id).await.unwrap().unwrap();
-    assert!(matches!(
-        cancelled.status,
-        JobStatus::Cancelling | JobStatus::Cancelled | JobStatus::Completed
-    ));
+    let cancel = db.store.request_cancel(j.id).await.unwrap();
     let mut reported = Vec::new();
     while let Some(done) = tasks.join_next().await {
         reported.extend(done.expect("worker"));
     }
     reported.extend(db.store.finalize_jobs(&[j.id]).await.unwrap());
 
-    // Reported finished exactly once, by whichever caller got there first.
-    assert_eq!(reported, [j.id]);
     let end = job(&*db.store, j.id).await;
     let c = counts(&*db.store, j.id).await;
     assert_eq!((c.pending, c.in_progress, c.failed), (0, 0, 0));
     assert_eq!(c.completed + c.cancelled, u64::from(RECORDS));
     assert!(c.completed >= 100);
-    if c.cancelled > 0 {
-        assert_eq!(end.status, JobStatus::Cancelled);
+    // `cancelled` exactly when a record was cancelled; a cancel that stopped nothing leaves the
+    // job `completed`, and is told so when it came after the last record.
+    let want = if c.cancelled > 0 {
+        JobStatus::Cancelled
+    } else {
+        JobStatus::Completed
+    };
+    assert_eq!(end.status, want, "{c:?}");
+    match &cancel {
+        CancelOutcome::Accepted(at) => {
+            assert!(matches!(
+                at.status,
+                JobStatus::Cancelling | JobStatus::Cancelled
+            ));
+        }
+        CancelOutcome::Finished(at) => {
+            assert_eq!(at.status, JobStatus::Completed);
+            assert_eq!(c.cancelled, 0);
+        }
+        CancelOutcome::NotFound => panic!("the job exists"),
+    }
+    // Reported finished at most once, by whichever caller got there first; by none only when
+    // the cancel itself finalized the job.
+    assert!(
+        reported.len() <= 1 && reported.iter().all(|r| *r == j.id),
+        "{reported:?}"
+    );
+    if reported.is_empty() {
+        assert!(
+            matches!(&cancel, CancelOutcome::Accepted(at) | CancelOutcome::Finished(at)
+                if at.status.is_terminal()),
+            "{cancel:?}"
+        );
     }
     eprintln!(
         "{:?}: cancel landed after {} of {RECORDS} records",
         db.backend, c.completed
     );
+    other.close().await;
+}
+
+/// Every record was written but the job not finalized yet (the writer's next step) when the
+/// cancel came: the job has finished, so the cancel is refused and the job ends `completed`.
+async fn cancel_after_every_record_finished(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 2)).await;
+    let held = claim(store, "w", 2, LONG).await;
+    let results = [
+        completed(held[0].id, json!({"x": 0})),
+        failed(held[1].id, "boom"),
+    ];
+    assert_eq!(
+        store.complete_records("w", &results).await.unwrap().len(),
+        2
+    );
+
+    let CancelOutcome::Finished(at) = store.request_cancel(j.id).await.unwrap() else {
+        panic!("a job whose records all finished cannot be cancelled");
+    };
+    assert_eq!(at.status, JobStatus::Completed);
+    assert!(at.finished_at.is_some());
+    assert_eq!(job(store, j.id).await, at);
+    // Already finalized: the writer's finalize has nothing left to report.
+    assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
+    assert_eq!(
+        counts(store, j.id).await,
+        JobCounts {
+            completed: 1,
+            failed: 1,
+            ..Default::default()
+        }
+    );
+}
+
+/// A cancel that comes when every record is in flight stops nothing: the records finish and
+/// the job ends `completed`, not `cancelled` with every record completed.
+async fn cancel_with_every_record_in_flight(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 2)).await;
+    let held = claim(store, "w", 2, LONG).await;
+    assert_eq!(accepted(store, j.id).await.status, JobStatus::Cancelling);
+    let results = [
+        completed(held[0].id, json!({"x": 0})),
+        completed(held[1].id, json!({"x": 1})),
+    ];
+    assert_eq!(
+        store.complete_records("w", &results).await.unwrap().len(),
+        2
+    );
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+    assert_eq!(job(store, j.id).await.status, JobStatus::Completed);
+}
+
+/// The last record's write (and its finalize) races a cancel from another replica, many times:
+/// whichever wins, a one-record job that nothing could stop ends `completed`, and a cancel
+/// answered after the write says the job finished.
+async fn cancel_races_the_last_write(db: TestDb) {
+    let other = db.open_another().await;
+    for round in 0..40 {
+        let j = create(&*db.store, &new_job(None, 1)).await;
+        let held = claim(&*db.store, "w", 1, LONG).await;
+        assert_eq!(held[0].job_id, j.id);
+        let write = async {
+            let one = [completed(held[0].id, json!({"round": round}))];
+            db.store.complete_records("w", &one).await.unwrap();
+            db.store.finalize_jobs(&[j.id]).await.unwrap()
+        };
+        let (reported, cancel) = tokio::join!(write, other.request_cancel(j.id));
+        let reported_again = db.store.finalize_jobs(&[j.id]).await.unwrap();
+        let end = job(&*db.store, j.id).await;
+        assert_eq!(
+            end.status,
+            JobStatus::Completed,
+            "round {round}: {cancel:?}"
+        );
+        match cancel.unwrap() {
+            CancelOutcome::Accepted(at) => assert_eq!(at.status, JobStatus::Cancelling),
+            CancelOutcome::Finished(at) => assert_eq!(at.status, JobStatus::Completed),
+            CancelOutcome::NotFound => panic!("the job exists"),
+        }
+        // Nobody reports it twice (the cancel may have finalized it itself).
+        assert!(reported.len() + reported_again.len() <= 1);
+    }
     other.close().await;
 }

@@ -94,6 +94,7 @@ async fn results_round_trip(db: TestDb) {
             },
         },
         traces: Vec::new(),
+        usage: Default::default(),
     };
     let results = [
         completed(held[0].id, values.clone()),
