@@ -38,6 +38,9 @@ pub enum ApiError {
     /// `num_records` is below 1 or above the configured maximum.
     #[error("{0}")]
     NumRecordsOutOfRange(String),
+    /// The job's `metadata` is over `limits.max_metadata_bytes` as JSON.
+    #[error("{0}")]
+    MetadataTooLarge(String),
     /// A pagination cursor that this server did not issue.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
@@ -98,9 +101,10 @@ impl ApiError {
         match self {
             Self::InvalidJson(_) | Self::InvalidYaml(_) => StatusCode::BAD_REQUEST,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::InvalidRequest(_) | Self::InvalidConfig(_) | Self::NumRecordsOutOfRange(_) => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Self::InvalidRequest(_)
+            | Self::InvalidConfig(_)
+            | Self::NumRecordsOutOfRange(_)
+            | Self::MetadataTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
             Self::JobNotFound(_)
             | Self::RecordNotFound(_)
@@ -127,6 +131,7 @@ impl ApiError {
             Self::InvalidRequest(_) => "invalid_request",
             Self::InvalidConfig(issues) => issues.first().map_or("invalid_config", |i| i.code),
             Self::NumRecordsOutOfRange(_) => "num_records_out_of_range",
+            Self::MetadataTooLarge(_) => "metadata_too_large",
             Self::InvalidCursor(_) => "invalid_cursor",
             Self::InvalidId(_) => "invalid_id",
             Self::JobNotFound(_) => "job_not_found",
