@@ -124,6 +124,17 @@ impl Caller {
             .is_none_or(|a| a.iter().any(|m| m == alias))
     }
 
+    /// Whether this key has a model allow list. Such a key may only use server model aliases,
+    /// as the server defines them (see [`crate::jobs::check_caller`]).
+    pub fn restricts_models(&self) -> bool {
+        self.allow_models.is_some()
+    }
+
+    /// Whether this key has a tool allow list. Such a key may only use server tool aliases.
+    pub fn restricts_tools(&self) -> bool {
+        self.allow_tools.is_some()
+    }
+
     /// Whether this key may use tool alias `alias` (no allow list: any).
     pub fn may_use_tools(&self, alias: &str) -> bool {
         self.allow_tools
@@ -158,15 +169,22 @@ pub async fn authenticate(State(keys): State<ApiKeys>, mut req: Request, next: N
         return ApiError::Unauthorized("missing `Authorization: Bearer <api key>` header".into())
             .into_response();
     };
-    let token = header
-        .strip_prefix("Bearer ")
-        .or_else(|| header.strip_prefix("bearer "))
-        .map(str::trim);
+    let token = bearer_token(header);
     let Some(caller) = token.and_then(|t| keys.identify(t)) else {
         return ApiError::Unauthorized("the API key is not valid".into()).into_response();
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// The credentials of a `Bearer` authorization header. The scheme is matched without regard
+/// to case (RFC 9110 §11.1), and any run of spaces or tabs may separate it from the token.
+fn bearer_token(header: &str) -> Option<&str> {
+    let (scheme, rest) = header.split_once([' ', '\t'])?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return None;
+    }
+    Some(rest.trim_matches([' ', '\t'])).filter(|t| !t.is_empty())
 }
 
 #[cfg(test)]
@@ -199,6 +217,29 @@ mod tests {
             !format!("{keys:?}").contains("aaaa"),
             "only digests are kept"
         );
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        for h in [
+            "Bearer abc",
+            "bearer abc",
+            "BEARER abc",
+            "bEaReR   abc ",
+            "Bearer\tabc",
+        ] {
+            assert_eq!(bearer_token(h), Some("abc"), "{h:?}");
+        }
+        for h in [
+            "Basic abc",
+            "Bearerabc",
+            "Bearer",
+            "Bearer   ",
+            "",
+            "Token abc",
+        ] {
+            assert_eq!(bearer_token(h), None, "{h:?}");
+        }
     }
 
     #[test]

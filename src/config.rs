@@ -154,6 +154,7 @@ impl Config {
         self.auth.problems(&mut out);
         self.llm.problems(&mut out);
         providers::problems(self, &mut out);
+        providers::allow_list_problems(self, &mut out);
         out
     }
 }

@@ -45,6 +45,9 @@ pub enum ApiError {
     /// the field.
     #[error("{0}")]
     UnstorableValue(String),
+    /// The job's `metadata` is over `limits.max_metadata_bytes` as JSON.
+    #[error("{0}")]
+    MetadataTooLarge(String),
     /// A pagination cursor that this server did not issue.
     #[error("invalid cursor: {0}")]
     InvalidCursor(String),
@@ -110,7 +113,8 @@ impl ApiError {
             Self::InvalidRequest(_)
             | Self::InvalidConfig(_)
             | Self::NumRecordsOutOfRange(_)
-            | Self::UnstorableValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            | Self::UnstorableValue(_)
+            | Self::MetadataTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
             Self::JobNotFound(_)
             | Self::RecordNotFound(_)
@@ -139,6 +143,7 @@ impl ApiError {
             Self::InvalidConfig(issues) => issues.first().map_or("invalid_config", |i| i.code),
             Self::NumRecordsOutOfRange(_) => "num_records_out_of_range",
             Self::UnstorableValue(_) => "unstorable_value",
+            Self::MetadataTooLarge(_) => "metadata_too_large",
             Self::InvalidCursor(_) => "invalid_cursor",
             Self::InvalidId(_) => "invalid_id",
             Self::JobNotFound(_) => "job_not_found",

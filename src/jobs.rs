@@ -12,7 +12,7 @@ use crate::auth::Caller;
 use crate::config::LimitsConfig;
 use crate::cpu::CpuGate;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
-use crate::domain::models::{ModelConfig, ToolConfig};
+use crate::domain::models::{JobLimit, ModelConfig, ToolConfig, reserved_extra_body_fields};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
@@ -33,6 +33,8 @@ pub struct CompiledJob {
     pub models: HashMap<String, ModelConfig>,
     /// Tool configs by alias: the server's, overridden by the job's own.
     pub tools: HashMap<String, ToolConfig>,
+    /// The server's own model and tool configs, which a restricted API key is held to.
+    pub server: Arc<ServerModels>,
 }
 
 /// A request that passed validation.
@@ -127,12 +129,13 @@ impl JobService {
         caller: &Caller,
     ) -> Result<(JobRow, bool), ApiError> {
         req.owner = caller.owner().map(str::to_owned);
+        let id = JobId::new();
         let max = self.limits.max_num_records;
         let v = self
             .cpu
             .run(|| {
                 check_storable(&req)?;
-                self.validate(&req, max)
+                self.validate_scoped(&req, max, &id.to_string())
             })
             .await?;
         check_caller(&v.compiled, caller)?;
@@ -141,7 +144,7 @@ impl JobService {
         let num_records = v.num_records;
         let seed = v.seed;
         let job = NewJob {
-            id: JobId::new(),
+            id,
             owner: req.owner.clone(),
             config: v.config,
             num_records,
@@ -175,8 +178,24 @@ impl JobService {
         }
     }
 
-    /// Validates a request fully: count within `1..=max`, config, run config, model configs.
+    /// Validates a request fully: count within `1..=max`, metadata size, config, run config,
+    /// model and tool configs. A job's own concurrency caps get a scope of their own (a
+    /// preview's, say); see [`Self::validate_scoped`].
     pub fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
+        self.validate_scoped(req, max, &JobId::new().to_string())
+    }
+
+    /// [`Self::validate`], with the job's own `max_parallel_requests` scoped to `scope` (the
+    /// job id): they cap that job's requests only.
+    fn validate_scoped(
+        &self,
+        req: &SubmitRequest,
+        max: u32,
+        scope: &str,
+    ) -> Result<Validated, ApiError> {
+        if let Some(metadata) = &req.metadata {
+            check_metadata(metadata, self.limits.max_metadata_bytes)?;
+        }
         if req.num_records < 1 || req.num_records > i64::from(max) {
             let got = match req.num_records {
                 i64::MAX | i64::MIN => "a number beyond the supported range".to_owned(),
@@ -199,7 +218,7 @@ impl JobService {
         }
         let (models, tools) = self
             .models
-            .resolve(&dataset)
+            .resolve(&dataset, scope)
             .map_err(ApiError::InvalidConfig)?;
         Ok(Validated {
             num_records: req.num_records as u32,
@@ -211,6 +230,7 @@ impl JobService {
                 run_config,
                 models,
                 tools,
+                server: self.models.clone(),
             },
         })
     }
@@ -306,12 +326,13 @@ impl JobService {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
         let plan = Plan::compile(&dataset, &self.ctx, job.seed)?;
-        let (models, tools) = self.models.resolve(&dataset)?;
+        let (models, tools) = self.models.resolve(&dataset, &job.id.to_string())?;
         let compiled = Arc::new(CompiledJob {
             plan,
             run_config,
             models,
             tools,
+            server: self.models.clone(),
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)
@@ -362,21 +383,100 @@ impl JobService {
 }
 
 /// Checks the caller's per-key allow lists against every model and tool alias the job's LLM
-/// columns use (`403 alias_not_allowed`).
+/// columns use (`403 alias_not_allowed`), as the job really uses them.
+///
+/// An allow list names server aliases. A key with `allow_models` may use an alias in its list
+/// only as the server defines it: the job may re-tune it (temperature, `max_tokens`, its own
+/// `max_parallel_requests`...) but its effective definition must call the same provider and
+/// model, and may only narrow the model's `mcp_servers`. A key with `allow_tools` may use the
+/// server tool aliases in its list, which a job can narrow but never widen (checked for every
+/// key by [`ServerModels::resolve`]). Aliases a job defines itself are for keys without a list.
 pub fn check_caller(compiled: &CompiledJob, caller: &Caller) -> Result<(), ApiError> {
+    let server = &compiled.server;
     for (column, model, tool) in compiled.plan.llm_aliases() {
         if !caller.may_use_model(&model) {
             return Err(ApiError::Forbidden(format!(
                 "column '{column}': this API key may not use model alias '{model}'"
             )));
         }
-        if let Some(tool) = tool
-            && !caller.may_use_tools(&tool)
+        if caller.restricts_models()
+            && let Some(effective) = compiled.models.get(&model)
         {
+            let Some(own) = server.configs.iter().find(|m| m.alias == model) else {
+                return Err(ApiError::Forbidden(format!(
+                    "column '{column}': this API key may use model alias '{model}' only as the server defines it, and the server defines no such alias"
+                )));
+            };
+            if let Err(why) = within_server_model(own, effective) {
+                return Err(ApiError::Forbidden(format!(
+                    "column '{column}': this API key may use model alias '{model}' only as the server defines it: {why}"
+                )));
+            }
+        }
+        let Some(tool) = tool else { continue };
+        if !caller.may_use_tools(&tool) {
             return Err(ApiError::Forbidden(format!(
                 "column '{column}': this API key may not use tool alias '{tool}'"
             )));
         }
+        if caller.restricts_tools() && !server.tool_configs.iter().any(|t| t.tool_alias == tool) {
+            return Err(ApiError::Forbidden(format!(
+                "column '{column}': this API key may use tool alias '{tool}' only as the server defines it, and the server defines no such alias"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Whether a job's definition of a server model alias calls what the server's does.
+fn within_server_model(own: &ModelConfig, job: &ModelConfig) -> Result<(), String> {
+    if job.provider != own.provider || job.model != own.model {
+        return Err(format!(
+            "the job's model_configs point it at provider '{}', model '{}' instead of provider '{}', model '{}'",
+            job.provider, job.model, own.provider, own.model
+        ));
+    }
+    if let Some(allowed) = &own.mcp_servers {
+        let wider: Vec<&str> = match &job.mcp_servers {
+            None => vec!["(all)"],
+            Some(j) => j
+                .iter()
+                .filter(|p| !allowed.contains(p))
+                .map(String::as_str)
+                .collect(),
+        };
+        if !wider.is_empty() {
+            return Err(format!(
+                "its mcp_servers may only narrow the server's [{}], not add {}",
+                allowed.join(", "),
+                wider.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses metadata whose compact JSON is over `max` bytes (`422 metadata_too_large`), counted
+/// without building the text.
+fn check_metadata(metadata: &Value, max: usize) -> Result<(), ApiError> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing to a counter cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut n, metadata);
+    if n.0 > max {
+        return Err(ApiError::MetadataTooLarge(format!(
+            "field 'metadata': {} bytes as JSON, over the limit of {max} (limits.max_metadata_bytes)",
+            n.0
+        )));
     }
     Ok(())
 }
@@ -397,11 +497,15 @@ pub struct ServerModels {
 impl ServerModels {
     /// The model and tool configs a job sees: the server's, overridden by alias by the job's.
     /// A job's configs must name providers the server defines (providers never come with a
-    /// job: they hold commands, URLs and keys).
+    /// job: they hold commands, URLs and keys), may not set request fields the service
+    /// computes through `extra_body`, and may redefine a server tool alias only to narrow it
+    /// (a subset of its providers and of its `allow_tools`). The job's own model configs get
+    /// a [`JobLimit`] in `scope`, so their `max_parallel_requests` caps this job only.
     #[expect(clippy::type_complexity, reason = "a pair of alias maps")]
     fn resolve(
         &self,
         dataset: &DatasetConfig,
+        scope: &str,
     ) -> Result<(HashMap<String, ModelConfig>, HashMap<String, ToolConfig>), Vec<ConfigIssue>> {
         let mut issues = Vec::new();
         for (i, m) in dataset.model_configs.iter().enumerate() {
@@ -418,6 +522,25 @@ impl ServerModels {
                     message: format!(
                         "model config '{}': provider '{}' is not defined on the server (defined: {known})",
                         m.alias, m.provider
+                    ),
+                });
+            }
+            for key in m
+                .inference_parameters
+                .extra_body
+                .as_ref()
+                .map(reserved_extra_body_fields)
+                .unwrap_or_default()
+            {
+                issues.push(ConfigIssue {
+                    code: codes::RESERVED_EXTRA_BODY_FIELD,
+                    column: None,
+                    field: Some(format!(
+                        "model_configs[{i}].inference_parameters.extra_body.{key}"
+                    )),
+                    message: format!(
+                        "model config '{}': extra_body may not set '{key}': the service computes it",
+                        m.alias
                     ),
                 });
             }
@@ -441,6 +564,13 @@ impl ServerModels {
                     });
                 }
             }
+            if let Some(own) = self
+                .tool_configs
+                .iter()
+                .find(|o| o.tool_alias == t.tool_alias)
+            {
+                narrowing_issues(i, own, t, &mut issues);
+            }
         }
         if !issues.is_empty() {
             return Err(issues);
@@ -458,8 +588,22 @@ impl ServerModels {
             .iter()
             .map(|m| (m.alias.clone(), m.clone()))
             .collect();
+        // The job's cap per (provider, model): the least of its own aliases', as DataDesigner
+        // shares one limit among aliases of a model.
+        let mut caps: HashMap<(&str, &str), u32> = HashMap::new();
         for m in &dataset.model_configs {
-            out.insert(m.alias.clone(), m.clone());
+            let cap = m.inference_parameters.max_parallel_requests;
+            caps.entry((&m.provider, &m.model))
+                .and_modify(|c| *c = (*c).min(cap))
+                .or_insert(cap);
+        }
+        for m in &dataset.model_configs {
+            let mut m = m.clone();
+            m.job_limit = Some(JobLimit {
+                scope: scope.to_owned(),
+                cap: caps[&(m.provider.as_str(), m.model.as_str())],
+            });
+            out.insert(m.alias.clone(), m);
         }
         Ok((out, tools))
     }
@@ -488,6 +632,56 @@ fn check_storable(req: &SubmitRequest) -> Result<(), ApiError> {
         )));
     }
     Ok(())
+}
+
+/// What a job's tool config `t` (at `tool_configs[i]`) adds to the server's `own` definition
+/// of the same alias: providers the server's does not route to, tools its `allow_tools` hides.
+fn narrowing_issues(i: usize, own: &ToolConfig, t: &ToolConfig, issues: &mut Vec<ConfigIssue>) {
+    let alias = &t.tool_alias;
+    let issue = |field: String, message: String| ConfigIssue {
+        code: codes::INVALID_TOOL_CONFIG,
+        column: None,
+        field: Some(field),
+        message: format!(
+            "tool config '{alias}' redefines the server's, which a job may narrow but not widen: {message}"
+        ),
+    };
+    for (j, p) in t.providers.iter().enumerate() {
+        if !own.providers.contains(p) {
+            issues.push(issue(
+                format!("tool_configs[{i}].providers[{j}]"),
+                format!(
+                    "provider '{p}' is not among the server's [{}]",
+                    own.providers.join(", ")
+                ),
+            ));
+        }
+    }
+    let Some(allowed) = &own.allow_tools else {
+        return;
+    };
+    match &t.allow_tools {
+        None => issues.push(issue(
+            format!("tool_configs[{i}].allow_tools"),
+            format!(
+                "the server allows only [{}]; list those you need (or fewer) in allow_tools",
+                allowed.join(", ")
+            ),
+        )),
+        Some(mine) => {
+            for (j, name) in mine.iter().enumerate() {
+                if !allowed.contains(name) {
+                    issues.push(issue(
+                        format!("tool_configs[{i}].allow_tools[{j}]"),
+                        format!(
+                            "tool '{name}' is not among the server's allowed [{}]",
+                            allowed.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
 }
 
 fn prefix_run_config(issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {
@@ -559,5 +753,96 @@ impl PlanCache {
         if map.remove(&id).is_some() {
             order.retain(|j| *j != id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(v: Value) -> ModelConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn tool(v: Value) -> ToolConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn a_restricted_alias_keeps_its_model_and_may_only_narrow_mcp_servers() {
+        let own =
+            model(json!({"alias": "a", "model": "m", "provider": "p", "mcp_servers": ["x", "y"]}));
+        let job = |v: Value| {
+            let mut base = json!({"alias": "a", "model": "m", "provider": "p",
+                "inference_parameters": {"temperature": 0.1}});
+            base.as_object_mut()
+                .unwrap()
+                .extend(v.as_object().unwrap().clone());
+            model(base)
+        };
+        assert!(within_server_model(&own, &job(json!({"mcp_servers": ["x"]}))).is_ok());
+        assert!(within_server_model(&own, &job(json!({"mcp_servers": []}))).is_ok());
+        let e = within_server_model(&own, &job(json!({}))).unwrap_err();
+        assert!(e.contains("(all)"), "{e}");
+        let e = within_server_model(&own, &job(json!({"mcp_servers": ["x", "z"]}))).unwrap_err();
+        assert!(e.contains("not add z"), "{e}");
+        let e = within_server_model(&own, &job(json!({"model": "other", "mcp_servers": []})))
+            .unwrap_err();
+        assert!(e.contains("model 'other'"), "{e}");
+        let e = within_server_model(&own, &job(json!({"provider": "q", "mcp_servers": []})))
+            .unwrap_err();
+        assert!(e.contains("provider 'q'"), "{e}");
+    }
+
+    #[test]
+    fn a_job_tool_config_may_narrow_but_not_widen_the_servers() {
+        let own =
+            tool(json!({"tool_alias": "t", "providers": ["a", "b"], "allow_tools": ["x", "y"]}));
+        let fields = |v: Value| {
+            let mut issues = Vec::new();
+            narrowing_issues(0, &own, &tool(v), &mut issues);
+            issues
+                .into_iter()
+                .map(|i| i.field.unwrap())
+                .collect::<Vec<_>>()
+        };
+        assert!(
+            fields(
+                json!({"tool_alias": "t", "providers": ["b"], "allow_tools": ["y"],
+                "max_tool_call_turns": 9})
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            fields(json!({"tool_alias": "t", "providers": ["a", "c"]})),
+            [
+                "tool_configs[0].providers[1]",
+                "tool_configs[0].allow_tools"
+            ]
+        );
+        assert_eq!(
+            fields(json!({"tool_alias": "t", "providers": ["a"], "allow_tools": ["x", "z"]})),
+            ["tool_configs[0].allow_tools[1]"]
+        );
+        let open = tool(json!({"tool_alias": "t", "providers": ["a"]}));
+        let mut issues = Vec::new();
+        narrowing_issues(
+            0,
+            &open,
+            &tool(json!({"tool_alias": "t", "providers": ["a"]})),
+            &mut issues,
+        );
+        assert!(
+            issues.is_empty(),
+            "no server allow list: any of the provider's tools"
+        );
+    }
+
+    #[test]
+    fn metadata_is_measured_as_compact_json() {
+        assert!(check_metadata(&json!({"a": "b"}), 9).is_ok());
+        let e = check_metadata(&json!({"a": "bc"}), 9).unwrap_err();
+        assert_eq!(e.code(), "metadata_too_large");
+        assert!(e.to_string().contains("10 bytes"), "{e}");
     }
 }

@@ -1,4 +1,7 @@
-//! `GET /v1/tools`: the MCP providers' state and what each server tool config offers.
+//! `GET /v1/tools`: the MCP providers' state and what each server tool config offers, as far
+//! as the calling API key may use them.
+
+use std::collections::{HashMap, HashSet};
 
 use axum::Json;
 use axum::extract::State;
@@ -8,6 +11,8 @@ use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::auth::Caller;
+use crate::domain::models::ToolConfig;
 use crate::error::ErrorBody;
 use crate::mcp::ProviderStatus;
 use crate::state::AppState;
@@ -19,9 +24,10 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 /// The tool layer as this replica sees it.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ToolsResponse {
-    /// Every MCP provider of the server config, in name order.
+    /// The MCP providers of the server config, in name order (for a key with `allow_tools`:
+    /// those its tool configs route to, listing only the tools they offer).
     pub providers: Vec<ProviderStatus>,
-    /// Every tool config of the server config, resolved.
+    /// The tool configs of the server config the key may use, resolved.
     pub tool_configs: Vec<ToolConfigView>,
 }
 
@@ -77,15 +83,24 @@ pub struct ToolConfigError {
 /// Each MCP provider's connection state (`idle`, `connecting`, `connected`, `unavailable`),
 /// live sessions, reconnects and cached tool names; and each server tool config with the
 /// tools it offers. Listing connects to providers not yet connected (bounded by their
-/// `connect_timeout_sec`); the lists come from the shared cache.
+/// `connect_timeout_sec`); the lists come from the shared cache. An API key with
+/// `allow_tools` sees only the tool configs in its list, and only the providers and tools
+/// they reach.
 #[utoipa::path(get, path = "/v1/tools", tag = "tools",
     responses(
         (status = 200, description = "Providers and tool configs", body = ToolsResponse),
         (status = 503, description = "The database is unreachable", body = ErrorBody),
     ))]
-pub async fn list_tools(State(state): State<AppState>) -> Json<ToolsResponse> {
+pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<ToolsResponse> {
     let hub = &state.tools;
-    let views = state.config.tool_configs.iter().map(|cfg| async move {
+    let visible: Vec<&ToolConfig> = state
+        .config
+        .tool_configs
+        .iter()
+        .filter(|c| caller.may_use_tools(&c.tool_alias))
+        .collect();
+    let reach = caller.restricts_tools().then(|| reach(&visible));
+    let views = visible.into_iter().map(|cfg| async move {
         let (tools, error) = match hub.toolset(cfg, None, None).await {
             Ok(ts) => (
                 Some(
@@ -120,8 +135,38 @@ pub async fn list_tools(State(state): State<AppState>) -> Json<ToolsResponse> {
         }
     });
     let tool_configs = futures::future::join_all(views).await;
+    // Read after the listing above, so the tool names of providers it connected are there.
+    let mut providers = hub.pool().status();
+    // A key without a list may bring tool configs of its own over any server provider, so
+    // every provider and tool is within its reach; a key with one reaches only these.
+    if let Some(reach) = &reach {
+        providers.retain(|p| reach.contains_key(p.name.as_str()));
+        for p in &mut providers {
+            if let (Some(Some(allowed)), Some(tools)) = (reach.get(p.name.as_str()), &mut p.tools) {
+                tools.retain(|t| allowed.contains(t.as_str()));
+            }
+        }
+    }
     Json(ToolsResponse {
-        providers: hub.pool().status(),
+        providers,
         tool_configs,
     })
+}
+
+/// The providers `configs` route to, each with the tools they allow there (`None`: all).
+fn reach<'a>(configs: &[&'a ToolConfig]) -> HashMap<&'a str, Option<HashSet<&'a str>>> {
+    let mut out: HashMap<&str, Option<HashSet<&str>>> = HashMap::new();
+    for cfg in configs {
+        for p in &cfg.providers {
+            let entry = out
+                .entry(p.as_str())
+                .or_insert_with(|| Some(HashSet::new()));
+            match (&cfg.allow_tools, entry.as_mut()) {
+                (None, _) => *entry = None,
+                (Some(allow), Some(names)) => names.extend(allow.iter().map(String::as_str)),
+                (Some(_), None) => {}
+            }
+        }
+    }
+    out
 }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use super::Config;
+use crate::domain::models::{check_timeout_sec, reserved_extra_body_fields};
 
 /// An LLM endpoint (DataDesigner's `ModelProvider`).
 #[derive(Debug, Clone, Deserialize)]
@@ -188,6 +189,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
                 "config key `{key}.endpoint`: must be an http(s) URL"
             ));
         }
+        reserved_fields(&format!("{key}.extra_body"), p.extra_body.as_ref(), out);
     }
     let mut aliases = HashSet::new();
     for (i, m) in cfg.model_configs.iter().enumerate() {
@@ -208,6 +210,11 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         for p in m.problems() {
             out.push(format!("config key `{key}.{}`: {}", p.field, p.message));
         }
+        reserved_fields(
+            &format!("{key}.inference_parameters.extra_body"),
+            m.inference_parameters.extra_body.as_ref(),
+            out,
+        );
     }
     let mut mcp = HashSet::new();
     for (i, p) in cfg.mcp_providers.iter().enumerate() {
@@ -240,10 +247,8 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
             ("connect_timeout_sec", p.connect_timeout_sec),
             ("call_timeout_sec", p.call_timeout_sec),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                out.push(format!(
-                    "config key `{key}.{field}`: must be greater than 0"
-                ));
+            if let Err(msg) = check_timeout_sec(v) {
+                out.push(format!("config key `{key}.{field}`: {msg}"));
             }
         }
         if p.max_concurrent_calls == Some(0) {
@@ -292,12 +297,55 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         if t.kind.as_deref().is_some_and(|k| k != "function") {
             out.push(format!("config key `tools[{i}].type`: must be `function`"));
         }
+        if let Some(v) = t.timeout_sec
+            && let Err(msg) = check_timeout_sec(v)
+        {
+            out.push(format!("config key `tools[{i}].timeout_sec`: {msg}"));
+        }
         if mcp.contains(t.name.as_str()) {
             out.push(format!(
                 "config key `tools[{i}].name`: '{}' is also an MCP provider name; tool configs could not tell them apart",
                 t.name
             ));
         }
+    }
+}
+
+/// An API key's allow lists name server aliases: a job's own definitions are for keys
+/// without a list (a restricted key is held to the server's definitions).
+pub(super) fn allow_list_problems(cfg: &Config, out: &mut Vec<String>) {
+    let models: HashSet<&str> = cfg.model_configs.iter().map(|m| m.alias.as_str()).collect();
+    let tools: HashSet<&str> = cfg
+        .tool_configs
+        .iter()
+        .map(|t| t.tool_alias.as_str())
+        .collect();
+    for (i, k) in cfg.auth.api_keys.iter().enumerate() {
+        for (field, allowed, known, what) in [
+            ("allow_models", &k.allow_models, &models, "model_configs"),
+            ("allow_tools", &k.allow_tools, &tools, "tool_configs"),
+        ] {
+            for (j, alias) in allowed.iter().flatten().enumerate() {
+                if !known.contains(alias.as_str()) {
+                    out.push(format!(
+                        "config key `auth.api_keys[{i}].{field}[{j}]`: '{alias}' is not an alias of the server's `{what}` (defined: {}); allow lists name server aliases",
+                        list(known)
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// `extra_body` may not set a request field the service computes.
+fn reserved_fields(key: &str, extra_body: Option<&Map<String, Value>>, out: &mut Vec<String>) {
+    for field in extra_body
+        .map(reserved_extra_body_fields)
+        .unwrap_or_default()
+    {
+        out.push(format!(
+            "config key `{key}.{field}`: extra_body may not set '{field}': the service computes it"
+        ));
     }
 }
 

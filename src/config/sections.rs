@@ -179,6 +179,9 @@ pub struct LimitsConfig {
     /// Longest tool result (text) handed back to a model, in characters; longer ones are cut
     /// with a marker saying how much was dropped.
     pub max_tool_result_chars: usize,
+    /// Largest `metadata` a job may carry, in bytes of compact JSON. Metadata is stored with
+    /// the job and returned with it, in list pages too, so it stays small.
+    pub max_metadata_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -189,6 +192,7 @@ impl Default for LimitsConfig {
             max_jobs_in_flight_per_key: Some(100),
             max_prompt_chars: 400_000,
             max_tool_result_chars: 100_000,
+            max_metadata_bytes: 16 * 1024,
         }
     }
 }
@@ -209,6 +213,9 @@ impl LimitsConfig {
         }
         if self.max_tool_result_chars < 100 {
             out.push("config key `limits.max_tool_result_chars`: must be at least 100".into());
+        }
+        if self.max_metadata_bytes < 2 {
+            out.push("config key `limits.max_metadata_bytes`: must be at least 2 (`{}`)".into());
         }
     }
 }

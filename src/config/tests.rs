@@ -94,6 +94,44 @@ fn every_semantic_problem_is_reported() {
 }
 
 #[test]
+fn bounds_reserved_fields_and_allow_lists_are_checked() {
+    let err = Config::from_value(
+        json!({
+            "model_providers": [{"name": "p", "endpoint": "http://h/v1", "extra_body": {"stream": true}}],
+            "model_configs": [{"alias": "m", "model": "x", "provider": "p",
+                "inference_parameters": {"timeout": 100000, "extra_body": {"model": "y", "seed": 1}}}],
+            "mcp_providers": [{"name": "s", "command": "x", "call_timeout_sec": 1e300}],
+            "tool_configs": [{"tool_alias": "t", "providers": ["s"], "timeout_sec": 1e300}],
+            "tools": [{"name": "i", "endpoint": "http://h/i", "timeout_sec": -1}],
+            "limits": {"max_metadata_bytes": 0},
+            "auth": {"api_keys": [{"name": "k", "key": "0123456789abcdef",
+                "allow_models": ["m", "ghost"], "allow_tools": ["t", "mine"]}]}
+        }),
+        &[],
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    let all = problems.join("\n");
+    for needle in [
+        "`model_providers[0].extra_body.stream`: extra_body may not set 'stream'",
+        "`model_configs[0].inference_parameters.extra_body.model`",
+        "`model_configs[0].inference_parameters.timeout`: must be between 1 and 86400",
+        "`mcp_providers[0].call_timeout_sec`: must be greater than 0 and at most 86400",
+        "`tool_configs[0].timeout_sec`",
+        "`tools[0].timeout_sec`",
+        "`limits.max_metadata_bytes`",
+        "`auth.api_keys[0].allow_models[1]`: 'ghost' is not an alias of the server's `model_configs`",
+        "`auth.api_keys[0].allow_tools[1]`: 'mine'",
+    ] {
+        assert!(all.contains(needle), "missing {needle} in:\n{all}");
+    }
+    assert_eq!(problems.len(), 9, "{all}");
+    assert_eq!(LimitsConfig::default().max_metadata_bytes, 16 * 1024);
+}
+
+#[test]
 fn llamafarm_spelling_is_accepted() {
     let c = Config::from_value(
         json!({"mcp_providers": [{"name": "h", "transport": "http", "base_url": "http://127.0.0.1:1/mcp"}]}),

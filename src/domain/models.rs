@@ -3,9 +3,52 @@
 //! Field names and defaults follow DataDesigner 0.9.7 (`data_designer.config.models` and
 //! `data_designer.config.mcp`). Unknown keys are rejected, as DataDesigner does.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use utoipa::ToSchema;
+
+/// The longest timeout any config may set, in seconds (one day). Every number that becomes a
+/// [`Duration`] is checked against it when the config is read, so no input reaches a
+/// conversion that could overflow, and no call waits for longer than a batch job could.
+pub const MAX_TIMEOUT_SEC: u64 = 86_400;
+
+/// `secs` as a [`Duration`], or `None` when it is negative, not a number or too large. Use
+/// this, never `Duration::from_secs_f64` (which panics), on any number that came from outside.
+pub fn duration_from_secs(secs: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(secs).ok()
+}
+
+/// Request-body fields the LLM adapters compute: the model, the conversation, the tools the
+/// model is offered and how it may use them, and the response framing the adapters parse.
+/// `extra_body` (a job's model config, or the server's) may set any other field, but never
+/// one of these: a job could otherwise call another model than its alias names, replace the
+/// conversation, offer tools its allow lists hide (provider-side tools and MCP servers
+/// included), or break response parsing.
+pub const RESERVED_EXTRA_BODY_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "tool_choice",
+    "functions",
+    "function_call",
+    "mcp_servers",
+    "web_search_options",
+    "stream",
+    "stream_options",
+    "n",
+];
+
+/// The keys of `extra_body` that [`RESERVED_EXTRA_BODY_FIELDS`] forbids, in map order.
+pub fn reserved_extra_body_fields(extra_body: &Map<String, Value>) -> Vec<&str> {
+    extra_body
+        .keys()
+        .map(String::as_str)
+        .filter(|k| RESERVED_EXTRA_BODY_FIELDS.contains(k))
+        .collect()
+}
 
 /// A model alias that LLM columns reference by `model_alias`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
@@ -30,6 +73,21 @@ pub struct ModelConfig {
     /// in the system prompt and parses `<tool_call>` blocks from the reply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_strategy: Option<ToolCallStrategy>,
+    /// Set by the job service on a model config that came with a job: the job's own
+    /// `max_parallel_requests` then caps that job alone, and never the limit the server's
+    /// configs set for the provider and model, which every job shares. Never read from input.
+    #[serde(skip)]
+    #[schema(ignore)]
+    pub job_limit: Option<JobLimit>,
+}
+
+/// The concurrency cap of one job on one (provider, model) pair.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobLimit {
+    /// Identifies the job (its id, or a preview's) among all callers of the LLM client.
+    pub scope: String,
+    /// The smallest `max_parallel_requests` of the job's own aliases for this pair.
+    pub cap: u32,
 }
 
 /// How tool definitions reach the model.
@@ -191,8 +249,13 @@ impl ModelConfig {
                 "must be at least 1".into(),
             );
         }
-        if p.timeout == Some(0) {
-            push("inference_parameters.timeout", "must be at least 1".into());
+        if let Some(t) = p.timeout
+            && !(1..=MAX_TIMEOUT_SEC).contains(&t)
+        {
+            push(
+                "inference_parameters.timeout",
+                format!("must be between 1 and {MAX_TIMEOUT_SEC} seconds, got {t}"),
+            );
         }
         if p.max_tokens == Some(0) {
             push(
@@ -277,11 +340,11 @@ impl ToolConfig {
             });
         }
         if let Some(t) = self.timeout_sec
-            && !(t.is_finite() && t > 0.0)
+            && let Err(message) = check_timeout_sec(t)
         {
             out.push(FieldProblem {
                 field: "timeout_sec".into(),
-                message: "must be greater than 0".into(),
+                message,
             });
         }
         if let Some(allow) = &self.allow_tools {
@@ -296,6 +359,22 @@ impl ToolConfig {
             }
         }
         out
+    }
+}
+
+/// A timeout in (fractional) seconds: greater than 0 and at most [`MAX_TIMEOUT_SEC`].
+pub fn check_timeout_sec(t: f64) -> Result<(), String> {
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "a day in seconds is exact in an f64"
+    )]
+    let max = MAX_TIMEOUT_SEC as f64;
+    if t.is_finite() && t > 0.0 && t <= max {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be greater than 0 and at most {MAX_TIMEOUT_SEC} seconds, got {t}"
+        ))
     }
 }
 
@@ -342,6 +421,55 @@ mod tests {
         let p = m.problems();
         assert_eq!(p.len(), 1, "{p:?}");
         assert!(p[0].message.contains("low < high"));
+    }
+
+    #[test]
+    fn durations_are_bounded_and_never_panic() {
+        let m: ModelConfig = serde_json::from_value(json!({
+            "alias": "a", "model": "m", "provider": "p",
+            "inference_parameters": {"timeout": 18_446_744_073_709_551_615_u64}
+        }))
+        .unwrap();
+        let p = m.problems();
+        assert_eq!(p[0].field, "inference_parameters.timeout", "{p:?}");
+        let base: ToolConfig =
+            serde_json::from_value(json!({"tool_alias": "t", "providers": []})).unwrap();
+        for bad in [1e300, -1.0, 0.0, f64::NAN, f64::INFINITY, 86_400.5] {
+            let t = ToolConfig {
+                timeout_sec: Some(bad),
+                ..base.clone()
+            };
+            assert_eq!(t.problems()[0].field, "timeout_sec", "{bad}");
+        }
+        let t = ToolConfig {
+            timeout_sec: Some(86_400.0),
+            ..base
+        };
+        assert!(t.problems().is_empty());
+        assert_eq!(duration_from_secs(1e300), None);
+        assert_eq!(duration_from_secs(-1.0), None);
+        assert_eq!(duration_from_secs(f64::NAN), None);
+        assert_eq!(duration_from_secs(1.5), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn reserved_extra_body_fields_are_found() {
+        let extra = json!({"model": "x", "seed": 1, "messages": [], "top_k": 3});
+        assert_eq!(
+            reserved_extra_body_fields(extra.as_object().unwrap()),
+            vec!["model", "messages"]
+        );
+        let ok = json!({"seed": 1, "temperature": 0.1, "chat_template_kwargs": {}});
+        assert!(reserved_extra_body_fields(ok.as_object().unwrap()).is_empty());
+    }
+
+    #[test]
+    fn job_limit_is_never_read_from_input() {
+        let err = serde_json::from_value::<ModelConfig>(
+            json!({"alias": "a", "model": "m", "provider": "p", "job_limit": {"scope": "x", "cap": 1}}),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("job_limit"), "{err}");
     }
 
     #[test]

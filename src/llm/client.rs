@@ -188,8 +188,10 @@ impl LlmClient {
     }
 
     /// Registers model aliases ahead of use, so the shared per-(provider, model) limit is the
-    /// minimum over all of them from the first request on. `chat` registers its model too, so
-    /// this is only needed for aliases defined in the server config.
+    /// minimum over all of them from the first request on. Call it with the server's model
+    /// configs: a model config without a [`JobLimit`](crate::domain::models::JobLimit)
+    /// registers itself on first use too, but one that came with a job never touches the
+    /// shared limit.
     pub fn register_models(&self, models: &[ModelConfig]) {
         for m in models {
             self.limits.get(
@@ -200,7 +202,8 @@ impl LlmClient {
         }
     }
 
-    /// The concurrency limit currently applied to `model`'s (provider, model id) pair.
+    /// The shared concurrency limit currently applied to `model`'s (provider, model id) pair
+    /// (registering `model` if it is not yet).
     pub fn concurrency_limit(&self, model: &ModelConfig) -> u32 {
         self.limits
             .get(
@@ -221,7 +224,9 @@ impl LlmClient {
     /// * `temperature`/`top_p` are drawn once per call (DataDesigner draws per request, and a
     ///   tool loop makes one call per turn).
     /// * A slot of the (provider, model) limit is held for each HTTP attempt only, never
-    ///   during a backoff sleep.
+    ///   during a backoff sleep. A model config that came with a job takes a slot of that
+    ///   job's own limit first, then one of the server's shared limit if the server names the
+    ///   pair.
     /// * Each attempt has the model's `inference_parameters.timeout` (default 60 s); waiting
     ///   for a slot is not part of it.
     /// * `cancel` aborts at once, whether waiting for a slot, in flight or sleeping.
@@ -251,9 +256,22 @@ impl LlmClient {
                     provider: model.provider.clone(),
                 })?;
         let ip = &model.inference_parameters;
-        let limiter = self
-            .limits
-            .get(&provider.name, &model.model, ip.max_parallel_requests);
+        let (job_limiter, shared_limiter) = match &model.job_limit {
+            None => (
+                None,
+                Some(
+                    self.limits
+                        .get(&provider.name, &model.model, ip.max_parallel_requests),
+                ),
+            ),
+            Some(j) => (
+                Some(
+                    self.limits
+                        .job(&j.scope, &provider.name, &model.model, j.cap),
+                ),
+                self.limits.existing(&provider.name, &model.model),
+            ),
+        };
         let timeout = params::timeout(ip);
         let sampled = Sampled::draw(ip, &mut rand::rng());
         let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
@@ -268,7 +286,15 @@ impl LlmClient {
 
         let attempts = AtomicU32::new(0);
         let attempt = || async {
-            let _slot = limiter.acquire().await;
+            // Always the job's slot first, then the shared one: one order, no deadlock.
+            let _job_slot = match &job_limiter {
+                Some(l) => Some(l.acquire().await),
+                None => None,
+            };
+            let _slot = match &shared_limiter {
+                Some(l) => Some(l.acquire().await),
+                None => None,
+            };
             attempts.fetch_add(1, Ordering::Relaxed);
             self.attempt(provider, body.clone(), timeout).await
         };

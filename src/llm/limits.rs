@@ -1,20 +1,33 @@
 //! `max_parallel_requests`, enforced per (provider name, model id) across every job and caller
-//! of one [`LlmClient`](super::LlmClient).
+//! of one [`LlmClient`](super::LlmClient), and per job for the model configs a job brings.
 //!
 //! DataDesigner's rule (`_GlobalCapState.register_alias`): aliases that share a provider and a
-//! model share one limit, the **minimum** of their `max_parallel_requests`. Aliases may arrive
-//! late (a job can bring its own model configs), so the limit can only go down: lowering it
-//! forgets free permits at once and swallows busy ones as they come back.
+//! model share one limit, the **minimum** of their `max_parallel_requests`. Here that shared
+//! limit is the server's: the server's model configs set it at start-up (and a library caller
+//! passing plain model configs may lower it, as in DataDesigner). A model config that came
+//! with a job carries a [`JobLimit`](crate::domain::models::JobLimit) instead: its cap bounds
+//! that job's requests only, through a limiter of its own, and the shared limit of a pair the
+//! server names applies on top. One tenant's small cap can thus never slow another's jobs.
+//! Lowering a limiter forgets free permits at once and swallows busy ones as they come back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// All limiters, keyed by provider name then model id.
+/// Per-job limiters, by (job scope, provider name, model id).
+type JobLimiters = HashMap<(String, String, String), Weak<Limiter>>;
+
+/// Dead per-job entries are swept once the map has grown by this many.
+const JOB_SWEEP_EVERY: usize = 64;
+
+/// All limiters: the shared ones keyed by provider name then model id, and the per-job ones.
 #[derive(Debug, Default)]
 pub(crate) struct Limits {
     by_provider: Mutex<HashMap<String, HashMap<String, Arc<Limiter>>>>,
+    /// Held weakly: a job's limiter lives while one of its calls holds or awaits it, and a
+    /// new one with the same cap replaces it afterwards, so finished jobs leave nothing.
+    jobs: Mutex<JobLimiters>,
 }
 
 impl Limits {
@@ -39,6 +52,39 @@ impl Limits {
         };
         limiter.lower_to(cap);
         limiter
+    }
+
+    /// The shared limiter of (provider, model id) if one exists; never creates or lowers one.
+    pub(crate) fn existing(&self, provider: &str, model_id: &str) -> Option<Arc<Limiter>> {
+        let map = self
+            .by_provider
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        map.get(provider)?.get(model_id).cloned()
+    }
+
+    /// The limiter of job `scope` for (provider, model id), with the job's cap. Keep the
+    /// returned handle for the whole call (retries included).
+    pub(crate) fn job(
+        &self,
+        scope: &str,
+        provider: &str,
+        model_id: &str,
+        cap: u32,
+    ) -> Arc<Limiter> {
+        let cap = cap.max(1);
+        let key = (scope.to_owned(), provider.to_owned(), model_id.to_owned());
+        let mut map = self.jobs.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(l) = map.get(&key).and_then(Weak::upgrade) {
+            l.lower_to(cap);
+            return l;
+        }
+        let l = Arc::new(Limiter::new(cap));
+        map.insert(key, Arc::downgrade(&l));
+        if map.len().is_multiple_of(JOB_SWEEP_EVERY) {
+            map.retain(|_, w| w.strong_count() > 0);
+        }
+        l
     }
 }
 
@@ -137,6 +183,31 @@ mod tests {
         assert_eq!(limits.get("p", "other", 8).cap(), 8);
         assert_eq!(limits.get("q", "m", 3).cap(), 3);
         assert_eq!(limits.get("q", "z", 0).cap(), 1);
+    }
+
+    #[tokio::test]
+    async fn job_limiters_are_per_scope_and_leave_the_shared_one_alone() {
+        let limits = Limits::default();
+        let shared = limits.get("p", "m", 4);
+        let a = limits.job("job-a", "p", "m", 1);
+        assert_eq!(a.cap(), 1);
+        assert_eq!(shared.cap(), 4, "a job's cap never lowers the shared limit");
+        assert!(Arc::ptr_eq(&a, &limits.job("job-a", "p", "m", 1)));
+        let b = limits.job("job-b", "p", "m", 3);
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert_eq!(b.cap(), 3);
+        assert!(
+            limits
+                .existing("p", "m")
+                .is_some_and(|l| Arc::ptr_eq(&l, &shared))
+        );
+        assert!(limits.existing("p", "other").is_none());
+        // Held weakly: gone once no call holds it, and the map is swept as it grows.
+        drop(a);
+        for i in 0..(2 * JOB_SWEEP_EVERY) {
+            let _ = limits.job(&format!("j{i}"), "p", "m", 2);
+        }
+        assert!(limits.jobs.lock().unwrap().len() <= JOB_SWEEP_EVERY + 1);
     }
 
     #[tokio::test]

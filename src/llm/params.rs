@@ -7,7 +7,9 @@ use std::time::Duration;
 use rand::{Rng, RngExt};
 use serde_json::{Map, Value};
 
-use crate::domain::models::{Distribution, InferenceParameters, ParamValue};
+use crate::domain::models::{
+    Distribution, InferenceParameters, ParamValue, RESERVED_EXTRA_BODY_FIELDS,
+};
 
 /// DataDesigner's HTTP timeout when `inference_parameters.timeout` is absent.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -105,11 +107,16 @@ pub(crate) fn merge_extra_body(
     out
 }
 
-/// Flattens `extra` into the body, key by key, as DataDesigner does (so `extra_body` can set
-/// any provider-specific field, and also override the ones computed here).
+/// Flattens `extra` into the body, key by key, as DataDesigner does, so `extra_body` can set
+/// any provider-specific field and override the sampling parameters. Unlike DataDesigner, it
+/// never replaces a field the adapters compute ([`RESERVED_EXTRA_BODY_FIELDS`]: the model, the
+/// conversation, the tools, the response framing). Configs setting one are refused when they
+/// are read; skipping them here as well keeps that true for any caller of the client.
 pub(crate) fn apply_extra_body(body: &mut Map<String, Value>, extra: &Map<String, Value>) {
     for (k, v) in extra {
-        body.insert(k.clone(), v.clone());
+        if !RESERVED_EXTRA_BODY_FIELDS.contains(&k.as_str()) {
+            body.insert(k.clone(), v.clone());
+        }
     }
 }
 
@@ -172,6 +179,21 @@ mod tests {
         let merged = merge_extra_body(model.as_ref(), provider.as_ref());
         assert_eq!(Value::Object(merged), json!({"a": 1, "b": 2, "c": 2}));
         assert!(merge_extra_body(None, None).is_empty());
+    }
+
+    #[test]
+    fn extra_body_never_replaces_computed_fields() {
+        let mut body = json!({"model": "m", "messages": [1], "temperature": 0.5})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let extra = json!({"model": "evil", "messages": [], "tools": [], "stream": true,
+                           "n": 5, "system": "x", "temperature": 0.1, "seed": 3});
+        apply_extra_body(&mut body, extra.as_object().unwrap());
+        assert_eq!(
+            Value::Object(body),
+            json!({"model": "m", "messages": [1], "temperature": 0.1, "seed": 3})
+        );
     }
 
     #[test]

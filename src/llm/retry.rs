@@ -206,7 +206,9 @@ fn contains_any(text: &str, needles: &[&str]) -> bool {
 }
 
 /// The wait a provider asked for: `retry-after-ms` (OpenAI's extension) first, then
-/// `Retry-After` as delay-seconds (fractions tolerated) or an HTTP date.
+/// `Retry-After` as delay-seconds (fractions tolerated) or an HTTP date. Any value parses
+/// without panicking: one too large for a `Duration` saturates, and [`RetryPolicy::wait`]
+/// caps every wait at `max_delay` anyway.
 pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     if let Some(ms) = headers
         .get("retry-after-ms")
@@ -214,7 +216,7 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
         .and_then(|s| s.trim().parse::<f64>().ok())
         .filter(|ms| ms.is_finite() && *ms >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        return Some(saturating_secs(ms / 1000.0));
     }
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     parse_retry_after(value, now)
@@ -224,10 +226,16 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let value = value.trim();
     if let Ok(secs) = value.parse::<f64>() {
-        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+        return (secs.is_finite() && secs >= 0.0).then(|| saturating_secs(secs));
     }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// A finite, non-negative number of seconds as a `Duration`, `Duration::MAX` when too large
+/// (`Duration::from_secs_f64` would panic).
+fn saturating_secs(secs: f64) -> Duration {
+    Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
 }
 
 #[cfg(test)]
@@ -260,6 +268,41 @@ mod tests {
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(3)));
         h.insert("retry-after-ms", "1500".parse().unwrap());
         assert_eq!(retry_after(&h, now), Some(Duration::from_millis(1500)));
+    }
+
+    #[test]
+    fn no_retry_after_value_panics_and_every_wait_is_capped() {
+        let now = SystemTime::UNIX_EPOCH;
+        let policy = RetryPolicy::default();
+        for v in [
+            "1e20",
+            "1e300",
+            "1e309",
+            "18446744073709551616",
+            "NaN",
+            "inf",
+            "-0",
+            "0x10",
+            "",
+        ] {
+            let ra = parse_retry_after(v, now);
+            let mut h = HeaderMap::new();
+            h.insert("retry-after-ms", v.parse().unwrap());
+            let ms = retry_after(&h, now);
+            for ra in [ra, ms] {
+                let f = Failure::Status {
+                    status: 503,
+                    message: String::new(),
+                    retry_after: ra,
+                };
+                assert!(policy.wait(&f, Duration::ZERO) <= policy.max_delay, "{v}");
+            }
+        }
+        assert_eq!(parse_retry_after("1e20", now), Some(Duration::MAX));
+        assert_eq!(
+            parse_retry_after("Fri, 31 Dec 9999 23:59:59 GMT", now).map(|d| d > Duration::ZERO),
+            Some(true)
+        );
     }
 
     #[test]

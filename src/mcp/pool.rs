@@ -156,7 +156,7 @@ impl Provider {
     /// provider cools down (exponentially, up to [`MAX_COOLDOWN`]) so records fail fast
     /// instead of each waiting on a dead server.
     async fn connect(self: Arc<Self>, key: Key, id: u64) -> Result<Arc<Session>, McpError> {
-        let timeout = Duration::from_secs_f64(self.cfg.connect_timeout_sec);
+        let timeout = config_secs(self.cfg.connect_timeout_sec);
         let mut delays = backon::BackoffBuilder::build(
             backon::ExponentialBuilder::default()
                 .with_min_delay(Duration::from_millis(200))
@@ -302,7 +302,7 @@ impl Provider {
     }
 
     async fn fetch_tools(self: Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
-        let timeout = Duration::from_secs_f64(self.cfg.call_timeout_sec);
+        let timeout = config_secs(self.cfg.call_timeout_sec);
         let mut retried = false;
         loop {
             let session = self.session(key).await?;
@@ -533,7 +533,7 @@ impl McpPool {
         timeout: Option<Duration>,
     ) -> Result<CallToolResult, McpError> {
         let p = self.provider(provider)?;
-        let timeout = timeout.unwrap_or_else(|| Duration::from_secs_f64(p.cfg.call_timeout_sec));
+        let timeout = timeout.unwrap_or_else(|| config_secs(p.cfg.call_timeout_sec));
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
         let started = Instant::now();
         let result = match tokio::time::timeout(timeout, p.call(p.key(scope), params)).await {
@@ -609,4 +609,12 @@ impl McpPool {
         }
         tracing::info!(sessions = n, "MCP sessions closed");
     }
+}
+
+/// A timeout from the provider config. The config check bounds it (greater than 0, at most a
+/// day); should an unchecked value get here, it means a minute rather than a panic.
+fn config_secs(secs: f64) -> Duration {
+    crate::domain::models::duration_from_secs(secs)
+        .filter(|d| !d.is_zero())
+        .unwrap_or(Duration::from_secs(60))
 }

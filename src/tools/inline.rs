@@ -9,6 +9,7 @@ use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 
 use crate::config::InlineToolConfig;
+use crate::domain::models::duration_from_secs;
 use crate::llm::{ContentBlock, ToolSpec};
 
 /// Longest response body kept from an error answer, in the `Error:` message.
@@ -52,7 +53,7 @@ impl InlineTool {
     ) -> Result<Vec<ContentBlock>, String> {
         let name = &self.cfg.name;
         let timeout = timeout
-            .or_else(|| self.cfg.timeout_sec.map(Duration::from_secs_f64))
+            .or_else(|| self.cfg.timeout_sec.and_then(duration_from_secs))
             .unwrap_or(DEFAULT_TIMEOUT);
         let outcome = |o: &'static str| {
             metrics::counter!(crate::metrics::INLINE_TOOL_CALLS, "tool" => name.clone(), "outcome" => o)

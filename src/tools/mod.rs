@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use crate::config::InlineToolConfig;
-use crate::domain::models::{ModelConfig, ToolConfig};
+use crate::domain::models::{ModelConfig, ToolConfig, duration_from_secs};
 use crate::llm::{ChatMessage, ContentBlock, ToolCall, ToolSpec};
 use crate::mcp::{CallScope, McpError, McpPool, ToolList};
 
@@ -219,7 +219,8 @@ impl ToolHub {
             specs,
             routes,
             hidden,
-            timeout: cfg.timeout_sec.map(Duration::from_secs_f64),
+            // Validation bounds `timeout_sec`; an unusable value means the default, not a panic.
+            timeout: cfg.timeout_sec.and_then(duration_from_secs),
             max_turns: cfg.max_tool_call_turns,
             max_result_chars: self.max_result_chars,
             pool: self.pool.clone(),

@@ -2,6 +2,9 @@
 //! that made them, per-key alias allow lists and jobs-in-flight caps, prompt and tool-result
 //! size caps.
 
+mod bounds;
+mod effective;
+
 use std::time::Duration;
 
 use serde_json::{Value, json};

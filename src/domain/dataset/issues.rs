@@ -34,7 +34,8 @@ pub mod codes {
     /// A job model config is malformed, out of range or a duplicate alias.
     pub const INVALID_MODEL_CONFIG: &str = "invalid_model_config";
     /// A job tool config is malformed, out of range or a duplicate alias; or it names a
-    /// provider the server does not define, or none its model may use.
+    /// provider the server does not define, or none its model may use; or it redefines a
+    /// server tool alias with more than the server's definition allows.
     pub const INVALID_TOOL_CONFIG: &str = "invalid_tool_config";
     /// Two providers of one tool config list a tool of the same name.
     pub const DUPLICATE_TOOL_NAME: &str = "duplicate_tool_name";
@@ -50,6 +51,9 @@ pub mod codes {
     pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
     /// A run config field has the wrong type, is out of range or unknown.
     pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
+    /// A model config's `extra_body` sets a request field the service computes (`model`,
+    /// `messages`, `tools`, ...).
+    pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -105,7 +109,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::INVALID_TOOL_CONFIG,
-        "a tool config is malformed, out of range, repeats an alias, names a provider the server does not define, or none its model may use",
+        "a tool config is malformed, out of range, repeats an alias, names a provider the server does not define, or none its model may use, or widens the server's tool config of the same alias",
     ),
     (
         codes::DUPLICATE_TOOL_NAME,
@@ -134,6 +138,10 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::INVALID_RUN_CONFIG,
         "a run config field has the wrong type, is out of range, or is unknown",
+    ),
+    (
+        codes::RESERVED_EXTRA_BODY_FIELD,
+        "a model config's extra_body sets a field the service computes (model, messages, system, tools, tool_choice, functions, function_call, mcp_servers, web_search_options, stream, stream_options, n)",
     ),
 ];
 
@@ -230,7 +238,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 21);
+        assert_eq!(seen.len(), 22);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::ConfigIssue;
 use super::issues::{codes, deserialize_at};
 use super::sampler_params::json_kind;
+use crate::domain::models::MAX_TIMEOUT_SEC;
 
 /// The job's run config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -224,8 +225,16 @@ impl RunConfig {
         }
     }
 
+    /// Seconds fields are also bounded above ([`MAX_TIMEOUT_SEC`], a day), like every number
+    /// of a job that is, or may become, a `Duration`: no input can make a conversion overflow.
     fn range_problems(&self) -> Vec<(&'static str, String)> {
         let mut out = Vec::new();
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "a day in seconds is exact in an f64"
+        )]
+        let max_sec = MAX_TIMEOUT_SEC as f64;
+        let within_day = format!("at most {MAX_TIMEOUT_SEC} seconds");
         let mut check = |ok: bool, field: &'static str, rule: &str| {
             if !ok {
                 out.push((field, format!("must be {rule}")));
@@ -265,6 +274,7 @@ impl RunConfig {
             "progress_interval",
             "greater than 0",
         );
+        check(pi <= max_sec, "progress_interval", &within_day);
         check(
             self.otel_metrics_port != Some(0),
             "otel_metrics_port",
@@ -281,9 +291,11 @@ impl RunConfig {
             let c = ra.cooldown_seconds;
             let name = "request_admission.cooldown_seconds";
             check(c.is_finite() && c > 0.0, name, "greater than 0");
+            check(c <= max_sec, name, &within_day);
             let s = ra.startup_ramp_seconds;
             let name = "request_admission.startup_ramp_seconds";
             check(s.is_finite() && s >= 0.0, name, "at least 0");
+            check(s <= max_sec, name, &within_day);
         }
         out
     }
@@ -342,6 +354,24 @@ mod tests {
         assert_eq!(err[0].field.as_deref(), Some("max_conversation_restarts"));
         let err = RunConfig::parse(&json!([1])).unwrap_err();
         assert_eq!(err[0].code, "invalid_run_config");
+    }
+
+    #[test]
+    fn seconds_are_bounded_above() {
+        let err = RunConfig::parse(&json!({"progress_interval": 1e300,
+            "request_admission": {"cooldown_seconds": 1e300, "startup_ramp_seconds": 86401}}))
+        .unwrap_err();
+        let fields: Vec<_> = err.iter().map(|i| i.field.clone().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "progress_interval",
+                "request_admission.cooldown_seconds",
+                "request_admission.startup_ramp_seconds"
+            ]
+        );
+        assert!(err[0].message.contains("at most 86400 seconds"), "{err:?}");
+        assert!(RunConfig::parse(&json!({"progress_interval": 86400})).is_ok());
     }
 
     #[test]
