@@ -5,6 +5,7 @@ mod config_cli;
 mod db;
 mod db_faults;
 mod errors;
+mod exports;
 mod faults;
 mod fuzz;
 mod helpers;
