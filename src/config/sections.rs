@@ -23,6 +23,9 @@ pub struct ServerConfig {
     pub docs: bool,
     /// On SIGTERM/SIGINT: how long open requests and in-flight records get before the process exits.
     pub shutdown_timeout_sec: u64,
+    /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (use `${env:VAR}`; at
+    /// least 16 characters). Absent: `/metrics` is open.
+    pub metrics_token: Option<SecretString>,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +37,7 @@ impl Default for ServerConfig {
             max_body_bytes: 10 * 1024 * 1024,
             docs: true,
             shutdown_timeout_sec: 30,
+            metrics_token: None,
         }
     }
 }
@@ -45,6 +49,14 @@ impl ServerConfig {
         }
         if self.max_body_bytes < 1024 {
             out.push("config key `server.max_body_bytes`: must be at least 1024".into());
+        }
+        if let Some(t) = &self.metrics_token
+            && t.expose_secret().len() < 16
+        {
+            out.push(
+                "config key `server.metrics_token`: must be at least 16 characters (or absent for an open /metrics)"
+                    .into(),
+            );
         }
     }
 }

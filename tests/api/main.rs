@@ -16,6 +16,7 @@ mod mcp_config;
 mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
+mod metrics;
 mod openapi;
 mod process;
 mod replicas;
