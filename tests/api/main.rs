@@ -2,6 +2,7 @@
 
 mod auth;
 mod config_cli;
+mod connections;
 mod db;
 mod db_faults;
 mod errors;
