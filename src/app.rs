@@ -156,15 +156,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let router = crate::api::router(state);
     let server_token = shutdown.clone();
     let workers_token = shutdown.clone();
+    let limits = config.server.connection_limits();
     let http = tracker.spawn(async move {
-        let serve = axum::serve(listener, router)
-            .with_graceful_shutdown(server_token.clone().cancelled_owned());
+        let serve = crate::serve::serve(listener, router, limits, server_token.clone());
         let deadline = async {
             server_token.cancelled().await;
             tokio::time::sleep(drain).await;
         };
         tokio::select! {
-            r = serve => if let Err(e) = r { tracing::error!(error = %e, "HTTP server failed") },
+            () = serve => {},
             () = deadline => tracing::warn!("open requests did not finish before the shutdown deadline"),
         }
         tracing::info!("HTTP server stopped");

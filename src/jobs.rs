@@ -363,6 +363,11 @@ impl JobService {
         &self.limits
     }
 
+    /// Whether the server config defines model alias `alias` (a job may define others).
+    pub fn is_server_model_alias(&self, alias: &str) -> bool {
+        self.ctx.model_aliases.iter().any(|a| a == alias)
+    }
+
     /// The store this service writes to.
     pub fn store(&self) -> &Arc<dyn Store> {
         &self.store

@@ -34,6 +34,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod mock_llm;
 pub mod mock_mcp;
+pub mod serve;
 pub mod shutdown;
 pub mod state;
 pub mod store;

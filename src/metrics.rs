@@ -1,4 +1,6 @@
-//! Prometheus metrics: the recorder, the `/metrics` text, and the names every metric uses.
+//! Prometheus metrics: the recorder, the `/metrics` text, the names every metric uses, and the
+//! rule that keeps label values to server-defined names (provider, server alias, tool of a
+//! server-defined provider, stable error codes), never names a job chose.
 //!
 //! The `metrics` facade keeps its recorder in a process global, so the handle that renders it
 //! lives in a `OnceLock` too: every app started in one process (tests start many) shares one
@@ -12,9 +14,9 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 pub const RECORDS_FINISHED: &str = "synthgate_records_finished_total";
 /// Jobs accepted.
 pub const JOBS_SUBMITTED: &str = "synthgate_jobs_submitted_total";
-/// LLM chat requests answered, by `model_alias`.
+/// LLM chat requests answered, by `model_alias` (see [`model_alias_label`]).
 pub const LLM_REQUESTS: &str = "synthgate_llm_requests_total";
-/// LLM tokens, by `model_alias` and `kind` (`prompt`, `completion`).
+/// LLM tokens, by `model_alias` (see [`model_alias_label`]) and `kind` (`prompt`, `completion`).
 pub const LLM_TOKENS: &str = "synthgate_llm_tokens_total";
 /// Record failures, by `code`.
 pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
@@ -39,6 +41,22 @@ pub const MCP_CACHE_MISSES: &str = "synthgate_mcp_tools_cache_misses_total";
 pub const MCP_LIST_CHANGED: &str = "synthgate_mcp_tools_list_changed_total";
 /// Inline (HTTP) tool calls, by `tool` and `outcome`.
 pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
+
+/// The `model_alias` label of every alias the server config does not define.
+pub const JOB_DEFINED_ALIAS: &str = "job_defined";
+
+/// The `model_alias` label value for `alias`: the alias itself when the server config defines
+/// it, else [`JOB_DEFINED_ALIAS`]. Label values are bounded to server-defined names, so jobs
+/// cannot grow the series count: a job with 500 aliases of its own adds one `job_defined`
+/// series per metric, not 500. (A job that redefines a server alias is counted under that
+/// alias; the job's own `usage` keeps the per-alias detail.)
+pub fn model_alias_label(alias: &str, server_defined: bool) -> String {
+    if server_defined {
+        alias.to_owned()
+    } else {
+        JOB_DEFINED_ALIAS.to_owned()
+    }
+}
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 

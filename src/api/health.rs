@@ -1,15 +1,20 @@
-//! `/healthz` (the process is up) and `/readyz` (the database answers).
+//! `/healthz` (the process is up), `/readyz` (the database answers) and `/metrics` (open, or
+//! behind `server.metrics_token`).
 
 use std::time::Duration;
 
 use axum::Json;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
+use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::HealthResponse;
+use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// A readiness probe must answer quickly even when the database hangs.
@@ -24,18 +29,55 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 
 /// Prometheus metrics
 ///
-/// Counters of records, jobs, LLM requests and tokens (by model alias), in the Prometheus text
-/// format. Open like `/healthz`: it carries no secrets and no per-job data.
+/// Counters of records, jobs, LLM requests and tokens (by model alias; aliases a job defines
+/// itself are counted as `job_defined`), in the Prometheus text format. Open like `/healthz`
+/// unless the server config sets `server.metrics_token`; then it needs
+/// `Authorization: Bearer <token>`.
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "Prometheus exposition text", content_type = "text/plain", body = String)))]
-pub async fn get_metrics() -> ([(axum::http::HeaderName, &'static str); 1], String) {
-    (
+    security(("metrics_token" = []), ()),
+    responses(
+        (status = 200, description = "Prometheus exposition text", content_type = "text/plain", body = String),
+        (status = 401, description = "`server.metrics_token` is set and the bearer token is missing or wrong (`unauthorized`)", body = ErrorBody),
+    ))]
+pub async fn get_metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<([(axum::http::HeaderName, &'static str); 1], String), ApiError> {
+    if let Some(token) = &state.config.server.metrics_token
+        && !bearer_matches(&headers, token.expose_secret())
+    {
+        return Err(ApiError::Unauthorized(
+            "/metrics needs `Authorization: Bearer <server.metrics_token>`".into(),
+        ));
+    }
+    Ok((
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; version=0.0.4",
         )],
         crate::metrics::render(),
-    )
+    ))
+}
+
+/// Whether the request carries `Authorization: Bearer <expected>`. The scheme is
+/// case-insensitive (RFC 9110); the tokens are compared as SHA-256 digests in constant time, so
+/// timing reveals neither the token nor how much of it matched.
+fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
+    let Some(value) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return false;
+    }
+    let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+    let expected: [u8; 32] = Sha256::digest(expected.as_bytes()).into();
+    bool::from(presented.ct_eq(&expected))
 }
 
 /// Liveness

@@ -53,6 +53,18 @@ pub(crate) fn with_auth(mut spec: utoipa::openapi::OpenApi) -> utoipa::openapi::
                 .build(),
         ),
     );
+    // `/metrics` declares this one itself; it is a separate secret from the API keys.
+    components.add_security_scheme(
+        "metrics_token",
+        SecurityScheme::Http(
+            HttpBuilder::new()
+                .scheme(HttpAuthScheme::Bearer)
+                .description(Some(
+                    "The server config's `server.metrics_token`, when it is set (else `/metrics` is open)",
+                ))
+                .build(),
+        ),
+    );
     let unauthorized = ResponseBuilder::new()
         .description("Authentication is on and the API key is missing or unknown (`unauthorized`)")
         .content(

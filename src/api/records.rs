@@ -283,7 +283,8 @@ fn export(
         let mut out = Vec::new();
         if let (ExportKind::Csv, false) = (st.kind, st.header_done) {
             st.header_done = true;
-            if let Err(e) = write_csv_row(&mut out, st.columns.iter().map(String::as_str)) {
+            let header: Vec<String> = st.columns.iter().map(|c| neutralize_formula(c)).collect();
+            if let Err(e) = write_csv_row(&mut out, header.iter().map(String::as_str)) {
                 return Some((Err(e), st));
             }
         }
@@ -371,13 +372,55 @@ fn write_csv_row<'a>(
 }
 
 /// Strings as they are, null and missing as empty, numbers and booleans as text, nested values
-/// as JSON.
+/// as JSON; then [`neutralize_formula`], since a CSV export is made to be opened in a
+/// spreadsheet.
 fn csv_cell(v: Option<&Value>) -> String {
     match v {
         None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => other.to_string(),
+        Some(Value::String(s)) => neutralize_formula(s),
+        Some(other) => neutralize_formula(&other.to_string()),
     }
+}
+
+/// First characters that make a spreadsheet read a cell as a formula: OWASP's list (`=`, `+`,
+/// `-`, `@`, tab, carriage return), NUL (ASVS 1.2.10), and the full-width forms of the four
+/// signs, which spreadsheets in CJK locales treat like the ASCII ones.
+const FORMULA_LEADS: &[char] = &[
+    '=', '+', '-', '@', '\t', '\r', '\0', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}',
+];
+
+/// CSV formula neutralization, for values and column names alike: a cell that starts with one
+/// of [`FORMULA_LEADS`] gets a single quote in front (OWASP's recommendation; spreadsheets then
+/// show it as text). A plain number such as `-3.5` or `+1e5` is left as it is: a spreadsheet
+/// reads it as a number, not a formula, and prefixing it would turn numeric columns into text.
+/// `-1+2` is not a plain number, so it is prefixed. JSONL exports carry values unchanged.
+fn neutralize_formula(cell: &str) -> String {
+    match cell.chars().next() {
+        Some(c) if FORMULA_LEADS.contains(&c) && !is_plain_number(cell) => format!("'{cell}"),
+        _ => cell.to_owned(),
+    }
+}
+
+/// An optional sign, digits with at most one decimal point (at least one digit), and an
+/// optional exponent: the numbers a spreadsheet parses as numbers. Nothing else (no `inf`, no
+/// spaces, no operators).
+fn is_plain_number(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some((int, frac)) => {
+            (int.is_empty() || digits(int))
+                && (frac.is_empty() || digits(frac))
+                && !(int.is_empty() && frac.is_empty())
+        }
+        None => digits(mantissa),
+    };
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)));
+    mantissa_ok && exponent_ok
 }
 
 #[cfg(test)]
@@ -396,6 +439,47 @@ mod tests {
             String::from_utf8(out).unwrap(),
             "\"a,b\",\"say \"\"hi\"\"\",x\n"
         );
+    }
+
+    #[test]
+    fn csv_formulas_are_neutralized_and_numbers_kept() {
+        for formula in [
+            "=1+1",
+            "+1+1",
+            "-1+2",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+            "\0x",
+            "=HYPERLINK(\"http://x\")",
+            "\u{FF1D}1+1",
+            "-",
+            "+",
+            "-inf",
+            "- 3",
+            "-3.5.1",
+            "1e5",
+        ] {
+            let cell = csv_cell(Some(&json!(formula)));
+            if formula == "1e5" {
+                assert_eq!(cell, "1e5", "digits first: not a formula");
+            } else {
+                assert_eq!(cell, format!("'{formula}"), "{formula:?}");
+            }
+        }
+        for number in ["-3.5", "+1", "-1e5", "-.5", "-2.", "+1E-3", "-0"] {
+            assert_eq!(csv_cell(Some(&json!(number))), number, "{number:?}");
+        }
+        assert_eq!(csv_cell(Some(&json!(-3.5))), "-3.5");
+        assert_eq!(csv_cell(Some(&json!(-7))), "-7");
+        assert_eq!(csv_cell(Some(&json!(["=1"]))), "[\"=1\"]");
+        assert_eq!(csv_cell(Some(&json!("a=b"))), "a=b");
+        assert_eq!(csv_cell(Some(&json!("'=x"))), "'=x");
+        assert_eq!(
+            neutralize_formula("=cmd|' /C calc'!A0"),
+            "'=cmd|' /C calc'!A0"
+        );
+        assert_eq!(neutralize_formula(""), "");
     }
 
     #[test]

@@ -23,6 +23,17 @@ pub struct ServerConfig {
     pub docs: bool,
     /// On SIGTERM/SIGINT: how long open requests and in-flight records get before the process exits.
     pub shutdown_timeout_sec: u64,
+    /// A connection must deliver a complete request head this long after it opens, or after
+    /// the first byte of a later request on it; else it is closed (slowloris).
+    pub header_read_timeout_sec: u64,
+    /// A keep-alive connection with no request in progress is closed after this long.
+    pub idle_timeout_sec: u64,
+    /// Open connections at most. Past it, the connection idle the longest is closed to make
+    /// room; when every connection is busy, new ones wait in the listen backlog.
+    pub max_connections: usize,
+    /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (use `${env:VAR}`; at
+    /// least 16 characters). Absent: `/metrics` is open.
+    pub metrics_token: Option<SecretString>,
 }
 
 impl Default for ServerConfig {
@@ -34,6 +45,10 @@ impl Default for ServerConfig {
             max_body_bytes: 10 * 1024 * 1024,
             docs: true,
             shutdown_timeout_sec: 30,
+            header_read_timeout_sec: 10,
+            idle_timeout_sec: 60,
+            max_connections: 1024,
+            metrics_token: None,
         }
     }
 }
@@ -45,6 +60,34 @@ impl ServerConfig {
         }
         if self.max_body_bytes < 1024 {
             out.push("config key `server.max_body_bytes`: must be at least 1024".into());
+        }
+        if !(1..=86_400).contains(&self.header_read_timeout_sec) {
+            out.push(
+                "config key `server.header_read_timeout_sec`: must be between 1 and 86400".into(),
+            );
+        }
+        if !(1..=86_400).contains(&self.idle_timeout_sec) {
+            out.push("config key `server.idle_timeout_sec`: must be between 1 and 86400".into());
+        }
+        if !(1..=1_000_000).contains(&self.max_connections) {
+            out.push("config key `server.max_connections`: must be between 1 and 1000000".into());
+        }
+        if let Some(t) = &self.metrics_token
+            && t.expose_secret().len() < 16
+        {
+            out.push(
+                "config key `server.metrics_token`: must be at least 16 characters (or absent for an open /metrics)"
+                    .into(),
+            );
+        }
+    }
+
+    /// The settings the HTTP listener applies to every connection.
+    pub fn connection_limits(&self) -> crate::serve::ConnectionLimits {
+        crate::serve::ConnectionLimits {
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_sec),
+            idle_timeout: Duration::from_secs(self.idle_timeout_sec),
+            max_connections: self.max_connections,
         }
     }
 }

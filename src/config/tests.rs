@@ -150,3 +150,42 @@ fn shipped_config_file_is_valid() {
     let c = Config::load_with_env(Some(Path::new("config/synthgate.yaml")), &[]).unwrap();
     assert_eq!(c.server.port, 8080);
 }
+
+#[test]
+fn connection_settings_default_and_are_bounded() {
+    let c = Config::from_value(Value::Null, &[]).unwrap();
+    let l = c.server.connection_limits();
+    assert_eq!(l.header_read_timeout, std::time::Duration::from_secs(10));
+    assert_eq!(l.idle_timeout, std::time::Duration::from_secs(60));
+    assert_eq!(l.max_connections, 1024);
+    assert!(c.server.metrics_token.is_none());
+
+    let err = Config::from_value(
+        json!({"server": {"header_read_timeout_sec": 0, "idle_timeout_sec": 1e12 as u64,
+            "max_connections": 0, "metrics_token": "short"}}),
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    for key in [
+        "server.header_read_timeout_sec",
+        "server.idle_timeout_sec",
+        "server.max_connections",
+        "server.metrics_token",
+    ] {
+        assert!(err.contains(key), "{key} not named in: {err}");
+    }
+
+    let c = Config::from_value(
+        json!({"server": {"metrics_token": "${env:METRICS_TOKEN}"}}),
+        &env(&[("METRICS_TOKEN", "0123456789abcdef")]),
+    )
+    .unwrap();
+    assert_eq!(
+        c.server
+            .metrics_token
+            .as_ref()
+            .map(|t| secrecy::ExposeSecret::expose_secret(t).to_owned()),
+        Some("0123456789abcdef".to_owned())
+    );
+}

@@ -102,7 +102,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         }
     }
     inner.forget_in_flight(&ids);
-    count_metrics(&batch);
+    count_metrics(inner, &batch);
 
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
     let with_failures: BTreeSet<JobId> = batch
@@ -133,7 +133,7 @@ struct Meta {
     usage: std::collections::BTreeMap<String, UsageCounts>,
 }
 
-fn count_metrics(batch: &[Meta]) {
+fn count_metrics(inner: &Inner, batch: &[Meta]) {
     use crate::metrics as m;
     for f in batch {
         match &f.error_code {
@@ -146,6 +146,7 @@ fn count_metrics(batch: &[Meta]) {
             }
         }
         for (alias, u) in &f.usage {
+            let alias = m::model_alias_label(alias, inner.jobs.is_server_model_alias(alias));
             metrics::counter!(m::LLM_REQUESTS, "model_alias" => alias.clone())
                 .increment(u.requests);
             metrics::counter!(m::LLM_TOKENS, "model_alias" => alias.clone(), "kind" => "prompt")

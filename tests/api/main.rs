@@ -2,9 +2,11 @@
 
 mod auth;
 mod config_cli;
+mod connections;
 mod db;
 mod db_faults;
 mod errors;
+mod exports;
 mod faults;
 mod fuzz;
 mod helpers;
@@ -15,6 +17,7 @@ mod mcp_config;
 mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
+mod metrics;
 mod openapi;
 mod process;
 mod replicas;

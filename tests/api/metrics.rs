@@ -1,0 +1,160 @@
+//! `/metrics` (issue 9, finding 13): it can require a token, and its label values are bounded
+//! to server-defined names, so a job's own model aliases cannot grow the series count.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use synthgate::mock_llm::{MockLlm, Script};
+
+use crate::backends;
+use crate::db::Backend;
+use crate::helpers::{spawn_app, spawn_app_with};
+
+const TOKEN: &str = "metrics-token-0123456789";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_token_is_required_when_configured() {
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.server.metrics_token = Some(TOKEN.to_owned().into());
+    })
+    .await;
+    let get = |auth: Option<String>| {
+        let mut req = app.client.get(app.url("/metrics"));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        req.send()
+    };
+    for auth in [
+        None,
+        Some(format!("Bearer {TOKEN}x")),
+        Some("Bearer ".into()),
+        Some(format!("Basic {TOKEN}")),
+        Some(TOKEN.to_owned()),
+    ] {
+        let resp = get(auth.clone()).await.unwrap();
+        assert_eq!(resp.status(), 401, "{auth:?}");
+        assert_eq!(resp.headers()["www-authenticate"], "Bearer", "{auth:?}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "unauthorized", "{auth:?}: {body}");
+        assert!(
+            !body.to_string().contains(TOKEN),
+            "the token leaked: {body}"
+        );
+    }
+    for auth in [
+        format!("Bearer {TOKEN}"),
+        format!("bearer {TOKEN}"),
+        format!("BEARER  {TOKEN}"),
+    ] {
+        let resp = get(Some(auth.clone())).await.unwrap();
+        assert_eq!(resp.status(), 200, "{auth:?}");
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain"),
+            "{auth:?}"
+        );
+    }
+    // The probes stay open.
+    assert_eq!(app.get_text("/healthz").await.0, 200);
+    assert_eq!(app.get_text("/readyz").await.0, 200);
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_stay_open_without_a_token() {
+    let app = spawn_app(Backend::Sqlite).await;
+    assert_eq!(app.get_text("/metrics").await.0, 200);
+    app.stop().await;
+}
+
+#[test]
+fn a_short_metrics_token_is_refused() {
+    let err =
+        synthgate::config::Config::from_value(json!({"server": {"metrics_token": "short"}}), &[])
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("server.metrics_token"), "{err}");
+}
+
+/// One job with many model aliases of its own (all on the server's provider): none becomes a
+/// label value; their requests count under `job_defined`, the server alias under its name.
+async fn job_aliases_are_not_labels(backend: Backend) {
+    const ALIASES: usize = 40;
+    let script: Script = serde_json::from_value(json!({"rules": []})).unwrap();
+    let mock = MockLlm::start(script).await.unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.model_providers =
+            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "server-writer", "model": "mock-writer", "provider": "mock"}),
+            )
+            .unwrap(),
+        ];
+    })
+    .await;
+    // Unique per run: the recorder is process-wide.
+    let prefix = format!(
+        "jobalias{}",
+        &uuid::Uuid::now_v7().simple().to_string()[20..]
+    );
+    let mut columns = vec![json!({"name": "by_server", "column_type": "llm-text",
+        "model_alias": "server-writer", "prompt": "Say hi."})];
+    let mut model_configs = Vec::new();
+    for i in 0..ALIASES {
+        let alias = format!("{prefix}-{i}");
+        model_configs.push(json!({"alias": alias, "model": format!("m-{i}"), "provider": "mock"}));
+        columns.push(json!({"name": format!("c{i}"), "column_type": "llm-text",
+            "model_alias": alias, "prompt": "Say hi."}));
+    }
+    let (status, job) = app
+        .create_job(
+            &json!({"config": {"columns": columns, "model_configs": model_configs},
+            "num_records": 2}),
+        )
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = app.wait_for_job(id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    // The job's own usage keeps the per-alias detail.
+    assert_eq!(
+        done["usage"][format!("{prefix}-0")]["requests"],
+        2,
+        "{done}"
+    );
+
+    let (status, text) = app.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    assert!(
+        !text.contains(&prefix),
+        "job-defined aliases became label values:\n{}",
+        text.lines()
+            .filter(|l| l.contains(&prefix))
+            .take(5)
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        text.contains("synthgate_llm_requests_total{model_alias=\"job_defined\"}"),
+        "{text}"
+    );
+    assert!(
+        text.contains("synthgate_llm_requests_total{model_alias=\"server-writer\"}"),
+        "{text}"
+    );
+    let series = text
+        .lines()
+        .filter(|l| l.starts_with("synthgate_llm_") && l.contains("model_alias="))
+        .count();
+    assert!(
+        series <= 2 * 3,
+        "{series} LLM series for two labels:\n{text}"
+    );
+    app.stop().await;
+}
+backends!(job_alias_labels, job_aliases_are_not_labels);
