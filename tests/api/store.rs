@@ -1,9 +1,11 @@
 //! The store test suite: every test runs on SQLite and on Postgres (see `db::both_backends!`).
 //!
 //! This file holds the shared helpers and the job tests; `store/queue.rs` covers claims and
-//! leases, `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads,
-//! traces and bulk inserts.
+//! leases, `store/claims.rs` fair shares and records whose worker keeps dying,
+//! `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads, traces and
+//! bulk inserts.
 
+mod claims;
 mod lifecycle;
 mod queue;
 mod records;
