@@ -21,6 +21,7 @@
 //! the next claim fails it with `record_abandoned` instead of running it again, and once it
 //! is suspect it runs alone, so the records that ran next to it are not failed with it.
 
+mod faults;
 mod slot;
 #[cfg(test)]
 mod tests;
@@ -37,8 +38,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
+use crate::domain::RecordId;
 use crate::domain::record::{RecordError, RecordOutcome};
-use crate::domain::{JobId, RecordId};
 use crate::generate::LlmRuntime;
 use crate::jobs::{JobService, PlanLookup};
 use crate::llm::ChatModel;
@@ -184,7 +185,7 @@ impl WorkerPool {
                 Ok(claim) => {
                     want_alone = claim.alone_waiting;
                     if !claim.abandoned.is_empty() {
-                        settle_abandoned(&inner, &claim.abandoned).await;
+                        faults::settle_abandoned(&inner, &claim.abandoned).await;
                     }
                     if claim.records.is_empty() {
                         drop((permits, lease));
@@ -364,9 +365,9 @@ async fn run_record(
         Ok(o) => o,
         Err(panic) => {
             tracing::error!(record.id = %rec.id, job.id = %rec.job_id,
-                panic = panic_message(panic.as_ref()),
+                panic = faults::panic_message(panic.as_ref()),
                 "generating a record panicked; the record fails with internal_error");
-            Some(panicked())
+            Some(faults::panicked())
         }
     };
     let Some((outcome, traces, usage)) = outcome else {
@@ -395,68 +396,6 @@ async fn run_record(
     // The lease and slot free only once the result is queued, so the writer's backlog bounds
     // claiming.
     drop(held);
-}
-
-type Generated = (
-    RecordOutcome,
-    Vec<crate::store::NewTrace>,
-    std::collections::BTreeMap<String, crate::store::UsageCounts>,
-);
-
-/// The outcome of a record whose generation panicked: failed, no values, no traces. The
-/// message says what happened without the panic's text (which may quote internals); that goes
-/// to the log.
-fn panicked() -> Generated {
-    (
-        RecordOutcome::Failed {
-            values: None,
-            error: RecordError {
-                code: "internal_error".into(),
-                message: "generating this record failed on an internal error (a bug in the \
-                          service, logged on the server); the record is not retried"
-                    .into(),
-                column: None,
-                stage: Some("worker".into()),
-            },
-        },
-        Vec::new(),
-        Default::default(),
-    )
-}
-
-/// The text of a panic payload, for the log.
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s
-    } else {
-        "(not a string)"
-    }
-}
-
-/// Finalizes the jobs of records a claim failed as abandoned, and reports them.
-async fn settle_abandoned(inner: &Inner, abandoned: &[(RecordId, JobId)]) {
-    use crate::metrics as m;
-    for (record, job) in abandoned {
-        tracing::error!(record.id = %record, job.id = %job,
-            max_lease_expiries = inner.cfg.max_lease_expiries,
-            "record abandoned: its worker died generating it too many times; failed with record_abandoned");
-        metrics::counter!(m::RECORDS_FINISHED, "status" => "failed").increment(1);
-        metrics::counter!(m::RECORD_ERRORS, "code" => crate::store::RECORD_ABANDONED).increment(1);
-    }
-    let mut jobs: Vec<JobId> = abandoned.iter().map(|(_, j)| *j).collect();
-    jobs.sort_unstable();
-    jobs.dedup();
-    match inner.store.finalize_jobs(&jobs).await {
-        Ok(done) => {
-            for id in done {
-                tracing::info!(job.id = %id, "job finished");
-                inner.jobs.forget(id);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
-    }
 }
 
 /// Extends the leases of the records in flight every third of the lease time.

@@ -78,12 +78,13 @@ async fn quick_job_time(app: &TestApp) -> Duration {
     started.elapsed()
 }
 
-/// Two worker slots, a job of 8 records each waiting 3 s for the LLM. They used to hold both
-/// slots, so a one-record job submitted next waited for all of them (12 s); now they give
-/// their slots back while they wait, and the small job runs at once.
+/// Two worker slots (8 leases), a job of 6 records each waiting 3 s for the LLM. They used to
+/// hold both slots, so a one-record job submitted next waited for all of them (9 s); now they
+/// give their slots back while they wait, and the small job runs at once. (With more records
+/// than leases the small job would wait for the first lease to free: `fair_claims`.)
 async fn waiting_records_do_not_hold_worker_slots(backend: Backend) {
     let (app, _mock) = slow_llm_app(backend, 3_000, 2, None).await;
-    let slow = submit(&app, &llm_job(8)).await;
+    let slow = submit(&app, &llm_job(6)).await;
     // More in flight than there are slots: the waiting records hold leases, not slots.
     wait_in_progress(&app, &slow, 3).await;
     let took = quick_job_time(&app).await;
@@ -92,7 +93,7 @@ async fn waiting_records_do_not_hold_worker_slots(backend: Backend) {
         "the small job waited {took:?} behind the slow one"
     );
     let done = app.wait_for_job(&slow, Duration::from_secs(60)).await;
-    assert_eq!(done["counts"]["completed"], 8, "{done}");
+    assert_eq!(done["counts"]["completed"], 6, "{done}");
     app.stop().await;
 }
 
