@@ -150,8 +150,17 @@ impl DatabaseConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WorkersConfig {
-    /// Records generated concurrently by this replica (the one bound on worker concurrency).
+    /// Records this replica works on at once: sampling, rendering, parsing, tool calls. A
+    /// record waiting for an LLM answer (or for its model's `max_parallel_requests` limiter)
+    /// gives its slot back meanwhile, so records that only wait do not block other work.
     pub count: u32,
+    /// Records this replica holds a lease on at once, working or waiting for an LLM; the bound
+    /// on claimed work. `None` = 4 × `count`.
+    pub max_in_flight: Option<u32>,
+    /// A record whose lease expired this many times (its worker crashed, hung or lost the
+    /// database while generating it) fails with `record_abandoned` instead of being claimed
+    /// again. Releases at drain do not count.
+    pub max_lease_expiries: u32,
     /// Records claimed per database round trip.
     pub claim_batch_size: u32,
     /// A claimed record is re-claimable by another replica this long after its last renewal.
@@ -170,6 +179,8 @@ impl Default for WorkersConfig {
     fn default() -> Self {
         Self {
             count: 32,
+            max_in_flight: None,
+            max_lease_expiries: crate::store::DEFAULT_MAX_LEASE_EXPIRIES,
             claim_batch_size: 32,
             lease_ttl_sec: 60,
             poll_interval_ms: 500,
@@ -188,6 +199,17 @@ impl WorkersConfig {
         if self.claim_batch_size == 0 {
             out.push("config key `workers.claim_batch_size`: must be at least 1".into());
         }
+        if let Some(m) = self.max_in_flight
+            && m < self.count
+        {
+            out.push(format!(
+                "config key `workers.max_in_flight`: must be at least `workers.count` ({})",
+                self.count
+            ));
+        }
+        if self.max_lease_expiries == 0 {
+            out.push("config key `workers.max_lease_expiries`: must be at least 1".into());
+        }
         if self.lease_ttl_sec < 2 {
             out.push("config key `workers.lease_ttl_sec`: must be at least 2".into());
         }
@@ -197,6 +219,14 @@ impl WorkersConfig {
         if self.write_batch_size == 0 {
             out.push("config key `workers.write_batch_size`: must be at least 1".into());
         }
+    }
+
+    /// Records this replica holds a lease on at once (see `max_in_flight`).
+    pub fn in_flight_limit(&self) -> u32 {
+        self.max_in_flight
+            .unwrap_or_else(|| self.count.saturating_mul(4))
+            .max(self.count)
+            .max(1)
     }
 
     /// The lease duration.

@@ -189,3 +189,27 @@ fn connection_settings_default_and_are_bounded() {
         Some("0123456789abcdef".to_owned())
     );
 }
+
+#[test]
+fn worker_leases_and_lease_expiries() {
+    let c = Config::from_value(json!({"workers": {"count": 5}}), &[]).unwrap();
+    assert_eq!(c.workers.in_flight_limit(), 20, "4 x count by default");
+    assert_eq!(c.workers.max_lease_expiries, 3);
+    let c = Config::from_value(
+        json!({"workers": {"count": 2, "max_in_flight": 2, "max_lease_expiries": 1}}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.workers.in_flight_limit(), 2);
+    let err = Config::from_value(
+        json!({"workers": {"count": 4, "max_in_flight": 3, "max_lease_expiries": 0}}),
+        &[],
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    let all = problems.join("\n");
+    assert!(all.contains("workers.max_in_flight"), "{all}");
+    assert!(all.contains("workers.max_lease_expiries"), "{all}");
+}

@@ -5,6 +5,8 @@
 //! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
 //! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
 
+mod expired;
+mod fair;
 mod open;
 pub mod postgres;
 mod rows;
@@ -174,6 +176,64 @@ pub struct ClaimedRecord {
     pub index: u32,
     /// Including this claim.
     pub attempts: u32,
+    /// How many times a lease on this record expired (its worker died, hung or lost the
+    /// database while running it), including the one this claim took over. Releases at drain
+    /// do not count.
+    pub lease_expiries: u32,
+    /// The record's lease expired at least [`RUN_ALONE_AFTER_EXPIRIES`] times: it may be what
+    /// kills its workers, so it is handed out only to a claimer with nothing else in flight
+    /// (and then alone), and the claimer takes no other work until it is done. A record that
+    /// crashes the process then takes nothing else down with it.
+    pub alone: bool,
+}
+
+/// A record whose lease expired this many times runs alone (see [`ClaimedRecord::alone`]).
+///
+/// Two, not one: the first expiry is usually an ordinary crash, deploy or SIGKILL that cut every
+/// record in flight, and running all of those one at a time would make every restart slow. A
+/// record that dies a second time is suspect; the records that merely ran next to it the second
+/// time are suspect too, but only once more, alone, where an innocent record completes.
+pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
+
+/// Default of `workers.max_lease_expiries`.
+pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 3;
+
+/// Error code of a record failed because its lease expired too many times.
+pub const RECORD_ABANDONED: &str = "record_abandoned";
+
+/// How a claim treats records whose worker died.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimPolicy {
+    /// A record whose lease has expired this many times is not claimed again: the claim that
+    /// finds its lease expired once more fails it with [`RECORD_ABANDONED`] (stage `worker`).
+    /// At least 1.
+    pub max_lease_expiries: u32,
+    /// The claimer has nothing in flight, so it may be handed a record that must run alone
+    /// (then that record only).
+    pub alone: bool,
+}
+
+impl Default for ClaimPolicy {
+    fn default() -> Self {
+        Self {
+            max_lease_expiries: DEFAULT_MAX_LEASE_EXPIRIES,
+            alone: true,
+        }
+    }
+}
+
+/// The result of [`Store::claim`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Claim {
+    /// The records claimed, sorted by job, then index.
+    pub records: Vec<ClaimedRecord>,
+    /// Records this claim failed with [`RECORD_ABANDONED`] instead of claiming, with their
+    /// jobs, so the caller can finalize those jobs.
+    pub abandoned: Vec<(RecordId, JobId)>,
+    /// Records that must run alone are waiting and were not handed out because the claimer
+    /// was not alone. The claimer should let its work in flight finish and claim again alone,
+    /// or they wait for another replica.
+    pub alone_waiting: bool,
 }
 
 /// The message trace of one LLM column of a record.
@@ -268,17 +328,43 @@ pub trait Store: Send + Sync + 'static {
 
     /// Claims up to `limit` records for `owner` with a lease of `lease`: pending records of
     /// `queued`/`running` jobs, and in-progress records of those jobs whose lease expired (a
-    /// dead worker's). Expired leases come first, then pending records; each set oldest job
-    /// first, then by index. The result is sorted by job, then index. Increments `attempts`;
-    /// marks the jobs `running` (setting `started_at` the first time). Lease expiry is judged
-    /// on the database clock. Safe to call concurrently from many workers and replicas: a
-    /// record is never handed to two live leases.
+    /// dead worker's).
+    ///
+    /// Expired leases come first (oldest job first, then by index), within `policy`: a record
+    /// whose lease expired `policy.max_lease_expiries` times is failed with
+    /// [`RECORD_ABANDONED`] instead (a poison pill: it killed every worker that ran it), and
+    /// one that must run alone is handed out only when `policy.alone`, and then by itself.
+    ///
+    /// Pending records are shared fairly: the claim goes round the jobs with pending work,
+    /// each time to the job whose owner (API key), then the job itself, has the fewest records
+    /// in progress (across every replica), oldest job first on ties; within a job, by index.
+    /// So a key with one small job is served next to a key with a large one, instead of after
+    /// it.
+    ///
+    /// Increments `attempts`; marks the jobs `running` (setting `started_at` the first time).
+    /// Lease expiry is judged on the database clock. Safe to call concurrently from many
+    /// workers and replicas: a record is never handed to two live leases.
+    async fn claim(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError>;
+
+    /// [`Store::claim`] with the default policy (a record that must run alone may be
+    /// returned, by itself); the records only.
     async fn claim_records(
         &self,
         owner: &str,
         limit: u32,
         lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError>;
+    ) -> Result<Vec<ClaimedRecord>, StoreError> {
+        Ok(self
+            .claim(owner, limit, lease, ClaimPolicy::default())
+            .await?
+            .records)
+    }
 
     /// Extends `owner`'s leases on `ids`, the records it is still working on. Returns how many
     /// of them it still holds. Records `owner` holds but no longer works on (a result the

@@ -28,7 +28,7 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::domain::{JobId, RecordId, RecordStatus};
@@ -252,13 +252,14 @@ impl Store for PgStore {
         self.cancel(id).await
     }
 
-    async fn claim_records(
+    async fn claim(
         &self,
         owner: &str,
         limit: u32,
         lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        self.claim(owner, limit, lease).await
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError> {
+        self.claim(owner, limit, lease, policy).await
     }
 
     async fn renew_leases(

@@ -189,13 +189,14 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
     }
 }
 
-/// A claimed record: `returning id, job_id, idx, attempts`.
+/// A claimed record: `returning id, job_id, idx, attempts, lease_expiries`.
 #[derive(sqlx::FromRow)]
 pub(crate) struct ClaimedDb {
     id: Uuid,
     job_id: Uuid,
     idx: i64,
     attempts: i64,
+    lease_expiries: i64,
 }
 
 impl TryFrom<ClaimedDb> for ClaimedRecord {
@@ -207,6 +208,9 @@ impl TryFrom<ClaimedDb> for ClaimedRecord {
             job_id: JobId(r.job_id),
             index: to_u32(r.idx, "records.idx")?,
             attempts: to_u32(r.attempts, "records.attempts")?,
+            lease_expiries: to_u32(r.lease_expiries, "records.lease_expiries")?,
+            // Set by the claim that hands the record out alone.
+            alone: false,
         })
     }
 }

@@ -1,16 +1,38 @@
 //! The worker pool of one replica: claims records under a lease, generates them, and hands
 //! results to the batch writer. Several replicas share one queue through the store.
 //!
-//! Concurrency is bounded in one place: a semaphore of `workers.count` permits, one per record
-//! in flight. Claims ask for as many records as there are free permits (up to the batch size),
-//! so a replica never holds leases on records it is not working on.
+//! Each resource is bounded in one place:
+//!
+//! * **work**: `workers.count` slots, one per record working (sampling, rendering, parsing,
+//!   tool calls). A record waiting for an LLM gives its slot back for the call (see
+//!   [`slot`]): requests to a model are bounded by that model's `max_parallel_requests`
+//!   limiter, not by worker slots, so records that only wait do not block other work.
+//! * **leases**: `workers.max_in_flight` (default 4 × count), one per record this replica has
+//!   claimed and not yet handed to the writer, working or waiting. A claim asks for at most as
+//!   many records as there are free leases and free slots (up to the batch size), so a
+//!   replica never holds leases on records it cannot start now.
+//!
+//! Claims are fair across keys and jobs (see [`Store::claim`]): one key's large job cannot
+//! hold every lease while another key's job waits for it to finish.
+//!
+//! No record can take the pool down. A panic in a record's task fails that record with
+//! `internal_error` (stage `worker`) and frees its lease and slot. A record that kills the
+//! whole process (an abort) loses its lease at every crash; past `workers.max_lease_expiries`
+//! the next claim fails it with `record_abandoned` instead of running it again, and once it
+//! is suspect it runs alone, so the records that ran next to it are not failed with it.
 
+mod faults;
+mod slot;
+#[cfg(test)]
+mod tests;
 mod writer;
 
 use std::collections::HashSet;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -22,7 +44,7 @@ use crate::generate::LlmRuntime;
 use crate::jobs::{JobService, PlanLookup};
 use crate::llm::ChatModel;
 use crate::mcp::CallScope;
-use crate::store::{ClaimedRecord, RecordResult, Store};
+use crate::store::{ClaimPolicy, ClaimedRecord, RecordResult, Store};
 use crate::tools::ToolHub;
 
 pub use writer::Finished;
@@ -105,16 +127,43 @@ impl WorkerPool {
         finalize_live_jobs(&inner).await;
 
         let slots = Arc::new(Semaphore::new(cfg.count as usize));
+        let lease_limit = cfg.in_flight_limit();
+        let leases = Arc::new(Semaphore::new(lease_limit as usize));
+        let batch = cfg.claim_batch_size.max(1) as usize;
         let records = TaskTracker::new();
         let cut = CancellationToken::new();
         let mut last_sweep = tokio::time::Instant::now();
+        // A record that must run alone is waiting: let the work in flight finish, then claim
+        // with every lease in hand.
+        let mut want_alone = false;
         loop {
+            let want = if want_alone { lease_limit } else { 1 };
+            let mut lease = tokio::select! {
+                p = leases.clone().acquire_many_owned(want) => match p { Ok(p) => p, Err(_) => break },
+                () = shutdown.cancelled() => break,
+            };
+            // Only this loop takes leases, so when the others are all free nothing is in
+            // flight, and taking them too makes this claim alone.
+            let rest = lease_limit as usize - lease.num_permits();
+            if rest > 0
+                && leases.available_permits() == rest
+                && let Ok(p) = leases.clone().try_acquire_many_owned(rest as u32)
+            {
+                lease.merge(p);
+            }
+            let alone = lease.num_permits() == lease_limit as usize;
+            while lease.num_permits() < batch {
+                match leases.clone().try_acquire_owned() {
+                    Ok(p) => lease.merge(p),
+                    Err(_) => break,
+                }
+            }
             let first = tokio::select! {
                 p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
                 () = shutdown.cancelled() => break,
             };
             let mut permits = vec![first];
-            while permits.len() < cfg.claim_batch_size as usize {
+            while permits.len() < batch.min(lease.num_permits()) {
                 match slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
@@ -124,41 +173,69 @@ impl WorkerPool {
             let notified = self.wake.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let policy = ClaimPolicy {
+                max_lease_expiries: cfg.max_lease_expiries,
+                alone,
+            };
             match inner
                 .store
-                .claim_records(&inner.owner, permits.len() as u32, cfg.lease_ttl())
+                .claim(&inner.owner, permits.len() as u32, cfg.lease_ttl(), policy)
                 .await
             {
-                Ok(claimed) if claimed.is_empty() => {
-                    drop(permits);
-                    if last_sweep.elapsed() >= SWEEP_INTERVAL {
-                        finalize_live_jobs(&inner).await;
-                        last_sweep = tokio::time::Instant::now();
+                Ok(claim) => {
+                    want_alone = claim.alone_waiting;
+                    if !claim.abandoned.is_empty() {
+                        faults::settle_abandoned(&inner, &claim.abandoned).await;
                     }
-                    tokio::select! {
-                        () = &mut notified => {}
-                        () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
-                        () = shutdown.cancelled() => break,
+                    if claim.records.is_empty() {
+                        drop((permits, lease));
+                        if want_alone {
+                            continue;
+                        }
+                        if last_sweep.elapsed() >= SWEEP_INTERVAL {
+                            finalize_live_jobs(&inner).await;
+                            last_sweep = tokio::time::Instant::now();
+                        }
+                        tokio::select! {
+                            () = &mut notified => {}
+                            () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
+                            () = shutdown.cancelled() => break,
+                        }
+                        continue;
                     }
-                }
-                Ok(claimed) => {
+                    let claimed = claim.records;
                     tracing::debug!(claimed = claimed.len(), "claimed records");
                     {
                         let mut set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
                         set.extend(claimed.iter().map(|r| r.id));
                     }
+                    let mut lease = Some(lease);
                     for (rec, permit) in claimed.into_iter().zip(permits) {
+                        // A record that runs alone (it comes by itself) keeps every lease, so
+                        // nothing else is claimed until it is done.
+                        let own = if rec.alone {
+                            tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
+                                lease_expiries = rec.lease_expiries,
+                                "running a record alone: its worker died while generating it before");
+                            lease.take()
+                        } else {
+                            lease.as_mut().and_then(|l| l.split(1))
+                        };
+                        let own = own.expect("the claim asked for at most one record per lease");
                         records.spawn(run_record(
                             inner.clone(),
                             rec,
-                            permit,
+                            Held {
+                                _lease: own,
+                                slot: slot::Slot::new(slots.clone(), permit),
+                            },
                             tx.clone(),
                             cut.clone(),
                         ));
                     }
                 }
                 Err(e) => {
-                    drop(permits);
+                    drop((permits, lease));
                     tracing::warn!(error = %e, "claiming records failed; retrying");
                     tokio::select! {
                         () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms.max(500))) => {}
@@ -199,20 +276,33 @@ impl WorkerPool {
     }
 }
 
-/// Generates one record and sends the result to the writer. Holds its slot until then.
+/// What a record task holds from the pool until its result is queued for the writer.
+struct Held {
+    /// Its lease allowance (all of them for a record that runs alone).
+    _lease: OwnedSemaphorePermit,
+    /// Its worker slot, given back while it waits for an LLM.
+    slot: slot::Slot,
+}
+
+/// Generates one record and sends the result to the writer. Holds its lease allowance and slot
+/// until then.
 async fn run_record(
     inner: Arc<Inner>,
     rec: ClaimedRecord,
-    permit: OwnedSemaphorePermit,
+    held: Held,
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
+    let chat = slot::SlotChat {
+        chat: inner.llm.as_ref(),
+        slot: &held.slot,
+    };
     let generate = async {
         let outcome = match inner.jobs.compiled_by_id(rec.job_id).await {
             Ok(PlanLookup::Ready(compiled)) => {
                 let rc = &compiled.run_config;
                 let rt = LlmRuntime {
-                    chat: inner.llm.as_ref(),
+                    chat: &chat,
                     models: &compiled.models,
                     cancel: &cut,
                     save_all_traces: rc.debug_override_save_all_column_traces,
@@ -228,9 +318,6 @@ async fn run_record(
                     cpu: inner.jobs.cpu(),
                 };
                 let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
-                if let Some(t) = &inner.tools {
-                    t.pool().release_record(rec.id.0);
-                }
                 (g.outcome, g.traces, g.usage)
             }
             Ok(PlanLookup::Invalid(issues)) => (
@@ -257,6 +344,12 @@ async fn run_record(
         };
         Some(outcome)
     };
+    // A panic anywhere in generation (a bug in a sampler, a template filter, a provider
+    // adapter) fails this record instead of killing its task with the lease and slot held,
+    // which left the record in progress and its job running until the process restarted.
+    // `AssertUnwindSafe`: nothing the future borrows is used after a panic except `rec` and
+    // the pool handles, whose state a panic in generation cannot leave half-changed.
+    let generate = AssertUnwindSafe(generate).catch_unwind();
     let outcome = tokio::select! {
         // The cut first: the LLM client watches the same token and ends its call with
         // `llm_cancelled`, so both branches become ready together. Polled in random order,
@@ -265,6 +358,18 @@ async fn run_record(
         // Cut at the drain deadline: the record stays in flight and is released with the rest.
         () = cut.cancelled() => return,
         o = generate => o,
+    };
+    if let Some(t) = &inner.tools {
+        t.pool().release_record(rec.id.0);
+    }
+    let outcome = match outcome {
+        Ok(o) => o,
+        Err(panic) => {
+            tracing::error!(record.id = %rec.id, job.id = %rec.job_id,
+                panic = faults::panic_message(panic.as_ref()),
+                "generating a record panicked; the record fails with internal_error");
+            Some(faults::panicked())
+        }
     };
     let Some((outcome, traces, usage)) = outcome else {
         // Not generated (the job could not be loaded). Give it back now: otherwise lease
@@ -289,8 +394,9 @@ async fn run_record(
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.
     let _ = tx.send(finished).await;
-    // The slot frees only once the result is queued, so the writer's backlog bounds claiming.
-    drop(permit);
+    // The lease and slot free only once the result is queued, so the writer's backlog bounds
+    // claiming.
+    drop(held);
 }
 
 /// Extends the leases of the records in flight every third of the lease time.

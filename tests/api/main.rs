@@ -22,6 +22,7 @@ mod openapi;
 mod process;
 mod replicas;
 mod restart;
+mod scheduling;
 mod schemathesis;
 mod secrets;
 mod store;

@@ -224,9 +224,13 @@ async fn sigterm_drains_within_the_shutdown_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let slow_config = write_llm_config(dir.path(), "slow.yaml", &slow.endpoint(), SLOTS);
     let client = reqwest::Client::new();
+    // Leases bounded by the slots, so the records in flight are exactly the ones waiting on the
+    // mock (records waiting for an LLM hold a lease, not a slot).
+    let slots = SLOTS.to_string();
     let env = [
         ("SYNTHGATE__DATABASE__URL", db.url.as_str()),
         ("SYNTHGATE__SERVER__SHUTDOWN_TIMEOUT_SEC", "3"),
+        ("SYNTHGATE__WORKERS__MAX_IN_FLIGHT", slots.as_str()),
     ];
     let mut first = start_serve(
         free_port(),

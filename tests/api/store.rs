@@ -1,11 +1,13 @@
 //! The store test suite: every test runs on SQLite and on Postgres (see `db::both_backends!`).
 //!
 //! This file holds the shared helpers and the job tests; `store/queue.rs` covers claims and
-//! leases, `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads,
-//! traces and bulk inserts, `store/writes.rs` what a completion writes besides the record
-//! (usage) and what it cannot write (NUL), `store/refusing.rs` the writer when the database
-//! refuses a value anyway.
+//! leases, `store/claims.rs` fair shares and records whose worker keeps dying,
+//! `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads, traces and
+//! bulk inserts, `store/writes.rs` what a completion writes besides the record (usage) and what
+//! it cannot write (NUL), `store/refusing.rs` the writer when the database refuses a value
+//! anyway.
 
+mod claims;
 mod lifecycle;
 mod queue;
 mod records;

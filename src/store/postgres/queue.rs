@@ -15,37 +15,57 @@ use uuid::Uuid;
 
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
+use crate::store::expired::{EXPIRED_MARGIN, SortedExpired, abandoned_message, to_count};
+use crate::store::fair::{ClaimableJob, shares};
 use crate::store::rows::job_columns;
 use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
 use crate::store::{
-    CancelOutcome, ClaimedRecord, JobError, RecordResult, StoreError, storable, usage,
+    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RECORD_ABANDONED, RecordResult,
+    StoreError, storable, usage,
 };
 
 // The picking `select` carries the `limit` and the `skip locked`, so a claimer that meets rows
 // locked by another one walks past them to the next free rows instead of coming back empty.
 // `materialized` keeps the planner from inlining it into the update and re-running it.
 
-/// Takes over records whose lease expired (their worker died) in live jobs.
-const CLAIM_EXPIRED: &str = "\
-    with picked as materialized ( \
-        select r.id from records r \
-        where r.status = 'in_progress' and r.lease_expires_at <= now() \
-          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-        order by r.job_id, r.idx \
-        limit $3 \
-        for update of r skip locked) \
+/// In-progress records of live jobs whose lease expired (their worker died), locked. The
+/// caller decides per record: fail it (abandoned), hand it out alone, or take it over.
+const EXPIRED: &str = "\
+    select r.id, r.lease_expiries from records r \
+    where r.status = 'in_progress' and r.lease_expires_at <= now() \
+      and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+    order by r.job_id, r.idx \
+    limit $1 \
+    for update of r skip locked";
+
+/// Takes over the expired records `$3` (locked by `EXPIRED` in the same transaction).
+const TAKE_OVER: &str = "\
     update records r \
     set lease_owner = $1, lease_expires_at = now() + $2, attempts = r.attempts + 1, \
-        updated_at = now() \
-    from picked where r.id = picked.id \
-    returning r.id, r.job_id, r.idx, r.attempts";
+        lease_expiries = r.lease_expiries + 1, updated_at = now() \
+    where r.id = any($3) \
+    returning r.id, r.job_id, r.idx, r.attempts, r.lease_expiries";
 
-/// Live jobs with pending records, oldest first (ids are UUIDv7). Small: one row per job. A
-/// scalar subquery with `limit 1` rather than `exists`: `exists` may become a semi-join that
-/// reads every pending record (220 ms at 1M); the subquery is one probe of `records_pending`
-/// per live job (its `order by` steers the planner to that index).
+/// Fails the expired records `$1` that killed their workers too often.
+const ABANDON: &str = "\
+    update records r \
+    set status = 'failed', \"values\" = null, error_code = $2, error_message = $3, \
+        error_column = null, error_stage = 'worker', lease_owner = null, \
+        lease_expires_at = null, lease_expiries = r.lease_expiries + 1, updated_at = now() \
+    where r.id = any($1) \
+    returning r.id, r.job_id";
+
+/// Live jobs with pending records, oldest first (ids are UUIDv7), with their owner and records
+/// in progress, for fair shares. Small: one row per live job. A scalar subquery with `limit 1`
+/// rather than `exists`: `exists` may become a semi-join that reads every pending record
+/// (220 ms at 1M); the subquery is one probe of `records_pending` per live job (its `order by`
+/// steers the planner to that index). The count reads the job's in-progress range of
+/// `records_job_status`: at most what the workers hold.
 const CLAIMABLE_JOBS: &str = "\
-    select j.id from jobs j \
+    select j.id, j.owner, \
+           (select count(*) from records r \
+            where r.job_id = j.id and r.status = 'in_progress') as busy \
+    from jobs j \
     where j.status in ('queued', 'running') \
       and (select r.idx from records r \
            where r.job_id = j.id and r.status = 'pending' \
@@ -67,7 +87,7 @@ const CLAIM_PENDING: &str = "\
     set status = 'in_progress', lease_owner = $1, lease_expires_at = now() + $2, \
         attempts = r.attempts + 1, updated_at = now() \
     from picked where r.id = picked.id \
-    returning r.id, r.job_id, r.idx, r.attempts";
+    returning r.id, r.job_id, r.idx, r.attempts, r.lease_expiries";
 
 /// Writes a batch of results, each only while `$1` still holds its lease (fencing).
 const COMPLETE_RECORDS: &str = "\
@@ -95,10 +115,9 @@ impl PgStore {
         owner: &str,
         limit: u32,
         lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError> {
+        let mut out = Claim::default();
         let mut tx = self.pool.begin().await?;
         // Pin the index scans the claim queries are written for; they hold whatever the
         // statistics say. Without statistics (a new table, or a big job inserted before
@@ -114,34 +133,80 @@ impl PgStore {
         .await?;
         // Expired leases first: they are older work, and usually few. Separate statements,
         // because `for update` cannot sit under a `union`, and one `or` would defeat the indexes.
-        let mut claimed: Vec<ClaimedDb> = sqlx::query_as(CLAIM_EXPIRED)
-            .bind(owner)
-            .bind(lease)
-            .bind(i64::from(limit))
+        // Abandoned records do not count against the limit, hence the margin.
+        let expired: Vec<(Uuid, i64)> = sqlx::query_as(EXPIRED)
+            .bind(i64::from(limit) + EXPIRED_MARGIN)
             .fetch_all(&mut *tx)
             .await?;
-        if claimed.len() < limit as usize {
-            // A job whose pending records are all locked by other claimers yields nothing and
-            // the loop moves on to the next job.
-            let jobs: Vec<Uuid> = sqlx::query_scalar(CLAIMABLE_JOBS)
+        let sorted = SortedExpired::new(
+            expired.into_iter().map(|(id, n)| (id, to_count(n))),
+            limit,
+            policy,
+        );
+        out.alone_waiting = sorted.alone_waiting;
+        if !sorted.abandon.is_empty() {
+            let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(ABANDON)
+                .bind(&sorted.abandon)
+                .bind(RECORD_ABANDONED)
+                .bind(abandoned_message(policy.max_lease_expiries))
                 .fetch_all(&mut *tx)
                 .await?;
-            for job in jobs {
-                let left = limit as usize - claimed.len();
-                if left == 0 {
-                    break;
+            out.abandoned = rows
+                .into_iter()
+                .map(|(r, j)| (RecordId(r), JobId(j)))
+                .collect();
+        }
+        let mut claimed: Vec<ClaimedDb> = Vec::new();
+        if !sorted.take.is_empty() {
+            claimed = sqlx::query_as(TAKE_OVER)
+                .bind(owner)
+                .bind(lease)
+                .bind(&sorted.take)
+                .fetch_all(&mut *tx)
+                .await?;
+        }
+        // Pending records, unless the claim hands out a record that must run alone.
+        let mut left = if sorted.alone {
+            0
+        } else {
+            limit as usize - claimed.len()
+        };
+        if left > 0 {
+            let mut jobs: Vec<ClaimableJob> =
+                sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
+            // Rounds: a job that yields less than its share (its pending records are locked
+            // by other claimers, or fewer than asked) drops out, and the next round shares
+            // what is left among the others.
+            while left > 0 && !jobs.is_empty() {
+                let mut dry = Vec::new();
+                for (i, want) in shares(&jobs, left) {
+                    let got: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
+                        .bind(owner)
+                        .bind(lease)
+                        .bind(jobs[i].id)
+                        .bind(want as i64)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    if got.len() < want {
+                        dry.push(i);
+                    }
+                    jobs[i].busy += got.len() as i64;
+                    left -= got.len();
+                    claimed.extend(got);
                 }
-                let pending: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
-                    .bind(owner)
-                    .bind(lease)
-                    .bind(job)
-                    .bind(left as i64)
-                    .fetch_all(&mut *tx)
-                    .await?;
-                claimed.extend(pending);
+                let mut i = 0;
+                jobs.retain(|_| {
+                    i += 1;
+                    !dry.contains(&(i - 1))
+                });
             }
         }
         let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
+        if sorted.alone {
+            for c in &mut claimed {
+                c.alone = true;
+            }
+        }
         if !claimed.is_empty() {
             let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
             jobs.sort_unstable();
@@ -161,7 +226,8 @@ impl PgStore {
         tx.commit().await?;
         // `returning` gives no order.
         claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
-        Ok(claimed)
+        out.records = claimed;
+        Ok(out)
     }
 
     pub(super) async fn complete(

@@ -11,37 +11,46 @@ use uuid::Uuid;
 
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
+use crate::store::expired::{EXPIRED_MARGIN, SortedExpired, abandoned_message, to_count};
+use crate::store::fair::{ClaimableJob, shares};
 use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces, job_columns};
 use crate::store::{
-    CancelOutcome, ClaimedRecord, JobError, RecordResult, StoreError, storable, usage,
+    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RECORD_ABANDONED, RecordResult,
+    StoreError, storable, usage,
 };
 
-/// Takes over records whose lease expired (their worker died) in live jobs. `$3` is now.
-const CLAIM_EXPIRED: &str = "\
-    update records \
-    set lease_owner = $1, lease_expires_at = $2, attempts = attempts + 1, updated_at = $3 \
-    where id in ( \
-        select r.id from records r \
-        where r.status = 'in_progress' and r.lease_expires_at <= $3 \
-          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-        order by r.job_id, r.idx \
-        limit $4) \
-    returning id, job_id, idx, attempts";
+/// In-progress records of live jobs whose lease expired (their worker died). `$1` is now. The
+/// caller decides per record: fail it (abandoned), hand it out alone, or take it over.
+const EXPIRED: &str = "\
+    select r.id, r.lease_expiries from records r \
+    where r.status = 'in_progress' and r.lease_expires_at <= $1 \
+      and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+    order by r.job_id, r.idx \
+    limit $2";
 
-/// Claims pending records, oldest job first (ids are UUIDv7), then by index. SQLite runs it
-/// lazily: for each live job in id order, one ordered range of `records_job_status`, stopping
-/// at the limit (no sort, whatever the number of pending records).
+/// Live jobs with pending records, oldest first (ids are UUIDv7), with their owner and records
+/// in progress, for fair shares. Both subqueries are ranges of `records_job_status`.
+const CLAIMABLE_JOBS: &str = "\
+    select j.id, j.owner, \
+           (select count(*) from records r \
+            where r.job_id = j.id and r.status = 'in_progress') as busy \
+    from jobs j \
+    where j.status in ('queued', 'running') \
+      and exists (select 1 from records r where r.job_id = j.id and r.status = 'pending') \
+    order by j.id";
+
+/// Claims pending records of one job (`$5`) by index: one ordered range of
+/// `records_job_status`, stopping at the limit.
 const CLAIM_PENDING: &str = "\
     update records \
     set status = 'in_progress', lease_owner = $1, lease_expires_at = $2, \
         attempts = attempts + 1, updated_at = $3 \
     where id in ( \
         select r.id from records r \
-        where r.status = 'pending' \
-          and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-        order by r.job_id, r.idx \
+        where r.job_id = $5 and r.status = 'pending' \
+        order by r.idx \
         limit $4) \
-    returning id, job_id, idx, attempts";
+    returning id, job_id, idx, attempts, lease_expiries";
 
 /// Fenced: written only while `owner` still holds the lease.
 const COMPLETE_RECORD: &str = "\
@@ -64,33 +73,105 @@ impl SqliteStore {
         owner: &str,
         limit: u32,
         lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError> {
+        let mut out = Claim::default();
         let now = now_us();
         let expires = expiry_us(now, lease);
         let mut tx = self.pool.begin_with("begin immediate").await?;
-        // Expired leases first: they are older work, and usually few.
-        let mut claimed: Vec<ClaimedDb> = sqlx::query_as(CLAIM_EXPIRED)
-            .bind(owner)
-            .bind(expires)
+        // Expired leases first: they are older work, and usually few. Abandoned records do not
+        // count against the limit, hence the margin.
+        let expired: Vec<(Uuid, i64)> = sqlx::query_as(EXPIRED)
             .bind(now)
-            .bind(i64::from(limit))
+            .bind(i64::from(limit) + EXPIRED_MARGIN)
             .fetch_all(&mut *tx)
             .await?;
-        let left = limit as usize - claimed.len();
+        let sorted = SortedExpired::new(
+            expired.into_iter().map(|(id, n)| (id, to_count(n))),
+            limit,
+            policy,
+        );
+        out.alone_waiting = sorted.alone_waiting;
+        if !sorted.abandon.is_empty() {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "update records set status = 'failed', \"values\" = null, error_code = ",
+            );
+            qb.push_bind(RECORD_ABANDONED)
+                .push(", error_message = ")
+                .push_bind(abandoned_message(policy.max_lease_expiries))
+                .push(
+                    ", error_column = null, error_stage = 'worker', lease_owner = null, \
+                     lease_expires_at = null, lease_expiries = lease_expiries + 1, updated_at = ",
+                )
+                .push_bind(now)
+                .push(" where id in ");
+            push_ids(&mut qb, sorted.abandon.iter().copied());
+            qb.push(" returning id, job_id");
+            let rows: Vec<(Uuid, Uuid)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+            out.abandoned = rows
+                .into_iter()
+                .map(|(r, j)| (RecordId(r), JobId(j)))
+                .collect();
+        }
+        let mut claimed: Vec<ClaimedDb> = Vec::new();
+        if !sorted.take.is_empty() {
+            let mut qb = QueryBuilder::<Sqlite>::new("update records set lease_owner = ");
+            qb.push_bind(owner)
+                .push(", lease_expires_at = ")
+                .push_bind(expires)
+                .push(
+                    ", attempts = attempts + 1, lease_expiries = lease_expiries + 1, \
+                     updated_at = ",
+                )
+                .push_bind(now)
+                .push(" where id in ");
+            push_ids(&mut qb, sorted.take.iter().copied());
+            qb.push(" returning id, job_id, idx, attempts, lease_expiries");
+            claimed = qb.build_query_as().fetch_all(&mut *tx).await?;
+        }
+        // Pending records, unless the claim hands out a record that must run alone.
+        let mut left = if sorted.alone {
+            0
+        } else {
+            limit as usize - claimed.len()
+        };
         if left > 0 {
-            let pending: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
-                .bind(owner)
-                .bind(expires)
-                .bind(now)
-                .bind(left as i64)
-                .fetch_all(&mut *tx)
-                .await?;
-            claimed.extend(pending);
+            let mut jobs: Vec<ClaimableJob> =
+                sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
+            // Rounds, as on Postgres: inside this transaction a job yields less than its share
+            // only when it has fewer pending records left; it drops out and the next round
+            // shares the rest among the others.
+            while left > 0 && !jobs.is_empty() {
+                let mut dry = Vec::new();
+                for (i, want) in shares(&jobs, left) {
+                    let got: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
+                        .bind(owner)
+                        .bind(expires)
+                        .bind(now)
+                        .bind(want as i64)
+                        .bind(jobs[i].id)
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    if got.len() < want {
+                        dry.push(i);
+                    }
+                    jobs[i].busy += got.len() as i64;
+                    left -= got.len();
+                    claimed.extend(got);
+                }
+                let mut i = 0;
+                jobs.retain(|_| {
+                    i += 1;
+                    !dry.contains(&(i - 1))
+                });
+            }
         }
         let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
+        if sorted.alone {
+            for c in &mut claimed {
+                c.alone = true;
+            }
+        }
         if !claimed.is_empty() {
             let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
             jobs.sort_unstable();
@@ -108,7 +189,8 @@ impl SqliteStore {
         tx.commit().await?;
         // `returning` gives no order.
         claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
-        Ok(claimed)
+        out.records = claimed;
+        Ok(out)
     }
 
     pub(super) async fn renew(

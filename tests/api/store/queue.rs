@@ -26,7 +26,7 @@ async fn claim_order_and_limit(db: TestDb) {
     let newer = create(store, &new_job(None, 5)).await;
     assert!(claim(store, "w", 0, LONG).await.is_empty());
 
-    // Oldest job first, then by index, up to the limit.
+    // Round robin across the jobs, oldest job first, then by index, up to the limit.
     let first = claim(store, "w1", 4, LONG).await;
     let got: Vec<_> = first
         .iter()
@@ -37,8 +37,8 @@ async fn claim_order_and_limit(db: TestDb) {
         [
             (older.id, 0, 1),
             (older.id, 1, 1),
-            (older.id, 2, 1),
-            (newer.id, 0, 1)
+            (newer.id, 0, 1),
+            (newer.id, 1, 1)
         ]
     );
 
@@ -49,9 +49,11 @@ async fn claim_order_and_limit(db: TestDb) {
     assert!(started >= older.created_at);
     assert_eq!(job(store, newer.id).await.status, JobStatus::Running);
 
+    // A job with fewer records than its share drops out; the others take the rest.
     let second = claim(store, "w2", 10, LONG).await;
-    assert_eq!(idx_attempts(&second), [(1, 1), (2, 1), (3, 1), (4, 1)]);
-    assert!(second.iter().all(|c| c.job_id == newer.id));
+    assert_eq!(idx_attempts(&second), [(2, 1), (2, 1), (3, 1), (4, 1)]);
+    assert_eq!(second[0].job_id, older.id);
+    assert!(second[1..].iter().all(|c| c.job_id == newer.id));
     assert!(claim(store, "w3", 10, LONG).await.is_empty());
     assert_eq!(job(store, older.id).await.started_at, Some(started));
     assert_eq!(

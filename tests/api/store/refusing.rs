@@ -16,7 +16,7 @@ use synthgate::generate::PlanContext;
 use synthgate::jobs::{JobService, ServerModels};
 use synthgate::llm::LlmClient;
 use synthgate::store::{
-    CancelOutcome, ClaimedRecord, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError, TraceRow, UsageCounts,
 };
 use synthgate::worker::WorkerPool;
@@ -101,13 +101,14 @@ impl Store for Refusing {
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         self.inner.request_cancel(id).await
     }
-    async fn claim_records(
+    async fn claim(
         &self,
         owner: &str,
         limit: u32,
         lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        self.inner.claim_records(owner, limit, lease).await
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError> {
+        self.inner.claim(owner, limit, lease, policy).await
     }
     async fn renew_leases(
         &self,

@@ -1,0 +1,128 @@
+//! The pool against a real SQLite store, with a chat model that panics: a unit test because a
+//! panicking model cannot be put behind the service's HTTP client from outside.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::WorkerPool;
+use crate::config::{LimitsConfig, WorkersConfig};
+use crate::domain::models::ModelConfig;
+use crate::domain::{JobId, JobStatus, RecordStatus};
+use crate::generate::PlanContext;
+use crate::jobs::{JobService, ServerModels};
+use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+use crate::store::sqlite::SqliteStore;
+use crate::store::{CreateOutcome, NewJob, Store};
+
+/// A model whose every call panics, as a bug anywhere under generation would.
+struct PanickingModel;
+
+#[async_trait::async_trait]
+impl ChatModel for PanickingModel {
+    async fn chat(
+        &self,
+        _model: &ModelConfig,
+        _req: &ChatRequest,
+        _cancel: &CancellationToken,
+    ) -> Result<ChatResponse, LlmError> {
+        panic!("secret internal detail 0xdeadbeef");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_panicking_record_fails_and_frees_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn Store> = Arc::new(
+        SqliteStore::open_path(&dir.path().join("t.db"), 4)
+            .await
+            .unwrap(),
+    );
+    let model: ModelConfig =
+        serde_json::from_value(json!({"alias": "m", "model": "x", "provider": "p"})).unwrap();
+    let ctx = PlanContext {
+        model_aliases: vec!["m".into()],
+        tool_aliases: Vec::new(),
+    };
+    let models = ServerModels {
+        configs: vec![model],
+        providers: vec!["p".into()],
+        ..Default::default()
+    };
+    let wake = Arc::new(Notify::new());
+    let jobs = JobService::new(
+        store.clone(),
+        ctx,
+        models,
+        LimitsConfig::default(),
+        wake.clone(),
+        None,
+    );
+    let job = NewJob {
+        id: JobId::new(),
+        owner: None,
+        config: json!({"columns": [
+            {"name": "answer", "column_type": "llm-text", "model_alias": "m", "prompt": "Hi."}
+        ]}),
+        num_records: 3,
+        seed: 7,
+        metadata: None,
+        run_config: json!({}),
+        idempotency_key: None,
+        request_hash: None,
+        max_live_jobs: None,
+    };
+    let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
+        panic!("job not created");
+    };
+    // One slot: a panicking record that kept its slot would stop the other two for good.
+    let cfg = WorkersConfig {
+        count: 1,
+        max_in_flight: Some(1),
+        poll_interval_ms: 20,
+        write_interval_ms: 10,
+        ..Default::default()
+    };
+    let pool = WorkerPool::new(
+        store.clone(),
+        jobs,
+        Arc::new(PanickingModel),
+        None,
+        cfg,
+        "w".into(),
+        wake,
+    );
+    let shutdown = CancellationToken::new();
+    let tasks = tokio_util::task::TaskTracker::new();
+    let running = tasks.spawn(pool.run(shutdown.clone(), Duration::from_secs(5)));
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let row = loop {
+        let row = store.get_job(job.id, None).await.unwrap().unwrap();
+        if row.status.is_terminal() {
+            break row;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "job still {:?}: a panicking record kept its lease",
+            row.status
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(row.status, JobStatus::Completed);
+    let records = store.list_records(job.id, None, None, 10).await.unwrap();
+    assert_eq!(records.len(), 3);
+    for r in &records {
+        assert_eq!(r.status, RecordStatus::Failed, "{r:?}");
+        let e = r.error.as_ref().unwrap();
+        assert_eq!(e.code, "internal_error");
+        assert_eq!(e.stage.as_deref(), Some("worker"));
+        assert!(!e.message.contains("deadbeef"), "{}", e.message);
+        assert_eq!(r.attempts, 1, "failed, not retried");
+    }
+    shutdown.cancel();
+    running.await.unwrap();
+}

@@ -1,0 +1,183 @@
+//! The worker pool under load and faults: records waiting for a slow LLM do not hold worker
+//! slots, claims are fair across jobs, and a record whose worker keeps dying is abandoned
+//! instead of crash-looping the service.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use synthgate::domain::{JobStatus, RecordStatus};
+use synthgate::mock_llm::{MockLlm, Script};
+use synthgate::store::{ClaimPolicy, CreateOutcome, NewJob};
+
+use crate::backends;
+use crate::db::{Backend, TestDb};
+use crate::helpers::{TestApp, sampler_config, spawn_app_with, test_config};
+
+/// An app on a mock LLM that answers after `latency_ms`, with `count` worker slots and
+/// `max_in_flight` leases.
+async fn slow_llm_app(
+    backend: Backend,
+    latency_ms: u64,
+    count: u32,
+    max_in_flight: Option<u32>,
+) -> (TestApp, MockLlm) {
+    let script: Script =
+        serde_json::from_value(json!({"faults": {"latency_ms": latency_ms}})).unwrap();
+    let mock = MockLlm::start(script).await.unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.workers.count = count;
+        c.workers.max_in_flight = max_in_flight;
+        c.model_providers = vec![
+            serde_json::from_value(json!({"name": "mock", "endpoint": endpoint, "api_key": "k"}))
+                .unwrap(),
+        ];
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "writer", "model": "slow", "provider": "mock",
+                "inference_parameters": {"max_parallel_requests": 16}}),
+            )
+            .unwrap(),
+        ];
+    })
+    .await;
+    (app, mock)
+}
+
+fn llm_job(n: u32) -> Value {
+    json!({"config": {"columns": [
+        {"name": "answer", "column_type": "llm-text", "model_alias": "writer", "prompt": "Hi."}
+    ]}, "num_records": n})
+}
+
+async fn submit(app: &TestApp, body: &Value) -> String {
+    let (status, job) = app.create_job(body).await;
+    assert_eq!(status, 202, "{job}");
+    job["id"].as_str().unwrap().to_owned()
+}
+
+/// Waits until the job has at least `n` records in progress.
+async fn wait_in_progress(app: &TestApp, id: &str, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
+        if job["counts"]["in_progress"].as_u64().unwrap_or(0) >= n {
+            return;
+        }
+        assert!(Instant::now() < deadline, "never {n} in progress: {job}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Submits a one-record job with no LLM column and returns how long it took to complete.
+async fn quick_job_time(app: &TestApp) -> Duration {
+    let started = Instant::now();
+    let id = submit(app, &json!({"config": sampler_config(), "num_records": 1})).await;
+    let done = app.wait_for_job(&id, Duration::from_secs(60)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    started.elapsed()
+}
+
+/// Two worker slots (8 leases), a job of 6 records each waiting 3 s for the LLM. They used to
+/// hold both slots, so a one-record job submitted next waited for all of them (9 s); now they
+/// give their slots back while they wait, and the small job runs at once. (With more records
+/// than leases the small job would wait for the first lease to free: `fair_claims`.)
+async fn waiting_records_do_not_hold_worker_slots(backend: Backend) {
+    let (app, _mock) = slow_llm_app(backend, 3_000, 2, None).await;
+    let slow = submit(&app, &llm_job(6)).await;
+    // More in flight than there are slots: the waiting records hold leases, not slots.
+    wait_in_progress(&app, &slow, 3).await;
+    let took = quick_job_time(&app).await;
+    assert!(
+        took < Duration::from_millis(1_500),
+        "the small job waited {took:?} behind the slow one"
+    );
+    let done = app.wait_for_job(&slow, Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 6, "{done}");
+    app.stop().await;
+}
+
+backends!(slots, waiting_records_do_not_hold_worker_slots);
+
+/// Two leases, held by a job of 8 records that wait 1.5 s each for the LLM. A job submitted
+/// next used to be claimed only after all of the first job's records (6 s); fair claims give
+/// it the first lease that frees.
+async fn a_new_job_is_not_queued_behind_an_old_one(backend: Backend) {
+    let (app, _mock) = slow_llm_app(backend, 1_500, 2, Some(2)).await;
+    let slow = submit(&app, &llm_job(8)).await;
+    wait_in_progress(&app, &slow, 2).await;
+    let took = quick_job_time(&app).await;
+    assert!(
+        took < Duration::from_millis(3_500),
+        "the small job waited {took:?} behind the slow one"
+    );
+    let done = app.wait_for_job(&slow, Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 8, "{done}");
+    app.stop().await;
+}
+
+backends!(fair_claims, a_new_job_is_not_queued_behind_an_old_one);
+
+/// A record whose worker died three times (a poison pill that aborts the process: simulated
+/// here by leases that expire) is failed with `record_abandoned` by the next replica that
+/// finds it, instead of being run again; the job finishes.
+async fn a_crash_looping_record_is_abandoned(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let store = db.store.clone();
+    let CreateOutcome::Created(job) = store
+        .create_job(&NewJob {
+            id: synthgate::domain::JobId::new(),
+            owner: None,
+            config: sampler_config()["data_designer"].clone(),
+            num_records: 2,
+            seed: 1,
+            metadata: None,
+            run_config: json!({}),
+            idempotency_key: None,
+            request_hash: None,
+            max_live_jobs: None,
+        })
+        .await
+        .unwrap()
+    else {
+        panic!("job not created");
+    };
+    // Three lives: each claim takes the record over and its worker "dies" at once. The last
+    // two runs were alone (suspect), as a real pool would run them.
+    for (owner, alone) in [("dead-0", false), ("dead-1", false), ("dead-2", true)] {
+        let policy = ClaimPolicy {
+            max_lease_expiries: 3,
+            alone,
+        };
+        let c = store.claim(owner, 1, Duration::ZERO, policy).await.unwrap();
+        assert_eq!(c.records.len(), 1, "{owner}: {c:?}");
+        assert_eq!(c.records[0].index, 0);
+    }
+
+    let running = synthgate::app::start(test_config(&db))
+        .await
+        .expect("app starts");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let row = loop {
+        let row = store.get_job(job.id, None).await.unwrap().unwrap();
+        if row.status.is_terminal() {
+            break row;
+        }
+        assert!(Instant::now() < deadline, "job still {:?}", row.status);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(row.status, JobStatus::Completed);
+    let records = store.list_records(job.id, None, None, 10).await.unwrap();
+    assert_eq!(records[0].status, RecordStatus::Failed);
+    assert_eq!(records[0].attempts, 3, "not run a fourth time");
+    let e = records[0].error.as_ref().unwrap();
+    assert_eq!(
+        (e.code.as_str(), e.stage.as_deref()),
+        ("record_abandoned", Some("worker"))
+    );
+    assert_eq!(records[1].status, RecordStatus::Completed);
+    running.shutdown.cancel();
+    running.wait().await;
+}
+
+backends!(poison_pill, a_crash_looping_record_is_abandoned);
