@@ -12,6 +12,7 @@ mod columns;
 mod issues;
 mod llm_column;
 mod parse;
+pub use parse::MAX_COLUMNS;
 mod run_config;
 mod sampler_params;
 mod seed;

@@ -9,6 +9,7 @@ mod errors;
 mod exports;
 mod faults;
 mod fuzz;
+mod hardening;
 mod helpers;
 mod jobs;
 mod llm_client;

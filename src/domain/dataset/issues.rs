@@ -54,10 +54,16 @@ pub mod codes {
     /// A model config's `extra_body` sets a request field the service computes (`model`,
     /// `messages`, `tools`, ...).
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
+    /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
+    pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
 }
 
 /// Every issue code with a one-line description, for API documentation.
 pub const ISSUE_CODES: &[(&str, &str)] = &[
+    (
+        codes::TOO_MANY_COLUMNS,
+        "the config has more columns than a job may have (1,000)",
+    ),
     (
         codes::INVALID_CONFIG,
         "a field has the wrong type or shape, is missing, or is unknown",
@@ -238,7 +244,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 22);
+        assert_eq!(seen.len(), 23);
     }
 
     #[test]

@@ -23,6 +23,10 @@ const TOP_LEVEL_KEYS: &[&str] = &[
 
 const WRAPPER_KEYS: &[&str] = &["data_designer", "library_version"];
 
+/// Most columns one config may have. DataDesigner configs have tens; a thousand leaves room
+/// for generated ones while bounding the work of validating and generating a record.
+pub const MAX_COLUMNS: usize = 1_000;
+
 /// See [`DatasetConfig::parse`].
 pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<ConfigIssue>> {
     let mut issues = Vec::new();
@@ -81,6 +85,20 @@ pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<C
     let mut columns = Vec::new();
     match obj.get("columns") {
         None | Some(Value::Null) => {}
+        Some(Value::Array(items)) if items.len() > MAX_COLUMNS => {
+            // Checked before anything else is done per column: what follows (compiling,
+            // ordering, probing a record) must not get a budget proportional to any input.
+            let msg = format!(
+                "the config has {} columns; a job may have at most {MAX_COLUMNS}",
+                items.len()
+            );
+            issues.push(ConfigIssue::at_field(
+                codes::TOO_MANY_COLUMNS,
+                "columns",
+                msg,
+            ));
+            return Err(issues);
+        }
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
                 if let Some(column) = parse_column(i, item, &mut issues) {
