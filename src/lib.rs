@@ -11,7 +11,8 @@
 //!                  worker::WorkerPool ─ claim a batch of records under a lease (store)
 //!                                        │ per record
 //!                                        ▼
-//!                  generate::Plan::generate ─ samplers, expressions, seed rows (LLM/MCP later)
+//!                  generate::Plan::generate_with ─ samplers, expressions, seed rows (on cpu::CpuGate),
+//!                                             LLM columns and their MCP tools
 //!                                        │ result + traces
 //!                                        ▼
 //!                  worker writer ─ batch completion, fenced by lease owner ─► store
