@@ -371,7 +371,10 @@ impl Registry {
         let idlest = conns
             .values()
             .filter(|c| c.busy.load(Ordering::Acquire) == 0 && !c.evict.load(Ordering::Acquire))
-            .min_by_key(|c| c.idle_since_ms.load(Ordering::Acquire));
+            // Ties (same millisecond) go to the older connection: ids grow with registration,
+            // and a map's order would otherwise pick at random, closing a newer connection
+            // while an older one stays.
+            .min_by_key(|c| (c.idle_since_ms.load(Ordering::Acquire), c.id));
         match idlest {
             Some(c) => {
                 c.evict.store(true, Ordering::Release);
