@@ -57,13 +57,5 @@ pub(super) async fn settle_abandoned(inner: &Inner, abandoned: &[(RecordId, JobI
     let mut jobs: Vec<JobId> = abandoned.iter().map(|(_, j)| *j).collect();
     jobs.sort_unstable();
     jobs.dedup();
-    match inner.store.finalize_jobs(&jobs).await {
-        Ok(done) => {
-            for id in done {
-                tracing::info!(job.id = %id, "job finished");
-                inner.jobs.forget(id);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
-    }
+    super::writer::finalize(inner, &jobs).await;
 }

@@ -114,15 +114,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         check_error_rate(inner, job).await;
     }
     let jobs: Vec<JobId> = jobs.into_iter().collect();
-    match inner.store.finalize_jobs(&jobs).await {
-        Ok(done) => {
-            for id in done {
-                tracing::info!(job.id = %id, "job finished");
-                inner.jobs.forget(id);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
-    }
+    finalize(inner, &jobs).await;
 }
 
 /// What the bookkeeping after a write needs of one finished record.
@@ -259,5 +251,19 @@ async fn check_error_rate(inner: &Inner, job_id: JobId) {
             }
             Err(e) => tracing::warn!(job.id = %job_id, error = %e, "failing the job failed"),
         }
+    }
+}
+
+/// Finishes those of `jobs` that have no record left to run, and drops their plans. A failure
+/// is left to the next sweep.
+pub(super) async fn finalize(inner: &Inner, jobs: &[JobId]) {
+    match inner.store.finalize_jobs(jobs).await {
+        Ok(done) => {
+            for id in done {
+                tracing::info!(job.id = %id, "job finished");
+                inner.jobs.forget(id);
+            }
+        }
+        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
     }
 }

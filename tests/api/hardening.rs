@@ -7,25 +7,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::db::Backend;
-use crate::helpers::{TestApp, spawn_app};
+use crate::helpers::spawn_app;
 
 /// A width that cannot be allocated: `indent` with it aborted the process before the budgets.
 const ABORTING: &str = "{{ pick|indent(100000000000) }}";
 
 fn config(columns: Value) -> Value {
     json!({"data_designer": {"columns": columns}, "library_version": "0.9.7"})
-}
-
-async fn post_raw(app: &TestApp, path: &str, content_type: &str, body: String) -> (u16, Value) {
-    let resp = app
-        .client
-        .post(app.url(path))
-        .header("content-type", content_type)
-        .body(body)
-        .send()
-        .await
-        .expect("request");
-    crate::helpers::status_json(resp).await
 }
 
 /// Records that reach the aborting template fail with `template_error`; the others complete,
@@ -100,7 +88,7 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     let body = format!(
         r#"{{"config": {{"columns": [{one_column}]}}, "num_records": 1, "num_records": 1000}}"#
     );
-    let (status, err) = post_raw(&app, "/v1/jobs", "application/json", body).await;
+    let (status, err) = app.post_raw("/v1/jobs", "application/json", body).await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (400, &json!("duplicate_key")),
@@ -113,13 +101,9 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
             .contains("num_records")
     );
     let yaml = "columns:\n  - name: a\n    column_type: expression\n    expr: x\n    expr: y\n";
-    let (status, err) = post_raw(
-        &app,
-        "/v1/jobs?num_records=1",
-        "application/yaml",
-        yaml.into(),
-    )
-    .await;
+    let (status, err) = app
+        .post_raw("/v1/jobs?num_records=1", "application/yaml", yaml.into())
+        .await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (400, &json!("duplicate_key")),
@@ -137,7 +121,9 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     let n = 150_000;
     let deep = format!("columns: {}{}\n", "[".repeat(n), "]".repeat(n));
     let started = Instant::now();
-    let (status, err) = post_raw(&app, "/v1/jobs?num_records=1", "application/yaml", deep).await;
+    let (status, err) = app
+        .post_raw("/v1/jobs?num_records=1", "application/yaml", deep)
+        .await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (400, &json!("invalid_yaml")),
@@ -153,7 +139,9 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
         "[".repeat(100),
         "]".repeat(100)
     );
-    let (status, err) = post_raw(&app, "/v1/jobs", "application/json", deep_json).await;
+    let (status, err) = app
+        .post_raw("/v1/jobs", "application/json", deep_json)
+        .await;
     assert_eq!(
         (status, &err["error"]["code"]),
         (400, &json!("invalid_json")),
@@ -219,12 +207,7 @@ async fn healthz_answers_during_heavy_input() {
                     resp.status().as_u16()
                 }
             });
-            let parse = post_raw(
-                &app,
-                "/v1/jobs?num_records=1",
-                "application/yaml",
-                deep.clone(),
-            );
+            let parse = app.post_raw("/v1/jobs?num_records=1", "application/yaml", deep.clone());
             let (statuses, (parsed, _)) =
                 futures::join!(futures::future::join_all(previews), parse);
             assert!(statuses.iter().all(|s| *s < 500), "{statuses:?}");

@@ -67,6 +67,19 @@ impl TestApp {
         status_json(resp).await
     }
 
+    /// POSTs `body` as it is, with `content_type`; returns status and body.
+    pub async fn post_raw(&self, path: &str, content_type: &str, body: String) -> (u16, Value) {
+        let resp = self
+            .client
+            .post(self.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+            .await
+            .expect("request");
+        status_json(resp).await
+    }
+
     pub async fn get(&self, path: &str) -> (u16, Value) {
         let resp = self
             .client
