@@ -42,6 +42,20 @@ pub(crate) struct Step {
     pub(crate) kind: StepKind,
 }
 
+impl Step {
+    /// Whether running this step renders a template (a skip gate, an expression, a sampler
+    /// condition, an LLM prompt): the work a user's template can make expensive. Samplers and
+    /// seed fields alone cost microseconds, bounded by the config.
+    pub(crate) fn renders(&self) -> bool {
+        self.skip.is_some()
+            || match &self.kind {
+                StepKind::Seed { .. } => false,
+                StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
+                StepKind::Expression { .. } | StepKind::Llm(_) => true,
+            }
+    }
+}
+
 /// A compiled `skip` config.
 #[derive(Debug)]
 pub(crate) struct SkipStep {
