@@ -5,6 +5,7 @@ mod config_issues;
 mod records;
 mod samplers;
 mod seed_and_skip;
+mod template_budgets;
 
 use serde_json::{Map, Value, json};
 
