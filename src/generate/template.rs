@@ -48,7 +48,8 @@ pub const FORMAT_BUDGET: usize = 16 * MAX_RENDERED_LEN;
 /// long string reads it again for every comparison.
 pub const WORK_BUDGET: usize = 512 << 20;
 
-/// Wall time of all the renders of one record. Fuel bounds the instructions; this bounds the
+/// Rendering time of all the templates of one record (time spent waiting for an LLM between
+/// them does not count). Fuel bounds the instructions; this bounds the
 /// few instructions whose cost grows with the data (sorting or searching long strings), and is
 /// so far above a legitimate record's rendering time (milliseconds) that load cannot reach it.
 pub const RECORD_RENDER_TIME: Duration = Duration::from_secs(5);
@@ -122,9 +123,10 @@ impl Templates {
                 "{BUDGET_EXCEEDED}: the record's templates used up their fuel ({RECORD_FUEL} units) before this one"
             ));
         }
+        let started = Instant::now();
         let rendered = {
             let _limits =
-                minijinja::limits::scope(FORMAT_BUDGET, WORK_BUDGET, Some(budget.deadline));
+                minijinja::limits::scope(FORMAT_BUDGET, WORK_BUDGET, Some(budget.deadline()));
             // A panic inside the engine fails this render, not the record's task.
             let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 tmpl.render_captured(ctx.clone())
@@ -138,6 +140,7 @@ impl Templates {
             // Read inside the scope: dropping the guard restores the outer state.
             (rendered, minijinja::limits::exceeded())
         };
+        budget.spend_time(started.elapsed());
         let out = match rendered {
             (Ok(captured), exceeded) => {
                 if let Some((used, _)) = captured.state().fuel_levels() {
@@ -175,20 +178,33 @@ impl Templates {
     }
 }
 
-/// What all the renders of one record may still spend: fuel, and time until a deadline.
-/// Made when the record starts; see [`RECORD_FUEL`] and [`RECORD_RENDER_TIME`].
+/// What all the renders of one record may still spend: fuel, and rendering time. Made when
+/// the record starts; see [`RECORD_FUEL`] and [`RECORD_RENDER_TIME`]. Time counts only while
+/// rendering: a record's LLM calls between its templates do not use it up.
 #[derive(Debug)]
 pub(crate) struct RecordBudget {
     fuel_left: AtomicU64,
-    deadline: Instant,
+    /// Rendering time spent so far, in microseconds.
+    spent_us: AtomicU64,
 }
 
 impl RecordBudget {
     pub(crate) fn new() -> Self {
         Self {
             fuel_left: AtomicU64::new(RECORD_FUEL),
-            deadline: Instant::now() + RECORD_RENDER_TIME,
+            spent_us: AtomicU64::new(0),
         }
+    }
+
+    /// When a render starting now must stop: what is left of the record's rendering time.
+    fn deadline(&self) -> Instant {
+        let spent = Duration::from_micros(self.spent_us.load(Ordering::Relaxed));
+        Instant::now() + RECORD_RENDER_TIME.saturating_sub(spent)
+    }
+
+    pub(crate) fn spend_time(&self, took: Duration) {
+        let us = u64::try_from(took.as_micros()).unwrap_or(u64::MAX);
+        self.spent_us.fetch_add(us, Ordering::Relaxed);
     }
 
     fn spend(&self, fuel: u64) {

@@ -128,3 +128,25 @@ fn a_record_shares_one_fuel_budget_across_its_templates() {
     // A fresh record starts with the full budget again.
     assert_eq!(t.render("loop", &ctx, &RecordBudget::new()).unwrap(), "ok");
 }
+
+/// The time budget counts rendering only: a record that waited (for an LLM, say) still has it
+/// all, and one whose renders used it up stops its next render at once.
+#[test]
+fn rendering_time_is_what_renders_used() {
+    let mut t = Templates::new();
+    t.add("loop", "{% for i in range(20000) %}{% endfor %}ok")
+        .unwrap();
+    let ctx = RecordContext {
+        names: Arc::new(HashMap::new()),
+        values: vec![],
+    }
+    .into_value();
+    let budget = RecordBudget::new();
+    assert_eq!(t.render("loop", &ctx, &budget).unwrap(), "ok");
+    budget.spend_time(RECORD_RENDER_TIME);
+    let err = t.render("loop", &ctx, &budget).unwrap_err();
+    assert!(
+        err.starts_with(BUDGET_EXCEEDED) && err.contains("ran for more than"),
+        "{err}"
+    );
+}
