@@ -10,7 +10,7 @@ use utoipa::ToSchema;
 /// Why a record failed: a stable code, a message, and where.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct RecordError {
-    /// Stable snake_case code, e.g. `template_error`, `not_implemented`.
+    /// Stable snake_case code, e.g. `template_error`, `unstorable_value`, `record_abandoned`.
     pub code: String,
     /// Readable on its own; never contains secrets.
     pub message: String,

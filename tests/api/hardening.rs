@@ -12,6 +12,19 @@ use crate::helpers::spawn_app;
 /// A width that cannot be allocated: `indent` with it aborted the process before the budgets.
 const ABORTING: &str = "{{ pick|indent(100000000000) }}";
 
+/// Asserts an error envelope's status and code; returns its message.
+fn expect_error(status: u16, err: &Value, want_status: u16, want_code: &str) -> String {
+    assert_eq!(
+        (status, &err["error"]["code"]),
+        (want_status, &json!(want_code)),
+        "{err}"
+    );
+    err["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn config(columns: Value) -> Value {
     json!({"data_designer": {"columns": columns}, "library_version": "0.9.7"})
 }
@@ -89,33 +102,14 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
         r#"{{"config": {{"columns": [{one_column}]}}, "num_records": 1, "num_records": 1000}}"#
     );
     let (status, err) = app.post_raw("/v1/jobs", "application/json", body).await;
-    assert_eq!(
-        (status, &err["error"]["code"]),
-        (400, &json!("duplicate_key")),
-        "{err}"
-    );
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("num_records")
-    );
+    let message = expect_error(status, &err, 400, "duplicate_key");
+    assert!(message.contains("num_records"), "{message}");
     let yaml = "columns:\n  - name: a\n    column_type: expression\n    expr: x\n    expr: y\n";
     let (status, err) = app
         .post_raw("/v1/jobs?num_records=1", "application/yaml", yaml.into())
         .await;
-    assert_eq!(
-        (status, &err["error"]["code"]),
-        (400, &json!("duplicate_key")),
-        "{err}"
-    );
-    assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("columns[0]"),
-        "{err}"
-    );
+    let message = expect_error(status, &err, 400, "duplicate_key");
+    assert!(message.contains("columns[0]"), "{message}");
 
     // 300 KB of nested flow sequences: 64 s of parsing before; refused in linear time now.
     let n = 150_000;
@@ -124,11 +118,7 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     let (status, err) = app
         .post_raw("/v1/jobs?num_records=1", "application/yaml", deep)
         .await;
-    assert_eq!(
-        (status, &err["error"]["code"]),
-        (400, &json!("invalid_yaml")),
-        "{err}"
-    );
+    expect_error(status, &err, 400, "invalid_yaml");
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",
@@ -142,11 +132,7 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     let (status, err) = app
         .post_raw("/v1/jobs", "application/json", deep_json)
         .await;
-    assert_eq!(
-        (status, &err["error"]["code"]),
-        (400, &json!("invalid_json")),
-        "{err}"
-    );
+    expect_error(status, &err, 400, "invalid_json");
 
     // More columns than a job may have: refused before they are compiled or probed.
     let columns: Vec<Value> = (0..=synthgate::domain::dataset::MAX_COLUMNS)
@@ -155,11 +141,7 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     let (status, err) = app
         .create_job(&json!({"config": {"columns": columns}, "num_records": 1}))
         .await;
-    assert_eq!(
-        (status, &err["error"]["code"]),
-        (422, &json!("too_many_columns")),
-        "{err}"
-    );
+    expect_error(status, &err, 422, "too_many_columns");
 
     let (status, jobs) = app.get("/v1/jobs").await;
     assert_eq!(status, 200);
