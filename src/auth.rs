@@ -179,7 +179,8 @@ pub async fn authenticate(State(keys): State<ApiKeys>, mut req: Request, next: N
 
 /// The credentials of a `Bearer` authorization header. The scheme is matched without regard
 /// to case (RFC 9110 §11.1), and any run of spaces or tabs may separate it from the token.
-fn bearer_token(header: &str) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` value; the scheme in any case (RFC 9110).
+pub(crate) fn bearer_token(header: &str) -> Option<&str> {
     let (scheme, rest) = header.split_once([' ', '\t'])?;
     if !scheme.eq_ignore_ascii_case("bearer") {
         return None;

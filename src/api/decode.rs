@@ -7,7 +7,6 @@
 //!   linear pre-scan ([`yaml_flow_depth_exceeds`]) *before* parsing: the YAML parser's cost grows
 //!   with the square of the flow nesting depth (a 300 KB document of nested `[` took 64 s).
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -65,10 +64,10 @@ where
                 Some(key) if path == "." => {
                     DecodeError::DuplicateKey(format!("the key `{key}` appears twice"))
                 }
-                Some(key) => DecodeError::DuplicateKey(format!(
-                    "the key `{key}` appears twice in `{}`",
-                    path.trim_end_matches(&format!(".{key}"))
-                )),
+                // The path is the object's own (the key was not taken yet).
+                Some(key) => {
+                    DecodeError::DuplicateKey(format!("the key `{key}` appears twice in `{path}`"))
+                }
                 None if path == "." => DecodeError::Syntax(text),
                 None => DecodeError::Syntax(format!("{text} (at `{path}`)")),
             })
@@ -156,9 +155,8 @@ impl<'de> Visitor<'de> for Strict {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
         let inner = self.nested()?;
         let mut out = Map::new();
-        let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<KeyString>()? {
-            if !seen.insert(key.0.clone()) {
+            if out.contains_key(&key.0) {
                 // Closed by a second NUL: parsers append a position to custom errors.
                 return Err(A::Error::custom(format_args!(
                     "{DUPLICATE_MARK}{}\u{0}",
@@ -352,6 +350,10 @@ mod tests {
             br#"{"config": {"columns": [{"name": "a", "name": "b"}]}}"#,
         ));
         assert_eq!(m, "the key `name` appears twice in `config.columns[0]`");
+        let m = dup(json(br#"{"x": {"a": {"a": 1, "a": 2}}}"#));
+        assert_eq!(m, "the key `a` appears twice in `x.a`");
+        let m = dup(json(br#"{"x": {"a": 1, "b": 2, "a": 3}}"#));
+        assert_eq!(m, "the key `a` appears twice in `x`");
         let m = dup(json(br#"{"a": 1, "a": 2}"#));
         assert_eq!(m, "the key `a` appears twice");
         let m = dup(yaml("columns:\n  - name: a\n    name: b\n"));

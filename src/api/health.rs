@@ -69,13 +69,10 @@ fn bearer_matches(headers: &HeaderMap, expected: &str) -> bool {
     else {
         return false;
     };
-    let Some((scheme, token)) = value.trim().split_once(' ') else {
+    let Some(token) = crate::auth::bearer_token(value.trim()) else {
         return false;
     };
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return false;
-    }
-    let presented: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+    let presented: [u8; 32] = Sha256::digest(token.as_bytes()).into();
     let expected: [u8; 32] = Sha256::digest(expected.as_bytes()).into();
     bool::from(presented.ct_eq(&expected))
 }

@@ -84,6 +84,20 @@ pub struct Generated {
     pub usage: BTreeMap<String, UsageCounts>,
 }
 
+impl Generated {
+    /// A record that failed before anything was generated: no values, traces or usage.
+    pub fn failed(error: RecordError) -> Self {
+        Self {
+            outcome: RecordOutcome::Failed {
+                values: None,
+                error,
+            },
+            traces: Vec::new(),
+            usage: BTreeMap::new(),
+        }
+    }
+}
+
 /// What a record's LLM columns left behind while it was generated.
 #[derive(Default)]
 struct Spent {

@@ -208,7 +208,7 @@ impl TryFrom<ClaimedDb> for ClaimedRecord {
             job_id: JobId(r.job_id),
             index: to_u32(r.idx, "records.idx")?,
             attempts: to_u32(r.attempts, "records.attempts")?,
-            lease_expiries: to_u32(r.lease_expiries, "records.lease_expiries")?,
+            lease_expiries: crate::store::expired::to_count(r.lease_expiries),
             // Set by the claim that hands the record out alone.
             alone: false,
         })

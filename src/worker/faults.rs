@@ -3,34 +3,22 @@
 //! `store::expired`) is reported and its job finalized.
 
 use super::Inner;
-use crate::domain::record::{RecordError, RecordOutcome};
+use crate::domain::record::RecordError;
 use crate::domain::{JobId, RecordId};
-
-pub(super) type Generated = (
-    RecordOutcome,
-    Vec<crate::store::NewTrace>,
-    std::collections::BTreeMap<String, crate::store::UsageCounts>,
-);
+use crate::generate::Generated;
 
 /// The outcome of a record whose generation panicked: failed, no values, no traces. The
 /// message says what happened without the panic's text (which may quote internals); that goes
 /// to the log.
 pub(super) fn panicked() -> Generated {
-    (
-        RecordOutcome::Failed {
-            values: None,
-            error: RecordError {
-                code: "internal_error".into(),
-                message: "generating this record failed on an internal error (a bug in the \
-                          service, logged on the server); the record is not retried"
-                    .into(),
-                column: None,
-                stage: Some("worker".into()),
-            },
-        },
-        Vec::new(),
-        Default::default(),
-    )
+    Generated::failed(RecordError {
+        code: "internal_error".into(),
+        message: "generating this record failed on an internal error (a bug in the service, \
+                  logged on the server); the record is not retried"
+            .into(),
+        column: None,
+        stage: Some("worker".into()),
+    })
 }
 
 /// The text of a panic payload, for the log.

@@ -39,8 +39,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
 use crate::domain::RecordId;
-use crate::domain::record::{RecordError, RecordOutcome};
-use crate::generate::LlmRuntime;
+use crate::domain::record::RecordError;
+use crate::generate::{Generated, LlmRuntime};
 use crate::jobs::{JobService, PlanLookup};
 use crate::llm::ChatModel;
 use crate::mcp::CallScope;
@@ -317,25 +317,17 @@ async fn run_record(
                     }),
                     cpu: inner.jobs.cpu(),
                 };
-                let g = compiled.plan.generate_with(u64::from(rec.index), &rt).await;
-                (g.outcome, g.traces, g.usage)
+                compiled.plan.generate_with(u64::from(rec.index), &rt).await
             }
-            Ok(PlanLookup::Invalid(issues)) => (
-                RecordOutcome::Failed {
-                    values: None,
-                    error: RecordError {
-                        code: "invalid_config".into(),
-                        message: issues
-                            .first()
-                            .map(|i| i.message.clone())
-                            .unwrap_or_else(|| "the job config no longer validates".into()),
-                        column: issues.first().and_then(|i| i.column.clone()),
-                        stage: Some("compile".into()),
-                    },
-                },
-                Vec::new(),
-                Default::default(),
-            ),
+            Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError {
+                code: "invalid_config".into(),
+                message: issues
+                    .first()
+                    .map(|i| i.message.clone())
+                    .unwrap_or_else(|| "the job config no longer validates".into()),
+                column: issues.first().and_then(|i| i.column.clone()),
+                stage: Some("compile".into()),
+            }),
             Ok(PlanLookup::Missing) => return None,
             Err(e) => {
                 tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");
@@ -371,7 +363,7 @@ async fn run_record(
             Some(faults::panicked())
         }
     };
-    let Some((outcome, traces, usage)) = outcome else {
+    let Some(generated) = outcome else {
         // Not generated (the job could not be loaded). Give it back now: otherwise lease
         // renewal would keep it claimed, and unworked, for as long as this replica runs.
         if let Err(e) = inner.store.release_records(&inner.owner, &[rec.id]).await {
@@ -386,9 +378,9 @@ async fn run_record(
         job_id: rec.job_id,
         result: RecordResult {
             id: rec.id,
-            outcome,
-            traces,
-            usage,
+            outcome: generated.outcome,
+            traces: generated.traces,
+            usage: generated.usage,
         },
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the

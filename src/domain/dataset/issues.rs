@@ -62,7 +62,7 @@ pub mod codes {
 pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::TOO_MANY_COLUMNS,
-        "the config has more columns than a job may have (1,000)",
+        "the config has more columns than a job may have (`domain::dataset::MAX_COLUMNS`)",
     ),
     (
         codes::INVALID_CONFIG,
