@@ -7,14 +7,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use tokio::net::TcpListener;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::ApiKeys;
 use crate::config::Config;
-use crate::generate::PlanContext;
-use crate::jobs::{JobService, ServerModels};
+use crate::jobs::{Catalog, JobService};
 use crate::llm::LlmClient;
 use crate::mcp::McpPool;
 use crate::state::AppState;
@@ -57,34 +55,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         "database ready"
     );
 
-    let ctx = PlanContext {
-        model_aliases: config
-            .model_configs
-            .iter()
-            .map(|m| m.alias.clone())
-            .collect(),
-        tool_aliases: config
-            .tool_configs
-            .iter()
-            .map(|t| t.tool_alias.clone())
-            .collect(),
-    };
-    let wake = Arc::new(Notify::new());
-    let models = ServerModels {
-        configs: config.model_configs.clone(),
-        providers: config
-            .model_providers
-            .iter()
-            .map(|p| p.name.clone())
-            .collect(),
-        tool_configs: config.tool_configs.clone(),
-        tool_providers: config
-            .mcp_providers
-            .iter()
-            .map(|p| p.name.clone())
-            .chain(config.tools.iter().map(|t| t.name.clone()))
-            .collect(),
-    };
     // No client-wide timeout: SSE sessions are long-lived streams; each call has its own. No
     // redirects: reqwest keeps custom headers (which may hold MCP or inline-tool secrets) on a
     // redirect to another origin.
@@ -106,26 +76,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     llm.register_models(&config.model_configs);
     let jobs = JobService::new(
         store.clone(),
-        ctx,
-        models,
+        Catalog::from_config(&config),
         config.limits.clone(),
-        wake.clone(),
-        Some(tools.clone()),
+        llm,
+        tools.clone(),
     );
     let owner = config
         .workers
         .replica_id
         .clone()
         .unwrap_or_else(default_replica_id);
-    let pool = WorkerPool::new(
-        store.clone(),
-        jobs.clone(),
-        llm.clone(),
-        Some(tools.clone()),
-        config.workers.clone(),
-        owner,
-        wake,
-    );
+    let pool = WorkerPool::new(store.clone(), jobs.clone(), config.workers.clone(), owner);
 
     let keys = ApiKeys::load(&config.auth, |v| std::env::var(v).ok())?;
     if keys.enabled() {
@@ -137,8 +98,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let shutdown = CancellationToken::new();
     let state = AppState {
         keys,
-        store: store.clone(),
-        llm: llm.clone(),
         tools: tools.clone(),
         jobs,
         config: config.clone(),

@@ -5,9 +5,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
+use crate::domain::job::{JobCounts, JobError, JobSummary};
 use crate::domain::record::RecordError;
+use crate::domain::record::RecordRow;
+use crate::domain::usage::UsageCounts;
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
-use crate::store::{JobCounts, JobError, JobRow, RecordRow, UsageCounts};
 
 /// `POST /v1/jobs` as JSON.
 ///
@@ -170,35 +172,28 @@ pub struct JobResponse {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
-impl JobResponse {
-    /// Assembles the response from the stored parts.
-    pub fn new(
-        job: JobRow,
-        counts: JobCounts,
-        columns: Vec<String>,
-        errors: Vec<RecordRow>,
-        usage: std::collections::BTreeMap<String, UsageCounts>,
-    ) -> Self {
+impl From<JobSummary> for JobResponse {
+    fn from(s: JobSummary) -> Self {
+        let job = s.job;
         Self {
             id: job.id,
             status: job.status,
             num_records: job.num_records,
             seed: job.seed,
             metadata: job.metadata,
-            counts: counts.into(),
-            columns,
+            counts: s.counts.into(),
+            columns: job.output_columns.unwrap_or_default(),
             error: job.error.map(Into::into),
-            first_errors: errors
+            first_errors: s
+                .first_errors
                 .into_iter()
-                .filter_map(|r| {
-                    Some(RecordErrorSummary {
-                        record_id: r.id,
-                        index: r.index,
-                        error: r.error?,
-                    })
+                .map(|f| RecordErrorSummary {
+                    record_id: f.id,
+                    index: f.index,
+                    error: f.error,
                 })
                 .collect(),
-            usage,
+            usage: s.usage,
             created_at: job.created_at,
             updated_at: job.updated_at,
             started_at: job.started_at,

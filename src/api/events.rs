@@ -11,28 +11,23 @@ use std::time::Duration;
 
 use axum::extract::State;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use chrono::{DateTime, Utc};
 use futures::Stream;
+use tokio_util::sync::CancellationToken;
 use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Schema, Type};
 use utoipa::openapi::{Ref, RefOr};
 use utoipa::{PartialSchema, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::dto::{Counts, JobResponse, ProgressEvent, RecordEvent};
+use super::dto::{JobResponse, ProgressEvent, RecordEvent};
 use super::extract::{self, ApiPath};
-use super::jobs::render_job;
 use crate::auth::Caller;
-use crate::domain::JobId;
 use crate::error::{ApiError, ErrorBody};
+use crate::jobs::{Follower, Progress};
 use crate::state::AppState;
 
 /// How often the stream looks at the database.
 const POLL: Duration = Duration::from_millis(500);
-
-/// Records finishing inside a transaction that commits after our read carry a timestamp a
-/// little in the past; re-reading this margin catches them (duplicates are filtered).
-const MARGIN: chrono::Duration = chrono::Duration::seconds(3);
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(job_events))
@@ -127,14 +122,10 @@ pub async fn job_events(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, caller.owner()).await?;
-    let since = state.store.now().await? - MARGIN;
+    let follower = state.jobs.follow(id, caller.owner()).await?;
     let st = Follow {
-        state,
-        job: id,
-        seen: vec![0u64; (job.num_records as usize).div_ceil(64)],
-        since,
-        last_counts: None,
+        follower,
+        shutdown: state.shutdown.clone(),
         queue: VecDeque::new(),
         first: true,
         finished: false,
@@ -148,11 +139,10 @@ pub async fn job_events(
                 return None;
             }
             if !st.first {
-                let shutdown = st.state.shutdown.clone();
                 tokio::select! {
                     () = tokio::time::sleep(POLL) => {}
                     // The client reconnects to another replica (or this one after restart).
-                    () = shutdown.cancelled() => return None,
+                    () = st.shutdown.cancelled() => return None,
                 }
             }
             st.first = false;
@@ -162,13 +152,10 @@ pub async fn job_events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
+/// A stream's state: the job service's follower, and the events it has yet to send.
 struct Follow {
-    state: AppState,
-    job: JobId,
-    /// Bit per record index: its `record` event was sent.
-    seen: Vec<u64>,
-    since: DateTime<Utc>,
-    last_counts: Option<Counts>,
+    follower: Follower,
+    shutdown: CancellationToken,
     queue: VecDeque<Event>,
     first: bool,
     finished: bool,
@@ -178,57 +165,45 @@ impl Follow {
     /// One look at the database; queues the events it warrants. Errors end the stream with an
     /// `error` event rather than hanging the client.
     async fn poll(&mut self) {
-        if let Err(e) = self.try_poll().await {
-            tracing::warn!(job.id = %self.job, error = %e, "event stream stopped");
-            let body = serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}});
-            self.queue
-                .push_back(Event::default().event("error").data(body.to_string()));
-            self.finished = true;
-        }
-    }
-
-    async fn try_poll(&mut self) -> Result<(), ApiError> {
-        let store = self.state.store.clone();
-        let now = store.now().await?;
-        // Queued after this poll's `progress`, so the stream always opens with `progress` as
-        // documented, even when records finished just before the client connected.
-        let mut records = Vec::new();
-        for r in store.finished_since(self.job, self.since).await? {
-            let (word, bit) = ((r.index / 64) as usize, r.index % 64);
-            let Some(w) = self.seen.get_mut(word) else {
-                continue;
-            };
-            if *w & (1 << bit) != 0 {
-                continue;
+        let steps = match self.follower.poll().await {
+            Ok(steps) => steps,
+            Err(e) => {
+                tracing::warn!(job.id = %self.follower.job(), error = %e, "event stream stopped");
+                let body =
+                    serde_json::json!({"error": {"code": e.code(), "message": e.to_string()}});
+                self.queue
+                    .push_back(Event::default().event("error").data(body.to_string()));
+                self.finished = true;
+                return;
             }
-            *w |= 1 << bit;
-            let ev = RecordEvent {
-                record_id: r.id,
-                index: r.index,
-                status: r.status,
-                error_code: r.error_code,
+        };
+        let job_id = self.follower.job();
+        for step in steps {
+            let ev = match step {
+                Progress::Counts { status, counts } => {
+                    let ev = ProgressEvent {
+                        job_id,
+                        status,
+                        counts: counts.into(),
+                    };
+                    json_event("progress", &ev)
+                }
+                Progress::Record(r) => {
+                    let ev = RecordEvent {
+                        record_id: r.id,
+                        index: r.index,
+                        status: r.status,
+                        error_code: r.error_code,
+                    };
+                    json_event("record", &ev)
+                }
+                Progress::Done(summary) => {
+                    self.finished = true;
+                    json_event("done", &JobResponse::from(*summary))
+                }
             };
-            records.push(json_event("record", &ev));
+            self.queue.push_back(ev);
         }
-        self.since = now - MARGIN;
-        let job = self.state.jobs.get(self.job, None).await?;
-        let counts: Counts = store.job_counts(self.job).await?.into();
-        if self.last_counts != Some(counts) {
-            self.last_counts = Some(counts);
-            let ev = ProgressEvent {
-                job_id: self.job,
-                status: job.status,
-                counts,
-            };
-            self.queue.push_back(json_event("progress", &ev));
-        }
-        self.queue.extend(records);
-        if job.status.is_terminal() {
-            let full: JobResponse = render_job(&self.state, job).await?;
-            self.queue.push_back(json_event("done", &full));
-            self.finished = true;
-        }
-        Ok(())
     }
 }
 

@@ -101,7 +101,7 @@ pub async fn healthz() -> Json<HealthResponse> {
         (status = 503, description = "Not ready", body = HealthResponse),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
-    let db = match tokio::time::timeout(READY_TIMEOUT, state.store.ping()).await {
+    let db = match tokio::time::timeout(READY_TIMEOUT, state.jobs.ping_store()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness: database check failed");

@@ -12,12 +12,8 @@ use super::dto::{CreateJobQuery, CreateJobRequest, JobListResponse, JobResponse,
 use super::extract::{self, ApiPath, ApiQuery, BodyFormat};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::SubmitRequest;
+use crate::jobs::{NumRecords, SubmitRequest};
 use crate::state::AppState;
-use crate::store::JobRow;
-
-/// How many failed records a job response lists.
-const FIRST_ERRORS: u32 = 5;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -92,7 +88,7 @@ pub async fn create_job(
     } else {
         StatusCode::OK
     };
-    Ok((status, Json(render_job(&state, job).await?)))
+    Ok((status, Json(job.into())))
 }
 
 /// A YAML body is a DataDesigner config file, unless it has the JSON request's shape.
@@ -131,9 +127,9 @@ pub(super) fn submit_request(
         )
     })?;
     let num_records = match raw.trim().parse::<i64>() {
-        Ok(n) => n,
+        Ok(n) => NumRecords::Count(n),
         // An integer beyond i64 is a range problem, not a syntax one.
-        Err(_) if is_integer_literal(raw.trim()) => saturate(raw.trim().starts_with('-')),
+        Err(_) if is_integer_literal(raw.trim()) => NumRecords::Beyond,
         Err(_) => {
             return Err(ApiError::InvalidRequest(format!(
                 "query parameter 'num_records' must be an integer, got '{raw}'"
@@ -151,17 +147,17 @@ pub(super) fn submit_request(
     })
 }
 
-/// `num_records` from a JSON number: integers saturate to the i64 range so that huge values
-/// are reported as out of range; fractions are rejected.
-fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
+/// `num_records` from a JSON number: integers beyond i64 are reported as out of range, not
+/// as malformed; fractions are rejected.
+fn integer_num_records(n: &serde_json::Number) -> Result<NumRecords, ApiError> {
     if let Some(i) = n.as_i64() {
-        return Ok(i);
+        return Ok(NumRecords::Count(i));
     }
     if n.as_u64().is_some() {
-        return Ok(i64::MAX);
+        return Ok(NumRecords::Beyond);
     }
     match n.as_f64() {
-        Some(f) if f.fract() == 0.0 => Ok(saturate(f < 0.0)),
+        Some(f) if f.fract() == 0.0 => Ok(NumRecords::Beyond),
         _ => Err(ApiError::InvalidRequest(format!(
             "field 'num_records': must be an integer, got {n}"
         ))),
@@ -171,10 +167,6 @@ fn integer_num_records(n: &serde_json::Number) -> Result<i64, ApiError> {
 fn is_integer_literal(s: &str) -> bool {
     let digits = s.strip_prefix('-').unwrap_or(s);
     !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
-}
-
-fn saturate(negative: bool) -> i64 {
-    if negative { i64::MIN } else { i64::MAX }
 }
 
 /// List jobs
@@ -201,16 +193,10 @@ pub async fn list_jobs(
         })?),
         None => None,
     };
-    let rows = state
-        .store
-        .list_jobs(caller.owner(), before, limit + 1)
-        .await?;
-    let more = rows.len() > limit as usize;
-    let mut jobs = Vec::with_capacity(rows.len().min(limit as usize));
-    for row in rows.into_iter().take(limit as usize) {
-        jobs.push(render_job(&state, row).await?);
-    }
-    let next_cursor = more
+    let page = state.jobs.jobs(caller.owner(), before, limit).await?;
+    let jobs: Vec<JobResponse> = page.items.into_iter().map(Into::into).collect();
+    let next_cursor = page
+        .more
         .then(|| {
             jobs.last()
                 .map(|j| extract::encode_cursor("job", &j.id.to_string()))
@@ -237,8 +223,7 @@ pub async fn get_job(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, caller.owner()).await?;
-    Ok(Json(render_job(&state, job).await?))
+    Ok(Json(state.jobs.summary(id, caller.owner()).await?.into()))
 }
 
 /// Cancel a job
@@ -264,26 +249,7 @@ pub async fn cancel_job(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.cancel(id, caller.owner()).await?;
-    Ok(Json(render_job(&state, job).await?))
-}
-
-/// The job response: the row plus counts, first errors and output columns.
-pub(super) async fn render_job(state: &AppState, job: JobRow) -> Result<JobResponse, ApiError> {
-    let counts = state.store.job_counts(job.id).await?;
-    let errors = if counts.failed > 0 {
-        state.store.first_errors(job.id, FIRST_ERRORS).await?
-    } else {
-        Vec::new()
-    };
-    let columns = state
-        .jobs
-        .compiled(&job)
-        .await
-        .map(|c| c.plan.output_columns().to_vec())
-        .unwrap_or_default();
-    let usage = state.store.job_usage(job.id).await?;
-    Ok(JobResponse::new(job, counts, columns, errors, usage))
+    Ok(Json(state.jobs.cancel(id, caller.owner()).await?.into()))
 }
 
 /// Validates `?limit=`.

@@ -7,7 +7,6 @@ use axum::http::HeaderMap;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
 use utoipa::ToSchema;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -19,12 +18,7 @@ use crate::auth::Caller;
 use crate::domain::RecordStatus;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::error::{ApiError, ErrorBody};
-use crate::generate::LlmRuntime;
-use crate::mcp::CallScope;
 use crate::state::AppState;
-
-/// The most records one preview may ask for.
-pub const MAX_PREVIEW_RECORDS: u32 = 10;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(create_preview))
@@ -85,8 +79,9 @@ pub async fn create_preview(
             "preview takes a JSON body: {\"config\", \"num_records\", ...}".into(),
         ));
     }
-    let cpu = state.jobs.cpu();
-    let value = cpu
+    let value = state
+        .jobs
+        .cpu()
         .run(|| extract::decode_body(BodyFormat::Json, &body))
         .await?;
     let no_query = CreateJobQuery {
@@ -94,50 +89,9 @@ pub async fn create_preview(
         seed: None,
     };
     let req = submit_request(BodyFormat::Json, value, no_query)?;
-    let v = cpu
-        .run(|| state.jobs.validate(&req, MAX_PREVIEW_RECORDS))
-        .await?;
-    crate::jobs::check_caller(&v.compiled, &caller)?;
-    state.jobs.check_tools(&v.compiled).await?;
-    // One scope per preview: its `per_job` MCP sessions live as long as the request.
-    let preview_id = uuid::Uuid::new_v4();
-    // Cancelled when the client goes away (the handler future is dropped).
-    let cancel = CancellationToken::new();
-    let _guard = cancel.clone().drop_guard();
-    let rc = &v.compiled.run_config;
-    let rt = LlmRuntime {
-        chat: state.llm.as_ref(),
-        models: &v.compiled.models,
-        cancel: &cancel,
-        save_all_traces: rc.debug_override_save_all_column_traces,
-        max_restarts: rc.max_conversation_restarts,
-        max_corrections: rc.max_conversation_correction_steps,
-        tools: Some(&state.tools),
-        max_prompt_chars: state.config.limits.max_prompt_chars,
-        tool_configs: &v.compiled.tools,
-        scope: None,
-        cpu,
-    };
-    let plan = &v.compiled.plan;
-    let pool = state.tools.pool();
-    let runs = (0..v.num_records).map(|i| {
-        let record = uuid::Uuid::new_v4();
-        let rt = LlmRuntime {
-            scope: Some(CallScope {
-                job: preview_id,
-                record,
-            }),
-            ..rt
-        };
-        async move {
-            let g = plan.generate_with(u64::from(i), &rt).await;
-            pool.release_record(record);
-            g
-        }
-    });
-    let generated = futures::future::join_all(runs).await;
-    pool.release_job(preview_id);
-    let records = generated
+    let preview = state.jobs.preview(req, &caller).await?;
+    let records = preview
+        .records
         .into_iter()
         .enumerate()
         .map(|(i, g)| {
@@ -166,8 +120,8 @@ pub async fn create_preview(
         })
         .collect();
     Ok(Json(PreviewResponse {
-        columns: plan.output_columns().to_vec(),
-        seed: v.seed,
+        columns: preview.columns,
+        seed: preview.seed,
         records,
     }))
 }

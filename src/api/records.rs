@@ -1,8 +1,6 @@
 //! Record endpoints: a job's records (paged JSON, or the whole dataset streamed as JSONL/CSV)
 //! and one record by id.
 
-use std::sync::Arc;
-
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
@@ -10,7 +8,6 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::Stream;
-use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -21,13 +18,9 @@ use super::dto::{
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
 use crate::auth::Caller;
-use crate::domain::{JobId, RecordStatus};
 use crate::error::{ApiError, ErrorBody};
+use crate::jobs::ExportFormat;
 use crate::state::AppState;
-use crate::store::Store;
-
-/// Records fetched per database round trip while streaming an export.
-const EXPORT_CHUNK: u32 = 500;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
@@ -70,7 +63,6 @@ pub async fn list_job_records(
     ApiQuery(q): ApiQuery<ListRecordsQuery>,
 ) -> Result<Response, ApiError> {
     let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, caller.owner()).await?;
     let format = q.format.unwrap_or_default();
     let traces = q.include_traces == Some(true);
     if format != RecordsFormat::Json
@@ -80,7 +72,7 @@ pub async fn list_job_records(
             "'cursor', 'limit' and 'status' apply to format=json only; exports stream every completed record".into(),
         ));
     }
-    match format {
+    let export = match format {
         RecordsFormat::Json => {
             let limit = page_limit(q.limit, 100, state.config.limits.max_page_size)?;
             let after = match &q.cursor {
@@ -89,60 +81,38 @@ pub async fn list_job_records(
                 )?),
                 None => None,
             };
-            let mut rows = state
-                .store
-                .list_records(id, after, q.status, limit + 1)
+            let page = state
+                .jobs
+                .records(id, caller.owner(), after, q.status, limit, traces)
                 .await?;
-            let more = rows.len() > limit as usize;
-            rows.truncate(limit as usize);
-            let next_cursor = more
+            let next_cursor = page
+                .more
                 .then(|| {
-                    rows.last()
+                    page.items
+                        .last()
                         .map(|r| extract::encode_cursor("rec", &r.index.to_string()))
                 })
                 .flatten();
-            if q.include_traces == Some(true) {
-                attach_traces(state.store.as_ref(), &mut rows).await?;
-            }
-            let records = rows.into_iter().map(RecordResponse::from).collect();
-            Ok(Json(RecordListResponse {
+            let records = page.items.into_iter().map(RecordResponse::from).collect();
+            return Ok(Json(RecordListResponse {
                 records,
                 next_cursor,
             })
-            .into_response())
+            .into_response());
         }
-        RecordsFormat::Jsonl => Ok(stream_response(
-            "application/x-ndjson",
-            export(
-                state.store.clone(),
-                id,
-                Vec::new(),
-                ExportKind::Jsonl,
-                traces,
-            ),
-            &format!("{id}.jsonl"),
-        )),
-        RecordsFormat::Csv => {
-            let columns = state
-                .jobs
-                .compiled(&job)
-                .await
-                .map(|c| {
-                    let mut cols = c.plan.output_columns().to_vec();
-                    if traces {
-                        let all = c.run_config.debug_override_save_all_column_traces;
-                        cols.extend(c.plan.trace_columns(all));
-                    }
-                    cols
-                })
-                .unwrap_or_default();
-            Ok(stream_response(
-                "text/csv; charset=utf-8",
-                export(state.store.clone(), id, columns, ExportKind::Csv, traces),
-                &format!("{id}.csv"),
-            ))
+        RecordsFormat::Jsonl => ExportFormat::Jsonl,
+        RecordsFormat::Csv => ExportFormat::Csv,
+    };
+    let body = state
+        .jobs
+        .export(id, caller.owner(), export, traces)
+        .await?;
+    Ok(match export {
+        ExportFormat::Jsonl => {
+            stream_response("application/x-ndjson", body, &format!("{id}.jsonl"))
         }
-    }
+        ExportFormat::Csv => stream_response("text/csv; charset=utf-8", body, &format!("{id}.csv")),
+    })
 }
 
 /// Get a record
@@ -163,20 +133,7 @@ pub async fn get_record(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<RecordResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    Ok(Json(load_record(&state, &caller, id).await?.into()))
-}
-
-/// A record visible to the caller, or `record_not_found`.
-async fn load_record(
-    state: &AppState,
-    caller: &Caller,
-    id: crate::domain::RecordId,
-) -> Result<crate::store::RecordRow, ApiError> {
-    state
-        .store
-        .get_record(id, caller.owner())
-        .await?
-        .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))
+    Ok(Json(state.jobs.record(id, caller.owner()).await?.into()))
 }
 
 /// Get a record's message traces
@@ -201,15 +158,10 @@ pub async fn get_record_trace(
     ApiQuery(q): ApiQuery<TraceQuery>,
 ) -> Result<Json<TraceResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    load_record(&state, &caller, id).await?;
-    let rows = state.store.get_traces(id, q.column.as_deref()).await?;
-    if let Some(column) = &q.column
-        && rows.is_empty()
-    {
-        return Err(ApiError::TraceNotFound(format!(
-            "record {id} has no trace for column '{column}'"
-        )));
-    }
+    let rows = state
+        .jobs
+        .traces(id, caller.owner(), q.column.as_deref())
+        .await?;
     Ok(Json(TraceResponse {
         record_id: id,
         traces: rows
@@ -240,247 +192,9 @@ fn stream_response(
         .into_response()
 }
 
-#[derive(Clone, Copy)]
-enum ExportKind {
-    Jsonl,
-    Csv,
-}
-
-struct ExportState {
-    store: Arc<dyn Store>,
-    job: JobId,
-    columns: Vec<String>,
-    kind: ExportKind,
-    after: Option<u32>,
-    traces: bool,
-    header_done: bool,
-    done: bool,
-}
-
-/// Pages through completed records in index order, one chunk per database round trip, so
-/// memory stays flat whatever the dataset size.
-fn export(
-    store: Arc<dyn Store>,
-    job: JobId,
-    columns: Vec<String>,
-    kind: ExportKind,
-    traces: bool,
-) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    let st = ExportState {
-        store,
-        job,
-        columns,
-        kind,
-        after: None,
-        traces,
-        header_done: false,
-        done: false,
-    };
-    futures::stream::unfold(st, |mut st| async move {
-        if st.done {
-            return None;
-        }
-        let mut out = Vec::new();
-        if let (ExportKind::Csv, false) = (st.kind, st.header_done) {
-            st.header_done = true;
-            let header: Vec<String> = st.columns.iter().map(|c| neutralize_formula(c)).collect();
-            if let Err(e) = write_csv_row(&mut out, header.iter().map(String::as_str)) {
-                return Some((Err(e), st));
-            }
-        }
-        let rows = match st
-            .store
-            .list_records(
-                st.job,
-                st.after,
-                Some(RecordStatus::Completed),
-                EXPORT_CHUNK,
-            )
-            .await
-        {
-            Ok(mut rows) if st.traces => match attach_traces(st.store.as_ref(), &mut rows).await {
-                Ok(()) => rows,
-                Err(e) => {
-                    tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
-                    st.done = true;
-                    return Some((Err(std::io::Error::other("export interrupted")), st));
-                }
-            },
-            Ok(rows) => rows,
-            Err(e) => {
-                tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
-                st.done = true;
-                return Some((Err(std::io::Error::other("export interrupted")), st));
-            }
-        };
-        if rows.len() < EXPORT_CHUNK as usize {
-            st.done = true;
-        }
-        st.after = rows.last().map(|r| r.index).or(st.after);
-        for row in rows {
-            let values = row.values.unwrap_or(Value::Null);
-            let res = match st.kind {
-                ExportKind::Jsonl => serde_json::to_writer(&mut out, &values)
-                    .map(|()| out.push(b'\n'))
-                    .map_err(std::io::Error::other),
-                ExportKind::Csv => {
-                    let cells: Vec<String> =
-                        st.columns.iter().map(|c| csv_cell(values.get(c))).collect();
-                    write_csv_row(&mut out, cells.iter().map(String::as_str))
-                }
-            };
-            if let Err(e) = res {
-                st.done = true;
-                return Some((Err(e), st));
-            }
-        }
-        Some((Ok(Bytes::from(out)), st))
-    })
-}
-
-/// Adds each record's traces to its values as `{column}__trace`.
-async fn attach_traces(
-    store: &dyn Store,
-    rows: &mut [crate::store::RecordRow],
-) -> Result<(), ApiError> {
-    let ids: Vec<_> = rows.iter().map(|r| r.id).collect();
-    let mut by_record: std::collections::HashMap<_, Vec<_>> = std::collections::HashMap::new();
-    for t in store.traces_for(&ids).await? {
-        by_record.entry(t.record_id).or_default().push(t);
-    }
-    for row in rows {
-        let (Some(traces), Some(Value::Object(values))) =
-            (by_record.remove(&row.id), row.values.as_mut())
-        else {
-            continue;
-        };
-        for t in traces {
-            let key = format!("{}{}", t.column, crate::domain::dataset::TRACE_POSTFIX);
-            values.insert(key, t.messages);
-        }
-    }
-    Ok(())
-}
-
-fn write_csv_row<'a>(
-    out: &mut Vec<u8>,
-    cells: impl Iterator<Item = &'a str>,
-) -> Result<(), std::io::Error> {
-    let mut w = csv::Writer::from_writer(out);
-    w.write_record(cells).map_err(std::io::Error::other)?;
-    w.flush()
-}
-
-/// Strings as they are, null and missing as empty, numbers and booleans as text, nested values
-/// as JSON; then [`neutralize_formula`], since a CSV export is made to be opened in a
-/// spreadsheet.
-fn csv_cell(v: Option<&Value>) -> String {
-    match v {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => neutralize_formula(s),
-        Some(other) => neutralize_formula(&other.to_string()),
-    }
-}
-
-/// First characters that make a spreadsheet read a cell as a formula: OWASP's list (`=`, `+`,
-/// `-`, `@`, tab, carriage return), NUL (ASVS 1.2.10), and the full-width forms of the four
-/// signs, which spreadsheets in CJK locales treat like the ASCII ones.
-const FORMULA_LEADS: &[char] = &[
-    '=', '+', '-', '@', '\t', '\r', '\0', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}',
-];
-
-/// CSV formula neutralization, for values and column names alike: a cell that starts with one
-/// of [`FORMULA_LEADS`] gets a single quote in front (OWASP's recommendation; spreadsheets then
-/// show it as text). A plain number such as `-3.5` or `+1e5` is left as it is: a spreadsheet
-/// reads it as a number, not a formula, and prefixing it would turn numeric columns into text.
-/// `-1+2` is not a plain number, so it is prefixed. JSONL exports carry values unchanged.
-fn neutralize_formula(cell: &str) -> String {
-    match cell.chars().next() {
-        Some(c) if FORMULA_LEADS.contains(&c) && !is_plain_number(cell) => format!("'{cell}"),
-        _ => cell.to_owned(),
-    }
-}
-
-/// An optional sign, digits with at most one decimal point (at least one digit), and an
-/// optional exponent: the numbers a spreadsheet parses as numbers. Nothing else (no `inf`, no
-/// spaces, no operators).
-fn is_plain_number(s: &str) -> bool {
-    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let (mantissa, exponent) = match s.find(['e', 'E']) {
-        Some(i) => (&s[..i], Some(&s[i + 1..])),
-        None => (s, None),
-    };
-    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-    let mantissa_ok = match mantissa.split_once('.') {
-        Some((int, frac)) => {
-            (int.is_empty() || digits(int))
-                && (frac.is_empty() || digits(frac))
-                && !(int.is_empty() && frac.is_empty())
-        }
-        None => digits(mantissa),
-    };
-    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)));
-    mantissa_ok && exponent_ok
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn csv_cells_and_quoting() {
-        assert_eq!(csv_cell(Some(&json!("a,b"))), "a,b");
-        assert_eq!(csv_cell(Some(&json!({"k": 1}))), "{\"k\":1}");
-        assert_eq!(csv_cell(None), "");
-        let mut out = Vec::new();
-        write_csv_row(&mut out, ["a,b", "say \"hi\"", "x"].into_iter()).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            "\"a,b\",\"say \"\"hi\"\"\",x\n"
-        );
-    }
-
-    #[test]
-    fn csv_formulas_are_neutralized_and_numbers_kept() {
-        for formula in [
-            "=1+1",
-            "+1+1",
-            "-1+2",
-            "@SUM(A1)",
-            "\tx",
-            "\rx",
-            "\0x",
-            "=HYPERLINK(\"http://x\")",
-            "\u{FF1D}1+1",
-            "-",
-            "+",
-            "-inf",
-            "- 3",
-            "-3.5.1",
-            "1e5",
-        ] {
-            let cell = csv_cell(Some(&json!(formula)));
-            if formula == "1e5" {
-                assert_eq!(cell, "1e5", "digits first: not a formula");
-            } else {
-                assert_eq!(cell, format!("'{formula}"), "{formula:?}");
-            }
-        }
-        for number in ["-3.5", "+1", "-1e5", "-.5", "-2.", "+1E-3", "-0"] {
-            assert_eq!(csv_cell(Some(&json!(number))), number, "{number:?}");
-        }
-        assert_eq!(csv_cell(Some(&json!(-3.5))), "-3.5");
-        assert_eq!(csv_cell(Some(&json!(-7))), "-7");
-        assert_eq!(csv_cell(Some(&json!(["=1"]))), "[\"=1\"]");
-        assert_eq!(csv_cell(Some(&json!("a=b"))), "a=b");
-        assert_eq!(csv_cell(Some(&json!("'=x"))), "'=x");
-        assert_eq!(
-            neutralize_formula("=cmd|' /C calc'!A0"),
-            "'=cmd|' /C calc'!A0"
-        );
-        assert_eq!(neutralize_formula(""), "");
-    }
 
     #[test]
     fn streaming_routes_are_recognized() {

@@ -1,13 +1,16 @@
-//! Plain data with no I/O: id newtypes, job and record status, the DataDesigner config model.
+//! Plain data with no I/O: id newtypes, jobs and records (as generated and as stored), job and
+//! record status, LLM usage, the DataDesigner config model.
 //!
 //! Everything here is cheap to construct in tests and carries no handle to a database, a
 //! client or a runtime.
 
 pub mod dataset;
 pub mod ids;
+pub mod job;
 pub mod models;
 pub mod record;
 pub mod status;
+pub mod usage;
 
 pub use ids::{JobId, RecordId};
 pub use status::{JobStatus, RecordStatus};

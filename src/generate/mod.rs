@@ -34,7 +34,7 @@ use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::record::{RecordError, RecordOutcome};
-use crate::store::{NewTrace, UsageCounts};
+use crate::store::{Trace, UsageCounts};
 use columns::{RecordState, Step, StepEnv};
 
 pub use llm::LlmRuntime;
@@ -79,7 +79,7 @@ pub struct Generated {
     /// Values or the error.
     pub outcome: RecordOutcome,
     /// Traces of LLM columns that keep one (`with_trace`, or the run-config override).
-    pub traces: Vec<NewTrace>,
+    pub traces: Vec<Trace>,
     /// LLM requests and tokens by model alias (spent even when the record then failed).
     pub usage: BTreeMap<String, UsageCounts>,
 }
@@ -101,7 +101,7 @@ impl Generated {
 /// What a record's LLM columns left behind while it was generated.
 #[derive(Default)]
 struct Spent {
-    traces: Vec<NewTrace>,
+    traces: Vec<Trace>,
     usage: BTreeMap<String, UsageCounts>,
 }
 
@@ -368,7 +368,7 @@ impl Plan {
                     if let Some(&slot) = self.names.get(&name) {
                         rec.put(slot, messages.clone());
                     }
-                    out.traces.push(NewTrace {
+                    out.traces.push(Trace {
                         column: step.name.clone(),
                         messages,
                     });

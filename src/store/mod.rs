@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use crate::domain::record::{RecordError, RecordOutcome};
-use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+pub use crate::domain::job::{FailedRecord, JobCounts, JobError, JobRow, JobSummary};
+pub use crate::domain::record::{
+    FinishedRecord, RecordError, RecordOutcome, RecordRow, Trace, TraceRow,
+};
+use crate::domain::{JobId, RecordId, RecordStatus};
 
 /// Errors from the store. Callers map them to HTTP 500/503 or retry.
 #[derive(Debug, thiserror::Error)]
@@ -83,10 +85,25 @@ pub struct NewJob {
     pub idempotency_key: Option<String>,
     /// Hash of the request body, to tell a retry from a reuse of the key for another request.
     pub request_hash: Option<String>,
+    /// The columns of a dataset row, in order, kept so job responses need no compiled plan.
+    pub output_columns: Vec<String>,
     /// Refuse the job when its owner would then have more live (queued, running, cancelling)
     /// jobs than this. Checked in the inserting transaction, serialized per owner, so two
     /// concurrent submits cannot both slip under the cap.
     pub max_live_jobs: Option<u32>,
+}
+
+/// Which jobs [`Store::job_summaries`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobSelect<'a> {
+    /// One job, if `owner` (when given) owns it.
+    One { id: JobId, owner: Option<&'a str> },
+    /// Jobs newest first, strictly older than `before` when given, of `owner` when given.
+    Page {
+        owner: Option<&'a str>,
+        before: Option<JobId>,
+        limit: u32,
+    },
 }
 
 /// Result of `create_job`.
@@ -102,70 +119,6 @@ pub enum CreateOutcome {
         /// The owner's live jobs.
         live: u64,
     },
-}
-
-/// A stored job.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobRow {
-    pub id: JobId,
-    pub owner: Option<String>,
-    pub status: JobStatus,
-    pub config: Value,
-    pub num_records: u32,
-    pub seed: u64,
-    pub metadata: Option<Value>,
-    pub run_config: Value,
-    pub idempotency_key: Option<String>,
-    pub request_hash: Option<String>,
-    /// Set when the job as a whole failed (e.g. `error_rate_exceeded`).
-    pub error: Option<JobError>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    /// When the first record was claimed.
-    pub started_at: Option<DateTime<Utc>>,
-    /// When the job reached a terminal status.
-    pub finished_at: Option<DateTime<Utc>>,
-}
-
-/// Why a job as a whole failed.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobError {
-    pub code: String,
-    pub message: String,
-}
-
-/// Record counts of a job by status.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct JobCounts {
-    pub pending: u64,
-    pub in_progress: u64,
-    pub completed: u64,
-    pub failed: u64,
-    pub cancelled: u64,
-}
-
-impl JobCounts {
-    /// All records of the job.
-    pub fn total(&self) -> u64 {
-        self.pending + self.in_progress + self.completed + self.failed + self.cancelled
-    }
-}
-
-/// A stored record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecordRow {
-    pub id: RecordId,
-    pub job_id: JobId,
-    /// Position in the job's dataset, from 0.
-    pub index: u32,
-    pub status: RecordStatus,
-    /// Column values (object), set when completed; partial values may be kept on failure.
-    pub values: Option<Value>,
-    /// How many times the record was claimed.
-    pub attempts: u32,
-    pub error: Option<RecordError>,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
 }
 
 /// A record handed to a worker by `claim_records`.
@@ -236,21 +189,13 @@ pub struct Claim {
     pub alone_waiting: bool,
 }
 
-/// The message trace of one LLM column of a record.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NewTrace {
-    pub column: String,
-    /// The ordered message list (JSON array).
-    pub messages: Value,
-}
-
 /// A finished record, written by `complete_records`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordResult {
     pub id: RecordId,
     pub outcome: RecordOutcome,
     /// Replaces any trace stored for the same record and column.
-    pub traces: Vec<NewTrace>,
+    pub traces: Vec<Trace>,
     /// The LLM usage of this attempt by model alias, added to the job's usage in the
     /// transaction that writes the result (and only if it is written).
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
@@ -267,25 +212,6 @@ pub enum CancelOutcome {
     /// The job had finished, or every one of its records had (it is now finalized as
     /// `completed`): nothing was cancelled and the job is as it ended.
     Finished(JobRow),
-}
-
-/// A stored trace.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TraceRow {
-    pub record_id: RecordId,
-    pub column: String,
-    pub messages: Value,
-    pub created_at: DateTime<Utc>,
-}
-
-/// A record that reached a final state, for progress streams.
-#[derive(Debug, Clone, PartialEq)]
-pub struct FinishedRecord {
-    pub id: RecordId,
-    pub index: u32,
-    pub status: RecordStatus,
-    pub error_code: Option<String>,
-    pub updated_at: DateTime<Utc>,
 }
 
 /// Persistence for jobs, records and traces. Two implementations: [`sqlite::SqliteStore`] and
@@ -305,19 +231,17 @@ pub trait Store: Send + Sync + 'static {
     /// A job by id; `owner: Some(k)` restricts to jobs owned by `k`.
     async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError>;
 
-    /// Jobs, newest first, strictly older than `before` when given.
-    async fn list_jobs(
+    /// Job summaries (the job, its record counts, its first `first_errors` failed records by
+    /// index, its usage), all in one round trip: the job `id` if `owner` may see it, or a page
+    /// of jobs. So rendering a job, or a page of them, costs one query.
+    async fn job_summaries(
         &self,
-        owner: Option<&str>,
-        before: Option<JobId>,
-        limit: u32,
-    ) -> Result<Vec<JobRow>, StoreError>;
+        select: JobSelect<'_>,
+        first_errors: u32,
+    ) -> Result<Vec<JobSummary>, StoreError>;
 
     /// Record counts by status.
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
-
-    /// The first `limit` failed records of a job, by index.
-    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError>;
 
     /// Cancels a `queued`/`running` job, deciding in one transaction against its records: its
     /// pending records become `cancelled` and the job `cancelling`, then it is finalized like

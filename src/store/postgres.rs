@@ -25,11 +25,11 @@ use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
 use super::rows::{
-    self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
+    self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
+    JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::domain::{JobId, RecordId, RecordStatus};
 
@@ -124,8 +124,8 @@ impl Store for PgStore {
         // concurrent insert of the same key waits for the first transaction to finish.
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
-             run_config, idempotency_key, request_hash) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9) \
+             run_config, idempotency_key, request_hash, output_columns) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -140,6 +140,7 @@ impl Store for PgStore {
         .bind(&job.run_config)
         .bind(job.idempotency_key.as_deref())
         .bind(job.request_hash.as_deref())
+        .bind(serde_json::Value::from(job.output_columns.clone()))
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -210,26 +211,32 @@ impl Store for PgStore {
         row.map(JobRow::try_from).transpose()
     }
 
-    async fn list_jobs(
+    async fn job_summaries(
         &self,
-        owner: Option<&str>,
-        before: Option<JobId>,
-        limit: u32,
-    ) -> Result<Vec<JobRow>, StoreError> {
+        select: JobSelect<'_>,
+        first_errors: u32,
+    ) -> Result<Vec<JobSummary>, StoreError> {
         let mut qb = QueryBuilder::<Postgres>::new(concat!(
             "select ",
             job_columns!(),
-            " from jobs where true"
+            ", (select coalesce(json_object_agg(c.status, c.n), '{}'::json) from \
+                 (select status, count(*) as n from records where job_id = jobs.id \
+                  group by status) c) as counts, \
+               (select coalesce(json_agg(json_build_array(e.id::text, e.idx, e.error_code, \
+                 e.error_message, e.error_column, e.error_stage) order by e.idx), '[]'::json) from \
+                 (select id, idx, error_code, error_message, error_column, error_stage from records \
+                  where job_id = jobs.id and status = 'failed' order by idx limit "
         ));
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
-        if let Some(before) = before {
-            qb.push(" and id < ").push_bind(before.0);
-        }
-        qb.push(" order by id desc limit ")
-            .push_bind(i64::from(limit));
-        let rows: Vec<Job> = qb.build_query_as().fetch_all(&self.pool).await?;
+        qb.push_bind(i64::from(first_errors)).push(
+            ") e) as first_errors, \
+               (select coalesce(json_object_agg(model_alias, \
+                 json_build_array(requests, prompt_tokens, completion_tokens)), '{}'::json) \
+                 from job_usage where job_id = jobs.id) as usage \
+             from jobs",
+        );
+        rows::push_job_select(&mut qb, select);
+        let rows: Vec<SummaryDb<Value, DateTime<Utc>>> =
+            qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
 
@@ -241,11 +248,6 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         rows::job_counts(rows)
-    }
-
-    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError> {
-        self.list_records(id, None, Some(RecordStatus::Failed), limit)
-            .await
     }
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {

@@ -11,7 +11,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{
-    ClaimedRecord, FinishedRecord, JobError, JobRow, RecordError, RecordRow, StoreError, TraceRow,
+    ClaimedRecord, FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
+    RecordRow, StoreError, TraceRow,
 };
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
@@ -20,7 +21,8 @@ use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
-         request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at"
+         request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
+         output_columns"
     };
 }
 pub(crate) use job_columns;
@@ -118,6 +120,7 @@ pub(crate) struct JobDb<J, T> {
     updated_at: T,
     started_at: Option<T>,
     finished_at: Option<T>,
+    output_columns: Option<J>,
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
@@ -145,6 +148,10 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
             updated_at: r.updated_at.into_utc("jobs.updated_at")?,
             started_at: opt_time(r.started_at, "jobs.started_at")?,
             finished_at: opt_time(r.finished_at, "jobs.finished_at")?,
+            output_columns: opt_json(r.output_columns, "jobs.output_columns")?
+                .map(serde_json::from_value)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("jobs.output_columns: {e}")))?,
         })
     }
 }
@@ -268,6 +275,116 @@ pub(crate) struct CountDb {
     pub n: i64,
 }
 
+/// A job with the parts of its summary, each aggregated as JSON by the query: `counts`
+/// (`{status: n}`), `first_errors` (`[[id, idx, code, message, column, stage], ...]`) and
+/// `usage` (`{alias: [requests, prompt, completion]}`). See [`super::Store::job_summaries`].
+#[derive(sqlx::FromRow)]
+pub(crate) struct SummaryDb<J, T> {
+    #[sqlx(flatten)]
+    job: JobDb<J, T>,
+    counts: J,
+    first_errors: J,
+    usage: J,
+}
+
+impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
+    type Error = StoreError;
+
+    fn try_from(r: SummaryDb<J, T>) -> Result<Self, StoreError> {
+        let corrupt = |what: &str| StoreError::Corrupt(format!("job summary: bad {what}"));
+        let counts = match r.counts.into_json("counts")? {
+            Value::Object(m) => m
+                .into_iter()
+                .map(|(status, n)| {
+                    let n = n.as_i64().ok_or_else(|| corrupt("count"))?;
+                    Ok(CountDb { status, n })
+                })
+                .collect::<Result<Vec<_>, StoreError>>()?,
+            _ => return Err(corrupt("counts")),
+        };
+        let Value::Array(errors) = r.first_errors.into_json("first_errors")? else {
+            return Err(corrupt("first_errors"));
+        };
+        let mut first_errors = errors
+            .into_iter()
+            .map(|e| {
+                let text = |i: usize| e.get(i).and_then(Value::as_str).map(str::to_owned);
+                let id = text(0)
+                    .and_then(|t| Uuid::parse_str(&t).ok())
+                    .ok_or_else(|| corrupt("record id"))?;
+                let index = e
+                    .get(1)
+                    .and_then(Value::as_i64)
+                    .ok_or_else(|| corrupt("idx"))?;
+                Ok(FailedRecord {
+                    id: RecordId(id),
+                    index: to_u32(index, "records.idx")?,
+                    error: RecordError {
+                        code: text(2).ok_or_else(|| corrupt("error_code"))?,
+                        message: text(3).unwrap_or_default(),
+                        column: text(4),
+                        stage: text(5),
+                    },
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        first_errors.sort_by_key(|f| f.index);
+        let usage = match r.usage.into_json("usage")? {
+            Value::Object(m) => m
+                .into_iter()
+                .map(|(alias, v)| {
+                    let n = |i: usize| v.get(i).and_then(Value::as_i64).unwrap_or(0);
+                    (alias, n(0), n(1), n(2))
+                })
+                .collect(),
+            _ => return Err(corrupt("usage")),
+        };
+        Ok(JobSummary {
+            job: r.job.try_into()?,
+            counts: job_counts(counts)?,
+            first_errors,
+            usage: super::usage::from_rows(usage),
+        })
+    }
+}
+
+/// Adds the `where`, `order by` and `limit` of a [`super::JobSelect`] to a query over `jobs`
+/// (the same on both backends).
+pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
+    qb: &mut sqlx::QueryBuilder<DB>,
+    select: super::JobSelect<'a>,
+) where
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    use super::JobSelect;
+    let (owner, limit) = match select {
+        JobSelect::One { id, owner } => {
+            qb.push(" where jobs.id = ").push_bind(id.0);
+            (owner, None)
+        }
+        JobSelect::Page {
+            owner,
+            before,
+            limit,
+        } => {
+            qb.push(" where true");
+            if let Some(before) = before {
+                qb.push(" and jobs.id < ").push_bind(before.0);
+            }
+            (owner, Some(limit))
+        }
+    };
+    if let Some(owner) = owner {
+        qb.push(" and jobs.owner = ").push_bind(owner);
+    }
+    if let Some(limit) = limit {
+        qb.push(" order by jobs.id desc limit ")
+            .push_bind(i64::from(limit));
+    }
+}
+
 /// Folds per-status counts into [`super::JobCounts`].
 pub(crate) fn job_counts(rows: Vec<CountDb>) -> Result<super::JobCounts, StoreError> {
     let mut c = super::JobCounts::default();
@@ -344,8 +461,8 @@ pub(crate) fn dedup_results(results: &[super::RecordResult]) -> Vec<&super::Reco
 }
 
 /// A record's traces with one entry per column, the last one winning.
-pub(crate) fn dedup_traces(traces: &[super::NewTrace]) -> Vec<&super::NewTrace> {
-    let mut out: Vec<&super::NewTrace> = Vec::with_capacity(traces.len());
+pub(crate) fn dedup_traces(traces: &[super::Trace]) -> Vec<&super::Trace> {
+    let mut out: Vec<&super::Trace> = Vec::with_capacity(traces.len());
     for t in traces {
         match out.iter_mut().find(|o| o.column == t.column) {
             Some(slot) => *slot = t,
@@ -381,7 +498,7 @@ mod tests {
 
     #[test]
     fn duplicate_trace_columns_keep_the_last() {
-        let t = |c: &str, m: i32| super::super::NewTrace {
+        let t = |c: &str, m: i32| super::super::Trace {
             column: c.to_owned(),
             messages: serde_json::json!([m]),
         };

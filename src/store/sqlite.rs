@@ -27,11 +27,11 @@ use sqlx::sqlite::{
 use sqlx::{QueryBuilder, Sqlite};
 
 use super::rows::{
-    self, CountDb, FinishedDb, JobDb, RecordDb, TraceDb, job_columns, record_columns,
+    self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
+    JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::domain::{JobId, RecordId, RecordStatus};
 
@@ -161,8 +161,8 @@ impl Store for SqliteStore {
         // `do nothing` only for the idempotency index: any other conflict is a real error.
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
-             run_config, idempotency_key, request_hash, created_at, updated_at) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $10) \
+             run_config, idempotency_key, request_hash, output_columns, created_at, updated_at) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $10, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -178,6 +178,7 @@ impl Store for SqliteStore {
         .bind(job.idempotency_key.as_deref())
         .bind(job.request_hash.as_deref())
         .bind(now)
+        .bind(serde_json::Value::from(job.output_columns.clone()).to_string())
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -248,26 +249,31 @@ impl Store for SqliteStore {
         row.map(JobRow::try_from).transpose()
     }
 
-    async fn list_jobs(
+    async fn job_summaries(
         &self,
-        owner: Option<&str>,
-        before: Option<JobId>,
-        limit: u32,
-    ) -> Result<Vec<JobRow>, StoreError> {
+        select: JobSelect<'_>,
+        first_errors: u32,
+    ) -> Result<Vec<JobSummary>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(concat!(
             "select ",
             job_columns!(),
-            " from jobs where 1 = 1"
+            ", (select json_group_object(status, n) from \
+                 (select status, count(*) as n from records where job_id = jobs.id group by status)) \
+                 as counts, \
+               (select json_group_array(json_array(lower(hex(id)), idx, error_code, error_message, \
+                 error_column, error_stage)) from \
+                 (select id, idx, error_code, error_message, error_column, error_stage from records \
+                  where job_id = jobs.id and status = 'failed' order by idx limit "
         ));
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
-        if let Some(before) = before {
-            qb.push(" and id < ").push_bind(before.0);
-        }
-        qb.push(" order by id desc limit ")
-            .push_bind(i64::from(limit));
-        let rows: Vec<Job> = qb.build_query_as().fetch_all(&self.pool).await?;
+        qb.push_bind(i64::from(first_errors)).push(
+            ")) as first_errors, \
+               (select json_group_object(model_alias, \
+                 json_array(requests, prompt_tokens, completion_tokens)) \
+                 from job_usage where job_id = jobs.id) as usage \
+             from jobs",
+        );
+        rows::push_job_select(&mut qb, select);
+        let rows: Vec<SummaryDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
 
@@ -279,11 +285,6 @@ impl Store for SqliteStore {
         .fetch_all(&self.pool)
         .await?;
         rows::job_counts(rows)
-    }
-
-    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError> {
-        self.list_records(id, None, Some(RecordStatus::Failed), limit)
-            .await
     }
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {

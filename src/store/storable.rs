@@ -18,7 +18,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{NewTrace, RecordError, RecordOutcome, RecordResult};
+use super::{RecordError, RecordOutcome, RecordResult, Trace};
 
 /// The record error code for a value no backend can store.
 pub const UNSTORABLE_VALUE: &str = "unstorable_value";
@@ -257,7 +257,7 @@ fn replace_nul(v: &mut Value) {
 }
 
 /// Two trace columns may have become one name; the last one wins, as in `dedup_traces`.
-fn dedup_columns(traces: &mut Vec<NewTrace>) {
+fn dedup_columns(traces: &mut Vec<Trace>) {
     let mut seen = std::collections::HashSet::new();
     let mut keep: Vec<bool> = traces
         .iter()
@@ -309,7 +309,7 @@ mod tests {
     #[test]
     fn a_nul_value_fails_the_record_and_keeps_the_rest() {
         let mut r = result(json!({"a": "ok", "b": {"x": ["bad\u{0}"]}, "c": 1}));
-        r.traces.push(NewTrace {
+        r.traces.push(Trace {
             column: "b".into(),
             messages: json!([{"role": "assistant", "content": "bad\u{0}", "k\u{0}": 1}]),
         });
@@ -361,7 +361,7 @@ mod tests {
     #[test]
     fn a_nul_in_a_trace_only_is_replaced() {
         let mut r = result(json!({"a": "ok"}));
-        r.traces.push(NewTrace {
+        r.traces.push(Trace {
             column: "a".into(),
             messages: json!(["\u{0}"]),
         });

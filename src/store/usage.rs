@@ -5,28 +5,7 @@
 //! (The `job_usage` migration's note that re-run requests are counted again predates this: the
 //! requests of an attempt whose result is not stored are not counted; its re-run's are.)
 
-use serde::{Deserialize, Serialize};
-use utoipa::ToSchema;
-
-/// Requests and tokens of one model alias (within a job, or added by one batch).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-pub struct UsageCounts {
-    /// Chat requests answered (one per model turn; client-side retries not counted).
-    pub requests: u64,
-    /// Prompt (input) tokens as the provider reported them.
-    pub prompt_tokens: u64,
-    /// Completion (output) tokens as the provider reported them.
-    pub completion_tokens: u64,
-}
-
-impl UsageCounts {
-    /// Adds `o` to `self`.
-    pub fn add(&mut self, o: &UsageCounts) {
-        self.requests += o.requests;
-        self.prompt_tokens += o.prompt_tokens;
-        self.completion_tokens += o.completion_tokens;
-    }
-}
+pub use crate::domain::usage::UsageCounts;
 
 /// An increment of one job's usage of one model alias.
 #[derive(Debug, Clone, PartialEq, Eq)]

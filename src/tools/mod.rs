@@ -46,6 +46,14 @@ pub struct ToolsetError {
 }
 
 impl ToolHub {
+    /// A hub with no MCP provider and no inline tool: a server that configures none.
+    pub fn empty() -> Self {
+        crate::install_crypto_provider();
+        let http = reqwest::Client::new();
+        let max_result_chars = crate::config::LimitsConfig::default().max_tool_result_chars;
+        Self::new(McpPool::new(&[], http.clone()), &[], http, max_result_chars)
+    }
+
     /// A hub over the shared pool and the server's inline tools.
     pub fn new(
         pool: McpPool,

@@ -45,5 +45,5 @@ pub(super) async fn settle_abandoned(inner: &Inner, abandoned: &[(RecordId, JobI
     let mut jobs: Vec<JobId> = abandoned.iter().map(|(_, j)| *j).collect();
     jobs.sort_unstable();
     jobs.dedup();
-    super::writer::finalize(inner, &jobs).await;
+    inner.jobs.finalize(&jobs).await;
 }

@@ -40,12 +40,10 @@ use tokio_util::task::TaskTracker;
 use crate::config::WorkersConfig;
 use crate::domain::RecordId;
 use crate::domain::record::RecordError;
-use crate::generate::{Generated, LlmRuntime};
+use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
-use crate::llm::ChatModel;
 use crate::mcp::CallScope;
 use crate::store::{ClaimPolicy, ClaimedRecord, RecordResult, Store};
-use crate::tools::ToolHub;
 
 pub use writer::Finished;
 
@@ -56,11 +54,8 @@ const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
 /// Shared by the claim loop, record tasks, the writer and the lease renewer.
 pub(crate) struct Inner {
     pub(crate) store: Arc<dyn Store>,
+    /// Runs records (through its [`crate::jobs::RecordRunner`]) and hears what the pool did.
     pub(crate) jobs: JobService,
-    /// Answers LLM columns; shared by every record so provider limits hold across jobs.
-    pub(crate) llm: Arc<dyn ChatModel>,
-    /// MCP and inline tools, shared by every record (one MCP session pool per process).
-    pub(crate) tools: Option<ToolHub>,
     pub(crate) cfg: WorkersConfig,
     /// Lease owner name of this replica.
     pub(crate) owner: String,
@@ -80,26 +75,18 @@ impl Inner {
 /// Handle to a running pool; `run` returns when the pool has drained.
 pub struct WorkerPool {
     inner: Arc<Inner>,
+    /// Notified by local submits.
     wake: Arc<Notify>,
 }
 
 impl WorkerPool {
-    /// A pool for `owner` over `store`. `wake` is notified by local submits.
-    pub fn new(
-        store: Arc<dyn Store>,
-        jobs: JobService,
-        llm: Arc<dyn ChatModel>,
-        tools: Option<ToolHub>,
-        cfg: WorkersConfig,
-        owner: String,
-        wake: Arc<Notify>,
-    ) -> Self {
+    /// A pool for `owner` over `store`, running the records of `jobs`' jobs.
+    pub fn new(store: Arc<dyn Store>, jobs: JobService, cfg: WorkersConfig, owner: String) -> Self {
+        let wake = jobs.submitted().clone();
         Self {
             inner: Arc::new(Inner {
                 store,
                 jobs,
-                llm,
-                tools,
                 cfg,
                 owner,
                 in_flight: Mutex::new(HashSet::new()),
@@ -124,7 +111,7 @@ impl WorkerPool {
         let writer = tasks.spawn(writer::run(inner.clone(), rx));
         let stop_renew = CancellationToken::new();
         let renewer = tasks.spawn(renew_leases(inner.clone(), stop_renew.clone()));
-        finalize_live_jobs(&inner).await;
+        inner.jobs.finalize_live().await;
 
         let slots = Arc::new(Semaphore::new(cfg.count as usize));
         let lease_limit = cfg.in_flight_limit();
@@ -193,7 +180,7 @@ impl WorkerPool {
                             continue;
                         }
                         if last_sweep.elapsed() >= SWEEP_INTERVAL {
-                            finalize_live_jobs(&inner).await;
+                            inner.jobs.finalize_live().await;
                             last_sweep = tokio::time::Instant::now();
                         }
                         tokio::select! {
@@ -293,31 +280,19 @@ async fn run_record(
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
+    let runner = inner.jobs.runner();
     let chat = slot::SlotChat {
-        chat: inner.llm.as_ref(),
+        chat: runner.llm(),
         slot: &held.slot,
     };
     let generate = async {
         let outcome = match inner.jobs.compiled_by_id(rec.job_id).await {
             Ok(PlanLookup::Ready(compiled)) => {
-                let rc = &compiled.run_config;
-                let rt = LlmRuntime {
-                    chat: &chat,
-                    models: &compiled.models,
-                    cancel: &cut,
-                    save_all_traces: rc.debug_override_save_all_column_traces,
-                    max_restarts: rc.max_conversation_restarts,
-                    max_corrections: rc.max_conversation_correction_steps,
-                    tools: inner.tools.as_ref(),
-                    max_prompt_chars: inner.jobs.limits().max_prompt_chars,
-                    tool_configs: &compiled.tools,
-                    scope: Some(CallScope {
-                        job: rec.job_id.0,
-                        record: rec.id.0,
-                    }),
-                    cpu: inner.jobs.cpu(),
+                let scope = CallScope {
+                    job: rec.job_id.0,
+                    record: rec.id.0,
                 };
-                compiled.plan.generate_with(u64::from(rec.index), &rt).await
+                runner.run(&compiled, rec.index, scope, &chat, &cut).await
             }
             Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError {
                 code: "invalid_config".into(),
@@ -351,9 +326,6 @@ async fn run_record(
         () = cut.cancelled() => return,
         o = generate => o,
     };
-    if let Some(t) = &inner.tools {
-        t.pool().release_record(rec.id.0);
-    }
     let outcome = match outcome {
         Ok(o) => o,
         Err(panic) => {
@@ -412,17 +384,5 @@ async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
         if let Err(e) = inner.store.renew_leases(&inner.owner, &ids, ttl).await {
             tracing::warn!(error = %e, "renewing leases failed");
         }
-    }
-}
-
-async fn finalize_live_jobs(inner: &Inner) {
-    match inner.store.live_jobs().await {
-        Ok(ids) if !ids.is_empty() => {
-            if let Err(e) = inner.store.finalize_jobs(&ids).await {
-                tracing::warn!(error = %e, "finalizing jobs failed");
-            }
-        }
-        Ok(_) => {}
-        Err(e) => tracing::warn!(error = %e, "listing live jobs failed"),
     }
 }

@@ -5,18 +5,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::WorkerPool;
 use crate::config::{LimitsConfig, WorkersConfig};
 use crate::domain::models::ModelConfig;
 use crate::domain::{JobId, JobStatus, RecordStatus};
-use crate::generate::PlanContext;
-use crate::jobs::{JobService, ServerModels};
+use crate::jobs::{Catalog, JobService};
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use crate::store::sqlite::SqliteStore;
 use crate::store::{CreateOutcome, NewJob, Store};
+use crate::tools::ToolHub;
 
 /// A model whose every call panics, as a bug anywhere under generation would.
 struct PanickingModel;
@@ -43,23 +42,13 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
     );
     let model: ModelConfig =
         serde_json::from_value(json!({"alias": "m", "model": "x", "provider": "p"})).unwrap();
-    let ctx = PlanContext {
-        model_aliases: vec!["m".into()],
-        tool_aliases: Vec::new(),
-    };
-    let models = ServerModels {
-        configs: vec![model],
-        providers: vec!["p".into()],
-        ..Default::default()
-    };
-    let wake = Arc::new(Notify::new());
+    let catalog = Catalog::new(vec![model], vec!["p".into()], Vec::new(), Vec::new());
     let jobs = JobService::new(
         store.clone(),
-        ctx,
-        models,
+        catalog,
         LimitsConfig::default(),
-        wake.clone(),
-        None,
+        Arc::new(PanickingModel),
+        ToolHub::empty(),
     );
     let job = NewJob {
         id: JobId::new(),
@@ -73,6 +62,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         run_config: json!({}),
         idempotency_key: None,
         request_hash: None,
+        output_columns: vec!["x".into()],
         max_live_jobs: None,
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
@@ -86,15 +76,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         write_interval_ms: 10,
         ..Default::default()
     };
-    let pool = WorkerPool::new(
-        store.clone(),
-        jobs,
-        Arc::new(PanickingModel),
-        None,
-        cfg,
-        "w".into(),
-        wake,
-    );
+    let pool = WorkerPool::new(store.clone(), jobs, cfg, "w".into());
     let shutdown = CancellationToken::new();
     let tasks = tokio_util::task::TaskTracker::new();
     let running = tasks.spawn(pool.run(shutdown.clone(), Duration::from_secs(5)));

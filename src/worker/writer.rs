@@ -1,5 +1,5 @@
 //! The batch writer: collects finished records and writes them in one transaction per batch,
-//! then finalizes the jobs they belong to and applies the early-shutdown error rate.
+//! then reports the batch to the job service (early shutdown on the error rate, finalizing).
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use super::Inner;
 use crate::domain::JobId;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::store::storable::{UNSTORABLE_VALUE, make_storable};
-use crate::store::{JobError, RecordResult, UsageCounts};
+use crate::store::{RecordResult, UsageCounts};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
@@ -110,11 +110,9 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         .filter(|f| f.error_code.is_some())
         .map(|f| f.job_id)
         .collect();
-    for job in with_failures {
-        check_error_rate(inner, job).await;
-    }
     let jobs: Vec<JobId> = jobs.into_iter().collect();
-    finalize(inner, &jobs).await;
+    let with_failures: Vec<JobId> = with_failures.into_iter().collect();
+    inner.jobs.records_written(&jobs, &with_failures).await;
 }
 
 /// What the bookkeeping after a write needs of one finished record.
@@ -194,76 +192,5 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
         }
-    }
-}
-
-/// DataDesigner's early shutdown: once at least `shutdown_error_window` records of a job have
-/// finished, the job stops if the share of failed ones reaches `shutdown_error_rate`.
-async fn check_error_rate(inner: &Inner, job_id: JobId) {
-    let Ok(Some(job)) = inner.store.get_job(job_id, None).await else {
-        return;
-    };
-    if !matches!(
-        job.status,
-        crate::domain::JobStatus::Running | crate::domain::JobStatus::Queued
-    ) {
-        return;
-    }
-    let Ok(compiled) = inner.jobs.compiled(&job).await else {
-        return;
-    };
-    let rc = &compiled.run_config;
-    if rc.disable_early_shutdown {
-        return;
-    }
-    let Ok(counts) = inner.store.job_counts(job_id).await else {
-        return;
-    };
-    let finished = counts.completed + counts.failed;
-    let window = u64::from(rc.shutdown_error_window.max(1));
-    if finished < window {
-        return;
-    }
-    let rate = counts.failed as f64 / finished as f64;
-    if rate >= rc.effective_shutdown_error_rate() {
-        let first = inner
-            .store
-            .first_errors(job_id, 1)
-            .await
-            .ok()
-            .and_then(|v| v.into_iter().next())
-            .and_then(|r| r.error)
-            .map(|e| format!("; first error: [{}] {}", e.code, e.message))
-            .unwrap_or_default();
-        let error = JobError {
-            code: "error_rate_exceeded".into(),
-            message: format!(
-                "stopped early: {} of {} finished records failed, at or above shutdown_error_rate {}{}",
-                counts.failed,
-                finished,
-                rc.effective_shutdown_error_rate(),
-                first
-            ),
-        };
-        match inner.store.fail_job(job_id, &error).await {
-            Ok(()) => {
-                tracing::warn!(job.id = %job_id, failed = counts.failed, finished, "job stopped early: error rate")
-            }
-            Err(e) => tracing::warn!(job.id = %job_id, error = %e, "failing the job failed"),
-        }
-    }
-}
-
-/// Finishes those of `jobs` that have no record left to run, and drops their plans. A failure
-/// is left to the next sweep.
-pub(super) async fn finalize(inner: &Inner, jobs: &[JobId]) {
-    match inner.store.finalize_jobs(jobs).await {
-        Ok(done) => {
-            for id in done {
-                tracing::info!(job.id = %id, "job finished");
-                inner.jobs.forget(id);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
     }
 }

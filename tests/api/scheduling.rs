@@ -135,6 +135,7 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
             run_config: json!({}),
             idempotency_key: None,
             request_hash: None,
+            output_columns: Vec::new(),
             max_live_jobs: None,
         })
         .await

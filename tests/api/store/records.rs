@@ -4,9 +4,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use synthgate::domain::{RecordId, RecordStatus};
-use synthgate::store::{JobCounts, RecordError, RecordResult};
+use synthgate::store::{JobCounts, JobSelect, RecordError, RecordResult, UsageCounts};
 
-use super::{LONG, claim, completed, counts, create, failed, new_job, trace};
+use super::{LONG, claim, completed, counts, create, failed, first_errors, new_job, trace};
 use crate::db::{TestDb, both_backends};
 
 both_backends!(
@@ -15,6 +15,7 @@ both_backends!(
     finished_since_returns_later_records,
     traces_are_replaced_not_duplicated,
     create_job_with_100k_records,
+    summaries_read_counts_first_errors_and_usage,
 );
 
 async fn list_records_by_index_and_status(db: TestDb) {
@@ -57,9 +58,9 @@ async fn list_records_by_index_and_status(db: TestDb) {
         failures.iter().map(|r| r.index).collect::<Vec<_>>(),
         [3, 5, 7, 9]
     );
-    let first = store.first_errors(j.id, 2).await.unwrap();
+    let first = first_errors(store, j.id, 2).await;
     assert_eq!(first.iter().map(|r| r.index).collect::<Vec<_>>(), [1, 3]);
-    assert_eq!(first[0].error.as_ref().unwrap().code, "bad_output");
+    assert_eq!(first[0].error.code, "bad_output");
     assert!(
         store
             .list_records(j.id, None, Some(RecordStatus::Pending), 10)
@@ -289,7 +290,7 @@ async fn create_job_with_100k_records(db: TestDb) {
     assert_eq!(counts(store, j.id).await.pending, u64::from(N) - 1_000);
     let counted = started.elapsed();
     let started = Instant::now();
-    assert!(store.first_errors(j.id, 3).await.unwrap().is_empty());
+    assert!(first_errors(store, j.id, 3).await.is_empty());
     let since = store.now().await.unwrap();
     assert!(store.finished_since(j.id, since).await.unwrap().is_empty());
     eprintln!(
@@ -297,4 +298,85 @@ async fn create_job_with_100k_records(db: TestDb) {
         db.backend,
         started.elapsed()
     );
+}
+
+/// A job summary holds what the job's own queries return, read in one statement: counts by
+/// status, the first failed records by index (as many as asked), and usage by alias; a page
+/// of summaries holds each job's own.
+async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(Some("a"), 6)).await;
+    let held = claim(store, "w", 5, LONG).await;
+    let results: Vec<_> = held
+        .iter()
+        .map(|r| {
+            let mut res = if r.index == 0 {
+                completed(r.id, json!({"x": 0}))
+            } else {
+                failed(r.id, &format!("code_{}", r.index))
+            };
+            res.usage.insert(
+                format!("m{}", r.index % 2),
+                UsageCounts {
+                    requests: 1,
+                    prompt_tokens: 10,
+                    completion_tokens: u64::from(r.index),
+                },
+            );
+            res
+        })
+        .collect();
+    store.complete_records("w", &results).await.unwrap();
+    let quiet = create(store, &new_job(Some("a"), 2)).await;
+
+    let one = JobSelect::One {
+        id: j.id,
+        owner: Some("a"),
+    };
+    let [s] = &store.job_summaries(one, 3).await.unwrap()[..] else {
+        panic!("one summary expected");
+    };
+    assert_eq!(s.job, super::job(store, j.id).await);
+    assert_eq!(s.counts, counts(store, j.id).await);
+    assert_eq!(
+        (s.counts.completed, s.counts.failed, s.counts.pending),
+        (1, 4, 1)
+    );
+    let first: Vec<_> = s
+        .first_errors
+        .iter()
+        .map(|f| (f.index, f.error.code.as_str()))
+        .collect();
+    assert_eq!(first, [(1, "code_1"), (2, "code_2"), (3, "code_3")]);
+    let failed_ids: Vec<_> = held[1..4].iter().map(|r| r.id).collect();
+    let got_ids: Vec<_> = s.first_errors.iter().map(|f| f.id).collect();
+    assert_eq!(got_ids, failed_ids);
+    assert_eq!(s.first_errors[0].error.column.as_deref(), Some("summary"));
+    assert_eq!(s.usage, store.job_usage(j.id).await.unwrap());
+    assert_eq!(
+        s.usage["m1"].requests, 2,
+        "indexes 1 and 3 (5 was not claimed)"
+    );
+    assert_eq!(s.usage["m0"].completion_tokens, 2 + 4);
+
+    // Another owner does not see it.
+    let hidden = JobSelect::One {
+        id: j.id,
+        owner: Some("b"),
+    };
+    assert!(store.job_summaries(hidden, 3).await.unwrap().is_empty());
+
+    // A page: newest first, each with its own parts; a job with no failure and no usage has
+    // empty ones.
+    let page = JobSelect::Page {
+        owner: None,
+        before: None,
+        limit: 10,
+    };
+    let page = store.job_summaries(page, 5).await.unwrap();
+    let ids: Vec<_> = page.iter().map(|s| s.job.id).collect();
+    assert_eq!(ids, [quiet.id, j.id]);
+    assert_eq!(page[0].counts.pending, 2);
+    assert!(page[0].first_errors.is_empty() && page[0].usage.is_empty());
+    assert_eq!(page[1].first_errors.len(), 4);
 }

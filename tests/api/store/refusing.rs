@@ -12,15 +12,15 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 use synthgate::config::{LimitsConfig, LlmConfig, WorkersConfig};
 use synthgate::domain::{JobId, JobStatus, RecordId, RecordStatus};
-use synthgate::generate::PlanContext;
-use synthgate::jobs::{JobService, ServerModels};
+use synthgate::jobs::{Catalog, JobService};
 use synthgate::llm::LlmClient;
 use synthgate::store::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError, TraceRow, UsageCounts,
+    JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError,
+    TraceRow, UsageCounts,
 };
+use synthgate::tools::ToolHub;
 use synthgate::worker::WorkerPool;
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::{create, new_job};
@@ -84,19 +84,15 @@ impl Store for Refusing {
     async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
         self.inner.get_job(id, owner).await
     }
-    async fn list_jobs(
+    async fn job_summaries(
         &self,
-        owner: Option<&str>,
-        before: Option<JobId>,
-        limit: u32,
-    ) -> Result<Vec<JobRow>, StoreError> {
-        self.inner.list_jobs(owner, before, limit).await
+        select: JobSelect<'_>,
+        first_errors: u32,
+    ) -> Result<Vec<JobSummary>, StoreError> {
+        self.inner.job_summaries(select, first_errors).await
     }
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
         self.inner.job_counts(id).await
-    }
-    async fn first_errors(&self, id: JobId, limit: u32) -> Result<Vec<RecordRow>, StoreError> {
-        self.inner.first_errors(id, limit).await
     }
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         self.inner.request_cancel(id).await
@@ -209,30 +205,20 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     job.run_config = json!({"disable_early_shutdown": true});
     let job = create(&*store, &job).await;
 
-    let wake = Arc::new(Notify::new());
+    let llm = LlmClient::new(&[], LlmConfig::default().retry_policy()).unwrap();
     let jobs = JobService::new(
         store.clone(),
-        PlanContext::default(),
-        ServerModels::default(),
+        Catalog::default(),
         LimitsConfig::default(),
-        wake.clone(),
-        None,
+        Arc::new(llm),
+        ToolHub::empty(),
     );
-    let llm = LlmClient::new(&[], LlmConfig::default().retry_policy()).unwrap();
     // A long write interval, so the writer's batches hold records of both kinds.
     let workers = WorkersConfig {
         write_interval_ms: 200,
         ..WorkersConfig::default()
     };
-    let pool = WorkerPool::new(
-        store.clone(),
-        jobs,
-        Arc::new(llm),
-        None,
-        workers,
-        "refused-writer".to_owned(),
-        wake,
-    );
+    let pool = WorkerPool::new(store.clone(), jobs, workers, "refused-writer".to_owned());
     let stop = CancellationToken::new();
     let watch = async {
         let deadline = Instant::now() + Duration::from_secs(30);

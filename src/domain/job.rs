@@ -1,0 +1,89 @@
+//! A job as stored and as shown: its row, its record counts, and why it failed.
+//!
+//! The store reads and writes these; the job service hands them to the HTTP layer, which turns
+//! them into response bodies. They carry no handle to a database.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::record::RecordError;
+use super::usage::UsageCounts;
+use super::{JobId, JobStatus, RecordId};
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRow {
+    pub id: JobId,
+    pub owner: Option<String>,
+    pub status: JobStatus,
+    pub config: Value,
+    pub num_records: u32,
+    pub seed: u64,
+    pub metadata: Option<Value>,
+    pub run_config: Value,
+    pub idempotency_key: Option<String>,
+    pub request_hash: Option<String>,
+    /// Set when the job as a whole failed (e.g. `error_rate_exceeded`).
+    pub error: Option<JobError>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// When the first record was claimed.
+    pub started_at: Option<DateTime<Utc>>,
+    /// When the job reached a terminal status.
+    pub finished_at: Option<DateTime<Utc>>,
+    /// The columns of a dataset row, in order, as compiled at submit. `None` for jobs stored
+    /// before the column list was kept (their plan gives it).
+    pub output_columns: Option<Vec<String>>,
+}
+
+/// Why a job as a whole failed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobError {
+    pub code: String,
+    pub message: String,
+}
+
+/// Record counts of a job by status.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCounts {
+    pub pending: u64,
+    pub in_progress: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub cancelled: u64,
+}
+
+impl JobCounts {
+    /// All records of the job.
+    pub fn total(&self) -> u64 {
+        self.pending + self.in_progress + self.completed + self.failed + self.cancelled
+    }
+}
+
+/// Everything a job response shows, read in one round trip: the job, its counts, its first
+/// failed records and its LLM usage.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSummary {
+    /// The job.
+    pub job: JobRow,
+    /// Its records by status.
+    pub counts: JobCounts,
+    /// Its first failed records, by index (at most the number asked for).
+    pub first_errors: Vec<FailedRecord>,
+    /// LLM requests and tokens by model alias, sorted by alias.
+    pub usage: BTreeMap<String, UsageCounts>,
+}
+
+/// A failed record, as a job summary lists it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedRecord {
+    /// The record.
+    pub id: RecordId,
+    /// Its position in the dataset.
+    pub index: u32,
+    /// Why it failed.
+    pub error: RecordError,
+}

@@ -1,0 +1,268 @@
+//! Dataset exports: a job's completed records as JSONL or CSV, streamed one chunk of records
+//! per database round trip, so memory stays flat whatever the dataset size.
+
+use bytes::Bytes;
+use futures::Stream;
+use serde_json::Value;
+
+use crate::domain::{JobId, RecordStatus};
+use crate::error::ApiError;
+
+use super::JobService;
+
+/// Records fetched per database round trip while streaming an export.
+const EXPORT_CHUNK: u32 = 500;
+
+/// The format of a dataset export.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// One JSON object per line.
+    Jsonl,
+    /// CSV with a header row; nested values as JSON text, formulas neutralized.
+    Csv,
+}
+
+impl JobService {
+    /// The dataset of a job visible to `owner`: the values of its completed records by index,
+    /// streamed; with `traces`, each LLM column's trace as `{column}__trace`. The CSV header
+    /// is the job's output columns (then the trace columns).
+    pub async fn export(
+        &self,
+        id: JobId,
+        owner: Option<&str>,
+        format: ExportFormat,
+        traces: bool,
+    ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+        let job = self.get(id, owner).await?;
+        let columns = match format {
+            ExportFormat::Jsonl => Vec::new(),
+            ExportFormat::Csv => self
+                .compiled(&job)
+                .await
+                .map(|c| {
+                    let mut cols = c.plan.output_columns().to_vec();
+                    if traces {
+                        let all = c.run_config.debug_override_save_all_column_traces;
+                        cols.extend(c.plan.trace_columns(all));
+                    }
+                    cols
+                })
+                .unwrap_or_default(),
+        };
+        Ok(export(self.clone(), id, columns, format, traces))
+    }
+}
+
+struct ExportState {
+    jobs: JobService,
+    job: JobId,
+    columns: Vec<String>,
+    kind: ExportFormat,
+    after: Option<u32>,
+    traces: bool,
+    header_done: bool,
+    done: bool,
+}
+
+/// Pages through completed records in index order, one chunk per database round trip, so
+/// memory stays flat whatever the dataset size.
+fn export(
+    jobs: JobService,
+    job: JobId,
+    columns: Vec<String>,
+    kind: ExportFormat,
+    traces: bool,
+) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let st = ExportState {
+        jobs,
+        job,
+        columns,
+        kind,
+        after: None,
+        traces,
+        header_done: false,
+        done: false,
+    };
+    futures::stream::unfold(st, |mut st| async move {
+        if st.done {
+            return None;
+        }
+        let mut out = Vec::new();
+        if let (ExportFormat::Csv, false) = (st.kind, st.header_done) {
+            st.header_done = true;
+            let header: Vec<String> = st.columns.iter().map(|c| neutralize_formula(c)).collect();
+            if let Err(e) = write_csv_row(&mut out, header.iter().map(String::as_str)) {
+                return Some((Err(e), st));
+            }
+        }
+        let rows = match st
+            .jobs
+            .store
+            .list_records(
+                st.job,
+                st.after,
+                Some(RecordStatus::Completed),
+                EXPORT_CHUNK,
+            )
+            .await
+        {
+            Ok(mut rows) if st.traces => match st.jobs.attach_traces(&mut rows).await {
+                Ok(()) => rows,
+                Err(e) => {
+                    tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
+                    st.done = true;
+                    return Some((Err(std::io::Error::other("export interrupted")), st));
+                }
+            },
+            Ok(rows) => rows,
+            Err(e) => {
+                tracing::error!(job.id = %st.job, error = %e, "export failed mid-stream");
+                st.done = true;
+                return Some((Err(std::io::Error::other("export interrupted")), st));
+            }
+        };
+        if rows.len() < EXPORT_CHUNK as usize {
+            st.done = true;
+        }
+        st.after = rows.last().map(|r| r.index).or(st.after);
+        for row in rows {
+            let values = row.values.unwrap_or(Value::Null);
+            let res = match st.kind {
+                ExportFormat::Jsonl => serde_json::to_writer(&mut out, &values)
+                    .map(|()| out.push(b'\n'))
+                    .map_err(std::io::Error::other),
+                ExportFormat::Csv => {
+                    let cells: Vec<String> =
+                        st.columns.iter().map(|c| csv_cell(values.get(c))).collect();
+                    write_csv_row(&mut out, cells.iter().map(String::as_str))
+                }
+            };
+            if let Err(e) = res {
+                st.done = true;
+                return Some((Err(e), st));
+            }
+        }
+        Some((Ok(Bytes::from(out)), st))
+    })
+}
+
+fn write_csv_row<'a>(
+    out: &mut Vec<u8>,
+    cells: impl Iterator<Item = &'a str>,
+) -> Result<(), std::io::Error> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record(cells).map_err(std::io::Error::other)?;
+    w.flush()
+}
+
+/// Strings as they are, null and missing as empty, numbers and booleans as text, nested values
+/// as JSON; then [`neutralize_formula`], since a CSV export is made to be opened in a
+/// spreadsheet.
+fn csv_cell(v: Option<&Value>) -> String {
+    match v {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(s)) => neutralize_formula(s),
+        Some(other) => neutralize_formula(&other.to_string()),
+    }
+}
+
+/// First characters that make a spreadsheet read a cell as a formula: OWASP's list (`=`, `+`,
+/// `-`, `@`, tab, carriage return), NUL (ASVS 1.2.10), and the full-width forms of the four
+/// signs, which spreadsheets in CJK locales treat like the ASCII ones.
+const FORMULA_LEADS: &[char] = &[
+    '=', '+', '-', '@', '\t', '\r', '\0', '\u{FF1D}', '\u{FF0B}', '\u{FF0D}', '\u{FF20}',
+];
+
+/// CSV formula neutralization, for values and column names alike: a cell that starts with one
+/// of [`FORMULA_LEADS`] gets a single quote in front (OWASP's recommendation; spreadsheets then
+/// show it as text). A plain number such as `-3.5` or `+1e5` is left as it is: a spreadsheet
+/// reads it as a number, not a formula, and prefixing it would turn numeric columns into text.
+/// `-1+2` is not a plain number, so it is prefixed. JSONL exports carry values unchanged.
+fn neutralize_formula(cell: &str) -> String {
+    match cell.chars().next() {
+        Some(c) if FORMULA_LEADS.contains(&c) && !is_plain_number(cell) => format!("'{cell}"),
+        _ => cell.to_owned(),
+    }
+}
+
+/// An optional sign, digits with at most one decimal point (at least one digit), and an
+/// optional exponent: the numbers a spreadsheet parses as numbers. Nothing else (no `inf`, no
+/// spaces, no operators).
+fn is_plain_number(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        Some((int, frac)) => {
+            (int.is_empty() || digits(int))
+                && (frac.is_empty() || digits(frac))
+                && !(int.is_empty() && frac.is_empty())
+        }
+        None => digits(mantissa),
+    };
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['+', '-']).unwrap_or(e)));
+    mantissa_ok && exponent_ok
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn csv_cells_and_quoting() {
+        assert_eq!(csv_cell(Some(&json!("a,b"))), "a,b");
+        assert_eq!(csv_cell(Some(&json!({"k": 1}))), "{\"k\":1}");
+        assert_eq!(csv_cell(None), "");
+        let mut out = Vec::new();
+        write_csv_row(&mut out, ["a,b", "say \"hi\"", "x"].into_iter()).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "\"a,b\",\"say \"\"hi\"\"\",x\n"
+        );
+    }
+
+    #[test]
+    fn csv_formulas_are_neutralized_and_numbers_kept() {
+        for formula in [
+            "=1+1",
+            "+1+1",
+            "-1+2",
+            "@SUM(A1)",
+            "\tx",
+            "\rx",
+            "\0x",
+            "=HYPERLINK(\"http://x\")",
+            "\u{FF1D}1+1",
+            "-",
+            "+",
+            "-inf",
+            "- 3",
+            "-3.5.1",
+            "1e5",
+        ] {
+            let cell = csv_cell(Some(&json!(formula)));
+            if formula == "1e5" {
+                assert_eq!(cell, "1e5", "digits first: not a formula");
+            } else {
+                assert_eq!(cell, format!("'{formula}"), "{formula:?}");
+            }
+        }
+        for number in ["-3.5", "+1", "-1e5", "-.5", "-2.", "+1E-3", "-0"] {
+            assert_eq!(csv_cell(Some(&json!(number))), number, "{number:?}");
+        }
+        assert_eq!(csv_cell(Some(&json!(-3.5))), "-3.5");
+        assert_eq!(csv_cell(Some(&json!(-7))), "-7");
+        assert_eq!(csv_cell(Some(&json!(["=1"]))), "[\"=1\"]");
+        assert_eq!(csv_cell(Some(&json!("a=b"))), "a=b");
+        assert_eq!(csv_cell(Some(&json!("'=x"))), "'=x");
+        assert_eq!(
+            neutralize_formula("=cmd|' /C calc'!A0"),
+            "'=cmd|' /C calc'!A0"
+        );
+        assert_eq!(neutralize_formula(""), "");
+    }
+}

@@ -1,0 +1,133 @@
+//! A job's status after submit: cancel (the client's), early shutdown on the error rate and
+//! finalizing (what the worker pool reports), and forgetting a finished job's plan and
+//! sessions.
+
+use crate::domain::job::{JobError, JobSummary};
+use crate::domain::{JobId, JobStatus};
+use crate::error::ApiError;
+use crate::store::{CancelOutcome, JobSelect};
+
+use super::JobService;
+
+/// Code of a job stopped by DataDesigner's early shutdown.
+pub const ERROR_RATE_EXCEEDED: &str = "error_rate_exceeded";
+
+impl JobService {
+    /// Requests cancellation: no new record of the job is claimed; records in flight finish.
+    /// Whether the job had already finished is decided by the store in the cancel's own
+    /// transaction, so a cancel racing the last record's write gets `job_finished`, never a
+    /// `200` with a finished job. Returns the job as the cancel left it.
+    pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobSummary, ApiError> {
+        // Visibility first: another key's job is not found, whatever its status.
+        self.get(id, owner).await?;
+        match self.store.request_cancel(id).await? {
+            CancelOutcome::Accepted(job) => {
+                tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
+                if job.status.is_terminal() {
+                    self.forget(id);
+                }
+                self.summary(id, owner).await
+            }
+            CancelOutcome::Finished(job) => Err(ApiError::JobFinished {
+                id: id.to_string(),
+                status: job.status.as_str(),
+            }),
+            CancelOutcome::NotFound => Err(ApiError::JobNotFound(id.to_string())),
+        }
+    }
+
+    /// What the worker pool reports after writing a batch: the jobs its records belong to,
+    /// and those of them with a failed record. Applies the early shutdown to the latter, then
+    /// finishes the jobs with nothing left to run.
+    pub async fn records_written(&self, jobs: &[JobId], with_failures: &[JobId]) {
+        for job in with_failures {
+            self.check_error_rate(*job).await;
+        }
+        self.finalize(jobs).await;
+    }
+
+    /// Finishes those of `jobs` that have no record left to run, and forgets their plans and
+    /// sessions. A failure is logged and left to the next sweep.
+    pub async fn finalize(&self, jobs: &[JobId]) {
+        match self.store.finalize_jobs(jobs).await {
+            Ok(done) => {
+                for id in done {
+                    tracing::info!(job.id = %id, "job finished");
+                    self.forget(id);
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),
+        }
+    }
+
+    /// Finishes every live job with nothing left to run: covers a replica that died between
+    /// writing a job's last record and finishing the job.
+    pub async fn finalize_live(&self) {
+        match self.store.live_jobs().await {
+            Ok(ids) if !ids.is_empty() => self.finalize(&ids).await,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "listing live jobs failed"),
+        }
+    }
+
+    /// DataDesigner's early shutdown: once at least `shutdown_error_window` records of a job
+    /// have finished, the job stops if the share of failed ones reaches `shutdown_error_rate`.
+    async fn check_error_rate(&self, id: JobId) {
+        let one = JobSelect::One { id, owner: None };
+        let Ok(Some(summary)) = self
+            .store
+            .job_summaries(one, 1)
+            .await
+            .map(|s| s.into_iter().next())
+        else {
+            return;
+        };
+        if !matches!(summary.job.status, JobStatus::Running | JobStatus::Queued) {
+            return;
+        }
+        let Ok(compiled) = self.compiled(&summary.job).await else {
+            return;
+        };
+        let rc = &compiled.run_config;
+        if rc.disable_early_shutdown {
+            return;
+        }
+        let counts = summary.counts;
+        let finished = counts.completed + counts.failed;
+        let window = u64::from(rc.shutdown_error_window.max(1));
+        if finished < window {
+            return;
+        }
+        let rate = counts.failed as f64 / finished as f64;
+        if rate < rc.effective_shutdown_error_rate() {
+            return;
+        }
+        let first = summary
+            .first_errors
+            .first()
+            .map(|f| format!("; first error: [{}] {}", f.error.code, f.error.message))
+            .unwrap_or_default();
+        let error = JobError {
+            code: ERROR_RATE_EXCEEDED.into(),
+            message: format!(
+                "stopped early: {} of {} finished records failed, at or above shutdown_error_rate {}{}",
+                counts.failed,
+                finished,
+                rc.effective_shutdown_error_rate(),
+                first
+            ),
+        };
+        match self.store.fail_job(id, &error).await {
+            Ok(()) => {
+                tracing::warn!(job.id = %id, failed = counts.failed, finished, "job stopped early: error rate")
+            }
+            Err(e) => tracing::warn!(job.id = %id, error = %e, "failing the job failed"),
+        }
+    }
+
+    /// Drops a finished job's plan from the cache, and closes its `per_job` MCP sessions.
+    fn forget(&self, id: JobId) {
+        self.plans.remove(id);
+        self.tools.pool().release_job(id.0);
+    }
+}

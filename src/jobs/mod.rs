@@ -1,0 +1,126 @@
+//! The job service: the one door to jobs.
+//!
+//! The HTTP layer asks it for everything about a job: submit and preview, cancel, the job
+//! with its counts, its records and traces, dataset exports and progress. It is the only code
+//! that creates a job or changes a job's status: submit and cancel here, and what the worker
+//! pool reports ([`JobService::records_written`], [`JobService::finalize`]): early shutdown on
+//! the error rate and finishing jobs with nothing left to run. (A claim also moves a job from
+//! `queued` to `running`, inside the claim's own transaction.) The worker pool moves records
+//! through the queue (claim, renew, complete, release) and runs each through the same
+//! [`RecordRunner`] as a preview.
+//!
+//! * [`submit`](mod@submit): the request, its validation, the insert;
+//! * [`catalog`](mod@catalog): the server's model and tool configs, and what a job or a caller
+//!   may do with them;
+//! * [`plans`](mod@plans): compiled plans, cached by job;
+//! * [`lifecycle`](mod@lifecycle): cancel, early shutdown, finalizing;
+//! * [`views`](mod@views): job summaries, records, traces (one store round trip a job);
+//! * [`exports`](mod@exports): the dataset as JSONL or CSV, streamed;
+//! * [`progress`](mod@progress): what a progress stream sends;
+//! * [`runner`](mod@runner) and [`preview`](mod@preview): generating records.
+
+mod catalog;
+mod exports;
+mod lifecycle;
+mod plans;
+mod preview;
+mod progress;
+mod runner;
+mod submit;
+mod views;
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use crate::config::LimitsConfig;
+use crate::cpu::CpuGate;
+use crate::llm::ChatModel;
+use crate::store::{Store, StoreError};
+use crate::tools::ToolHub;
+
+pub use catalog::{Catalog, check_caller};
+pub use exports::ExportFormat;
+pub use plans::{CompiledJob, PlanLookup};
+pub use preview::{MAX_PREVIEW_RECORDS, Preview};
+pub use progress::{Follower, Progress};
+pub use runner::RecordRunner;
+pub use submit::{NumRecords, SubmitRequest, Validated};
+pub use views::Page;
+
+use plans::PlanCache;
+
+/// How many failed records a job summary lists.
+pub const FIRST_ERRORS: u32 = 5;
+
+/// Jobs, their records, traces, exports and progress; see the module docs. Cheap to clone.
+#[derive(Clone)]
+pub struct JobService {
+    store: Arc<dyn Store>,
+    plans: Arc<PlanCache>,
+    catalog: Arc<Catalog>,
+    limits: LimitsConfig,
+    /// Wakes this replica's workers after a submit, so they need not wait for the next poll.
+    wake: Arc<Notify>,
+    /// Lists tools at submit time, so tool-config errors are the client's 422, not failed
+    /// records; closes a finished job's `per_job` MCP sessions.
+    tools: ToolHub,
+    /// Where parsing, compiling and generating run: off the runtime threads, one per core.
+    cpu: CpuGate,
+    runner: RecordRunner,
+}
+
+impl JobService {
+    /// A service over `store`, with the server's `catalog`; records are generated with `llm`
+    /// and `tools` (one MCP session pool per process).
+    pub fn new(
+        store: Arc<dyn Store>,
+        catalog: Catalog,
+        limits: LimitsConfig,
+        llm: Arc<dyn ChatModel>,
+        tools: ToolHub,
+    ) -> Self {
+        let cpu = CpuGate::per_core();
+        let runner = RecordRunner::new(llm, tools.clone(), cpu.clone(), limits.max_prompt_chars);
+        Self {
+            store,
+            plans: Arc::new(PlanCache::new(256)),
+            catalog: Arc::new(catalog),
+            limits,
+            wake: Arc::new(Notify::new()),
+            tools,
+            cpu,
+            runner,
+        }
+    }
+
+    /// Notified after each submit on this replica: the worker pool claims at once.
+    pub fn submitted(&self) -> &Arc<Notify> {
+        &self.wake
+    }
+
+    /// Where CPU-heavy work runs (see [`CpuGate`]).
+    pub fn cpu(&self) -> &CpuGate {
+        &self.cpu
+    }
+
+    /// The configured limits.
+    pub fn limits(&self) -> &LimitsConfig {
+        &self.limits
+    }
+
+    /// Generates records for the worker pool and for previews.
+    pub fn runner(&self) -> &RecordRunner {
+        &self.runner
+    }
+
+    /// Whether the server config defines model alias `alias` (a job may define others).
+    pub fn is_server_model_alias(&self, alias: &str) -> bool {
+        self.catalog.is_server_model_alias(alias)
+    }
+
+    /// One round trip to the database, for readiness.
+    pub async fn ping_store(&self) -> Result<(), StoreError> {
+        self.store.ping().await
+    }
+}

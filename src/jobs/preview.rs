@@ -1,0 +1,60 @@
+//! Previews: a few records of a config generated in the request, with their traces, and
+//! nothing stored, for trying a config before submitting it as a job.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::generate::Generated;
+use crate::mcp::CallScope;
+
+use super::runner::Sessions;
+use super::{JobService, SubmitRequest, check_caller};
+
+/// The most records one preview may ask for.
+pub const MAX_PREVIEW_RECORDS: u32 = 10;
+
+/// A preview's records.
+#[derive(Debug)]
+pub struct Preview {
+    /// Columns of a dataset row, in order.
+    pub columns: Vec<String>,
+    /// The seed used (given or drawn), to reproduce the preview as a job.
+    pub seed: u64,
+    /// The records, by index.
+    pub records: Vec<Generated>,
+}
+
+impl JobService {
+    /// Validates `req` as a submit would (with at most [`MAX_PREVIEW_RECORDS`] records), then
+    /// generates its records concurrently, as the worker pool would. Dropping the future
+    /// (the client went away) cancels the LLM calls in flight and closes the preview's MCP
+    /// sessions.
+    pub async fn preview(&self, req: SubmitRequest, caller: &Caller) -> Result<Preview, ApiError> {
+        let v = self
+            .cpu
+            .run(|| self.validate(&req, MAX_PREVIEW_RECORDS))
+            .await?;
+        check_caller(&v.compiled, caller)?;
+        self.check_tools(&v.compiled).await?;
+        // One scope per preview: its `per_job` MCP sessions live as long as the request.
+        let preview_id = uuid::Uuid::new_v4();
+        let _sessions = Sessions::Job(&self.tools, preview_id);
+        let cancel = CancellationToken::new();
+        let _cancel_on_drop = cancel.clone().drop_guard();
+        let runs = (0..v.num_records).map(|i| {
+            let scope = CallScope {
+                job: preview_id,
+                record: uuid::Uuid::new_v4(),
+            };
+            self.runner
+                .run(&v.compiled, i, scope, self.runner.llm(), &cancel)
+        });
+        let records = futures::future::join_all(runs).await;
+        Ok(Preview {
+            columns: v.compiled.plan.output_columns().to_vec(),
+            seed: v.seed,
+            records,
+        })
+    }
+}

@@ -1,0 +1,91 @@
+//! Generating one record of a compiled job: the one code path behind the worker pool and
+//! previews, so a preview shows what a job would store.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cpu::CpuGate;
+use crate::generate::{Generated, LlmRuntime};
+use crate::llm::ChatModel;
+use crate::mcp::CallScope;
+use crate::tools::ToolHub;
+
+use super::CompiledJob;
+
+/// Runs records: the shared LLM client, tools (one MCP session pool per process) and CPU gate.
+#[derive(Clone)]
+pub struct RecordRunner {
+    llm: Arc<dyn ChatModel>,
+    tools: ToolHub,
+    cpu: CpuGate,
+    /// `limits.max_prompt_chars`.
+    max_prompt_chars: usize,
+}
+
+impl RecordRunner {
+    pub(super) fn new(
+        llm: Arc<dyn ChatModel>,
+        tools: ToolHub,
+        cpu: CpuGate,
+        max_prompt_chars: usize,
+    ) -> Self {
+        Self {
+            llm,
+            tools,
+            cpu,
+            max_prompt_chars,
+        }
+    }
+
+    /// The LLM client records call.
+    pub fn llm(&self) -> &dyn ChatModel {
+        self.llm.as_ref()
+    }
+
+    /// Generates record `index` of `job`, calling models through `chat` (the shared client,
+    /// or a wrapper of it) and tools in `scope` (its `per_record` MCP sessions are closed when
+    /// the run ends, however it ends: finished, cancelled by dropping the future, or
+    /// panicked). `cancel` ends LLM calls in flight.
+    pub async fn run(
+        &self,
+        job: &CompiledJob,
+        index: u32,
+        scope: CallScope,
+        chat: &dyn ChatModel,
+        cancel: &CancellationToken,
+    ) -> Generated {
+        let _sessions = Sessions::Record(&self.tools, scope.record);
+        let rc = &job.run_config;
+        let rt = LlmRuntime {
+            chat,
+            models: &job.models,
+            cancel,
+            save_all_traces: rc.debug_override_save_all_column_traces,
+            max_restarts: rc.max_conversation_restarts,
+            max_corrections: rc.max_conversation_correction_steps,
+            tools: Some(&self.tools),
+            max_prompt_chars: self.max_prompt_chars,
+            tool_configs: &job.tools,
+            scope: Some(scope),
+            cpu: &self.cpu,
+        };
+        job.plan.generate_with(u64::from(index), &rt).await
+    }
+}
+
+/// Closes MCP sessions when dropped: a record's `per_record` ones, or a job's (a preview's)
+/// `per_job` ones.
+pub(super) enum Sessions<'a> {
+    Record(&'a ToolHub, uuid::Uuid),
+    Job(&'a ToolHub, uuid::Uuid),
+}
+
+impl Drop for Sessions<'_> {
+    fn drop(&mut self) {
+        match self {
+            Self::Record(tools, id) => tools.pool().release_record(*id),
+            Self::Job(tools, id) => tools.pool().release_job(*id),
+        }
+    }
+}

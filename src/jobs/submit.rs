@@ -1,0 +1,336 @@
+//! Submitting a job: the request as the HTTP layer decoded it, its full validation (count,
+//! metadata, config, run config, model and tool configs, the tools themselves), and the insert.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::auth::Caller;
+use crate::domain::JobId;
+use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
+use crate::domain::job::{JobCounts, JobSummary};
+use crate::error::ApiError;
+use crate::generate::Plan;
+use crate::store::{CreateOutcome, NewJob};
+
+use super::catalog::check_caller;
+use super::{CompiledJob, JobService};
+
+/// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
+const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
+
+/// What a client asks for in `POST /v1/jobs`, after decoding JSON or YAML.
+#[derive(Debug, Clone)]
+pub struct SubmitRequest {
+    /// DataDesigner config (wrapped or inner).
+    pub config: Value,
+    /// Requested record count, unchecked.
+    pub num_records: NumRecords,
+    /// Job seed; random when absent.
+    pub seed: Option<u64>,
+    /// Client metadata.
+    pub metadata: Option<Value>,
+    /// DataDesigner run config.
+    pub run_config: Option<Value>,
+    /// `Idempotency-Key` header.
+    pub idempotency_key: Option<String>,
+    /// API key name, when auth is on.
+    pub owner: Option<String>,
+}
+
+/// A requested record count as the client wrote it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NumRecords {
+    /// An integer (not yet checked against the limits).
+    Count(i64),
+    /// An integer beyond the 64-bit range, either way: out of range, not malformed.
+    Beyond,
+}
+
+/// A request that passed validation.
+#[derive(Debug)]
+pub struct Validated {
+    /// Records to generate.
+    pub num_records: u32,
+    /// The job seed (given or drawn).
+    pub seed: u64,
+    /// The inner DataDesigner config, as stored.
+    pub config: Value,
+    /// The run config as given (`{}` when absent).
+    pub run_config_value: Value,
+    /// Plan, run config and model configs.
+    pub compiled: CompiledJob,
+}
+
+impl JobService {
+    /// Validates fully, then inserts the job and its records. Returns the job's summary and
+    /// whether it was created (`false`: an earlier request with the same idempotency key made
+    /// it, and the summary is that job's now).
+    pub async fn submit(
+        &self,
+        mut req: SubmitRequest,
+        caller: &Caller,
+    ) -> Result<(JobSummary, bool), ApiError> {
+        req.owner = caller.owner().map(str::to_owned);
+        let id = JobId::new();
+        let max = self.limits.max_num_records;
+        let v = self
+            .cpu
+            .run(|| {
+                check_storable(&req)?;
+                self.validate_scoped(&req, max, &id.to_string())
+            })
+            .await?;
+        check_caller(&v.compiled, caller)?;
+        self.check_tools(&v.compiled).await?;
+        let request_hash = request_hash(&req, &v.config);
+        let num_records = v.num_records;
+        let seed = v.seed;
+        let job = NewJob {
+            id,
+            owner: req.owner.clone(),
+            config: v.config,
+            num_records,
+            seed,
+            metadata: req.metadata.clone(),
+            run_config: v.run_config_value,
+            idempotency_key: req.idempotency_key.clone(),
+            request_hash: Some(request_hash.clone()),
+            output_columns: v.compiled.plan.output_columns().to_vec(),
+            max_live_jobs: self.limits.max_jobs_in_flight_per_key,
+        };
+        match self.store.create_job(&job).await? {
+            CreateOutcome::Created(row) => {
+                self.plans.insert(row.id, Arc::new(v.compiled));
+                self.wake.notify_waiters();
+                metrics::counter!(crate::metrics::JOBS_SUBMITTED).increment(1);
+                tracing::info!(job.id = %row.id, num_records, "job accepted");
+                // Just inserted: every record pending, nothing failed or spent.
+                let counts = JobCounts {
+                    pending: u64::from(num_records),
+                    ..JobCounts::default()
+                };
+                let summary = JobSummary {
+                    job: row,
+                    counts,
+                    first_errors: Vec::new(),
+                    usage: Default::default(),
+                };
+                Ok((summary, true))
+            }
+            CreateOutcome::TooManyJobs { live } => Err(ApiError::TooManyJobs(format!(
+                "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {}); wait for one to finish",
+                self.limits.max_jobs_in_flight_per_key.unwrap_or_default()
+            ))),
+            CreateOutcome::Existing(row) => {
+                if row.request_hash.as_deref() != Some(request_hash.as_str()) {
+                    return Err(ApiError::IdempotencyConflict(
+                        req.idempotency_key.unwrap_or_default(),
+                    ));
+                }
+                Ok((self.summary(row.id, None).await?, false))
+            }
+        }
+    }
+
+    /// Validates a request fully: count within `1..=max`, metadata size, config, run config,
+    /// model and tool configs. A job's own concurrency caps get a scope of their own (a
+    /// preview's, say); see [`Self::validate_scoped`].
+    pub fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
+        self.validate_scoped(req, max, &JobId::new().to_string())
+    }
+
+    /// [`Self::validate`], with the job's own `max_parallel_requests` scoped to `scope` (the
+    /// job id): they cap that job's requests only.
+    fn validate_scoped(
+        &self,
+        req: &SubmitRequest,
+        max: u32,
+        scope: &str,
+    ) -> Result<Validated, ApiError> {
+        if let Some(metadata) = &req.metadata {
+            check_metadata(metadata, self.limits.max_metadata_bytes)?;
+        }
+        let num_records = match req.num_records {
+            NumRecords::Count(n) if (1..=i64::from(max)).contains(&n) => n as u32,
+            NumRecords::Count(n) => return Err(num_records_out_of_range(max, &n.to_string())),
+            NumRecords::Beyond => {
+                return Err(num_records_out_of_range(
+                    max,
+                    "a number beyond the supported range",
+                ));
+            }
+        };
+        let dataset = DatasetConfig::parse(&req.config).map_err(ApiError::InvalidConfig)?;
+        let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
+        let run_config = RunConfig::parse(&run_config_value)
+            .map_err(|issues| ApiError::InvalidConfig(prefix_run_config(issues)))?;
+        let seed = req
+            .seed
+            .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
+        let plan = Plan::compile(&dataset, self.catalog.plan_context(), seed)
+            .map_err(ApiError::InvalidConfig)?;
+        if let Some(issue) = plan.probe() {
+            return Err(ApiError::InvalidConfig(vec![issue]));
+        }
+        let (models, tools) = self
+            .catalog
+            .resolve(&dataset, scope)
+            .map_err(ApiError::InvalidConfig)?;
+        Ok(Validated {
+            num_records,
+            seed,
+            config: dataset.raw,
+            run_config_value,
+            compiled: CompiledJob {
+                plan,
+                run_config,
+                models,
+                tools,
+                catalog: self.catalog.clone(),
+            },
+        })
+    }
+
+    /// Resolves every (tool config, model) pair the job's LLM columns use against the live
+    /// providers: duplicate tool names, allowed tools no provider has, and models barred from
+    /// every provider are config errors now, not failed records later. Connects to providers
+    /// not yet connected (their tool lists are cached for the workers).
+    pub async fn check_tools(&self, compiled: &CompiledJob) -> Result<(), ApiError> {
+        let uses = compiled.plan.tool_uses();
+        if uses.is_empty() {
+            return Ok(());
+        }
+        let mut issues = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (column, tool_alias, model_alias) in uses {
+            if !seen.insert((tool_alias.clone(), model_alias.clone())) {
+                continue;
+            }
+            let (Some(cfg), Some(model)) = (
+                compiled.tools.get(&tool_alias),
+                compiled.models.get(&model_alias),
+            ) else {
+                continue; // unknown aliases were reported by the compile step
+            };
+            if let Err(e) = self.tools.toolset(cfg, Some(model), None).await {
+                if e.code == "mcp_unavailable" {
+                    return Err(ApiError::McpUnavailable(e.message));
+                }
+                issues.push(ConfigIssue {
+                    code: match e.code {
+                        "duplicate_tool_name" => codes::DUPLICATE_TOOL_NAME,
+                        "unknown_tool" => codes::UNKNOWN_TOOL,
+                        _ => codes::INVALID_TOOL_CONFIG,
+                    },
+                    column: Some(column),
+                    field: Some("tool_alias".into()),
+                    message: e.message,
+                });
+            }
+        }
+        if issues.is_empty() {
+            Ok(())
+        } else {
+            Err(ApiError::InvalidConfig(issues))
+        }
+    }
+}
+
+fn num_records_out_of_range(max: u32, got: &str) -> ApiError {
+    ApiError::NumRecordsOutOfRange(format!(
+        "num_records must be between 1 and {max}, got {got}"
+    ))
+}
+
+/// Refuses metadata whose compact JSON is over `max` bytes (`422 metadata_too_large`), counted
+/// without building the text.
+fn check_metadata(metadata: &Value, max: usize) -> Result<(), ApiError> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing to a counter cannot fail, and a Value always serializes.
+    let _ = serde_json::to_writer(&mut n, metadata);
+    if n.0 > max {
+        return Err(ApiError::MetadataTooLarge(format!(
+            "field 'metadata': {} bytes as JSON, over the limit of {max} (limits.max_metadata_bytes)",
+            n.0
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a request holding text the database cannot store (a NUL character, anywhere in
+/// the config, metadata or run config: in a column name as in a prompt or a key), with `422
+/// unstorable_value` naming the field, on every backend alike.
+fn check_storable(req: &SubmitRequest) -> Result<(), ApiError> {
+    let fields = [
+        ("config", Some(&req.config)),
+        ("metadata", req.metadata.as_ref()),
+        ("run_config", req.run_config.as_ref()),
+    ];
+    for (name, value) in fields {
+        let Some(path) = value.and_then(crate::store::storable::find_nul) else {
+            continue;
+        };
+        let field = match path.as_str() {
+            "" => name.to_owned(),
+            p if p.starts_with('[') => format!("{name}{p}"),
+            p => format!("{name}.{p}"),
+        };
+        return Err(ApiError::UnstorableValue(format!(
+            "field '{field}': contains a NUL character (\\u0000), which cannot be stored"
+        )));
+    }
+    Ok(())
+}
+
+fn prefix_run_config(issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {
+    issues
+        .into_iter()
+        .map(|mut i| {
+            i.field = Some(match i.field.take() {
+                Some(f) => format!("run_config.{f}"),
+                None => "run_config".to_owned(),
+            });
+            i
+        })
+        .collect()
+}
+
+/// Identifies a request for idempotency: the same config, count, seed, metadata and run config.
+fn request_hash(req: &SubmitRequest, inner_config: &Value) -> String {
+    let canonical = json!({
+        "config": inner_config,
+        "num_records": match req.num_records {
+            NumRecords::Count(n) => json!(n),
+            NumRecords::Beyond => Value::Null,
+        },
+        "seed": req.seed,
+        "metadata": req.metadata,
+        "run_config": req.run_config,
+    });
+    hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_is_measured_as_compact_json() {
+        assert!(check_metadata(&json!({"a": "b"}), 9).is_ok());
+        let e = check_metadata(&json!({"a": "bc"}), 9).unwrap_err();
+        assert_eq!(e.code(), "metadata_too_large");
+        assert!(e.to_string().contains("10 bytes"), "{e}");
+    }
+}

@@ -1,0 +1,163 @@
+//! Reading jobs, records and traces for clients. A job summary (the job, its counts, first
+//! errors and usage) is one store round trip, for one job as for a page of them; its column
+//! list was stored at submit, so no plan is compiled to show it.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::domain::dataset::TRACE_POSTFIX;
+use crate::domain::job::{JobRow, JobSummary};
+use crate::domain::record::{RecordRow, TraceRow};
+use crate::domain::{JobId, RecordId, RecordStatus};
+use crate::error::ApiError;
+use crate::store::JobSelect;
+
+use super::{FIRST_ERRORS, JobService};
+
+/// A page of jobs or records.
+#[derive(Debug)]
+pub struct Page<T> {
+    /// At most the page size.
+    pub items: Vec<T>,
+    /// More follow the last one.
+    pub more: bool,
+}
+
+impl<T> Page<T> {
+    /// A page of at most `limit` of `rows`, read with a limit of `limit + 1` to tell whether
+    /// more follow.
+    fn of(mut rows: Vec<T>, limit: u32) -> Self {
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        Self { items: rows, more }
+    }
+}
+
+impl JobService {
+    /// A job visible to `owner` (`None`: any job), or `job_not_found`.
+    pub async fn get(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
+        self.store
+            .get_job(id, owner)
+            .await?
+            .ok_or_else(|| ApiError::JobNotFound(id.to_string()))
+    }
+
+    /// The summary of a job visible to `owner`, or `job_not_found`.
+    pub async fn summary(&self, id: JobId, owner: Option<&str>) -> Result<JobSummary, ApiError> {
+        let mut found = self
+            .store
+            .job_summaries(JobSelect::One { id, owner }, FIRST_ERRORS)
+            .await?;
+        let Some(mut summary) = found.pop() else {
+            return Err(ApiError::JobNotFound(id.to_string()));
+        };
+        self.fill_columns(&mut summary.job).await;
+        Ok(summary)
+    }
+
+    /// Summaries of `owner`'s jobs (every job for `None`), newest first, strictly older than
+    /// `before`, at most `limit`.
+    pub async fn jobs(
+        &self,
+        owner: Option<&str>,
+        before: Option<JobId>,
+        limit: u32,
+    ) -> Result<Page<JobSummary>, ApiError> {
+        let select = JobSelect::Page {
+            owner,
+            before,
+            limit: limit + 1,
+        };
+        let mut page = Page::of(self.store.job_summaries(select, FIRST_ERRORS).await?, limit);
+        for s in &mut page.items {
+            self.fill_columns(&mut s.job).await;
+        }
+        Ok(page)
+    }
+
+    /// A page of the records of a job visible to `owner`: by index, strictly after `after`,
+    /// optionally of one status; with `traces`, each record's traces join its values as
+    /// `{column}__trace`.
+    pub async fn records(
+        &self,
+        id: JobId,
+        owner: Option<&str>,
+        after: Option<u32>,
+        status: Option<RecordStatus>,
+        limit: u32,
+        traces: bool,
+    ) -> Result<Page<RecordRow>, ApiError> {
+        self.get(id, owner).await?;
+        let rows = self
+            .store
+            .list_records(id, after, status, limit + 1)
+            .await?;
+        let mut page = Page::of(rows, limit);
+        if traces {
+            self.attach_traces(&mut page.items).await?;
+        }
+        Ok(page)
+    }
+
+    /// A record of a job visible to `owner`, or `record_not_found`.
+    pub async fn record(&self, id: RecordId, owner: Option<&str>) -> Result<RecordRow, ApiError> {
+        self.store
+            .get_record(id, owner)
+            .await?
+            .ok_or_else(|| ApiError::RecordNotFound(id.to_string()))
+    }
+
+    /// The traces of a record visible to `owner`, by column; only `column`'s when given
+    /// (`trace_not_found` when it has none).
+    pub async fn traces(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+        column: Option<&str>,
+    ) -> Result<Vec<TraceRow>, ApiError> {
+        self.record(id, owner).await?;
+        let rows = self.store.get_traces(id, column).await?;
+        if let Some(column) = column
+            && rows.is_empty()
+        {
+            return Err(ApiError::TraceNotFound(format!(
+                "record {id} has no trace for column '{column}'"
+            )));
+        }
+        Ok(rows)
+    }
+
+    /// Adds each record's traces to its values as `{column}__trace`.
+    pub(super) async fn attach_traces(&self, rows: &mut [RecordRow]) -> Result<(), ApiError> {
+        let ids: Vec<_> = rows.iter().map(|r| r.id).collect();
+        let mut by_record: HashMap<_, Vec<_>> = HashMap::new();
+        for t in self.store.traces_for(&ids).await? {
+            by_record.entry(t.record_id).or_default().push(t);
+        }
+        for row in rows {
+            let (Some(traces), Some(Value::Object(values))) =
+                (by_record.remove(&row.id), row.values.as_mut())
+            else {
+                continue;
+            };
+            for t in traces {
+                values.insert(format!("{}{TRACE_POSTFIX}", t.column), t.messages);
+            }
+        }
+        Ok(())
+    }
+
+    /// Jobs stored before their column list was kept get it from their plan (cached, or
+    /// compiled from the stored config); a config that no longer compiles shows none.
+    async fn fill_columns(&self, job: &mut JobRow) {
+        if job.output_columns.is_none() {
+            let columns = self
+                .compiled(job)
+                .await
+                .map(|c| c.plan.output_columns().to_vec())
+                .unwrap_or_default();
+            job.output_columns = Some(columns);
+        }
+    }
+}
