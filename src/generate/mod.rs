@@ -34,7 +34,8 @@ use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::record::{RecordError, RecordOutcome};
-use crate::store::{Trace, UsageCounts};
+use crate::domain::record::Trace;
+use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
 pub use llm::LlmRuntime;
