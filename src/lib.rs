@@ -11,14 +11,32 @@
 //!                  worker::WorkerPool ─ claim a batch of records under a lease (store)
 //!                                        │ per record
 //!                                        ▼
-//!                  generate::Plan::generate_with ─ samplers, expressions, seed rows (on cpu::CpuGate),
-//!                                             LLM columns and their MCP tools
-//!                                        │ result + traces
+//!                  jobs::RecordRunner ─ generate::Plan: samplers, expressions, seed rows (on
+//!                                       cpu::CpuGate), LLM columns (llm) and their tools
+//!                                       (tools, mcp); the same runner serves previews
+//!                                        │ result + traces + usage
 //!                                        ▼
 //!                  worker writer ─ batch completion, fenced by lease owner ─► store
+//!                                        │ reports the batch
 //!                                        ▼
-//!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id}
+//!                  jobs::JobService ─ early shutdown on the error rate, finalizing
+//!
+//!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id} ─► api ─► jobs
 //! ```
+//!
+//! The layers, each depending only on those below it:
+//!
+//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI). Every job, record, trace,
+//!   export and progress question goes to [`jobs`]; it never touches the store.
+//! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
+//! * [`worker`]: the queue of one replica: claims, leases, the batch writer.
+//! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool
+//!   calls, the MCP session pool and tool-list cache, LLM providers.
+//! * [`store`]: persistence of [`domain`] types on SQLite or Postgres.
+//! * [`domain`]: plain data (configs, jobs, records, traces, usage); [`config`]: the server
+//!   config.
+//! * Around them: [`app`] (composition root), [`serve`] (the listener), [`auth`], [`metrics`],
+//!   [`cpu`], [`telemetry`], [`shutdown`], [`state`], [`error`], and [`cli`] (the client).
 
 pub mod api;
 pub mod app;

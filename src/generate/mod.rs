@@ -33,8 +33,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
-use crate::domain::record::{RecordError, RecordOutcome};
 use crate::domain::record::Trace;
+use crate::domain::record::{RecordError, RecordOutcome};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 

@@ -5,13 +5,15 @@
 //! `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads, traces and
 //! bulk inserts, `store/writes.rs` what a completion writes besides the record (usage) and what
 //! it cannot write (NUL), `store/refusing.rs` the writer when the database refuses a value
-//! anyway.
+//! anyway, `store/round_trips.rs` what the job service's reads cost.
 
 mod claims;
 mod lifecycle;
 mod queue;
 mod records;
 mod refusing;
+mod round_trips;
+mod spy;
 mod writes;
 
 use std::time::Duration;

@@ -1,198 +1,33 @@
 //! The writer's fallback when the database refuses a value that the checks before the write
 //! did not foresee: a store that answers like a database refusing a value (a real data error,
-//! from a real failing statement) for every write carrying a poisoned result.
+//! from a real failing statement) for every write carrying a poisoned result (see [`Spy`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
 use serde_json::json;
 use synthgate::config::{LimitsConfig, LlmConfig, WorkersConfig};
-use synthgate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+use synthgate::domain::{JobStatus, RecordStatus};
 use synthgate::jobs::{Catalog, JobService};
 use synthgate::llm::LlmClient;
-use synthgate::store::{
-    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError,
-    TraceRow, UsageCounts,
-};
+use synthgate::store::Store;
 use synthgate::tools::ToolHub;
 use synthgate::worker::WorkerPool;
 use tokio_util::sync::CancellationToken;
 
+use super::spy::Spy;
 use super::{create, new_job};
-use crate::db::{Backend, TestDb, both_backends};
+use crate::db::{TestDb, both_backends};
 
 both_backends!(a_refused_batch_is_written_record_by_record);
-
-/// Delegates to a real store, except that `complete_records` fails with the database's own
-/// data error whenever a result's values hold the string `"poison"`.
-struct Refusing {
-    inner: Arc<dyn Store>,
-    backend: Backend,
-    url: String,
-    /// Refused writes of more than one result.
-    refused_batches: AtomicUsize,
-}
-
-impl Refusing {
-    /// A genuine data error from the backend: a statement the database refuses for its value.
-    async fn data_error(&self) -> StoreError {
-        let e = match self.backend {
-            Backend::Postgres => {
-                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
-                let e = sqlx::query("select 'poison'::int").execute(&pool).await;
-                pool.close().await;
-                e.unwrap_err()
-            }
-            Backend::Sqlite => {
-                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
-                // Past SQLite's length limit (1e9 bytes): SQLITE_TOOBIG, nothing allocated.
-                let e = sqlx::query("select zeroblob(2000000000)")
-                    .execute(&pool)
-                    .await;
-                pool.close().await;
-                e.unwrap_err()
-            }
-        };
-        StoreError::Db(e)
-    }
-}
-
-fn poisoned(r: &RecordResult) -> bool {
-    let values = match &r.outcome {
-        RecordOutcome::Completed { values } => Some(values),
-        RecordOutcome::Failed { values, .. } => values.as_ref(),
-    };
-    values.is_some_and(|v| v.to_string().contains("poison"))
-}
-
-#[async_trait]
-impl Store for Refusing {
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.inner.ping().await
-    }
-    async fn now(&self) -> Result<DateTime<Utc>, StoreError> {
-        self.inner.now().await
-    }
-    async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
-        self.inner.create_job(job).await
-    }
-    async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
-        self.inner.get_job(id, owner).await
-    }
-    async fn job_summaries(
-        &self,
-        select: JobSelect<'_>,
-        first_errors: u32,
-    ) -> Result<Vec<JobSummary>, StoreError> {
-        self.inner.job_summaries(select, first_errors).await
-    }
-    async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
-        self.inner.job_counts(id).await
-    }
-    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
-        self.inner.request_cancel(id).await
-    }
-    async fn claim(
-        &self,
-        owner: &str,
-        limit: u32,
-        lease: Duration,
-        policy: ClaimPolicy,
-    ) -> Result<Claim, StoreError> {
-        self.inner.claim(owner, limit, lease, policy).await
-    }
-    async fn renew_leases(
-        &self,
-        owner: &str,
-        ids: &[RecordId],
-        lease: Duration,
-    ) -> Result<u64, StoreError> {
-        self.inner.renew_leases(owner, ids, lease).await
-    }
-    async fn complete_records(
-        &self,
-        owner: &str,
-        results: &[RecordResult],
-    ) -> Result<Vec<RecordId>, StoreError> {
-        if results.iter().any(poisoned) {
-            if results.len() > 1 {
-                self.refused_batches.fetch_add(1, Ordering::Relaxed);
-            }
-            return Err(self.data_error().await);
-        }
-        self.inner.complete_records(owner, results).await
-    }
-    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        self.inner.release_records(owner, ids).await
-    }
-    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        self.inner.finalize_jobs(ids).await
-    }
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
-        self.inner.fail_job(id, error).await
-    }
-    async fn get_record(
-        &self,
-        id: RecordId,
-        owner: Option<&str>,
-    ) -> Result<Option<RecordRow>, StoreError> {
-        self.inner.get_record(id, owner).await
-    }
-    async fn list_records(
-        &self,
-        job_id: JobId,
-        after_index: Option<u32>,
-        status: Option<RecordStatus>,
-        limit: u32,
-    ) -> Result<Vec<RecordRow>, StoreError> {
-        self.inner
-            .list_records(job_id, after_index, status, limit)
-            .await
-    }
-    async fn finished_since(
-        &self,
-        job_id: JobId,
-        since: DateTime<Utc>,
-    ) -> Result<Vec<FinishedRecord>, StoreError> {
-        self.inner.finished_since(job_id, since).await
-    }
-    async fn get_traces(
-        &self,
-        record_id: RecordId,
-        column: Option<&str>,
-    ) -> Result<Vec<TraceRow>, StoreError> {
-        self.inner.get_traces(record_id, column).await
-    }
-    async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {
-        self.inner.traces_for(record_ids).await
-    }
-    async fn job_usage(&self, job_id: JobId) -> Result<BTreeMap<String, UsageCounts>, StoreError> {
-        self.inner.job_usage(job_id).await
-    }
-    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
-        self.inner.live_jobs().await
-    }
-    async fn close(&self) {
-        self.inner.close().await
-    }
-}
 
 /// The database refuses every batch holding a poisoned record, for its value. The writer does
 /// not retry such a batch as if the database were away (before, it did so for a lease time,
 /// then gave up, and the records were re-claimed and refused again, forever): it writes the
 /// records one by one, the poisoned ones fail with `unstorable_value` and the rest complete.
 async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
-    let refusing = Arc::new(Refusing {
-        inner: db.store.clone(),
-        backend: db.backend,
-        url: db.url.clone(),
-        refused_batches: AtomicUsize::new(0),
-    });
+    let refusing = Arc::new(Spy::new(&db, true));
     assert!(refusing.data_error().await.is_data_error());
     let store: Arc<dyn Store> = refusing.clone();
 

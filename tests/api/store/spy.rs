@@ -1,0 +1,218 @@
+//! A store that wraps a real one: it notes every call (to count a service's round trips) and
+//! can refuse writes the way a database refuses a value.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use synthgate::domain::{JobId, RecordId, RecordStatus};
+use synthgate::store::{
+    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError,
+    TraceRow, UsageCounts,
+};
+
+use crate::db::{Backend, TestDb};
+
+/// Delegates to a real store, noting the name of every call; with `refuse_poison`,
+/// `complete_records` fails with the database's own data error whenever a result's values
+/// hold the string `"poison"`.
+pub(super) struct Spy {
+    inner: Arc<dyn Store>,
+    backend: Backend,
+    url: String,
+    /// Fail writes of poisoned results.
+    refuse_poison: bool,
+    /// Refused writes of more than one result.
+    pub(super) refused_batches: AtomicUsize,
+    /// Names of the calls made, in order.
+    calls: Mutex<Vec<&'static str>>,
+}
+
+impl Spy {
+    pub(super) fn new(db: &TestDb, refuse_poison: bool) -> Self {
+        Self {
+            inner: db.store.clone(),
+            backend: db.backend,
+            url: db.url.clone(),
+            refuse_poison,
+            refused_batches: AtomicUsize::new(0),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The calls made since the last look, and forgets them.
+    pub(super) fn take_calls(&self) -> Vec<&'static str> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+
+    fn note(&self, call: &'static str) {
+        self.calls.lock().unwrap().push(call);
+    }
+
+    /// A genuine data error from the backend: a statement the database refuses for its value.
+    pub(super) async fn data_error(&self) -> StoreError {
+        let e = match self.backend {
+            Backend::Postgres => {
+                let pool = sqlx::PgPool::connect(&self.url).await.unwrap();
+                let e = sqlx::query("select 'poison'::int").execute(&pool).await;
+                pool.close().await;
+                e.unwrap_err()
+            }
+            Backend::Sqlite => {
+                let pool = sqlx::SqlitePool::connect(&self.url).await.unwrap();
+                // Past SQLite's length limit (1e9 bytes): SQLITE_TOOBIG, nothing allocated.
+                let e = sqlx::query("select zeroblob(2000000000)")
+                    .execute(&pool)
+                    .await;
+                pool.close().await;
+                e.unwrap_err()
+            }
+        };
+        StoreError::Db(e)
+    }
+}
+
+fn poisoned(r: &RecordResult) -> bool {
+    let values = match &r.outcome {
+        RecordOutcome::Completed { values } => Some(values),
+        RecordOutcome::Failed { values, .. } => values.as_ref(),
+    };
+    values.is_some_and(|v| v.to_string().contains("poison"))
+}
+
+#[async_trait]
+impl Store for Spy {
+    async fn ping(&self) -> Result<(), StoreError> {
+        self.note("ping");
+        self.inner.ping().await
+    }
+    async fn now(&self) -> Result<DateTime<Utc>, StoreError> {
+        self.note("now");
+        self.inner.now().await
+    }
+    async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
+        self.note("create_job");
+        self.inner.create_job(job).await
+    }
+    async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
+        self.note("get_job");
+        self.inner.get_job(id, owner).await
+    }
+    async fn job_summaries(
+        &self,
+        select: JobSelect<'_>,
+        first_errors: u32,
+    ) -> Result<Vec<JobSummary>, StoreError> {
+        self.note("job_summaries");
+        self.inner.job_summaries(select, first_errors).await
+    }
+    async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
+        self.note("job_counts");
+        self.inner.job_counts(id).await
+    }
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+        self.note("request_cancel");
+        self.inner.request_cancel(id).await
+    }
+    async fn claim(
+        &self,
+        owner: &str,
+        limit: u32,
+        lease: Duration,
+        policy: ClaimPolicy,
+    ) -> Result<Claim, StoreError> {
+        self.note("claim");
+        self.inner.claim(owner, limit, lease, policy).await
+    }
+    async fn renew_leases(
+        &self,
+        owner: &str,
+        ids: &[RecordId],
+        lease: Duration,
+    ) -> Result<u64, StoreError> {
+        self.note("renew_leases");
+        self.inner.renew_leases(owner, ids, lease).await
+    }
+    async fn complete_records(
+        &self,
+        owner: &str,
+        results: &[RecordResult],
+    ) -> Result<Vec<RecordId>, StoreError> {
+        self.note("complete_records");
+        if self.refuse_poison && results.iter().any(poisoned) {
+            if results.len() > 1 {
+                self.refused_batches.fetch_add(1, Ordering::Relaxed);
+            }
+            return Err(self.data_error().await);
+        }
+        self.inner.complete_records(owner, results).await
+    }
+    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
+        self.note("release_records");
+        self.inner.release_records(owner, ids).await
+    }
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.note("finalize_jobs");
+        self.inner.finalize_jobs(ids).await
+    }
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+        self.note("fail_job");
+        self.inner.fail_job(id, error).await
+    }
+    async fn get_record(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+    ) -> Result<Option<RecordRow>, StoreError> {
+        self.note("get_record");
+        self.inner.get_record(id, owner).await
+    }
+    async fn list_records(
+        &self,
+        job_id: JobId,
+        after_index: Option<u32>,
+        status: Option<RecordStatus>,
+        limit: u32,
+    ) -> Result<Vec<RecordRow>, StoreError> {
+        self.note("list_records");
+        self.inner
+            .list_records(job_id, after_index, status, limit)
+            .await
+    }
+    async fn finished_since(
+        &self,
+        job_id: JobId,
+        since: DateTime<Utc>,
+    ) -> Result<Vec<FinishedRecord>, StoreError> {
+        self.note("finished_since");
+        self.inner.finished_since(job_id, since).await
+    }
+    async fn get_traces(
+        &self,
+        record_id: RecordId,
+        column: Option<&str>,
+    ) -> Result<Vec<TraceRow>, StoreError> {
+        self.note("get_traces");
+        self.inner.get_traces(record_id, column).await
+    }
+    async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {
+        self.note("traces_for");
+        self.inner.traces_for(record_ids).await
+    }
+    async fn job_usage(&self, job_id: JobId) -> Result<BTreeMap<String, UsageCounts>, StoreError> {
+        self.note("job_usage");
+        self.inner.job_usage(job_id).await
+    }
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
+        self.note("live_jobs");
+        self.inner.live_jobs().await
+    }
+    async fn close(&self) {
+        self.note("close");
+        self.inner.close().await
+    }
+}
