@@ -17,7 +17,7 @@ use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
 use crate::generate::{Plan, PlanContext};
 use crate::store::{CancelOutcome, CreateOutcome, JobRow, NewJob, Store, StoreError};
-use crate::tools::ToolHub;
+use crate::tools::{ToolHub, ToolsetError};
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
 const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
@@ -260,18 +260,19 @@ impl JobService {
                 continue; // unknown aliases were reported by the compile step
             };
             if let Err(e) = hub.toolset(cfg, Some(model), None).await {
-                if e.code == "mcp_unavailable" {
-                    return Err(ApiError::McpUnavailable(e.message));
-                }
+                let code = match &e {
+                    ToolsetError::ProviderUnavailable { .. } => {
+                        return Err(ApiError::McpUnavailable(e.to_string()));
+                    }
+                    ToolsetError::DuplicateToolName { .. } => codes::DUPLICATE_TOOL_NAME,
+                    ToolsetError::AllowedToolNotFound { .. } => codes::UNKNOWN_TOOL,
+                    ToolsetError::ModelNotAllowed { .. } => codes::INVALID_TOOL_CONFIG,
+                };
                 issues.push(ConfigIssue {
-                    code: match e.code {
-                        "duplicate_tool_name" => codes::DUPLICATE_TOOL_NAME,
-                        "unknown_tool" => codes::UNKNOWN_TOOL,
-                        _ => codes::INVALID_TOOL_CONFIG,
-                    },
+                    code,
                     column: Some(column),
                     field: Some("tool_alias".into()),
-                    message: e.message,
+                    message: e.to_string(),
                 });
             }
         }

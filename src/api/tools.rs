@@ -119,8 +119,8 @@ pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<T
             Err(e) => (
                 None,
                 Some(ToolConfigError {
-                    code: e.code.to_owned(),
-                    message: e.message,
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
                 }),
             ),
         };

@@ -21,7 +21,7 @@ use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
 use crate::mcp::CallScope;
-use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, prompt};
+use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
 /// and the job's retry and trace settings.
@@ -89,6 +89,15 @@ pub(crate) struct LlmFailure {
 
 impl From<LlmError> for LlmFailure {
     fn from(e: LlmError) -> Self {
+        Self {
+            code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<ToolsetError> for LlmFailure {
+    fn from(e: ToolsetError) -> Self {
         Self {
             code: e.code(),
             message: e.to_string(),
@@ -283,10 +292,7 @@ impl LlmStep {
         hub.toolset(cfg, Some(model), rt.scope.as_ref())
             .await
             .map(Some)
-            .map_err(|e| LlmFailure {
-                code: e.code,
-                message: e.message,
-            })
+            .map_err(LlmFailure::from)
     }
 
     fn trace(&self, rt: &LlmRuntime<'_>, messages: Vec<ChatMessage>) -> Option<Vec<ChatMessage>> {
