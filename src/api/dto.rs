@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
-use crate::domain::record::RecordError;
+use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 use crate::store::{JobCounts, JobError, JobRow, RecordRow, UsageCounts};
 
@@ -345,6 +345,7 @@ pub struct RecordEvent {
     /// `completed`, `failed` or `cancelled`.
     pub status: RecordStatus,
     /// The error code when it failed.
+    #[schema(value_type = Option<RecordErrorCode>)]
     pub error_code: Option<String>,
 }
 

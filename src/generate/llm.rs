@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
+use crate::domain::record::RecordErrorCode;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
 use crate::mcp::CallScope;
 use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
@@ -83,7 +84,7 @@ pub(crate) struct LlmAnswer {
 
 /// Why an LLM column failed: a record error code and message.
 pub(crate) struct LlmFailure {
-    pub(crate) code: &'static str,
+    pub(crate) code: RecordErrorCode,
     pub(crate) message: String,
 }
 
@@ -96,10 +97,18 @@ impl From<LlmError> for LlmFailure {
     }
 }
 
+/// A tool config that stopped resolving after submit (where it was checked) fails the record
+/// with the code submit would have refused it with.
 impl From<ToolsetError> for LlmFailure {
     fn from(e: ToolsetError) -> Self {
+        let code = match &e {
+            ToolsetError::ModelNotAllowed { .. } => RecordErrorCode::InvalidToolConfig,
+            ToolsetError::ProviderUnavailable { .. } => RecordErrorCode::McpUnavailable,
+            ToolsetError::DuplicateToolName { .. } => RecordErrorCode::DuplicateToolName,
+            ToolsetError::AllowedToolNotFound { .. } => RecordErrorCode::UnknownTool,
+        };
         Self {
-            code: e.code(),
+            code,
             message: e.to_string(),
         }
     }
@@ -157,7 +166,7 @@ impl LlmStep {
             .models
             .get(&self.column.model_alias)
             .ok_or_else(|| LlmFailure {
-                code: "unknown_model_alias",
+                code: RecordErrorCode::UnknownModelAlias,
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
         self.check_prompt_size(rt, system.as_deref(), &user)?;
@@ -237,7 +246,7 @@ impl LlmStep {
             }
         }
         Err(LlmFailure {
-            code: "llm_output_invalid",
+            code: RecordErrorCode::LlmOutputInvalid,
             message: format!(
                 "the model's answer could not be parsed after {} correction steps and {} conversation restarts: {last_error}",
                 rt.max_corrections, rt.max_restarts
@@ -261,7 +270,7 @@ impl LlmStep {
                 .map_or(0, |s| s.chars().count());
         if chars > rt.max_prompt_chars {
             return Err(LlmFailure {
-                code: "prompt_too_large",
+                code: RecordErrorCode::PromptTooLarge,
                 message: format!(
                     "the rendered prompt has {chars} characters, more than limits.max_prompt_chars ({})",
                     rt.max_prompt_chars
@@ -282,11 +291,12 @@ impl LlmStep {
             return Ok(None);
         };
         let cfg = rt.tool_configs.get(alias).ok_or_else(|| LlmFailure {
-            code: "unknown_tool_alias",
+            code: RecordErrorCode::UnknownToolAlias,
             message: format!("tool alias '{alias}' is not defined"),
         })?;
+        // Submit refuses tool columns where no hub runs them: a bug if reached.
         let hub = rt.tools.ok_or_else(|| LlmFailure {
-            code: "tools_unavailable",
+            code: RecordErrorCode::InternalError,
             message: "tools cannot run here".into(),
         })?;
         hub.toolset(cfg, Some(model), rt.scope.as_ref())
@@ -355,7 +365,7 @@ async fn tool_turn(
 ) -> Result<u32, LlmFailure> {
     if turns > ts.max_turns {
         return Err(LlmFailure {
-            code: "tool_turns_exceeded",
+            code: RecordErrorCode::ToolTurnsExceeded,
             message: format!(
                 "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
                 ts.max_turns

@@ -11,7 +11,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{
-    ClaimedRecord, FinishedRecord, JobError, JobRow, RecordError, RecordRow, StoreError, TraceRow,
+    ClaimedRecord, FinishedRecord, JobError, JobRow, RecordError, RecordErrorCode, RecordRow,
+    RecordStage, StoreError, TraceRow,
 };
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
@@ -177,11 +178,13 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
             status: record_status(&r.status)?,
             values: opt_json(r.values, "records.values")?,
             attempts: to_u32(r.attempts, "records.attempts")?,
+            // Another version of the service may have written a code or stage this one does
+            // not know: kept as read, never a corrupt row.
             error: r.error_code.map(|code| RecordError {
-                code,
+                code: RecordErrorCode::parse(&code),
                 message: r.error_message.unwrap_or_default(),
                 column: r.error_column,
-                stage: r.error_stage,
+                stage: r.error_stage.as_deref().map(RecordStage::parse),
             }),
             created_at: r.created_at.into_utc("records.created_at")?,
             updated_at: r.updated_at.into_utc("records.updated_at")?,

@@ -9,8 +9,8 @@ use tokio::sync::mpsc;
 
 use super::Inner;
 use crate::domain::JobId;
-use crate::domain::record::{RecordError, RecordOutcome};
-use crate::store::storable::{UNSTORABLE_VALUE, make_storable};
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
+use crate::store::storable::make_storable;
 use crate::store::{JobError, RecordResult, UsageCounts};
 
 /// A generated record on its way to the database.
@@ -60,7 +60,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             job_id: f.job_id,
             error_code: match &result.outcome {
                 RecordOutcome::Completed { .. } => None,
-                RecordOutcome::Failed { error, .. } => Some(error.code.clone()),
+                RecordOutcome::Failed { error, .. } => Some(error.code.to_string()),
             },
             usage: result.usage.clone(),
         });
@@ -174,13 +174,11 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             id: result.id,
             outcome: RecordOutcome::Failed {
                 values: None,
-                error: RecordError {
-                    code: UNSTORABLE_VALUE.to_owned(),
-                    message: "the database refused to store the record's values or traces"
-                        .to_owned(),
-                    column: None,
-                    stage: Some("store".to_owned()),
-                },
+                error: RecordError::new(
+                    RecordErrorCode::UnstorableValue,
+                    None,
+                    "the database refused to store the record's values or traces",
+                ),
             },
             traces: Vec::new(),
             usage: result.usage,
@@ -190,7 +188,7 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             .complete_records(&inner.owner, std::slice::from_ref(&refused))
             .await
         {
-            Ok(_) => meta.error_code = Some(UNSTORABLE_VALUE.to_owned()),
+            Ok(_) => meta.error_code = Some(RecordErrorCode::UnstorableValue.to_string()),
             Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
         }

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use synthgate::domain::{JobId, JobStatus, RecordId};
 use synthgate::store::{
     ClaimedRecord, CreateOutcome, JobCounts, JobError, JobRow, NewJob, NewTrace, RecordError,
-    RecordOutcome, RecordResult, Store,
+    RecordErrorCode, RecordOutcome, RecordResult, RecordStage, Store,
 };
 
 use crate::db::{TestDb, both_backends};
@@ -93,11 +93,12 @@ fn failed(id: RecordId, code: &str) -> RecordResult {
         id,
         outcome: RecordOutcome::Failed {
             values: Some(json!({"x": 1})),
+            // The store keeps any code, including ones this build does not produce.
             error: RecordError {
-                code: code.to_owned(),
+                code: RecordErrorCode::parse(code),
                 message: format!("{code} happened"),
                 column: Some("summary".to_owned()),
-                stage: Some("llm".to_owned()),
+                stage: Some(RecordStage::Llm),
             },
         },
         traces: Vec::new(),
