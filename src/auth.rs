@@ -125,7 +125,7 @@ impl Caller {
     }
 
     /// Whether this key has a model allow list. Such a key may only use server model aliases,
-    /// as the server defines them (see [`crate::jobs::check_caller`]).
+    /// as the server defines them (see `jobs::catalog::check_caller`).
     pub fn restricts_models(&self) -> bool {
         self.allow_models.is_some()
     }

@@ -6,8 +6,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::job::{JobCounts, JobError, JobSummary};
-use crate::domain::record::RecordError;
-use crate::domain::record::RecordRow;
+use crate::domain::record::{RecordError, RecordErrorCode, RecordRow};
 use crate::domain::usage::UsageCounts;
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
@@ -340,6 +339,7 @@ pub struct RecordEvent {
     /// `completed`, `failed` or `cancelled`.
     pub status: RecordStatus,
     /// The error code when it failed.
+    #[schema(value_type = Option<RecordErrorCode>)]
     pub error_code: Option<String>,
 }
 

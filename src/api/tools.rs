@@ -13,7 +13,6 @@ use utoipa_axum::routes;
 
 use crate::auth::Caller;
 use crate::domain::models::ToolConfig;
-use crate::error::ErrorBody;
 use crate::mcp::ProviderStatus;
 use crate::state::AppState;
 
@@ -89,7 +88,6 @@ pub struct ToolConfigError {
 #[utoipa::path(get, path = "/v1/tools", tag = "tools",
     responses(
         (status = 200, description = "Providers and tool configs", body = ToolsResponse),
-        (status = 503, description = "The database is unreachable", body = ErrorBody),
     ))]
 pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<ToolsResponse> {
     let hub = &state.tools;
@@ -119,8 +117,8 @@ pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<T
             Err(e) => (
                 None,
                 Some(ToolConfigError {
-                    code: e.code.to_owned(),
-                    message: e.message,
+                    code: e.code().to_owned(),
+                    message: e.to_string(),
                 }),
             ),
         };

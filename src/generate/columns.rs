@@ -13,18 +13,7 @@ use super::template::{
     RecordBudget, RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
 };
 use crate::domain::dataset::ExprDtype;
-
-/// Record error codes and the stages they occur in.
-pub(crate) mod errors {
-    /// A template failed to render (stage `render`).
-    pub const TEMPLATE_ERROR: &str = "template_error";
-    /// A value could not be converted to the column's type (stage `convert`).
-    pub const TYPE_CONVERSION: &str = "type_conversion";
-    /// A sampler could not draw a value (stage `sample`).
-    pub const SAMPLER_ERROR: &str = "sampler_error";
-    /// LLM generation is not implemented yet (stage `llm`).
-    pub const NOT_IMPLEMENTED: &str = "not_implemented";
-}
+use crate::domain::record::RecordErrorCode;
 
 /// One column's work, in dependency order.
 #[derive(Debug)]
@@ -81,19 +70,17 @@ pub(crate) enum StepKind {
     Llm(Box<super::llm::LlmStep>),
 }
 
-/// Why a step failed: a record error code, the stage, and a message.
+/// Why a step failed: a record error code (which names the stage) and a message.
 #[derive(Debug)]
 pub(crate) struct StepError {
-    pub(crate) code: &'static str,
-    pub(crate) stage: &'static str,
+    pub(crate) code: RecordErrorCode,
     pub(crate) message: String,
 }
 
 impl StepError {
-    fn new(code: &'static str, stage: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(code: RecordErrorCode, message: impl Into<String>) -> Self {
         Self {
             code,
-            stage,
             message: message.into(),
         }
     }
@@ -222,8 +209,7 @@ impl Step {
                     for (template, d) in conditional {
                         let text = env.render(template, &c).map_err(|e| {
                             StepError::new(
-                                errors::TEMPLATE_ERROR,
-                                "render",
+                                RecordErrorCode::TemplateError,
                                 format!("condition: {e}"),
                             )
                         })?;
@@ -236,10 +222,10 @@ impl Step {
                 let mut rng = column_rng(env.seed, env.index, self.rng_key);
                 let sampled = dist
                     .sample(&mut rng, |s| rec.raw[s].clone(), |s| rec.values[s].clone())
-                    .map_err(|e| StepError::new(errors::SAMPLER_ERROR, "sample", e))?;
+                    .map_err(|e| StepError::new(RecordErrorCode::SamplerError, e))?;
                 let value = convert
                     .apply(&sampled)
-                    .map_err(|e| StepError::new(errors::TYPE_CONVERSION, "convert", e))?;
+                    .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
                 rec.raw[self.slot] = Some(sampled);
                 rec.put(self.slot, value);
             }
@@ -247,17 +233,20 @@ impl Step {
                 let c = ctx.unwrap_or_else(|| rec.context());
                 let text = env
                     .render(template, &c)
-                    .map_err(|e| StepError::new(errors::TEMPLATE_ERROR, "render", e))?;
+                    .map_err(|e| StepError::new(RecordErrorCode::TemplateError, e))?;
                 let value = cast_expression(&text, *dtype)
-                    .map_err(|e| StepError::new(errors::TYPE_CONVERSION, "convert", e))?;
+                    .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
                 rec.put(self.slot, value);
             }
+            // Only `Plan::generate` (the submit-time probe and tests) meets an LLM column
+            // here; a job's records run through `Plan::generate_with`. Reaching it from a job
+            // would be a bug, hence `internal_error`.
             StepKind::Llm(step) => {
                 let msg = format!(
                     "{} generation needs an LLM runtime (Plan::generate_with)",
                     step.column.column_type()
                 );
-                return Err(StepError::new(errors::NOT_IMPLEMENTED, "llm", msg));
+                return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }
         Ok(())

@@ -19,9 +19,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
+use crate::domain::record::RecordErrorCode;
 use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
 use crate::mcp::CallScope;
-use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, prompt};
+use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
 /// and the job's retry and trace settings.
@@ -38,8 +39,8 @@ pub struct LlmRuntime<'a> {
     pub max_restarts: u32,
     /// `run_config.max_conversation_correction_steps` (DataDesigner default 0).
     pub max_corrections: u32,
-    /// MCP and inline tools; `None` where no tools can run.
-    pub tools: Option<&'a ToolHub>,
+    /// MCP and inline tools (one MCP session pool per process).
+    pub tools: &'a ToolHub,
     /// Tool configs by alias: the server's, overridden by the job's.
     pub tool_configs: &'a HashMap<String, ToolConfig>,
     /// The job and record the calls are made for (picks per-job / per-record MCP sessions).
@@ -83,7 +84,7 @@ pub(crate) struct LlmAnswer {
 
 /// Why an LLM column failed: a record error code and message.
 pub(crate) struct LlmFailure {
-    pub(crate) code: &'static str,
+    pub(crate) code: RecordErrorCode,
     pub(crate) message: String,
 }
 
@@ -91,6 +92,23 @@ impl From<LlmError> for LlmFailure {
     fn from(e: LlmError) -> Self {
         Self {
             code: e.code(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// A tool config that stopped resolving after submit (where it was checked) fails the record
+/// with the code submit would have refused it with.
+impl From<ToolsetError> for LlmFailure {
+    fn from(e: ToolsetError) -> Self {
+        let code = match &e {
+            ToolsetError::ModelNotAllowed { .. } => RecordErrorCode::InvalidToolConfig,
+            ToolsetError::ProviderUnavailable { .. } => RecordErrorCode::McpUnavailable,
+            ToolsetError::DuplicateToolName { .. } => RecordErrorCode::DuplicateToolName,
+            ToolsetError::AllowedToolNotFound { .. } => RecordErrorCode::UnknownTool,
+        };
+        Self {
+            code,
             message: e.to_string(),
         }
     }
@@ -148,7 +166,7 @@ impl LlmStep {
             .models
             .get(&self.column.model_alias)
             .ok_or_else(|| LlmFailure {
-                code: "unknown_model_alias",
+                code: RecordErrorCode::UnknownModelAlias,
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
         self.check_prompt_size(rt, system.as_deref(), &user)?;
@@ -228,7 +246,7 @@ impl LlmStep {
             }
         }
         Err(LlmFailure {
-            code: "llm_output_invalid",
+            code: RecordErrorCode::LlmOutputInvalid,
             message: format!(
                 "the model's answer could not be parsed after {} correction steps and {} conversation restarts: {last_error}",
                 rt.max_corrections, rt.max_restarts
@@ -252,7 +270,7 @@ impl LlmStep {
                 .map_or(0, |s| s.chars().count());
         if chars > rt.max_prompt_chars {
             return Err(LlmFailure {
-                code: "prompt_too_large",
+                code: RecordErrorCode::PromptTooLarge,
                 message: format!(
                     "the rendered prompt has {chars} characters, more than limits.max_prompt_chars ({})",
                     rt.max_prompt_chars
@@ -273,20 +291,14 @@ impl LlmStep {
             return Ok(None);
         };
         let cfg = rt.tool_configs.get(alias).ok_or_else(|| LlmFailure {
-            code: "unknown_tool_alias",
+            code: RecordErrorCode::UnknownToolAlias,
             message: format!("tool alias '{alias}' is not defined"),
         })?;
-        let hub = rt.tools.ok_or_else(|| LlmFailure {
-            code: "tools_unavailable",
-            message: "tools cannot run here".into(),
-        })?;
-        hub.toolset(cfg, Some(model), rt.scope.as_ref())
+        rt.tools
+            .toolset(cfg, Some(model), rt.scope.as_ref())
             .await
             .map(Some)
-            .map_err(|e| LlmFailure {
-                code: e.code,
-                message: e.message,
-            })
+            .map_err(LlmFailure::from)
     }
 
     fn trace(&self, rt: &LlmRuntime<'_>, messages: Vec<ChatMessage>) -> Option<Vec<ChatMessage>> {
@@ -349,7 +361,7 @@ async fn tool_turn(
 ) -> Result<u32, LlmFailure> {
     if turns > ts.max_turns {
         return Err(LlmFailure {
-            code: "tool_turns_exceeded",
+            code: RecordErrorCode::ToolTurnsExceeded,
             message: format!(
                 "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
                 ts.max_turns

@@ -33,37 +33,12 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
-use crate::domain::record::Trace;
-use crate::domain::record::{RecordError, RecordOutcome};
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
 pub use llm::LlmRuntime;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
-
-/// Record error codes [`Plan::generate`] can fail a record with, with their stage and meaning.
-pub const RECORD_ERROR_CODES: &[(&str, &str, &str)] = &[
-    (
-        columns::errors::TEMPLATE_ERROR,
-        "render",
-        "a template (expr or sampler condition) failed to render: undefined value, type error, fuel or size limit",
-    ),
-    (
-        columns::errors::TYPE_CONVERSION,
-        "convert",
-        "a value could not be converted to the column's dtype or convert_to",
-    ),
-    (
-        columns::errors::SAMPLER_ERROR,
-        "sample",
-        "a sampler could not draw a value (e.g. a timedelta reference that is not a datetime)",
-    ),
-    (
-        columns::errors::NOT_IMPLEMENTED,
-        "llm",
-        "an LLM column met outside a generation with an LLM runtime (an internal error, never a job's)",
-    ),
-];
 
 /// Names defined outside the job config that columns may reference.
 #[derive(Debug, Clone, Default)]
@@ -302,12 +277,11 @@ impl Plan {
     fn failed(&self, step: &Step, e: columns::StepError, rec: &RecordState<'_>) -> RecordOutcome {
         RecordOutcome::Failed {
             values: Some(self.row(rec)),
-            error: RecordError {
-                code: e.code.to_owned(),
-                message: format!("column '{}': {}", step.name, e.message),
-                column: Some(step.name.clone()),
-                stage: Some(e.stage.to_owned()),
-            },
+            error: RecordError::new(
+                e.code,
+                Some(step.name.clone()),
+                format!("column '{}': {}", step.name, e.message),
+            ),
         }
     }
 
@@ -329,11 +303,8 @@ impl Plan {
                 };
                 let ctx = ctx.unwrap_or_else(|| rec.context());
                 let render = |name: &str| {
-                    env.render(name, &ctx).map_err(|e| columns::StepError {
-                        code: columns::errors::TEMPLATE_ERROR,
-                        stage: "render",
-                        message: e,
-                    })
+                    env.render(name, &ctx)
+                        .map_err(|e| columns::StepError::new(RecordErrorCode::TemplateError, e))
                 };
                 let user = render(&llm.prompt)?;
                 let system = llm.system.as_deref().map(render).transpose()?;
@@ -376,11 +347,7 @@ impl Plan {
                 }
                 Ok(())
             }
-            Err(f) => Err(columns::StepError {
-                code: f.code,
-                stage: "llm",
-                message: f.message,
-            }),
+            Err(f) => Err(columns::StepError::new(f.code, f.message)),
         }
     }
 

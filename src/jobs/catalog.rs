@@ -204,7 +204,7 @@ impl Catalog {
 /// model, and may only narrow the model's `mcp_servers`. A key with `allow_tools` may use the
 /// server tool aliases in its list, which a job can narrow but never widen (checked for every
 /// key by [`Catalog::resolve`]). Aliases a job defines itself are for keys without a list.
-pub fn check_caller(compiled: &CompiledJob, caller: &Caller) -> Result<(), ApiError> {
+pub(super) fn check_caller(compiled: &CompiledJob, caller: &Caller) -> Result<(), ApiError> {
     let server = &compiled.catalog;
     for (column, model, tool) in compiled.plan.llm_aliases() {
         if !caller.may_use_model(&model) {

@@ -39,15 +39,16 @@ use crate::llm::ChatModel;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
 
-pub use catalog::{Catalog, check_caller};
+pub use catalog::Catalog;
 pub use exports::ExportFormat;
 pub use plans::{CompiledJob, PlanLookup};
 pub use preview::{MAX_PREVIEW_RECORDS, Preview};
 pub use progress::{Follower, Progress};
 pub use runner::RecordRunner;
-pub use submit::{NumRecords, SubmitRequest, Validated};
+pub use submit::{NumRecords, SubmitRequest};
 pub use views::Page;
 
+use catalog::check_caller;
 use plans::PlanCache;
 
 /// How many failed records a job summary lists.

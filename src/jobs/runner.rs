@@ -64,7 +64,7 @@ impl RecordRunner {
             save_all_traces: rc.debug_override_save_all_column_traces,
             max_restarts: rc.max_conversation_restarts,
             max_corrections: rc.max_conversation_correction_steps,
-            tools: Some(&self.tools),
+            tools: &self.tools,
             max_prompt_chars: self.max_prompt_chars,
             tool_configs: &job.tools,
             scope: Some(scope),

@@ -13,9 +13,9 @@ use crate::domain::job::{JobCounts, JobSummary};
 use crate::error::ApiError;
 use crate::generate::Plan;
 use crate::store::{CreateOutcome, NewJob};
+use crate::tools::ToolsetError;
 
-use super::catalog::check_caller;
-use super::{CompiledJob, JobService};
+use super::{CompiledJob, JobService, check_caller};
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
 const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
@@ -50,7 +50,7 @@ pub enum NumRecords {
 
 /// A request that passed validation.
 #[derive(Debug)]
-pub struct Validated {
+pub(super) struct Validated {
     /// Records to generate.
     pub num_records: u32,
     /// The job seed (given or drawn).
@@ -137,7 +137,7 @@ impl JobService {
     /// Validates a request fully: count within `1..=max`, metadata size, config, run config,
     /// model and tool configs. A job's own concurrency caps get a scope of their own (a
     /// preview's, say); see [`Self::validate_scoped`].
-    pub fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
+    pub(super) fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
         self.validate_scoped(req, max, &JobId::new().to_string())
     }
 
@@ -197,7 +197,7 @@ impl JobService {
     /// providers: duplicate tool names, allowed tools no provider has, and models barred from
     /// every provider are config errors now, not failed records later. Connects to providers
     /// not yet connected (their tool lists are cached for the workers).
-    pub async fn check_tools(&self, compiled: &CompiledJob) -> Result<(), ApiError> {
+    pub(super) async fn check_tools(&self, compiled: &CompiledJob) -> Result<(), ApiError> {
         let uses = compiled.plan.tool_uses();
         if uses.is_empty() {
             return Ok(());
@@ -215,18 +215,19 @@ impl JobService {
                 continue; // unknown aliases were reported by the compile step
             };
             if let Err(e) = self.tools.toolset(cfg, Some(model), None).await {
-                if e.code == "mcp_unavailable" {
-                    return Err(ApiError::McpUnavailable(e.message));
-                }
+                let code = match &e {
+                    ToolsetError::ProviderUnavailable { .. } => {
+                        return Err(ApiError::McpUnavailable(e.to_string()));
+                    }
+                    ToolsetError::DuplicateToolName { .. } => codes::DUPLICATE_TOOL_NAME,
+                    ToolsetError::AllowedToolNotFound { .. } => codes::UNKNOWN_TOOL,
+                    ToolsetError::ModelNotAllowed { .. } => codes::INVALID_TOOL_CONFIG,
+                };
                 issues.push(ConfigIssue {
-                    code: match e.code {
-                        "duplicate_tool_name" => codes::DUPLICATE_TOOL_NAME,
-                        "unknown_tool" => codes::UNKNOWN_TOOL,
-                        _ => codes::INVALID_TOOL_CONFIG,
-                    },
+                    code,
                     column: Some(column),
                     field: Some("tool_alias".into()),
-                    message: e.message,
+                    message: e.to_string(),
                 });
             }
         }

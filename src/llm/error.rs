@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::domain::record::RecordErrorCode;
+
 /// A chat call that failed. Its [`code`](Self::code) is stored on the failed record.
 ///
 /// Messages quote the provider's own error text (truncated, and with the provider's API key
@@ -117,19 +119,19 @@ pub enum LlmError {
 }
 
 impl LlmError {
-    /// Stable snake_case code stored on the failed record.
-    pub fn code(&self) -> &'static str {
+    /// The record error code stored on the failed record.
+    pub fn code(&self) -> RecordErrorCode {
         match self {
-            Self::Timeout { .. } => "llm_timeout",
-            Self::RateLimited { .. } => "llm_rate_limited",
-            Self::Server { .. } => "llm_server_error",
-            Self::Connection { .. } => "llm_connection_error",
-            Self::AuthFailed { .. } => "llm_auth_failed",
-            Self::BadRequest { .. } => "llm_bad_request",
-            Self::ContextWindowExceeded { .. } => "llm_context_window_exceeded",
-            Self::InvalidResponse { .. } => "llm_invalid_response",
-            Self::Cancelled { .. } => "llm_cancelled",
-            Self::UnknownModelProvider { .. } => "unknown_model_provider",
+            Self::Timeout { .. } => RecordErrorCode::LlmTimeout,
+            Self::RateLimited { .. } => RecordErrorCode::LlmRateLimited,
+            Self::Server { .. } => RecordErrorCode::LlmServerError,
+            Self::Connection { .. } => RecordErrorCode::LlmConnectionError,
+            Self::AuthFailed { .. } => RecordErrorCode::LlmAuthFailed,
+            Self::BadRequest { .. } => RecordErrorCode::LlmBadRequest,
+            Self::ContextWindowExceeded { .. } => RecordErrorCode::LlmContextWindowExceeded,
+            Self::InvalidResponse { .. } => RecordErrorCode::LlmInvalidResponse,
+            Self::Cancelled { .. } => RecordErrorCode::LlmCancelled,
+            Self::UnknownModelProvider { .. } => RecordErrorCode::UnknownModelProvider,
         }
     }
 

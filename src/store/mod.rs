@@ -25,7 +25,8 @@ use serde_json::Value;
 
 pub use crate::domain::job::{FailedRecord, JobCounts, JobError, JobRow, JobSummary};
 pub use crate::domain::record::{
-    FinishedRecord, RecordError, RecordOutcome, RecordRow, Trace, TraceRow,
+    FinishedRecord, RecordError, RecordErrorCode, RecordOutcome, RecordRow, RecordStage, Trace,
+    TraceRow,
 };
 use crate::domain::{JobId, RecordId, RecordStatus};
 
@@ -151,14 +152,11 @@ pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
 /// Default of `workers.max_lease_expiries`.
 pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 3;
 
-/// Error code of a record failed because its lease expired too many times.
-pub const RECORD_ABANDONED: &str = "record_abandoned";
-
 /// How a claim treats records whose worker died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {
     /// A record whose lease has expired this many times is not claimed again: the claim that
-    /// finds its lease expired once more fails it with [`RECORD_ABANDONED`] (stage `worker`).
+    /// finds its lease expired once more fails it with `record_abandoned` (stage `worker`).
     /// At least 1.
     pub max_lease_expiries: u32,
     /// The claimer has nothing in flight, so it may be handed a record that must run alone
@@ -180,7 +178,7 @@ impl Default for ClaimPolicy {
 pub struct Claim {
     /// The records claimed, sorted by job, then index.
     pub records: Vec<ClaimedRecord>,
-    /// Records this claim failed with [`RECORD_ABANDONED`] instead of claiming, with their
+    /// Records this claim failed with `record_abandoned` instead of claiming, with their
     /// jobs, so the caller can finalize those jobs.
     pub abandoned: Vec<(RecordId, JobId)>,
     /// Records that must run alone are waiting and were not handed out because the claimer
@@ -256,7 +254,7 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Expired leases come first (oldest job first, then by index), within `policy`: a record
     /// whose lease expired `policy.max_lease_expiries` times is failed with
-    /// [`RECORD_ABANDONED`] instead (a poison pill: it killed every worker that ran it), and
+    /// `record_abandoned` instead (a poison pill: it killed every worker that ran it), and
     /// one that must run alone is handed out only when `policy.alone`, and then by itself.
     ///
     /// Pending records are shared fairly: the claim goes round the jobs with pending work,

@@ -12,7 +12,7 @@ use uuid::Uuid;
 
 use super::{
     ClaimedRecord, FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
-    RecordRow, StoreError, TraceRow,
+    RecordErrorCode, RecordRow, RecordStage, StoreError, TraceRow,
 };
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
@@ -184,11 +184,13 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
             status: record_status(&r.status)?,
             values: opt_json(r.values, "records.values")?,
             attempts: to_u32(r.attempts, "records.attempts")?,
+            // Another version of the service may have written a code or stage this one does
+            // not know: kept as read, never a corrupt row.
             error: r.error_code.map(|code| RecordError {
-                code,
+                code: RecordErrorCode::parse(&code),
                 message: r.error_message.unwrap_or_default(),
                 column: r.error_column,
-                stage: r.error_stage,
+                stage: r.error_stage.as_deref().map(RecordStage::parse),
             }),
             created_at: r.created_at.into_utc("records.created_at")?,
             updated_at: r.updated_at.into_utc("records.updated_at")?,
@@ -320,10 +322,12 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
                     id: RecordId(id),
                     index: to_u32(index, "records.idx")?,
                     error: RecordError {
-                        code: text(2).ok_or_else(|| corrupt("error_code"))?,
+                        code: RecordErrorCode::parse(
+                            &text(2).ok_or_else(|| corrupt("error_code"))?,
+                        ),
                         message: text(3).unwrap_or_default(),
                         column: text(4),
-                        stage: text(5),
+                        stage: text(5).as_deref().map(RecordStage::parse),
                     },
                 })
             })

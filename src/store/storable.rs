@@ -18,10 +18,7 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{RecordError, RecordOutcome, RecordResult, Trace};
-
-/// The record error code for a value no backend can store.
-pub const UNSTORABLE_VALUE: &str = "unstorable_value";
+use super::{RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, Trace};
 
 /// What replaces a NUL in text that is kept (error messages, traces).
 const REPLACEMENT: &str = "\u{FFFD}";
@@ -123,10 +120,11 @@ fn is_storable(r: &RecordResult) -> bool {
 }
 
 fn error_has_nul(e: &RecordError) -> bool {
-    e.code.contains('\0')
+    // Codes and stages this build produces never hold one; a read one (`Unrecognized`) may.
+    e.code.as_str().contains('\0')
         || e.message.contains('\0')
         || e.column.as_deref().is_some_and(|c| c.contains('\0'))
-        || e.stage.as_deref().is_some_and(|s| s.contains('\0'))
+        || e.stage.as_ref().is_some_and(|s| s.as_str().contains('\0'))
 }
 
 /// `r` as it can be stored: borrowed when it already can (the common case costs one scan).
@@ -195,12 +193,7 @@ pub fn make_storable(r: &mut RecordResult) -> bool {
         None => "the values contain a NUL character (\\u0000), which the database cannot store"
             .to_owned(),
     };
-    let error = RecordError {
-        code: UNSTORABLE_VALUE.to_owned(),
-        message,
-        column,
-        stage: Some("store".to_owned()),
-    };
+    let error = RecordError::new(RecordErrorCode::UnstorableValue, column, message);
     r.outcome = match std::mem::replace(
         &mut r.outcome,
         RecordOutcome::Completed {
@@ -227,13 +220,15 @@ fn replace_in_string(s: &mut String) {
 }
 
 fn replace_in_error(e: &mut RecordError) {
-    replace_in_string(&mut e.code);
+    if e.code.as_str().contains('\0') {
+        e.code = RecordErrorCode::parse(&e.code.as_str().replace('\0', REPLACEMENT));
+    }
     replace_in_string(&mut e.message);
     if let Some(c) = &mut e.column {
         replace_in_string(c);
     }
-    if let Some(s) = &mut e.stage {
-        replace_in_string(s);
+    if let Some(s) = e.stage.as_mut().filter(|s| s.as_str().contains('\0')) {
+        *s = RecordStage::parse(&s.as_str().replace('\0', REPLACEMENT));
     }
 }
 
@@ -318,9 +313,9 @@ mod tests {
             panic!("expected a failure, got {:?}", r.outcome);
         };
         assert_eq!(values.as_ref(), Some(&json!({"a": "ok", "c": 1})));
-        assert_eq!(error.code, UNSTORABLE_VALUE);
+        assert_eq!(error.code, RecordErrorCode::UnstorableValue);
         assert_eq!(error.column.as_deref(), Some("b"));
-        assert_eq!(error.stage.as_deref(), Some("store"));
+        assert_eq!(error.stage, Some(RecordStage::Store));
         assert!(
             error.message.starts_with("column 'b': "),
             "{}",
@@ -342,12 +337,11 @@ mod tests {
         let mut r = result(json!(null));
         r.outcome = RecordOutcome::Failed {
             values: Some(json!({"a": "\u{0}", "b": 2})),
-            error: RecordError {
-                code: "template_error".into(),
-                message: "got '\u{0}'".into(),
-                column: Some("c".into()),
-                stage: Some("render".into()),
-            },
+            error: RecordError::new(
+                RecordErrorCode::TemplateError,
+                Some("c".into()),
+                "got '\u{0}'",
+            ),
         };
         assert!(make_storable(&mut r));
         let RecordOutcome::Failed { values, error } = &r.outcome else {

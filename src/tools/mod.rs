@@ -35,14 +35,69 @@ pub struct ToolHub {
     max_result_chars: usize,
 }
 
-/// Why a tool config cannot be used with a model: a config error, reported at submit time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ToolsetError {
-    /// Stable code (`duplicate_tool_name`, `unknown_tool`, `invalid_tool_config`,
-    /// `mcp_unavailable`).
-    pub code: &'static str,
-    /// What is wrong, naming the tool config and providers.
-    pub message: String,
+/// Why a tool config cannot be used with a model. At submit these are config errors (or `503
+/// mcp_unavailable`); after submit they fail the record; `GET /v1/tools` shows them.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ToolsetError {
+    /// The model's `mcp_servers` access list allows none of the tool config's providers.
+    #[error(
+        "model '{model}' may not use any provider of tool config '{tool_alias}' (its mcp_servers list allows: {})",
+        list_or_none(.allowed)
+    )]
+    ModelNotAllowed {
+        /// The model alias.
+        model: String,
+        /// The tool config.
+        tool_alias: String,
+        /// The model's `mcp_servers` list.
+        allowed: Vec<String>,
+    },
+    /// A provider could not list its tools (unreachable, refused, broken).
+    #[error("tool config '{tool_alias}': {error}")]
+    ProviderUnavailable {
+        /// The tool config.
+        tool_alias: String,
+        /// What the provider did. Not a `source`: the message already quotes it.
+        error: McpError,
+    },
+    /// The same tool name is offered by two providers of the tool config.
+    #[error(
+        "tool config '{tool_alias}': duplicate tool names found across MCP providers: {}. Each tool name must be unique across all providers in a ToolConfig.",
+        duplicates(.names)
+    )]
+    DuplicateToolName {
+        /// The tool config.
+        tool_alias: String,
+        /// Each duplicated name with the providers that offer it.
+        names: Vec<(String, Vec<String>)>,
+    },
+    /// `allow_tools` names tools no provider of the tool config offers.
+    #[error(
+        "tool config '{tool_alias}': allowed tool(s) {} not found on any of its providers ({})",
+        quoted(.missing),
+        .providers.join(", ")
+    )]
+    AllowedToolNotFound {
+        /// The tool config.
+        tool_alias: String,
+        /// The allowed names no provider has.
+        missing: Vec<String>,
+        /// The providers searched (after the model's access list).
+        providers: Vec<String>,
+    },
+}
+
+impl ToolsetError {
+    /// Stable code, as `GET /v1/tools` shows it (the config issue and record error codes of
+    /// the same names are mapped from the variants where they are raised).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::ModelNotAllowed { .. } => "invalid_tool_config",
+            Self::ProviderUnavailable { .. } => "mcp_unavailable",
+            Self::DuplicateToolName { .. } => "duplicate_tool_name",
+            Self::AllowedToolNotFound { .. } => "unknown_tool",
+        }
+    }
 }
 
 impl ToolHub {
@@ -112,19 +167,10 @@ impl ToolHub {
             && providers.is_empty()
             && !cfg.providers.is_empty()
         {
-            let allowed = model.mcp_servers.as_deref().unwrap_or_default();
-            return Err(ToolsetError {
-                code: "invalid_tool_config",
-                message: format!(
-                    "model '{}' may not use any provider of tool config '{}' (its mcp_servers list allows: {})",
-                    model.alias,
-                    cfg.tool_alias,
-                    if allowed.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        allowed.join(", ")
-                    }
-                ),
+            return Err(ToolsetError::ModelNotAllowed {
+                model: model.alias.clone(),
+                tool_alias: cfg.tool_alias.clone(),
+                allowed: model.mcp_servers.clone().unwrap_or_default(),
             });
         }
         let mut sources: Vec<(&str, Source)> = Vec::with_capacity(providers.len());
@@ -133,9 +179,11 @@ impl ToolHub {
                 sources.push((p, Source::Inline(t.clone())));
                 continue;
             }
-            let list = self.pool.tools(p, scope).await.map_err(|e| ToolsetError {
-                code: "mcp_unavailable",
-                message: format!("tool config '{}': {e}", cfg.tool_alias),
+            let list = self.pool.tools(p, scope).await.map_err(|error| {
+                ToolsetError::ProviderUnavailable {
+                    tool_alias: cfg.tool_alias.clone(),
+                    error,
+                }
             })?;
             sources.push((p, Source::Mcp(list)));
         }
@@ -147,40 +195,28 @@ impl ToolHub {
                 owners.entry(name.to_owned()).or_default().push(p);
             }
         }
-        let dups: Vec<String> = owners
+        let dups: Vec<(String, Vec<String>)> = owners
             .iter()
             .filter(|(_, ps)| ps.len() > 1)
-            .map(|(n, ps)| format!("'{n}' (in: {})", ps.join(", ")))
+            .map(|(n, ps)| (n.clone(), ps.iter().map(|p| (*p).to_owned()).collect()))
             .collect();
         if !dups.is_empty() {
-            return Err(ToolsetError {
-                code: "duplicate_tool_name",
-                message: format!(
-                    "tool config '{}': duplicate tool names found across MCP providers: {}. Each tool name must be unique across all providers in a ToolConfig.",
-                    cfg.tool_alias,
-                    dups.join("; ")
-                ),
+            return Err(ToolsetError::DuplicateToolName {
+                tool_alias: cfg.tool_alias.clone(),
+                names: dups,
             });
         }
         if let Some(allow) = &cfg.allow_tools {
-            let missing: Vec<&str> = allow
+            let missing: Vec<String> = allow
                 .iter()
-                .map(String::as_str)
-                .filter(|a| !owners.contains_key(*a))
+                .filter(|a| !owners.contains_key(a.as_str()))
+                .cloned()
                 .collect();
             if !missing.is_empty() {
-                return Err(ToolsetError {
-                    code: "unknown_tool",
-                    message: format!(
-                        "tool config '{}': allowed tool(s) {} not found on any of its providers ({})",
-                        cfg.tool_alias,
-                        quoted(&missing),
-                        sources
-                            .iter()
-                            .map(|(p, _)| *p)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
+                return Err(ToolsetError::AllowedToolNotFound {
+                    tool_alias: cfg.tool_alias.clone(),
+                    missing,
+                    providers: sources.iter().map(|(p, _)| (*p).to_owned()).collect(),
                 });
             }
         }
@@ -236,12 +272,28 @@ impl ToolHub {
     }
 }
 
-fn quoted(names: &[&str]) -> String {
+fn quoted(names: &[String]) -> String {
     names
         .iter()
         .map(|n| format!("'{n}'"))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+fn duplicates(names: &[(String, Vec<String>)]) -> String {
+    names
+        .iter()
+        .map(|(n, ps)| format!("'{n}' (in: {})", ps.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 enum Source {
@@ -511,6 +563,52 @@ mod tests {
             )
         );
         assert_eq!(cap_text(blocks.clone(), 130), blocks);
+    }
+
+    #[test]
+    fn toolset_errors_name_the_tool_config_and_what_is_wrong() {
+        let strings = |v: &[&str]| v.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let e = ToolsetError::ModelNotAllowed {
+            model: "m".into(),
+            tool_alias: "t".into(),
+            allowed: Vec::new(),
+        };
+        assert_eq!(e.code(), "invalid_tool_config");
+        assert_eq!(
+            e.to_string(),
+            "model 'm' may not use any provider of tool config 't' (its mcp_servers list allows: none)"
+        );
+        let e = ToolsetError::ModelNotAllowed {
+            model: "m".into(),
+            tool_alias: "t".into(),
+            allowed: strings(&["a", "b"]),
+        };
+        assert!(
+            e.to_string()
+                .ends_with("(its mcp_servers list allows: a, b)")
+        );
+        let e = ToolsetError::DuplicateToolName {
+            tool_alias: "t".into(),
+            names: vec![
+                ("x".into(), strings(&["a", "b"])),
+                ("y".into(), strings(&["a", "c"])),
+            ],
+        };
+        assert_eq!(e.code(), "duplicate_tool_name");
+        assert_eq!(
+            e.to_string(),
+            "tool config 't': duplicate tool names found across MCP providers: 'x' (in: a, b); 'y' (in: a, c). Each tool name must be unique across all providers in a ToolConfig."
+        );
+        let e = ToolsetError::AllowedToolNotFound {
+            tool_alias: "t".into(),
+            missing: strings(&["p", "q"]),
+            providers: strings(&["a", "b"]),
+        };
+        assert_eq!(e.code(), "unknown_tool");
+        assert_eq!(
+            e.to_string(),
+            "tool config 't': allowed tool(s) 'p', 'q' not found on any of its providers (a, b)"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `store::expired`) is reported and its job finalized.
 
 use super::Inner;
-use crate::domain::record::RecordError;
+use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::domain::{JobId, RecordId};
 use crate::generate::Generated;
 
@@ -11,14 +11,12 @@ use crate::generate::Generated;
 /// message says what happened without the panic's text (which may quote internals); that goes
 /// to the log.
 pub(super) fn panicked() -> Generated {
-    Generated::failed(RecordError {
-        code: "internal_error".into(),
-        message: "generating this record failed on an internal error (a bug in the service, \
-                  logged on the server); the record is not retried"
-            .into(),
-        column: None,
-        stage: Some("worker".into()),
-    })
+    Generated::failed(RecordError::new(
+        RecordErrorCode::InternalError,
+        None,
+        "generating this record failed on an internal error (a bug in the service, \
+         logged on the server); the record is not retried",
+    ))
 }
 
 /// The text of a panic payload, for the log.
@@ -40,7 +38,8 @@ pub(super) async fn settle_abandoned(inner: &Inner, abandoned: &[(RecordId, JobI
             max_lease_expiries = inner.cfg.max_lease_expiries,
             "record abandoned: its worker died generating it too many times; failed with record_abandoned");
         metrics::counter!(m::RECORDS_FINISHED, "status" => "failed").increment(1);
-        metrics::counter!(m::RECORD_ERRORS, "code" => crate::store::RECORD_ABANDONED).increment(1);
+        metrics::counter!(m::RECORD_ERRORS, "code" => RecordErrorCode::RecordAbandoned.to_string())
+            .increment(1);
     }
     let mut jobs: Vec<JobId> = abandoned.iter().map(|(_, j)| *j).collect();
     jobs.sort_unstable();

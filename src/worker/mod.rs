@@ -39,7 +39,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
 use crate::domain::RecordId;
-use crate::domain::record::RecordError;
+use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
 use crate::mcp::CallScope;
@@ -294,15 +294,14 @@ async fn run_record(
                 };
                 runner.run(&compiled, rec.index, scope, &chat, &cut).await
             }
-            Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError {
-                code: "invalid_config".into(),
-                message: issues
+            Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError::new(
+                RecordErrorCode::InvalidConfig,
+                issues.first().and_then(|i| i.column.clone()),
+                issues
                     .first()
                     .map(|i| i.message.clone())
                     .unwrap_or_else(|| "the job config no longer validates".into()),
-                column: issues.first().and_then(|i| i.column.clone()),
-                stage: Some("compile".into()),
-            }),
+            )),
             Ok(PlanLookup::Missing) => return None,
             Err(e) => {
                 tracing::warn!(record.id = %rec.id, error = %e, "loading the job failed; the record will be re-claimed");

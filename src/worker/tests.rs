@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::WorkerPool;
 use crate::config::{LimitsConfig, WorkersConfig};
 use crate::domain::models::ModelConfig;
+use crate::domain::record::{RecordErrorCode, RecordStage};
 use crate::domain::{JobId, JobStatus, RecordStatus};
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
@@ -100,8 +101,8 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
     for r in &records {
         assert_eq!(r.status, RecordStatus::Failed, "{r:?}");
         let e = r.error.as_ref().unwrap();
-        assert_eq!(e.code, "internal_error");
-        assert_eq!(e.stage.as_deref(), Some("worker"));
+        assert_eq!(e.code, RecordErrorCode::InternalError);
+        assert_eq!(e.stage, Some(RecordStage::Worker));
         assert!(!e.message.contains("deadbeef"), "{}", e.message);
         assert_eq!(r.attempts, 1, "failed, not retried");
     }

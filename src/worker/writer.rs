@@ -9,8 +9,8 @@ use tokio::sync::mpsc;
 
 use super::Inner;
 use crate::domain::JobId;
-use crate::domain::record::{RecordError, RecordOutcome};
-use crate::store::storable::{UNSTORABLE_VALUE, make_storable};
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
+use crate::store::storable::make_storable;
 use crate::store::{RecordResult, UsageCounts};
 
 /// A generated record on its way to the database.
@@ -119,7 +119,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
 struct Meta {
     job_id: JobId,
     /// The record error code, when it failed.
-    error_code: Option<String>,
+    error_code: Option<RecordErrorCode>,
     usage: std::collections::BTreeMap<String, UsageCounts>,
 }
 
@@ -132,7 +132,8 @@ fn count_metrics(inner: &Inner, batch: &[Meta]) {
             }
             Some(code) => {
                 metrics::counter!(m::RECORDS_FINISHED, "status" => "failed").increment(1);
-                metrics::counter!(m::RECORD_ERRORS, "code" => code.clone()).increment(1);
+                metrics::counter!(m::RECORD_ERRORS, "code" => code.as_str().to_owned())
+                    .increment(1);
             }
         }
         for (alias, u) in &f.usage {
@@ -172,13 +173,11 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             id: result.id,
             outcome: RecordOutcome::Failed {
                 values: None,
-                error: RecordError {
-                    code: UNSTORABLE_VALUE.to_owned(),
-                    message: "the database refused to store the record's values or traces"
-                        .to_owned(),
-                    column: None,
-                    stage: Some("store".to_owned()),
-                },
+                error: RecordError::new(
+                    RecordErrorCode::UnstorableValue,
+                    None,
+                    "the database refused to store the record's values or traces",
+                ),
             },
             traces: Vec::new(),
             usage: result.usage,
@@ -188,7 +187,7 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             .complete_records(&inner.owner, std::slice::from_ref(&refused))
             .await
         {
-            Ok(_) => meta.error_code = Some(UNSTORABLE_VALUE.to_owned()),
+            Ok(_) => meta.error_code = Some(RecordErrorCode::UnstorableValue),
             Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
         }

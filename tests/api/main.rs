@@ -21,6 +21,7 @@ mod mcp_support;
 mod metrics;
 mod openapi;
 mod process;
+mod record_errors;
 mod replicas;
 mod restart;
 mod scheduling;

@@ -173,7 +173,7 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
     assert_eq!(records[0].attempts, 3, "not run a fourth time");
     let e = records[0].error.as_ref().unwrap();
     assert_eq!(
-        (e.code.as_str(), e.stage.as_deref()),
+        (e.code.as_str(), e.stage.as_ref().map(|s| s.as_str())),
         ("record_abandoned", Some("worker"))
     );
     assert_eq!(records[1].status, RecordStatus::Completed);

@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use synthgate::domain::{JobId, JobStatus, RecordId};
 use synthgate::store::{
     ClaimedRecord, CreateOutcome, FailedRecord, JobCounts, JobError, JobRow, JobSelect, NewJob,
-    RecordError, RecordOutcome, RecordResult, Store, Trace,
+    RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, Store, Trace,
 };
 
 use crate::db::{TestDb, both_backends};
@@ -119,11 +119,12 @@ fn failed(id: RecordId, code: &str) -> RecordResult {
         id,
         outcome: RecordOutcome::Failed {
             values: Some(json!({"x": 1})),
+            // The store keeps any code, including ones this build does not produce.
             error: RecordError {
-                code: code.to_owned(),
+                code: RecordErrorCode::parse(code),
                 message: format!("{code} happened"),
                 column: Some("summary".to_owned()),
-                stage: Some("llm".to_owned()),
+                stage: Some(RecordStage::Llm),
             },
         },
         traces: Vec::new(),

@@ -166,7 +166,7 @@ fn the_real_config_compiles_with_server_aliases() {
     let plan = Plan::compile(&cfg, &PlanContext::default(), 1).unwrap();
     assert_eq!(plan.output_columns(), ["topic", "answer", "summary"]);
     let (err, values) = failure(&plan, 0);
-    assert_eq!(err.code, "not_implemented");
+    assert_eq!(err.code, RecordErrorCode::InternalError);
     assert_eq!(err.column.as_deref(), Some("answer"));
     assert!(["math", "history"].contains(&values["topic"].as_str().unwrap()));
 }

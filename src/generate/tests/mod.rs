@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Plan, PlanContext};
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
-use crate::domain::record::{RecordError, RecordOutcome};
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, RecordStage};
 
 /// Server context with one model alias and one tool alias.
 pub(super) fn server() -> PlanContext {

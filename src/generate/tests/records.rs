@@ -73,7 +73,7 @@ fn failed_conversion_is_a_record_error_keeping_earlier_values() {
     ]));
     let (err, values) = failure(&plan, 3);
     assert_eq!(err.code, "type_conversion");
-    assert_eq!(err.stage.as_deref(), Some("convert"));
+    assert_eq!(err.stage, Some(RecordStage::Convert));
     assert_eq!(err.column.as_deref(), Some("num"));
     assert_eq!(
         err.message,
@@ -94,8 +94,8 @@ fn render_errors_are_template_errors() {
     ]));
     let (err, values) = failure(&plan, 0);
     assert_eq!(
-        (err.code.as_str(), err.stage.as_deref()),
-        ("template_error", Some("render"))
+        (&err.code, &err.stage),
+        (&RecordErrorCode::TemplateError, &Some(RecordStage::Render))
     );
     assert!(
         err.message.starts_with("column 'bad': undefined value"),
@@ -140,8 +140,8 @@ fn llm_columns_without_a_runtime_fail_after_earlier_values() {
         expr("after", "{{ answer }}"),
     ]));
     let (err, values) = failure(&plan, 0);
-    assert_eq!(err.code, "not_implemented");
-    assert_eq!(err.stage.as_deref(), Some("llm"));
+    assert_eq!(err.code, RecordErrorCode::InternalError);
+    assert_eq!(err.stage, Some(RecordStage::Worker));
     assert_eq!(err.column.as_deref(), Some("answer"));
     assert_eq!(
         err.message,

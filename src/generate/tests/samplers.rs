@@ -204,8 +204,8 @@ fn timedelta_can_reference_a_datetime_string_column() {
     assert_eq!(row(&plan, 0)["later"], json!("2024-05-01T12:00:00"));
     let (err, values) = failure(&plan, 1);
     assert_eq!(
-        (err.code.as_str(), err.stage.as_deref()),
-        ("sampler_error", Some("sample"))
+        (&err.code, &err.stage),
+        (&RecordErrorCode::SamplerError, &Some(RecordStage::Sample))
     );
     assert_eq!(values["when"], json!("bad"));
 }

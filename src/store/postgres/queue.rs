@@ -20,8 +20,8 @@ use crate::store::fair::{ClaimableJob, shares};
 use crate::store::rows::job_columns;
 use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
 use crate::store::{
-    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RECORD_ABANDONED, RecordResult,
-    StoreError, storable, usage,
+    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode, RecordResult,
+    RecordStage, StoreError, storable, usage,
 };
 
 // The picking `select` carries the `limit` and the `skip locked`, so a claimer that meets rows
@@ -50,7 +50,7 @@ const TAKE_OVER: &str = "\
 const ABANDON: &str = "\
     update records r \
     set status = 'failed', \"values\" = null, error_code = $2, error_message = $3, \
-        error_column = null, error_stage = 'worker', lease_owner = null, \
+        error_column = null, error_stage = $4, lease_owner = null, \
         lease_expires_at = null, lease_expiries = r.lease_expiries + 1, updated_at = now() \
     where r.id = any($1) \
     returning r.id, r.job_id";
@@ -145,10 +145,13 @@ impl PgStore {
         );
         out.alone_waiting = sorted.alone_waiting;
         if !sorted.abandon.is_empty() {
+            let code = RecordErrorCode::RecordAbandoned;
+            let stage = code.stage();
             let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(ABANDON)
                 .bind(&sorted.abandon)
-                .bind(RECORD_ABANDONED)
+                .bind(code.as_str())
                 .bind(abandoned_message(policy.max_lease_expiries))
+                .bind(stage.as_ref().map(RecordStage::as_str))
                 .fetch_all(&mut *tx)
                 .await?;
             out.abandoned = rows
@@ -262,7 +265,11 @@ impl PgStore {
             codes.push(w.error.map(|e| e.code.as_str()));
             messages.push(w.error.map(|e| e.message.as_str()));
             columns.push(w.error.and_then(|e| e.column.as_deref()));
-            stages.push(w.error.and_then(|e| e.stage.as_deref()));
+            stages.push(
+                w.error
+                    .and_then(|e| e.stage.as_ref())
+                    .map(RecordStage::as_str),
+            );
         }
 
         let mut tx = self.pool.begin().await?;

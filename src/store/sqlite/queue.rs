@@ -15,8 +15,8 @@ use crate::store::expired::{EXPIRED_MARGIN, SortedExpired, abandoned_message, to
 use crate::store::fair::{ClaimableJob, shares};
 use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces, job_columns};
 use crate::store::{
-    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RECORD_ABANDONED, RecordResult,
-    StoreError, storable, usage,
+    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode, RecordResult,
+    RecordStage, StoreError, storable, usage,
 };
 
 /// In-progress records of live jobs whose lease expired (their worker died). `$1` is now. The
@@ -93,14 +93,18 @@ impl SqliteStore {
         );
         out.alone_waiting = sorted.alone_waiting;
         if !sorted.abandon.is_empty() {
+            let code = RecordErrorCode::RecordAbandoned;
+            let stage = code.stage();
             let mut qb = QueryBuilder::<Sqlite>::new(
                 "update records set status = 'failed', \"values\" = null, error_code = ",
             );
-            qb.push_bind(RECORD_ABANDONED)
+            qb.push_bind(code.as_str())
                 .push(", error_message = ")
                 .push_bind(abandoned_message(policy.max_lease_expiries))
+                .push(", error_column = null, error_stage = ")
+                .push_bind(stage.as_ref().map(RecordStage::as_str))
                 .push(
-                    ", error_column = null, error_stage = 'worker', lease_owner = null, \
+                    ", lease_owner = null, \
                      lease_expires_at = null, lease_expiries = lease_expiries + 1, updated_at = ",
                 )
                 .push_bind(now)
@@ -256,7 +260,11 @@ impl SqliteStore {
                 .bind(w.error.map(|e| e.code.as_str()))
                 .bind(w.error.map(|e| e.message.as_str()))
                 .bind(w.error.and_then(|e| e.column.as_deref()))
-                .bind(w.error.and_then(|e| e.stage.as_deref()))
+                .bind(
+                    w.error
+                        .and_then(|e| e.stage.as_ref())
+                        .map(RecordStage::as_str),
+                )
                 .bind(now)
                 .fetch_optional(&mut *tx)
                 .await?;

@@ -62,12 +62,12 @@ async fn llm_exhausted_retries_report_the_last_failure() {
     let e = chat(&c, &model("a", "oa", json!({})), &req)
         .await
         .unwrap_err();
-    assert_eq!((e.code(), e.attempts()), ("llm_server_error", 4));
+    assert_eq!((e.code().as_str(), e.attempts()), ("llm_server_error", 4));
     assert!(e.to_string().contains("busy"), "{e}");
     let e = chat(&c, &model("b", "an", json!({})), &req)
         .await
         .unwrap_err();
-    assert_eq!((e.code(), e.attempts()), ("llm_rate_limited", 4));
+    assert_eq!((e.code().as_str(), e.attempts()), ("llm_rate_limited", 4));
     assert!(e.is_transient());
 }
 
@@ -85,7 +85,7 @@ async fn llm_auth_failure_is_immediate_and_never_shows_the_key() {
         let e = chat(&c, &model(alias, provider, json!({})), &req)
             .await
             .unwrap_err();
-        assert_eq!((e.code(), e.attempts()), ("llm_auth_failed", 1));
+        assert_eq!((e.code().as_str(), e.attempts()), ("llm_auth_failed", 1));
         let shown = format!("{e} {e:?} {c:?}");
         assert!(!shown.contains(KEY), "{shown}");
         assert!(
@@ -162,7 +162,10 @@ async fn llm_malformed_json_is_an_invalid_response() {
     )
     .await
     .unwrap_err();
-    assert_eq!((e.code(), e.attempts()), ("llm_invalid_response", 1));
+    assert_eq!(
+        (e.code().as_str(), e.attempts()),
+        ("llm_invalid_response", 1)
+    );
 }
 
 #[tokio::test]

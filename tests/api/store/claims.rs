@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use synthgate::domain::{JobId, JobStatus, RecordStatus};
-use synthgate::store::{Claim, ClaimPolicy, RECORD_ABANDONED, Store};
+use synthgate::store::{Claim, ClaimPolicy, RecordErrorCode, RecordStage, Store};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, idx_attempts, job, new_job};
 use crate::db::{TestDb, both_backends};
@@ -109,8 +109,8 @@ async fn a_record_that_keeps_killing_its_worker_is_abandoned(db: TestDb) {
     assert_eq!(rec.status, RecordStatus::Failed);
     assert_eq!(rec.attempts, 3, "never run a fourth time");
     let e = rec.error.expect("error");
-    assert_eq!(e.code, RECORD_ABANDONED);
-    assert_eq!(e.stage.as_deref(), Some("worker"));
+    assert_eq!(e.code, RecordErrorCode::RecordAbandoned);
+    assert_eq!(e.stage, Some(RecordStage::Worker));
     assert!(e.message.contains('3'), "{}", e.message);
     assert_eq!(rec.values, None);
     // Nothing is left to claim, and the job finishes.

@@ -4,7 +4,9 @@ use std::time::Instant;
 
 use serde_json::json;
 use synthgate::domain::{RecordId, RecordStatus};
-use synthgate::store::{JobCounts, JobSelect, RecordError, RecordResult, UsageCounts};
+use synthgate::store::{
+    JobCounts, JobSelect, RecordError, RecordErrorCode, RecordResult, RecordStage, UsageCounts,
+};
 
 use super::{LONG, claim, completed, counts, create, failed, first_errors, new_job, trace};
 use crate::db::{TestDb, both_backends};
@@ -83,16 +85,19 @@ async fn results_round_trip(db: TestDb) {
     let j = create(store, &new_job(Some("a"), 3)).await;
     let held = claim(store, "w", 3, LONG).await;
     let values = json!({"name": "Ada", "n": 3, "nested": {"list": [1, 2.5, null, "é"]}});
+    // A code and stage this build does not know (another version of the service wrote them)
+    // are read back as written.
+    let bare_error = RecordError {
+        code: RecordErrorCode::parse("timeout"),
+        message: "took too long".to_owned(),
+        column: None,
+        stage: Some(RecordStage::parse("a_later_stage")),
+    };
     let bare_failure = RecordResult {
         id: held[2].id,
         outcome: synthgate::store::RecordOutcome::Failed {
             values: None,
-            error: RecordError {
-                code: "timeout".to_owned(),
-                message: "took too long".to_owned(),
-                column: None,
-                stage: None,
-            },
+            error: bare_error.clone(),
         },
         traces: Vec::new(),
         usage: Default::default(),
@@ -125,15 +130,15 @@ async fn results_round_trip(db: TestDb) {
     assert_eq!(
         bad.error,
         Some(RecordError {
-            code: "tool_error".to_owned(),
+            code: RecordErrorCode::parse("tool_error"),
             message: "tool_error happened".to_owned(),
             column: Some("summary".to_owned()),
-            stage: Some("llm".to_owned()),
+            stage: Some(RecordStage::Llm),
         })
     );
     let bare = store.get_record(held[2].id, None).await.unwrap().unwrap();
     assert_eq!(bare.values, None);
-    assert_eq!(bare.error.unwrap().column, None);
+    assert_eq!(bare.error, Some(bare_error));
 }
 
 async fn finished_since_returns_later_records(db: TestDb) {

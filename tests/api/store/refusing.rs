@@ -81,7 +81,7 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
             failed += 1;
             let e = r.error.expect("error");
             assert_eq!(e.code, "unstorable_value", "{e:?}");
-            assert_eq!(e.stage.as_deref(), Some("store"));
+            assert_eq!(e.stage, Some(synthgate::store::RecordStage::Store));
             assert_eq!(r.values, None);
         } else {
             assert_eq!(r.status, RecordStatus::Completed, "{r:?}");

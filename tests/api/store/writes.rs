@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use synthgate::domain::RecordStatus;
-use synthgate::store::{RecordError, RecordOutcome, RecordResult, UsageCounts};
+use synthgate::store::{
+    RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, UsageCounts,
+};
 
 use super::{EXPIRED, LONG, claim, completed, create, failed, new_job, trace};
 use crate::db::{TestDb, both_backends};
@@ -138,12 +140,11 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
         id: held[2].id,
         outcome: RecordOutcome::Failed {
             values: None,
-            error: RecordError {
-                code: "template_error".to_owned(),
-                message: "cannot use 'x\u{0}'".to_owned(),
-                column: Some("answer".to_owned()),
-                stage: Some("render".to_owned()),
-            },
+            error: RecordError::new(
+                RecordErrorCode::TemplateError,
+                Some("answer".to_owned()),
+                "cannot use 'x\u{0}'",
+            ),
         },
         traces: Vec::new(),
         usage: BTreeMap::new(),
@@ -160,7 +161,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
     let e = r0.error.expect("error");
     assert_eq!(e.code, "unstorable_value");
     assert_eq!(e.column.as_deref(), Some("answer"));
-    assert_eq!(e.stage.as_deref(), Some("store"));
+    assert_eq!(e.stage, Some(RecordStage::Store));
     assert!(e.message.contains("column 'answer'"), "{}", e.message);
     // The other values are kept, as for any failed record.
     assert_eq!(r0.values, Some(json!({"topic": "ok", "n": 1})));
