@@ -168,7 +168,7 @@ pub struct RecordRow {
     pub updated_at: DateTime<Utc>,
 }
 
-/// A record handed to a worker by `claim_records`.
+/// A record handed to a worker by [`Store::claim`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRecord {
     pub id: RecordId,
@@ -195,9 +195,6 @@ pub struct ClaimedRecord {
 /// time are suspect too, but only once more, alone, where an innocent record completes.
 pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
 
-/// Default of `workers.max_lease_expiries`.
-pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 3;
-
 /// Error code of a record failed because its lease expired too many times.
 pub const RECORD_ABANDONED: &str = "record_abandoned";
 
@@ -211,15 +208,6 @@ pub struct ClaimPolicy {
     /// The claimer has nothing in flight, so it may be handed a record that must run alone
     /// (then that record only).
     pub alone: bool,
-}
-
-impl Default for ClaimPolicy {
-    fn default() -> Self {
-        Self {
-            max_lease_expiries: DEFAULT_MAX_LEASE_EXPIRIES,
-            alone: true,
-        }
-    }
 }
 
 /// The result of [`Store::claim`].
@@ -351,20 +339,6 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError>;
-
-    /// [`Store::claim`] with the default policy (a record that must run alone may be
-    /// returned, by itself); the records only.
-    async fn claim_records(
-        &self,
-        owner: &str,
-        limit: u32,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        Ok(self
-            .claim(owner, limit, lease, ClaimPolicy::default())
-            .await?
-            .records)
-    }
 
     /// Extends `owner`'s leases on `ids`, the records it is still working on. Returns how many
     /// of them it still holds. Records `owner` holds but no longer works on (a result the

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::json;
-use synthgate::config::{LimitsConfig, LlmConfig, WorkersConfig};
+use synthgate::config::{LimitsConfig, WorkersConfig};
 use synthgate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 use synthgate::generate::PlanContext;
 use synthgate::jobs::{JobService, ServerModels};
-use synthgate::llm::LlmClient;
+use synthgate::llm::{LlmClient, RetryPolicy};
 use synthgate::store::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError, TraceRow, UsageCounts,
@@ -218,7 +218,7 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
         wake.clone(),
         None,
     );
-    let llm = LlmClient::new(&[], LlmConfig::default().retry_policy()).unwrap();
+    let llm = LlmClient::new(&[], RetryPolicy::default()).unwrap();
     // A long write interval, so the writer's batches hold records of both kinds.
     let workers = WorkersConfig {
         write_interval_ms: 200,
