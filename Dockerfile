@@ -8,6 +8,8 @@
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 # The slim image has gcc, which the bundled SQLite and ring need; TLS is rustls, so no OpenSSL.
+# The whole workspace is copied (cargo needs every member's manifest, crates/testkit included),
+# but only the product package is built: the test doubles never enter the image.
 COPY . .
 # The registry and target caches survive between builds on the same builder, so a source-only
 # change recompiles only synthgate itself. The binary is copied out of the cached target dir
@@ -15,7 +17,7 @@ COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     --mount=type=cache,target=/usr/local/cargo/git,sharing=locked \
     --mount=type=cache,target=/src/target,sharing=locked \
-    cargo build --release --locked --bin synthgate \
+    cargo build --release --locked -p synthgate --bin synthgate \
     && install -D -m 0755 target/release/synthgate /out/synthgate
 
 # ---- runtime --------------------------------------------------------------------------------------

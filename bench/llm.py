@@ -9,6 +9,7 @@ fresh SQLite file (or a new Postgres database with --pg), submits one job of N r
   CPU seconds of the service per record (utime+stime from /proc), peak RSS, mock requests and
   the mock's maximum in-flight requests.
 
+Build both first with `cargo build --release --workspace` (mock-llm is in crates/testkit).
 Standard library only; traffic stays on 127.0.0.1; the run stops by itself.
 """
 import argparse, json, os, socket, subprocess, tempfile, time, urllib.request, uuid
@@ -16,6 +17,14 @@ from datetime import datetime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
+
+
+def release_bin(name):
+    """The path of a release binary of the workspace, or exit saying how to build it."""
+    path = os.path.join(ROOT, "target/release", name)
+    if not os.path.exists(path):
+        raise SystemExit(f"{path} is missing: run `cargo build --release --workspace`")
+    return path
 
 
 def free_port():
@@ -75,7 +84,7 @@ def main():
     with open(script, "w") as f:
         json.dump({"faults": {"latency_ms": args.latency_ms}, "history_limit": 0}, f)
     mport, sport = free_port(), free_port()
-    mock = subprocess.Popen([os.path.join(ROOT, "target/release/mock-llm"), "--port", str(mport),
+    mock = subprocess.Popen([release_bin("mock-llm"), "--port", str(mport),
                              "--script", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     env = dict(os.environ)
     env.update({
@@ -96,7 +105,7 @@ def main():
         env["SYNTHGATE__DATABASE__URL"] = args.pg.rsplit("/", 1)[0] + "/" + dbname
     else:
         env["SYNTHGATE__DATABASE__SQLITE_PATH"] = os.path.join(tmp, "bench.db")
-    svc = subprocess.Popen([os.path.join(ROOT, "target/release/synthgate"), "serve"], env=env, cwd=ROOT,
+    svc = subprocess.Popen([release_bin("synthgate"), "serve"], env=env, cwd=ROOT,
                            stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{sport}"
     try:

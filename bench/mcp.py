@@ -12,11 +12,12 @@ one job of N records, waits for it, and prints one JSON line:
   sessions opened and tools/list requests (both from mock-mcp's own event log, cross-checked
   with synthgate's /metrics), and tool calls.
 
+Build first with `cargo build --release --workspace` (the doubles are in crates/testkit).
 Standard library only; traffic stays on 127.0.0.1; the run stops by itself.
 """
 import json, os, subprocess, tempfile, time, urllib.request, uuid
 
-from llm import ROOT, cpu_s, free_port, get, parse_args, peak_rss_mib, ts, wait_ready
+from llm import ROOT, cpu_s, free_port, get, parse_args, peak_rss_mib, release_bin, ts, wait_ready
 
 
 def metric(text, name, provider="mock"):
@@ -65,15 +66,15 @@ model_configs:
 mcp_providers:
   - name: mock
     provider_type: stdio
-    command: {os.path.join(ROOT, "target/release/mock-mcp")}
+    command: {release_bin("mock-mcp")}
     args: [stdio]
     env: {{MOCK_MCP_EVENTS: {events}}}
 tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
 """)
-    mock = subprocess.Popen([os.path.join(ROOT, "target/release/mock-llm"), "--port", str(mport),
+    mock = subprocess.Popen([release_bin("mock-llm"), "--port", str(mport),
                              "--script", script], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    svc = subprocess.Popen([os.path.join(ROOT, "target/release/synthgate"), "serve", "--config", config],
+    svc = subprocess.Popen([release_bin("synthgate"), "serve", "--config", config],
                            cwd=ROOT, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{sport}"
     try:

@@ -13,8 +13,9 @@ use tokio_util::task::TaskTracker;
 use crate::auth::ApiKeys;
 use crate::config::Config;
 use crate::jobs::{Catalog, JobService};
-use crate::llm::LlmClient;
+use crate::llm::{LlmClient, RetryPolicy};
 use crate::mcp::McpPool;
+use crate::serve::ConnectionLimits;
 use crate::state::AppState;
 use crate::tools::ToolHub;
 use crate::worker::WorkerPool;
@@ -70,7 +71,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.limits.max_tool_result_chars,
     );
     let llm = Arc::new(
-        LlmClient::new(&config.model_providers, config.llm.retry_policy())
+        LlmClient::new(&config.model_providers, RetryPolicy::from(&config.llm))
             .context("building the LLM client (config key `model_providers`)")?,
     );
     llm.register_models(&config.model_configs);
@@ -115,7 +116,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let router = crate::api::router(state);
     let server_token = shutdown.clone();
     let workers_token = shutdown.clone();
-    let limits = config.server.connection_limits();
+    let limits = ConnectionLimits::from(&config.server);
     let http = tracker.spawn(async move {
         let serve = crate::serve::serve(listener, router, limits, server_token.clone());
         let deadline = async {

@@ -51,8 +51,6 @@ pub mod jobs;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;
-pub mod mock_llm;
-pub mod mock_mcp;
 pub mod serve;
 pub mod shutdown;
 pub mod state;

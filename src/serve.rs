@@ -54,6 +54,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
+use crate::config::ServerConfig;
+
 /// The per-connection settings (`server.header_read_timeout_sec`, `server.idle_timeout_sec`,
 /// `server.max_connections`).
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +66,16 @@ pub struct ConnectionLimits {
     pub idle_timeout: Duration,
     /// Open connections at most.
     pub max_connections: usize,
+}
+
+impl From<&ServerConfig> for ConnectionLimits {
+    fn from(cfg: &ServerConfig) -> Self {
+        Self {
+            header_read_timeout: Duration::from_secs(cfg.header_read_timeout_sec),
+            idle_timeout: Duration::from_secs(cfg.idle_timeout_sec),
+            max_connections: cfg.max_connections,
+        }
+    }
 }
 
 /// After `accept` fails for lack of file descriptors: the longest pause before trying again
@@ -580,4 +592,23 @@ fn is_connection_error(e: &io::Error) -> bool {
             | io::ErrorKind::ConnectionAborted
             | io::ErrorKind::ConnectionReset
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_come_from_their_config_keys() {
+        let cfg = ServerConfig {
+            header_read_timeout_sec: 7,
+            idle_timeout_sec: 11,
+            max_connections: 13,
+            ..ServerConfig::default()
+        };
+        let l = ConnectionLimits::from(&cfg);
+        assert_eq!(l.header_read_timeout, Duration::from_secs(7));
+        assert_eq!(l.idle_timeout, Duration::from_secs(11));
+        assert_eq!(l.max_connections, 13);
+    }
 }

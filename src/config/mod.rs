@@ -16,7 +16,7 @@ use serde_json::Value;
 
 pub use providers::{
     InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
-    SessionScope,
+    SessionScope, resolve_api_key,
 };
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -33,6 +33,21 @@ pub struct ModelProviderConfig {
     /// Extra HTTP headers on every request.
     #[serde(default)]
     pub extra_headers: Option<BTreeMap<String, String>>,
+}
+
+/// DataDesigner's secret rule for a provider's `api_key` (LLM and MCP alike): the configured
+/// value names an environment variable if one by that name is set (and not empty), otherwise
+/// it is the key itself. Applied by the code that sends the key (the LLM client when it is
+/// built, an MCP transport when it connects), not at config load.
+pub fn resolve_api_key(
+    configured: &SecretString,
+    env: impl Fn(&str) -> Option<String>,
+) -> SecretString {
+    let raw = configured.expose_secret();
+    match env(raw).filter(|v| !v.is_empty()) {
+        Some(v) => v.into(),
+        None => raw.to_owned().into(),
+    }
 }
 
 /// LLM wire protocol.

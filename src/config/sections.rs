@@ -81,15 +81,6 @@ impl ServerConfig {
             );
         }
     }
-
-    /// The settings the HTTP listener applies to every connection.
-    pub fn connection_limits(&self) -> crate::serve::ConnectionLimits {
-        crate::serve::ConnectionLimits {
-            header_read_timeout: Duration::from_secs(self.header_read_timeout_sec),
-            idle_timeout: Duration::from_secs(self.idle_timeout_sec),
-            max_connections: self.max_connections,
-        }
-    }
 }
 
 /// Where data lives. No `url` = an embedded SQLite file at `sqlite_path`.
@@ -180,7 +171,7 @@ impl Default for WorkersConfig {
         Self {
             count: 32,
             max_in_flight: None,
-            max_lease_expiries: crate::store::DEFAULT_MAX_LEASE_EXPIRIES,
+            max_lease_expiries: 3,
             claim_batch_size: 32,
             lease_ttl_sec: 60,
             poll_interval_ms: 500,
@@ -406,15 +397,6 @@ impl LlmConfig {
                 "config key `llm.retry_max_delay_ms`: must be at least `llm.retry_base_delay_ms`"
                     .into(),
             );
-        }
-    }
-
-    /// The client's retry policy.
-    pub fn retry_policy(&self) -> crate::llm::RetryPolicy {
-        crate::llm::RetryPolicy {
-            max_attempts: self.max_attempts,
-            base_delay: Duration::from_millis(self.retry_base_delay_ms),
-            max_delay: Duration::from_millis(self.retry_max_delay_ms),
         }
     }
 }

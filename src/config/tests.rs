@@ -154,10 +154,9 @@ fn shipped_config_file_is_valid() {
 #[test]
 fn connection_settings_default_and_are_bounded() {
     let c = Config::from_value(Value::Null, &[]).unwrap();
-    let l = c.server.connection_limits();
-    assert_eq!(l.header_read_timeout, std::time::Duration::from_secs(10));
-    assert_eq!(l.idle_timeout, std::time::Duration::from_secs(60));
-    assert_eq!(l.max_connections, 1024);
+    assert_eq!(c.server.header_read_timeout_sec, 10);
+    assert_eq!(c.server.idle_timeout_sec, 60);
+    assert_eq!(c.server.max_connections, 1024);
     assert!(c.server.metrics_token.is_none());
 
     let err = Config::from_value(
@@ -212,4 +211,17 @@ fn worker_leases_and_lease_expiries() {
     let all = problems.join("\n");
     assert!(all.contains("workers.max_in_flight"), "{all}");
     assert!(all.contains("workers.max_lease_expiries"), "{all}");
+}
+
+#[test]
+fn api_key_is_an_env_name_first_then_the_literal() {
+    use secrecy::{ExposeSecret, SecretString};
+    let env = |n: &str| (n == "MY_KEY").then(|| "from-env".to_owned());
+    let k = resolve_api_key(&SecretString::from("MY_KEY"), env);
+    assert_eq!(k.expose_secret(), "from-env");
+    let k = resolve_api_key(&SecretString::from("sk-literal"), env);
+    assert_eq!(k.expose_secret(), "sk-literal");
+    // An empty variable does not count as set.
+    let k = resolve_api_key(&SecretString::from("EMPTY"), |_| Some(String::new()));
+    assert_eq!(k.expose_secret(), "EMPTY");
 }

@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime};
 use backon::Retryable;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +19,7 @@ use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
 use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
-use crate::config::{ModelProviderConfig, ProviderType};
+use crate::config::{ModelProviderConfig, ProviderType, resolve_api_key};
 use crate::domain::models::ModelConfig;
 
 /// Calls LLM providers. Build one per process and share it (`Arc`): the connection pool, the
@@ -69,19 +69,6 @@ fn is_sensitive_header(name: &str) -> bool {
     ["auth", "key", "token", "secret", "cookie", "signature"]
         .iter()
         .any(|s| n.contains(s))
-}
-
-/// DataDesigner's secret rule: the configured value names an environment variable if one by
-/// that name is set, otherwise it is the key itself.
-pub fn resolve_api_key(
-    configured: &SecretString,
-    env: impl Fn(&str) -> Option<String>,
-) -> SecretString {
-    let raw = configured.expose_secret();
-    match env(raw).filter(|v| !v.is_empty()) {
-        Some(v) => v.into(),
-        None => raw.to_owned().into(),
-    }
 }
 
 impl Provider {
@@ -384,15 +371,6 @@ mod tests {
             "extra_headers": headers.iter().cloned().collect::<BTreeMap<_, _>>()
         }))
         .unwrap()
-    }
-
-    #[test]
-    fn api_key_is_an_env_name_first_then_the_literal() {
-        let env = |n: &str| (n == "MY_KEY").then(|| "from-env".to_owned());
-        let k = resolve_api_key(&SecretString::from("MY_KEY"), env);
-        assert_eq!(k.expose_secret(), "from-env");
-        let k = resolve_api_key(&SecretString::from("sk-literal"), env);
-        assert_eq!(k.expose_secret(), "sk-literal");
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod retry;
 mod types;
 mod usage;
 
-pub use client::{LlmClient, resolve_api_key};
+pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;

@@ -13,6 +13,7 @@ use rand::RngExt;
 use reqwest::header::HeaderMap;
 
 use super::error::LlmError;
+use crate::config::LlmConfig;
 
 /// How failed HTTP attempts are retried.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,13 +26,21 @@ pub struct RetryPolicy {
     pub max_delay: Duration,
 }
 
+/// The policy of the `llm` config section.
+impl From<&LlmConfig> for RetryPolicy {
+    fn from(cfg: &LlmConfig) -> Self {
+        Self {
+            max_attempts: cfg.max_attempts,
+            base_delay: Duration::from_millis(cfg.retry_base_delay_ms),
+            max_delay: Duration::from_millis(cfg.retry_max_delay_ms),
+        }
+    }
+}
+
+/// The policy of the `llm` section's defaults.
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self {
-            max_attempts: 5,
-            base_delay: Duration::from_millis(500),
-            max_delay: Duration::from_secs(30),
-        }
+        Self::from(&LlmConfig::default())
     }
 }
 
@@ -242,6 +251,19 @@ fn saturating_secs(secs: f64) -> Duration {
 mod tests {
     use super::*;
     use backon::BackoffBuilder;
+
+    #[test]
+    fn policy_comes_from_the_llm_config_keys() {
+        let cfg = LlmConfig {
+            max_attempts: 2,
+            retry_base_delay_ms: 70,
+            retry_max_delay_ms: 900,
+        };
+        let p = RetryPolicy::from(&cfg);
+        assert_eq!(p.max_attempts, 2);
+        assert_eq!(p.base_delay, Duration::from_millis(70));
+        assert_eq!(p.max_delay, Duration::from_millis(900));
+    }
 
     #[test]
     fn retry_after_seconds_and_dates() {

@@ -15,7 +15,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::cache::ToolCache;
-use crate::config::{McpProviderConfig, McpTransport};
+use crate::config::{McpProviderConfig, McpTransport, resolve_api_key};
 
 /// The environment a stdio server inherits before its own `env` is merged over it: the MCP
 /// SDKs' minimal POSIX set, so the service's own secrets never reach a tool server.
@@ -174,7 +174,7 @@ async fn stdio(
 /// The bearer key: an environment variable name first, else the literal key (DataDesigner).
 fn api_key(cfg: &McpProviderConfig) -> Option<String> {
     let key = cfg.api_key.as_ref()?;
-    let key = crate::llm::resolve_api_key(key, |n| std::env::var(n).ok());
+    let key = resolve_api_key(key, |n| std::env::var(n).ok());
     let key = key.expose_secret();
     (!key.is_empty()).then(|| key.to_owned())
 }

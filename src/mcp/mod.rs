@@ -14,18 +14,17 @@
 //!
 //! What DataDesigner 0.9.7 lacks and this adds: eviction and reconnect of dead sessions, a
 //! per-call timeout that really cancels the request, a cache TTL, session scopes, call limits,
-//! and children that are reaped on shutdown. Routing tool calls to providers, allow lists and
-//! turning failures into `Error:` messages for the model live in [`crate::tools`].
+//! and children that are reaped on shutdown. Routing tool calls to providers, allow lists,
+//! turning results into chat content blocks and failures into `Error:` messages for the model
+//! live in [`crate::tools`].
 
 mod cache;
 mod connect;
-mod content;
 mod error;
 mod pool;
 pub mod sse;
 
 pub use cache::{McpTool, ToolList};
-pub use content::to_blocks;
 pub use error::McpError;
 pub use pool::McpPool;
 

@@ -122,7 +122,7 @@ pub enum CreateOutcome {
     },
 }
 
-/// A record handed to a worker by `claim_records`.
+/// A record handed to a worker by [`Store::claim`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRecord {
     pub id: RecordId,
@@ -149,9 +149,6 @@ pub struct ClaimedRecord {
 /// time are suspect too, but only once more, alone, where an innocent record completes.
 pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
 
-/// Default of `workers.max_lease_expiries`.
-pub const DEFAULT_MAX_LEASE_EXPIRIES: u32 = 3;
-
 /// How a claim treats records whose worker died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {
@@ -162,15 +159,6 @@ pub struct ClaimPolicy {
     /// The claimer has nothing in flight, so it may be handed a record that must run alone
     /// (then that record only).
     pub alone: bool,
-}
-
-impl Default for ClaimPolicy {
-    fn default() -> Self {
-        Self {
-            max_lease_expiries: DEFAULT_MAX_LEASE_EXPIRIES,
-            alone: true,
-        }
-    }
 }
 
 /// The result of [`Store::claim`].
@@ -273,20 +261,6 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError>;
-
-    /// [`Store::claim`] with the default policy (a record that must run alone may be
-    /// returned, by itself); the records only.
-    async fn claim_records(
-        &self,
-        owner: &str,
-        limit: u32,
-        lease: Duration,
-    ) -> Result<Vec<ClaimedRecord>, StoreError> {
-        Ok(self
-            .claim(owner, limit, lease, ClaimPolicy::default())
-            .await?
-            .records)
-    }
 
     /// Extends `owner`'s leases on `ids`, the records it is still working on. Returns how many
     /// of them it still holds. Records `owner` holds but no longer works on (a result the

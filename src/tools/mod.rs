@@ -7,6 +7,7 @@
 //! is a config error. Unlike DataDesigner, a call that is not allowed, unknown, has bad
 //! arguments, times out or hits a broken server does not fail the record: the model is told.
 
+mod content;
 mod inline;
 pub mod prompt;
 
@@ -401,7 +402,7 @@ impl Toolset {
                     .await
                 {
                     Ok(result) => {
-                        let (blocks, is_error) = crate::mcp::to_blocks(&result);
+                        let (blocks, is_error) = content::to_blocks(&result);
                         if is_error {
                             return Err(server_error_text(name, &blocks));
                         }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use synthgate::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 use uuid::Uuid;
 
 use crate::process::{

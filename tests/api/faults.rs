@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use synthgate::config::Config;
-use synthgate::mock_llm::{MockLlm, RecordedRequest, Script};
+use synthgate_testkit::mock_llm::{MockLlm, RecordedRequest, Script};
 use tokio_util::sync::CancellationToken;
 
 use crate::db::Backend;

@@ -12,7 +12,7 @@ use synthgate::domain::models::ModelConfig;
 use synthgate::llm::{
     ChatMessage, ChatRequest, ContentBlock, LlmClient, LlmError, RetryPolicy, ToolCall, ToolSpec,
 };
-use synthgate::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "sk-test-SECRET-0123456789";

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use synthgate::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;
 use crate::db::Backend;

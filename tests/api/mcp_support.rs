@@ -6,13 +6,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use synthgate::config::Config;
-use synthgate::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::db::Backend;
 use crate::helpers::{TestApp, spawn_app_with};
 
-/// The `mock-mcp` binary cargo built for this test run.
-pub const MOCK_MCP: &str = env!("CARGO_BIN_EXE_mock-mcp");
+/// The `mock-mcp` binary of this test run's target dir (built with the workspace, or on first
+/// use when the run built only this package).
+pub fn mock_mcp_bin() -> String {
+    let path = synthgate_testkit::bin_path("mock-mcp");
+    path.to_str().expect("a UTF-8 target dir").to_owned()
+}
 
 /// The events file `mock-mcp` appends to (`init <pid>`, `list <pid>`, `call <pid> <tool>`,
 /// `cancel <pid> slow`), in a temp dir that lives as long as this value.
@@ -67,7 +71,7 @@ pub fn mock_mcp_stdio(name: &str, events: &Path) -> Value {
     json!({
         "name": name,
         "provider_type": "stdio",
-        "command": MOCK_MCP,
+        "command": mock_mcp_bin(),
         "args": ["stdio"],
         "env": {"MOCK_MCP_EVENTS": events.to_str().unwrap()},
     })

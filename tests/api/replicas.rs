@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sqlx::PgPool;
-use synthgate::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 use uuid::Uuid;
 
 use crate::db::{Backend, TestDb};

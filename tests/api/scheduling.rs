@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::mock_llm::{MockLlm, Script};
 use synthgate::store::{ClaimPolicy, CreateOutcome, NewJob};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;
 use crate::db::{Backend, TestDb};

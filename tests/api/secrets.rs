@@ -7,11 +7,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use synthgate::mock_llm::{MockLlm, Script};
-use synthgate::mock_mcp::{MockMcpHttp, Options};
+use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_mcp::{MockMcpHttp, Options};
 use tokio::process::Command;
 
-use crate::mcp_support::MOCK_MCP;
+use crate::mcp_support::mock_mcp_bin;
 
 const LLM_KEY: &str = "sk-live-SECRETLLM-5b1c9a";
 const MCP_KEY: &str = "mcp-SECRETMCP-77a0e2";
@@ -49,6 +49,7 @@ async fn no_secret_reaches_the_database_logs_traces_or_responses() {
         .local_addr()
         .unwrap()
         .port();
+    let mock_mcp = mock_mcp_bin();
     std::fs::write(
         &config,
         format!(
@@ -68,7 +69,7 @@ mcp_providers:
     api_key: "{MCP_KEY}"
     headers: {{X-Team-Secret: "{MCP_HEADER}"}}
   - name: local
-    command: "{MOCK_MCP}"
+    command: "{mock_mcp}"
     args: [stdio]
     env: {{TOKEN: "{STDIO_ENV}"}}
 tool_configs:

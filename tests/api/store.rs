@@ -19,10 +19,12 @@ mod writes;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use synthgate::config::WorkersConfig;
 use synthgate::domain::{JobId, JobStatus, RecordId};
 use synthgate::store::{
-    ClaimedRecord, CreateOutcome, FailedRecord, JobCounts, JobError, JobRow, JobSelect, NewJob,
-    RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, Store, Trace,
+    ClaimPolicy, ClaimedRecord, CreateOutcome, FailedRecord, JobCounts, JobError, JobRow,
+    JobSelect, NewJob, RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage,
+    Store, Trace,
 };
 
 use crate::db::{TestDb, both_backends};
@@ -93,11 +95,18 @@ async fn counts(store: &dyn Store, id: JobId) -> JobCounts {
     store.job_counts(id).await.expect("job_counts")
 }
 
+/// A claim with the worker's default policy by a claimer with nothing in flight (so a record
+/// that must run alone may be returned, by itself); the records only.
 async fn claim(store: &dyn Store, owner: &str, limit: u32, lease: Duration) -> Vec<ClaimedRecord> {
+    let policy = ClaimPolicy {
+        max_lease_expiries: WorkersConfig::default().max_lease_expiries,
+        alone: true,
+    };
     store
-        .claim_records(owner, limit, lease)
+        .claim(owner, limit, lease, policy)
         .await
-        .expect("claim_records")
+        .expect("claim")
+        .records
 }
 
 /// `(index, attempts)` of claimed records, for exact comparisons.

@@ -6,7 +6,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use synthgate::mock_llm::MockLlm;
+use synthgate_testkit::mock_llm::MockLlm;
 
 use super::{KEY_A, call, with_keys};
 use crate::backends;

@@ -14,7 +14,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use serde_json::{Value, json};
-use synthgate::mock_mcp::{MockMcpHttp, Options};
+use synthgate_testkit::mock_mcp::{MockMcpHttp, Options};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 

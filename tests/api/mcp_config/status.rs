@@ -3,13 +3,13 @@
 
 use serde_json::{Value, json};
 use sqlx::Connection;
-use synthgate::mock_mcp::MockMcpHttp;
+use synthgate_testkit::mock_mcp::MockMcpHttp;
 
 use super::{AuthProxy, JOB_TIMEOUT, job, post};
 use crate::backends;
 use crate::db::Backend;
 use crate::helpers::TestApp;
-use crate::mcp_support::{Events, MOCK_MCP, app_with_tools, mock_mcp_stdio, run_job, tool_job};
+use crate::mcp_support::{Events, app_with_tools, mock_mcp_bin, mock_mcp_stdio, run_job, tool_job};
 
 fn echo_script() -> Value {
     json!({"rules": [
@@ -215,8 +215,9 @@ async fn secrets_appear_nowhere(backend: Backend) {
     let proxy = AuthProxy::start(http.addr(), KEY_SECRET).await;
     // A stdio server that writes down the secret it was given, so the test knows it got it.
     let script = format!(
-        "printf %s \"$SECRET_TOKEN\" > '{}' && exec '{MOCK_MCP}' stdio",
-        env_seen.display()
+        "printf %s \"$SECRET_TOKEN\" > '{}' && exec '{}' stdio",
+        env_seen.display(),
+        mock_mcp_bin()
     );
     let (app, _llm) = app_with_tools(
         backend,

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use synthgate::mock_mcp::{MockMcpHttp, Options};
+use synthgate_testkit::mock_mcp::{MockMcpHttp, Options};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -139,7 +139,8 @@ async fn a_streamable_http_server_restarted_mid_job_loses_no_record() {
     let server = TaskTracker::new();
     let opts = events_opts(&after);
     let token = stop.clone();
-    server.spawn(async move { synthgate::mock_mcp::serve_http(listener, opts, token).await });
+    server
+        .spawn(async move { synthgate_testkit::mock_mcp::serve_http(listener, opts, token).await });
     server.close();
 
     let done = app.wait_for_job(id, JOB_TIMEOUT).await;

@@ -3,7 +3,7 @@
 //! drops the record instead for most of these.
 
 use serde_json::{Value, json};
-use synthgate::mock_llm::MockLlm;
+use synthgate_testkit::mock_llm::MockLlm;
 
 use super::{WAIT, call_pids, eventually, job};
 use crate::db::Backend;

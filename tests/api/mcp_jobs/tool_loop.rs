@@ -2,8 +2,8 @@
 //! image results reaching the model as image blocks (OpenAI and Anthropic wire formats).
 
 use serde_json::{Value, json};
-use synthgate::mock_mcp::PNG_1X1;
 use synthgate::tools::REFUSAL_MESSAGE;
+use synthgate_testkit::mock_mcp::PNG_1X1;
 
 use super::{WAIT, job, tools};
 use crate::db::Backend;

@@ -271,7 +271,7 @@ async fn workers_race_a_cancel(db: TestDb) {
             let owner = format!("worker-{worker}");
             let mut finalized = Vec::new();
             loop {
-                let batch = store.claim_records(&owner, 5, LONG).await.expect("claim");
+                let batch = claim(&*store, &owner, 5, LONG).await;
                 if batch.is_empty() {
                     finalized.extend(store.finalize_jobs(&[j.id]).await.expect("finalize"));
                     return finalized;

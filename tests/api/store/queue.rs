@@ -86,7 +86,7 @@ async fn no_double_claim_under_concurrency(db: TestDb) {
             let owner = format!("worker-{worker}");
             let mut mine = Vec::new();
             loop {
-                let batch = store.claim_records(&owner, 7, LONG).await.expect("claim");
+                let batch = claim(&*store, &owner, 7, LONG).await;
                 if batch.is_empty() {
                     return mine;
                 }

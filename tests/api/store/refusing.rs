@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use synthgate::config::{LimitsConfig, LlmConfig, WorkersConfig};
+use synthgate::config::{LimitsConfig, WorkersConfig};
 use synthgate::domain::{JobStatus, RecordStatus};
 use synthgate::jobs::{Catalog, JobService};
-use synthgate::llm::LlmClient;
+use synthgate::llm::{LlmClient, RetryPolicy};
 use synthgate::store::Store;
 use synthgate::tools::ToolHub;
 use synthgate::worker::WorkerPool;
@@ -40,7 +40,7 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     job.run_config = json!({"disable_early_shutdown": true});
     let job = create(&*store, &job).await;
 
-    let llm = LlmClient::new(&[], LlmConfig::default().retry_policy()).unwrap();
+    let llm = LlmClient::new(&[], RetryPolicy::default()).unwrap();
     let jobs = JobService::new(
         store.clone(),
         Catalog::default(),

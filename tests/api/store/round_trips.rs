@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use synthgate::config::{LimitsConfig, LlmConfig};
+use synthgate::config::LimitsConfig;
 use synthgate::jobs::{Catalog, JobService};
-use synthgate::llm::LlmClient;
+use synthgate::llm::{LlmClient, RetryPolicy};
 use synthgate::store::Store;
 use synthgate::tools::ToolHub;
 
@@ -20,7 +20,7 @@ both_backends!(a_job_or_a_page_of_jobs_is_one_round_trip);
 async fn a_job_or_a_page_of_jobs_is_one_round_trip(db: TestDb) {
     let spy = Arc::new(Spy::new(&db, false));
     let store: Arc<dyn Store> = spy.clone();
-    let llm = LlmClient::new(&[], LlmConfig::default().retry_policy()).unwrap();
+    let llm = LlmClient::new(&[], RetryPolicy::default()).unwrap();
     let jobs = JobService::new(
         store.clone(),
         Catalog::default(),

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use synthgate::mock_llm::{MockState, Script, serve};
+use synthgate_testkit::mock_llm::{MockState, Script, serve};
+use synthgate_testkit::signals::watch_signals;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -72,7 +73,7 @@ async fn main() -> ExitCode {
     }
     let stop = CancellationToken::new();
     let server = serve(listener, MockState::new(script), stop.clone());
-    let signals = synthgate::shutdown::watch_signals(stop);
+    let signals = watch_signals(stop);
     let (served, ()) = tokio::join!(server, signals);
     match served {
         Ok(()) => ExitCode::SUCCESS,

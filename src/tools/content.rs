@@ -1,4 +1,6 @@
-//! MCP tool results → chat content blocks, the way the model and the trace see them.
+//! MCP tool results → chat content blocks, the way the model and the trace see them. It lives
+//! here, where MCP tools meet LLM tool calls, so `mcp` stays an MCP client and `llm` a chat
+//! client, neither knowing the other.
 //!
 //! Text stays text; images become `image_url` blocks with a `data:` URI, in their original
 //! position among the other blocks; everything the chat formats cannot carry (embedded

@@ -1,7 +1,7 @@
 //! `mock-mcp`: synthgate's scripted MCP server **test double** (not a real tool server), for
 //! tests and benches. Configure it as an MCP provider with the stdio transport (command
 //! `mock-mcp stdio`) or the HTTP transport (endpoint `http://<addr>/mcp`). The tools and their
-//! answers are listed in `synthgate::mock_mcp`.
+//! answers are listed in `synthgate_testkit::mock_mcp`.
 //!
 //! ```text
 //! mock-mcp stdio
@@ -19,9 +19,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use synthgate::config::{LogFormat, LoggingConfig};
-use synthgate::mock_mcp::{Options, serve_http, serve_stdio};
+use synthgate_testkit::mock_mcp::{Options, serve_http, serve_stdio};
+use synthgate_testkit::signals::watch_signals;
 use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
 
 #[derive(Parser)]
 #[command(
@@ -55,10 +56,11 @@ enum Mode {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    synthgate::telemetry::init(&LoggingConfig {
-        format: LogFormat::Pretty,
-        level: "warn".into(),
-    });
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
     let opts = Options {
         events: args.events,
         page_size: NonZeroUsize::new(args.page_size),
@@ -100,7 +102,7 @@ async fn main() -> ExitCode {
             stop.cancel();
             served
         },
-        synthgate::shutdown::watch_signals(stop.clone())
+        watch_signals(stop.clone())
     );
     match served {
         Ok(()) => ExitCode::SUCCESS,

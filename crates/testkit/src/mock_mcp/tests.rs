@@ -49,7 +49,8 @@ async fn connect<H: ClientHandler>(
     server: &MockMcpHttp,
     handler: H,
 ) -> RunningService<RoleClient, H> {
-    crate::install_crypto_provider();
+    // reqwest is built without a default crypto provider (as in the product); ring it is.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(server.url());
     tokio::time::timeout(DEADLINE, handler.serve(transport))
         .await

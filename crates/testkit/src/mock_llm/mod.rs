@@ -1,7 +1,7 @@
 //! **A scripted test double, not an LLM.** `mock_llm` serves the OpenAI Chat Completions
 //! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`) wire formats
 //! with canned answers chosen by a [`Script`], so tests and benches exercise the real
-//! [`LlmClient`](crate::llm::LlmClient) over real HTTP without any model or network.
+//! LLM client (synthgate's `llm::LlmClient`) over real HTTP without any model or network.
 //!
 //! It records every request (the last `history_limit`), counts requests and in-flight requests
 //! per model (with the maximum ever in flight, to assert `max_parallel_requests`), and injects

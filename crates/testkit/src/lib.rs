@@ -1,0 +1,14 @@
+//! synthgate's test doubles, kept out of the product crate: they are what tests, benches and the
+//! README's examples talk to instead of a real LLM or MCP server.
+//!
+//! - [`mock_llm`]: a scripted OpenAI/Anthropic-compatible LLM (binary `mock-llm`).
+//! - [`mock_mcp`]: a scripted MCP server over stdio and streamable HTTP (binary `mock-mcp`).
+//! - [`bin_path`]: where the running test finds those binaries (built on demand).
+//! - [`signals`]: SIGINT/SIGTERM handling shared by the two binaries.
+
+pub mod bin_path;
+pub mod mock_llm;
+pub mod mock_mcp;
+pub mod signals;
+
+pub use bin_path::bin_path;
