@@ -13,17 +13,18 @@ use crate::generate::PlanContext;
 
 use super::CompiledJob;
 
-/// The server's model and tool configs, and the provider names job configs may use.
+/// The server's model and tool configs, and the provider names job configs may use. Read-only
+/// once built, so the aliases plan compilation sees always match the configs.
 #[derive(Debug, Default)]
 pub struct Catalog {
     /// Server model configs.
-    pub models: Vec<ModelConfig>,
+    models: Vec<ModelConfig>,
     /// Names of the server's model providers.
-    pub model_providers: Vec<String>,
+    model_providers: Vec<String>,
     /// Server tool configs.
-    pub tool_configs: Vec<ToolConfig>,
+    tool_configs: Vec<ToolConfig>,
     /// Names a tool config's `providers` may use: MCP providers and inline tools.
-    pub tool_providers: Vec<String>,
+    tool_providers: Vec<String>,
     /// The aliases above, as plan compilation sees them.
     plan: PlanContext,
 }
@@ -78,9 +79,7 @@ impl Catalog {
     pub fn is_server_model_alias(&self, alias: &str) -> bool {
         self.models.iter().any(|m| m.alias == alias)
     }
-}
 
-impl Catalog {
     /// The model and tool configs a job sees: the server's, overridden by alias by the job's.
     /// A job's configs must name providers the server defines (providers never come with a
     /// job: they hold commands, URLs and keys), may not set request fields the service

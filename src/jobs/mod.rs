@@ -9,15 +9,15 @@
 //! through the queue (claim, renew, complete, release) and runs each through the same
 //! [`RecordRunner`] as a preview.
 //!
-//! * [`submit`](mod@submit): the request, its validation, the insert;
-//! * [`catalog`](mod@catalog): the server's model and tool configs, and what a job or a caller
+//! * `submit`: the request, its validation, the insert;
+//! * `catalog`: the server's model and tool configs, and what a job or a caller
 //!   may do with them;
-//! * [`plans`](mod@plans): compiled plans, cached by job;
-//! * [`lifecycle`](mod@lifecycle): cancel, early shutdown, finalizing;
-//! * [`views`](mod@views): job summaries, records, traces (one store round trip a job);
-//! * [`exports`](mod@exports): the dataset as JSONL or CSV, streamed;
-//! * [`progress`](mod@progress): what a progress stream sends;
-//! * [`runner`](mod@runner) and [`preview`](mod@preview): generating records.
+//! * `plans`: compiled plans, cached by job;
+//! * `lifecycle`: cancel, early shutdown, finalizing;
+//! * `views`: job summaries, records, traces (one store round trip a job);
+//! * `exports`: the dataset as JSONL or CSV, streamed;
+//! * `progress`: what a progress stream sends;
+//! * `runner` and `preview`: generating records.
 
 mod catalog;
 mod exports;

@@ -7,12 +7,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use synthgate::config::{LimitsConfig, WorkersConfig};
+use synthgate::config::WorkersConfig;
 use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::jobs::{Catalog, JobService};
-use synthgate::llm::{LlmClient, RetryPolicy};
 use synthgate::store::Store;
-use synthgate::tools::ToolHub;
 use synthgate::worker::WorkerPool;
 use tokio_util::sync::CancellationToken;
 
@@ -40,14 +37,7 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     job.run_config = json!({"disable_early_shutdown": true});
     let job = create(&*store, &job).await;
 
-    let llm = LlmClient::new(&[], RetryPolicy::default()).unwrap();
-    let jobs = JobService::new(
-        store.clone(),
-        Catalog::default(),
-        LimitsConfig::default(),
-        Arc::new(llm),
-        ToolHub::empty(),
-    );
+    let jobs = super::spy::job_service(store.clone());
     // A long write interval, so the writer's batches hold records of both kinds.
     let workers = WorkersConfig {
         write_interval_ms: 200,

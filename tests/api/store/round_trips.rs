@@ -5,11 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use synthgate::config::LimitsConfig;
-use synthgate::jobs::{Catalog, JobService};
-use synthgate::llm::{LlmClient, RetryPolicy};
 use synthgate::store::Store;
-use synthgate::tools::ToolHub;
 
 use super::spy::Spy;
 use super::{create, new_job};
@@ -20,14 +16,7 @@ both_backends!(a_job_or_a_page_of_jobs_is_one_round_trip);
 async fn a_job_or_a_page_of_jobs_is_one_round_trip(db: TestDb) {
     let spy = Arc::new(Spy::new(&db, false));
     let store: Arc<dyn Store> = spy.clone();
-    let llm = LlmClient::new(&[], RetryPolicy::default()).unwrap();
-    let jobs = JobService::new(
-        store.clone(),
-        Catalog::default(),
-        LimitsConfig::default(),
-        Arc::new(llm),
-        ToolHub::empty(),
-    );
+    let jobs = super::spy::job_service(store.clone());
     let mut ids = Vec::new();
     for _ in 0..3 {
         let mut job = new_job(Some("a"), 2);

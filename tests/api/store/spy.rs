@@ -1,5 +1,5 @@
 //! A store that wraps a real one: it notes every call (to count a service's round trips) and
-//! can refuse writes the way a database refuses a value.
+//! can refuse writes the way a database refuses a value; and a job service to put over it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +15,25 @@ use synthgate::store::{
     TraceRow, UsageCounts,
 };
 
+use synthgate::config::LimitsConfig;
+use synthgate::jobs::{Catalog, JobService};
+use synthgate::llm::{LlmClient, RetryPolicy};
+use synthgate::tools::ToolHub;
+
 use crate::db::{Backend, TestDb};
+
+/// A job service over `store` with an empty catalog, no LLM provider and no tools: enough for
+/// jobs of samplers and expressions.
+pub(super) fn job_service(store: Arc<dyn Store>) -> JobService {
+    let llm = LlmClient::new(&[], RetryPolicy::default()).expect("an LLM client with no provider");
+    JobService::new(
+        store,
+        Catalog::default(),
+        LimitsConfig::default(),
+        Arc::new(llm),
+        ToolHub::empty(),
+    )
+}
 
 /// Delegates to a real store, noting the name of every call; with `refuse_poison`,
 /// `complete_records` fails with the database's own data error whenever a result's values
