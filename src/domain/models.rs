@@ -100,13 +100,42 @@ pub enum ToolCallStrategy {
     PromptBased,
 }
 
-/// DataDesigner's chat-completion inference parameters (`generation_type: chat-completion`).
+/// The kinds of model DataDesigner configures (`inference_parameters.generation_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GenerationType {
+    /// Chat completions: what LLM columns call.
+    ChatCompletion,
+    /// Embeddings (`encoding_format`, `dimensions`).
+    Embedding,
+    /// Image generation (everything through `extra_body`).
+    Image,
+}
+
+impl GenerationType {
+    /// Every generation type, as DataDesigner spells them.
+    pub const NAMES: [&str; 3] = ["chat-completion", "embedding", "image"];
+
+    /// DataDesigner's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ChatCompletion => "chat-completion",
+            Self::Embedding => "embedding",
+            Self::Image => "image",
+        }
+    }
+}
+
+/// DataDesigner's inference parameters, of every generation type: the chat-completion ones
+/// (`temperature`, `top_p`, `max_tokens`), the embedding ones (`encoding_format`,
+/// `dimensions`), and those all share. A model config of any type is accepted; only
+/// chat-completion models can serve LLM columns (checked where columns meet models).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InferenceParameters {
-    /// Only `chat-completion` is served; `embedding` and `image` are rejected at validation.
-    #[serde(default = "default_generation_type")]
-    pub generation_type: String,
+    /// `chat-completion` (default), `embedding` or `image`. Absent with `encoding_format` or
+    /// `dimensions` given means `embedding`, as DataDesigner coerces it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_type: Option<String>,
     /// Ceiling on concurrent requests for this provider+model across all jobs (default 4).
     #[serde(default = "default_max_parallel_requests")]
     pub max_parallel_requests: u32,
@@ -126,24 +155,45 @@ pub struct InferenceParameters {
     /// Upper bound on generated tokens.
     #[serde(default)]
     pub max_tokens: Option<u64>,
+    /// Embedding models: `float` (default) or `base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding_format: Option<String>,
+    /// Embedding models: the vector length to ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<u64>,
 }
 
 impl Default for InferenceParameters {
     fn default() -> Self {
         Self {
-            generation_type: default_generation_type(),
+            generation_type: None,
             max_parallel_requests: default_max_parallel_requests(),
             timeout: None,
             extra_body: None,
             temperature: None,
             top_p: None,
             max_tokens: None,
+            encoding_format: None,
+            dimensions: None,
         }
     }
 }
 
-fn default_generation_type() -> String {
-    "chat-completion".to_owned()
+impl InferenceParameters {
+    /// The generation type, as DataDesigner reads it: given, or `embedding` when the embedding
+    /// fields are set, else `chat-completion`. `None` for a name that is not one of
+    /// [`GenerationType::NAMES`] (reported by [`ModelConfig::problems`]).
+    pub fn kind(&self) -> Option<GenerationType> {
+        match self.generation_type.as_deref() {
+            None if self.encoding_format.is_some() || self.dimensions.is_some() => {
+                Some(GenerationType::Embedding)
+            }
+            None | Some("chat-completion") => Some(GenerationType::ChatCompletion),
+            Some("embedding") => Some(GenerationType::Embedding),
+            Some("image") => Some(GenerationType::Image),
+            Some(_) => None,
+        }
+    }
 }
 
 fn default_max_parallel_requests() -> u32 {
@@ -234,13 +284,71 @@ impl ModelConfig {
         if self.model.trim().is_empty() {
             push("model", "must not be empty".into());
         }
-        if p.generation_type != "chat-completion" {
-            push(
+        match p.kind() {
+            None => push(
                 "inference_parameters.generation_type",
                 format!(
-                    "'{}' is not served; only 'chat-completion' is supported",
-                    p.generation_type
+                    "'{}' is not a generation type; use one of {}",
+                    p.generation_type.as_deref().unwrap_or_default(),
+                    GenerationType::NAMES.join(", ")
                 ),
+            ),
+            Some(GenerationType::ChatCompletion) => {
+                for (name, set) in [
+                    ("encoding_format", p.encoding_format.is_some()),
+                    ("dimensions", p.dimensions.is_some()),
+                ] {
+                    if set {
+                        push(
+                            &format!("inference_parameters.{name}"),
+                            format!("{name} applies to embedding models only"),
+                        );
+                    }
+                }
+            }
+            Some(kind) => {
+                for (name, set) in [
+                    ("temperature", p.temperature.is_some()),
+                    ("top_p", p.top_p.is_some()),
+                    ("max_tokens", p.max_tokens.is_some()),
+                ] {
+                    if set {
+                        push(
+                            &format!("inference_parameters.{name}"),
+                            format!(
+                                "{name} applies to chat-completion models only, not to {} models",
+                                kind.as_str()
+                            ),
+                        );
+                    }
+                }
+                if kind == GenerationType::Image {
+                    for (name, set) in [
+                        ("encoding_format", p.encoding_format.is_some()),
+                        ("dimensions", p.dimensions.is_some()),
+                    ] {
+                        if set {
+                            push(
+                                &format!("inference_parameters.{name}"),
+                                format!("{name} applies to embedding models only"),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(f) = &p.encoding_format
+            && !matches!(f.as_str(), "float" | "base64")
+        {
+            push(
+                "inference_parameters.encoding_format",
+                format!("must be 'float' or 'base64', got '{f}'"),
+            );
+        }
+        if p.dimensions == Some(0) {
+            push(
+                "inference_parameters.dimensions",
+                "must be at least 1".into(),
             );
         }
         if p.max_parallel_requests == 0 {
@@ -388,8 +496,59 @@ mod tests {
         let m: ModelConfig =
             serde_json::from_value(json!({"alias": "a", "model": "m", "provider": "p"})).unwrap();
         assert_eq!(m.inference_parameters.max_parallel_requests, 4);
-        assert_eq!(m.inference_parameters.generation_type, "chat-completion");
+        assert_eq!(
+            m.inference_parameters.kind(),
+            Some(GenerationType::ChatCompletion)
+        );
         assert!(m.problems().is_empty());
+    }
+
+    #[test]
+    fn generation_types_are_read_as_datadesigner_coerces_them() {
+        let kind = |p: Value| {
+            let m: ModelConfig = serde_json::from_value(
+                json!({"alias": "a", "model": "m", "provider": "p", "inference_parameters": p}),
+            )
+            .unwrap();
+            (m.inference_parameters.kind(), m.problems())
+        };
+        use GenerationType::*;
+        assert_eq!(kind(json!({})), (Some(ChatCompletion), vec![]));
+        assert_eq!(kind(json!({"dimensions": 8})), (Some(Embedding), vec![]));
+        assert_eq!(
+            kind(json!({"encoding_format": "base64"})),
+            (Some(Embedding), vec![])
+        );
+        assert_eq!(
+            kind(json!({"generation_type": "image", "extra_body": {"size": "1024x1024"}})),
+            (Some(Image), vec![])
+        );
+        let fields = |p: Value| -> Vec<String> { kind(p).1.into_iter().map(|f| f.field).collect() };
+        assert_eq!(
+            fields(json!({"generation_type": "chat-completion", "dimensions": 8})),
+            ["inference_parameters.dimensions"]
+        );
+        assert_eq!(
+            fields(
+                json!({"generation_type": "embedding", "max_tokens": 9, "encoding_format": "hex"})
+            ),
+            [
+                "inference_parameters.max_tokens",
+                "inference_parameters.encoding_format"
+            ]
+        );
+        assert_eq!(
+            fields(json!({"generation_type": "image", "dimensions": 8})),
+            ["inference_parameters.dimensions"]
+        );
+        let (none, problems) = kind(json!({"generation_type": "audio"}));
+        assert_eq!(none, None);
+        assert!(
+            problems[0]
+                .message
+                .contains("chat-completion, embedding, image"),
+            "{problems:?}"
+        );
     }
 
     #[test]

@@ -157,6 +157,11 @@ impl Plan {
             .collect()
     }
 
+    /// The model aliases the LLM columns use.
+    pub fn model_aliases(&self) -> std::collections::HashSet<String> {
+        self.llm_aliases().into_iter().map(|(_, m, _)| m).collect()
+    }
+
     /// `(column, model_alias, tool_alias)` of every LLM column.
     pub fn llm_aliases(&self) -> Vec<(String, String, Option<String>)> {
         self.steps

@@ -2,7 +2,7 @@
 //! may name. Built once from the server config; everything that resolves a job's aliases
 //! (compiling its plan, checking a caller's allow lists, merging its own configs) reads it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::auth::Caller;
 use crate::config::Config;
@@ -81,8 +81,11 @@ impl Catalog {
     }
 
     /// The model and tool configs a job sees: the server's, overridden by alias by the job's.
-    /// A job's configs must name providers the server defines (providers never come with a
-    /// job: they hold commands, URLs and keys), may not set request fields the service
+    /// A job's model configs that its LLM columns use (`used` aliases) and its tool configs
+    /// must name providers the server defines (providers never come with a job: they hold
+    /// commands, URLs and keys); one no column uses is never called, so its provider is not
+    /// checked (DataDesigner's builder writes its default model configs, for providers a
+    /// server may not have, into every config). Model configs may not set request fields the service
     /// computes through `extra_body`, and may redefine a server tool alias only to narrow it
     /// (a subset of its providers and of its `allow_tools`). The job's own model configs get
     /// a [`JobLimit`] in `scope`, so their `max_parallel_requests` caps this job only.
@@ -90,11 +93,12 @@ impl Catalog {
     pub(super) fn resolve(
         &self,
         dataset: &DatasetConfig,
+        used: &HashSet<String>,
         scope: &str,
     ) -> Result<(HashMap<String, ModelConfig>, HashMap<String, ToolConfig>), Vec<ConfigIssue>> {
         let mut issues = Vec::new();
         for (i, m) in dataset.model_configs.iter().enumerate() {
-            if !self.model_providers.contains(&m.provider) {
+            if used.contains(&m.alias) && !self.model_providers.contains(&m.provider) {
                 let known = if self.model_providers.is_empty() {
                     "none".to_owned()
                 } else {

@@ -53,7 +53,8 @@ impl JobService {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
         let plan = Plan::compile(&dataset, self.catalog.plan_context(), job.seed)?;
-        let (models, tools) = self.catalog.resolve(&dataset, &job.id.to_string())?;
+        let used = plan.model_aliases();
+        let (models, tools) = self.catalog.resolve(&dataset, &used, &job.id.to_string())?;
         let compiled = Arc::new(CompiledJob {
             plan,
             run_config,

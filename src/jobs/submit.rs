@@ -1,6 +1,7 @@
 //! Submitting a job: the request as the HTTP layer decoded it, its full validation (count,
 //! metadata, config, run config, model and tool configs, the tools themselves), and the insert.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -10,6 +11,7 @@ use crate::auth::Caller;
 use crate::domain::JobId;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
 use crate::domain::job::{JobCounts, JobSummary};
+use crate::domain::models::{GenerationType, ModelConfig};
 use crate::error::ApiError;
 use crate::generate::Plan;
 use crate::store::{CreateOutcome, NewJob};
@@ -176,8 +178,12 @@ impl JobService {
         }
         let (models, tools) = self
             .catalog
-            .resolve(&dataset, scope)
+            .resolve(&dataset, &plan.model_aliases(), scope)
             .map_err(ApiError::InvalidConfig)?;
+        let mismatched = model_type_issues(&plan, &models);
+        if !mismatched.is_empty() {
+            return Err(ApiError::InvalidConfig(mismatched));
+        }
         Ok(Validated {
             num_records,
             seed,
@@ -237,6 +243,26 @@ impl JobService {
             Err(ApiError::InvalidConfig(issues))
         }
     }
+}
+
+/// LLM columns whose model is an embedding or image model (a config may define those; an LLM
+/// column cannot call one).
+fn model_type_issues(plan: &Plan, models: &HashMap<String, ModelConfig>) -> Vec<ConfigIssue> {
+    plan.llm_aliases()
+        .into_iter()
+        .filter_map(|(column, alias, _)| {
+            let kind = models.get(&alias)?.inference_parameters.kind()?;
+            (kind != GenerationType::ChatCompletion).then(|| ConfigIssue {
+                code: codes::MODEL_TYPE_MISMATCH,
+                message: format!(
+                    "column '{column}': model alias '{alias}' is an {} model; LLM columns need a chat-completion model",
+                    kind.as_str()
+                ),
+                column: Some(column),
+                field: Some("model_alias".into()),
+            })
+        })
+        .collect()
 }
 
 fn num_records_out_of_range(max: u32, got: &str) -> ApiError {

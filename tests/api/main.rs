@@ -19,6 +19,7 @@ mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
 mod metrics;
+mod model_types;
 mod openapi;
 mod process;
 mod record_errors;

@@ -29,6 +29,9 @@ pub mod codes {
     pub const UNSUPPORTED_SAMPLER_TYPE: &str = "unsupported_sampler_type";
     /// An LLM column's `model_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_MODEL_ALIAS: &str = "unknown_model_alias";
+    /// An LLM column's `model_alias` names an embedding or image model: LLM columns need a
+    /// chat-completion model.
+    pub const MODEL_TYPE_MISMATCH: &str = "model_type_mismatch";
     /// An LLM column's `tool_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_TOOL_ALIAS: &str = "unknown_tool_alias";
     /// A job model config is malformed, out of range or a duplicate alias.
@@ -104,6 +107,10 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::UNKNOWN_MODEL_ALIAS,
         "an LLM column's model_alias is defined neither in the job nor on the server",
+    ),
+    (
+        codes::MODEL_TYPE_MISMATCH,
+        "an LLM column's model_alias names an embedding or image model, not a chat-completion one",
     ),
     (
         codes::UNKNOWN_TOOL_ALIAS,
@@ -244,7 +251,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 23);
+        assert_eq!(seen.len(), 24);
     }
 
     #[test]
