@@ -17,14 +17,30 @@ const BOUND: Duration = Duration::from_secs(10);
 
 async fn post(app: &TestApp, path: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
     let started = Instant::now();
-    let resp = app
-        .client
-        .post(app.url(path))
-        .header("content-type", content_type)
-        .body(body)
-        .send()
-        .await
-        .expect("the service answers");
+    let send = |client: &reqwest::Client, body: Vec<u8>| {
+        client
+            .post(app.url(path))
+            .header("content-type", content_type)
+            .body(body)
+            .send()
+    };
+    let resp = match send(&app.client, body.clone()).await {
+        Ok(resp) => resp,
+        // Known, not yet explained (seen on loaded machines, before this test's subject
+        // changed too): a large body on a fresh connection now and then meets a closed
+        // socket while it is written (EPIPE) instead of its 4xx. The service must still be
+        // up, and the same request on a new connection must get its answer.
+        Err(e) => {
+            eprintln!("{path}: sending failed ({e}); checking the service and retrying once");
+            let fresh = reqwest::Client::new();
+            let health = fresh.get(app.url("/healthz")).send().await;
+            assert!(
+                health.is_ok_and(|r| r.status() == 200),
+                "the service is down after: {e}"
+            );
+            send(&fresh, body).await.expect("the service answers")
+        }
+    };
     let status = resp.status().as_u16();
     let body: Value = resp.json().await.unwrap_or(Value::Null);
     assert!(
