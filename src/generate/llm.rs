@@ -328,8 +328,11 @@ impl LlmStep {
             LlmKind::Code { .. } => Ok(Value::String(extract_code(text))),
             LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
                 let raw = extract_json(text);
-                let value: Value = serde_json::from_str(raw)
+                let mut value: Value = serde_json::from_str(raw)
                     .map_err(|e| format!("the response is not valid JSON ({e})"))?;
+                if let LlmKind::Judge { scores } = &self.column.kind {
+                    coerce_judge_scores(scores, &mut value);
+                }
                 if let Some(v) = &self.validator {
                     let errors: Vec<String> = v
                         .iter_errors(&value)
@@ -479,15 +482,13 @@ fn code_instructions(lang: &str) -> String {
     format!("* Return only the {lang} code, inside one Markdown ```{fence} code fence.")
 }
 
-/// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`.
+/// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`, where an
+/// option is a key of the score's `options` as the config gives it: a JSON config's keys are
+/// strings (`"1"`, not `1`), so DataDesigner answers with strings, and so does this.
 fn judge_schema(scores: &[Score]) -> Value {
     let mut props = Map::new();
     for s in scores {
-        let options: Vec<Value> = s
-            .options
-            .keys()
-            .map(|k| k.parse::<i64>().map_or_else(|_| json!(k), |n| json!(n)))
-            .collect();
+        let options: Vec<Value> = s.options.keys().map(|k| json!(k)).collect();
         props.insert(
             s.name.clone(),
             json!({
@@ -499,6 +500,41 @@ fn judge_schema(scores: &[Score]) -> Value {
     }
     let required: Vec<&str> = scores.iter().map(|s| s.name.as_str()).collect();
     json!({"type": "object", "properties": props, "required": required})
+}
+
+/// DataDesigner's score coercion, before the schema check: a model's `score` that is not one
+/// of the options as written but matches exactly one of them once both are normalized (text
+/// trimmed and case-folded, `3` and `3.0` read as `"3"`) becomes that option, so `3` answers
+/// option `"3"` and `"Good "` answers `"good"`. A boolean never matches a number's option.
+fn coerce_judge_scores(scores: &[Score], value: &mut Value) {
+    fn normalize(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.trim().to_lowercase(),
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && n.as_i64().is_none() && n.as_u64().is_none() => {
+                    format!("{}", f as i64)
+                }
+                _ => n.to_string(),
+            },
+            other => other.to_string().to_lowercase(),
+        }
+    }
+    for s in scores {
+        let Some(score) = value.get_mut(&s.name).and_then(|v| v.get_mut("score")) else {
+            continue;
+        };
+        if score.as_str().is_some_and(|v| s.options.contains_key(v)) {
+            continue;
+        }
+        let wanted = normalize(score);
+        let mut matches = s
+            .options
+            .keys()
+            .filter(|k| k.trim().to_lowercase() == wanted);
+        if let (Some(key), None) = (matches.next(), matches.next()) {
+            *score = Value::String(key.clone());
+        }
+    }
 }
 
 fn judge_instructions(scores: &[Score], schema: &Value) -> String {
@@ -532,15 +568,45 @@ mod tests {
     }
 
     #[test]
-    fn judge_schema_accepts_numeric_options() {
-        let scores = vec![Score {
-            name: "quality".into(),
-            description: "How good".into(),
-            options: serde_json::from_value(json!({"1": "bad", "2": "good"})).unwrap(),
-        }];
+    fn judge_scores_answer_with_the_option_as_written() {
+        let scores = vec![
+            Score {
+                name: "quality".into(),
+                description: "How good".into(),
+                options: serde_json::from_value(json!({"1": "bad", "2": "good"})).unwrap(),
+            },
+            Score {
+                name: "tone".into(),
+                description: "Which tone".into(),
+                options: serde_json::from_value(json!({"Warm": "w", "cold": "c", "1": "one"}))
+                    .unwrap(),
+            },
+        ];
         let v = jsonschema::validator_for(&judge_schema(&scores)).unwrap();
-        assert!(v.is_valid(&json!({"quality": {"reasoning": "ok", "score": 2}})));
-        assert!(!v.is_valid(&json!({"quality": {"reasoning": "ok", "score": 3}})));
+        let answer = |quality: Value, tone: Value| {
+            let mut a = json!({"quality": {"reasoning": "r", "score": quality},
+                "tone": {"reasoning": "r", "score": tone}});
+            coerce_judge_scores(&scores, &mut a);
+            let valid = v.is_valid(&a);
+            (
+                a["quality"]["score"].clone(),
+                a["tone"]["score"].clone(),
+                valid,
+            )
+        };
+        // As DataDesigner does: the option key, a string, whatever the model wrote.
+        assert_eq!(
+            answer(json!(2), json!("warm")),
+            (json!("2"), json!("Warm"), true)
+        );
+        assert_eq!(
+            answer(json!(2.0), json!(" COLD ")),
+            (json!("2"), json!("cold"), true)
+        );
+        assert_eq!(answer(json!("1"), json!(1)), (json!("1"), json!("1"), true));
+        // No option matches: left as it is, and the schema refuses it.
+        assert!(!answer(json!(3), json!("warm")).2);
+        assert_eq!(answer(json!(true), json!("warm")).0, json!(true));
         assert!(!v.is_valid(&json!({})));
     }
 }
