@@ -293,46 +293,25 @@ impl ModelConfig {
                     GenerationType::NAMES.join(", ")
                 ),
             ),
-            Some(GenerationType::ChatCompletion) => {
-                for (name, set) in [
-                    ("encoding_format", p.encoding_format.is_some()),
-                    ("dimensions", p.dimensions.is_some()),
-                ] {
-                    if set {
-                        push(
-                            &format!("inference_parameters.{name}"),
-                            format!("{name} applies to embedding models only"),
-                        );
-                    }
-                }
-            }
             Some(kind) => {
-                for (name, set) in [
-                    ("temperature", p.temperature.is_some()),
-                    ("top_p", p.top_p.is_some()),
-                    ("max_tokens", p.max_tokens.is_some()),
+                // Each type's own fields, on a model of another type.
+                use GenerationType::{ChatCompletion, Embedding};
+                for (name, set, owner) in [
+                    ("temperature", p.temperature.is_some(), ChatCompletion),
+                    ("top_p", p.top_p.is_some(), ChatCompletion),
+                    ("max_tokens", p.max_tokens.is_some(), ChatCompletion),
+                    ("encoding_format", p.encoding_format.is_some(), Embedding),
+                    ("dimensions", p.dimensions.is_some(), Embedding),
                 ] {
-                    if set {
+                    if set && kind != owner {
                         push(
                             &format!("inference_parameters.{name}"),
                             format!(
-                                "{name} applies to chat-completion models only, not to {} models",
+                                "{name} applies to {} models only, not to {} models",
+                                owner.as_str(),
                                 kind.as_str()
                             ),
                         );
-                    }
-                }
-                if kind == GenerationType::Image {
-                    for (name, set) in [
-                        ("encoding_format", p.encoding_format.is_some()),
-                        ("dimensions", p.dimensions.is_some()),
-                    ] {
-                        if set {
-                            push(
-                                &format!("inference_parameters.{name}"),
-                                format!("{name} applies to embedding models only"),
-                            );
-                        }
                     }
                 }
             }
