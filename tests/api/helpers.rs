@@ -50,6 +50,33 @@ pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -
     }
 }
 
+/// The app with the mock LLM answering `script` as model provider `mock`, and one server
+/// model alias `writer` (model `mock-writer`) on it, then `tweak`. LLM retries wait 10 ms.
+pub async fn app_with_mock_llm(
+    backend: Backend,
+    script: Value,
+    tweak: impl FnOnce(&mut Config),
+) -> (TestApp, synthgate_testkit::mock_llm::MockLlm) {
+    use synthgate_testkit::mock_llm::{MockLlm, Script};
+    let script: Script = serde_json::from_value(script).unwrap();
+    let mock = MockLlm::start(script).await.unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.llm.retry_base_delay_ms = 10;
+        c.model_providers =
+            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "writer", "model": "mock-writer", "provider": "mock"}),
+            )
+            .unwrap(),
+        ];
+        tweak(c);
+    })
+    .await;
+    (app, mock)
+}
+
 impl TestApp {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)

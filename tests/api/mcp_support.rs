@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use synthgate::config::Config;
-use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::MockLlm;
 
 use crate::db::Backend;
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, app_with_mock_llm};
 
 /// The `mock-mcp` binary of this test run's target dir (built with the workspace, or on first
 /// use when the run built only this package).
@@ -86,18 +86,10 @@ pub async fn app_with_tools(
     tool_configs: Vec<Value>,
     tweak: impl FnOnce(&mut Config),
 ) -> (TestApp, MockLlm) {
-    let script: Script = serde_json::from_value(script).unwrap();
-    let mock = MockLlm::start(script).await.unwrap();
-    let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
-        c.llm.retry_base_delay_ms = 10;
-        c.model_providers =
-            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
-        c.model_configs = vec![
-            serde_json::from_value(json!({"alias": "writer", "model": "mock-writer",
-                "provider": "mock", "inference_parameters": {"max_parallel_requests": 256}}))
-            .unwrap(),
-        ];
+    app_with_mock_llm(backend, script, move |c| {
+        c.model_configs[0]
+            .inference_parameters
+            .max_parallel_requests = 256;
         c.mcp_providers = providers
             .into_iter()
             .map(|p| serde_json::from_value(p).unwrap())
@@ -108,8 +100,7 @@ pub async fn app_with_tools(
             .collect();
         tweak(c);
     })
-    .await;
-    (app, mock)
+    .await
 }
 
 /// A job config: one sampler and one `llm-text` column `answer` using `tool_alias`, with its

@@ -4,11 +4,10 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{spawn_app, spawn_app_with};
+use crate::helpers::{app_with_mock_llm, spawn_app, spawn_app_with};
 
 const TOKEN: &str = "metrics-token-0123456789";
 
@@ -83,18 +82,8 @@ fn a_short_metrics_token_is_refused() {
 /// label value; their requests count under `job_defined`, the server alias under its name.
 async fn job_aliases_are_not_labels(backend: Backend) {
     const ALIASES: usize = 40;
-    let script: Script = serde_json::from_value(json!({"rules": []})).unwrap();
-    let mock = MockLlm::start(script).await.unwrap();
-    let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
-        c.model_providers =
-            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
-        c.model_configs = vec![
-            serde_json::from_value(
-                json!({"alias": "server-writer", "model": "mock-writer", "provider": "mock"}),
-            )
-            .unwrap(),
-        ];
+    let (app, _mock) = app_with_mock_llm(backend, json!({"rules": []}), |c| {
+        c.model_configs[0].alias = "server-writer".into();
     })
     .await;
     // Unique per run: the recorder is process-wide.

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::MockLlm;
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, app_with_mock_llm};
 
 backends!(
     datadesigner_default_model_configs_are_accepted,
@@ -43,21 +43,7 @@ fn datadesigner_defaults() -> Value {
 }
 
 async fn start(backend: Backend) -> (TestApp, MockLlm) {
-    let script: Script = serde_json::from_value(json!({"rules": []})).unwrap();
-    let mock = MockLlm::start(script).await.unwrap();
-    let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
-        c.model_providers =
-            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
-        c.model_configs = vec![
-            serde_json::from_value(
-                json!({"alias": "writer", "model": "mock-writer", "provider": "mock"}),
-            )
-            .unwrap(),
-        ];
-    })
-    .await;
-    (app, mock)
+    app_with_mock_llm(backend, json!({"rules": []}), |_| {}).await
 }
 
 /// The defaults ride along unused: the job runs, and only the server's model is called.

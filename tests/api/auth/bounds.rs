@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use synthgate::config::Config;
-use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::MockLlm;
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{TestApp, spawn_app_with};
+use crate::helpers::{TestApp, app_with_mock_llm, spawn_app_with};
 use crate::mcp_support::{app_with_tools, mock_mcp_stdio};
 
 /// The mock LLM with `script`, and server model `writer` (`mock-writer`, at most 4 requests
@@ -20,22 +20,13 @@ async fn app_with_mock(
     script: Value,
     tweak: impl FnOnce(&mut Config),
 ) -> (TestApp, MockLlm) {
-    let script: Script = serde_json::from_value(script).unwrap();
-    let mock = MockLlm::start(script).await.unwrap();
-    let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
-        c.llm.retry_base_delay_ms = 10;
-        c.model_providers =
-            vec![serde_json::from_value(json!({"name": "mock", "endpoint": endpoint})).unwrap()];
-        c.model_configs = vec![
-            serde_json::from_value(json!({"alias": "writer", "model": "mock-writer",
-                "provider": "mock", "inference_parameters": {"max_parallel_requests": 4}}))
-            .unwrap(),
-        ];
+    app_with_mock_llm(backend, script, |c| {
+        c.model_configs[0]
+            .inference_parameters
+            .max_parallel_requests = 4;
         tweak(c);
     })
-    .await;
-    (app, mock)
+    .await
 }
 
 fn llm_job(alias: &str, n: u32, model_configs: Value) -> Value {
