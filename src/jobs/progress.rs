@@ -39,7 +39,6 @@ pub struct Follower {
     seen: Vec<u64>,
     since: DateTime<Utc>,
     last_counts: Option<JobCounts>,
-    done: bool,
 }
 
 impl JobService {
@@ -53,7 +52,6 @@ impl JobService {
             seen: vec![0u64; (job.num_records as usize).div_ceil(64)],
             since,
             last_counts: None,
-            done: false,
         })
     }
 }
@@ -62,11 +60,6 @@ impl Follower {
     /// The job followed.
     pub fn job(&self) -> JobId {
         self.job
-    }
-
-    /// Whether the job finished (its `Done` step was returned).
-    pub fn is_done(&self) -> bool {
-        self.done
     }
 
     /// One look at the database: the steps since the last look, in order. `Counts` comes
@@ -99,7 +92,6 @@ impl Follower {
         }
         steps.extend(records);
         if summary.job.status.is_terminal() {
-            self.done = true;
             steps.push(Progress::Done(Box::new(summary)));
         }
         Ok(steps)
