@@ -8,7 +8,8 @@
 //!
 //! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
-//! `samplers` (compile) and `sampling` (draws), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
+//! `faker_person` and `person` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
 mod columns;
@@ -16,10 +17,13 @@ mod compile;
 mod convert;
 mod dag;
 mod datetime;
+mod faker_person;
 mod llm;
+mod person;
 mod rng;
 mod samplers;
 mod sampling;
+mod scipy;
 mod seed;
 mod template;
 mod validate;
@@ -38,6 +42,7 @@ use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
 pub use llm::LlmRuntime;
+pub use person::PeopleSource;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
 
 /// Names defined outside the job config that columns may reference.
@@ -47,6 +52,8 @@ pub struct PlanContext {
     pub model_aliases: Vec<String>,
     /// Tool aliases defined in the server config.
     pub tool_aliases: Vec<String>,
+    /// The managed person datasets `person` samplers read.
+    pub people: PeopleSource,
 }
 
 /// One generated record: its outcome, the traces of its LLM columns, and what it cost.

@@ -14,8 +14,11 @@ use serde_json::Value;
 
 use super::convert::{NumConvert, python_str};
 use super::datetime::{DateFormat, Unit, parse_datetime};
+use super::faker_person::{FakerLocale, FakerPerson, SEXES};
+use super::scipy::ScipyDist;
 use crate::domain::dataset::{
-    ColumnConfig, ColumnKind, ConfigIssue, SamplerParams, SamplerType, codes,
+    CityFilter, ColumnConfig, ColumnKind, ConfigIssue, MAX_AGE, MIN_AGE, SamplerParams,
+    SamplerType, codes,
 };
 
 /// One sampler's compiled distribution.
@@ -63,6 +66,16 @@ pub(crate) enum Dist {
         unit: Unit,
         reference: usize,
     },
+    Scipy {
+        dist: ScipyDist,
+        places: Option<i32>,
+    },
+    BernoulliMixture {
+        p: f64,
+        dist: ScipyDist,
+    },
+    FakerPerson(Box<FakerPerson>),
+    Person(Box<super::person::PersonDraw>),
 }
 
 /// What a sampler drew, before `convert_to`.
@@ -80,10 +93,12 @@ pub(crate) enum Convert {
     Date(DateFormat),
 }
 
-/// Where compile-time problems of one sampler column go.
+/// Where compile-time problems of one sampler column go, and what compiling it may read.
 pub(crate) struct SamplerIssues<'a> {
     pub(crate) column: &'a str,
     pub(crate) out: &'a mut Vec<ConfigIssue>,
+    /// The managed person datasets (`person` samplers).
+    pub(crate) people: &'a super::person::PeopleSource,
 }
 
 impl SamplerIssues<'_> {
@@ -251,9 +266,134 @@ pub(crate) fn compile_dist(
                 reference,
             }
         }
-        SamplerParams::Unsupported { .. } => return None,
+        SamplerParams::Scipy(sp) => match super::scipy::compile(&sp.dist_name, &sp.dist_params) {
+            Ok(dist) => Dist::Scipy {
+                dist,
+                places: sp.decimal_places,
+            },
+            Err((key, msg)) => {
+                issues.bad(&f(&key), msg);
+                return None;
+            }
+        },
+        SamplerParams::BernoulliMixture(b) => {
+            check_p(b.p, issues);
+            match super::scipy::compile(&b.dist_name, &b.dist_params) {
+                Ok(dist) => Dist::BernoulliMixture { p: b.p, dist },
+                Err((key, msg)) => {
+                    issues.bad(&f(&key), msg);
+                    return None;
+                }
+            }
+        }
+        SamplerParams::PersonFromFaker(pf) => {
+            let locale = FakerLocale::parse(&pf.locale);
+            if locale.is_none() {
+                let msg = format!(
+                    "locale '{}' is not served by person_from_faker; served locales: {}",
+                    pf.locale,
+                    FakerLocale::served()
+                );
+                issues.bad(&f("locale"), msg);
+            }
+            let sex = check_sex(pf.sex.as_deref(), &f("sex"), issues);
+            let age_range = check_age_range(&pf.age_range, &f("age_range"), issues);
+            let cities = check_cities(pf.city.as_ref(), &f("city"), issues);
+            Dist::FakerPerson(Box::new(FakerPerson {
+                locale_name: pf.locale.clone(),
+                locale: locale?,
+                sex: sex?,
+                cities: cities?,
+                age_range: age_range?,
+            }))
+        }
+        SamplerParams::Person(pp) => {
+            let sex = check_sex(pp.sex.as_deref(), &f("sex"), issues);
+            let age_range = check_age_range(&pp.age_range, &f("age_range"), issues);
+            let cities = check_cities(pp.city.as_ref(), &f("city"), issues);
+            let (sex, age_range, cities) = (sex?, age_range?, cities?);
+            let draw = issues
+                .people
+                .person(field, pp, sex, age_range, cities, issues.column);
+            match draw {
+                Ok(d) => Dist::Person(Box::new(d)),
+                Err((key, msg)) => {
+                    issues.bad(&f(&key), msg);
+                    return None;
+                }
+            }
+        }
     };
     (issues.out.len() == before).then_some(dist)
+}
+
+/// `sex`: DataDesigner's `SexT` (`Male` or `Female`), or both when absent.
+fn check_sex(
+    sex: Option<&str>,
+    field: &str,
+    issues: &mut SamplerIssues<'_>,
+) -> Option<Option<&'static str>> {
+    match sex {
+        None => Some(None),
+        Some(s) => match SEXES.iter().find(|x| **x == s) {
+            Some(x) => Some(Some(*x)),
+            None => {
+                issues.bad(field, format!("sex must be 'Male' or 'Female', got '{s}'"));
+                None
+            }
+        },
+    }
+}
+
+/// `age_range`: DataDesigner's checks and messages.
+fn check_age_range(
+    range: &[i64],
+    field: &str,
+    issues: &mut SamplerIssues<'_>,
+) -> Option<(i64, i64)> {
+    let prefix = "'age_range' must be a list of two integers, representing the min and max age.";
+    let &[lo, hi] = range else {
+        issues.bad(field, format!("{prefix} Got {} values.", range.len()));
+        return None;
+    };
+    let problem = if lo < MIN_AGE {
+        Some(format!(
+            "{prefix} The first integer (min age) must be greater than or equal to {MIN_AGE}, but the first integer provided was {lo}."
+        ))
+    } else if hi > MAX_AGE {
+        Some(format!(
+            "{prefix} The second integer (max age) must be less than or equal to {MAX_AGE}, but the second integer provided was {hi}."
+        ))
+    } else if lo >= hi {
+        Some(format!(
+            "{prefix} The first integer (min age) must be less than the second integer (max age), but the first integer provided was {lo} and the second integer provided was {hi}."
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(msg) => {
+            issues.bad(field, msg);
+            None
+        }
+        None => Some((lo, hi)),
+    }
+}
+
+/// `city`: one name or a non-empty list.
+fn check_cities(
+    city: Option<&CityFilter>,
+    field: &str,
+    issues: &mut SamplerIssues<'_>,
+) -> Option<Option<Vec<String>>> {
+    match city {
+        None => Some(None),
+        Some(c) if c.as_slice().is_empty() => {
+            issues.bad(field, "city must name at least one city");
+            None
+        }
+        Some(c) => Some(Some(c.as_slice().to_vec())),
+    }
 }
 
 fn is_scalar(v: &Value) -> bool {
@@ -400,8 +540,10 @@ pub(crate) fn compile_convert(
                 }
             }
         }
-        // UUIDs pass through unchanged, as in DataDesigner.
-        (SamplerType::Uuid, _) | (_, None) => Some(Convert::Plain),
+        // UUIDs and people pass through unchanged, as in DataDesigner (`PassthroughMixin`).
+        (SamplerType::Uuid | SamplerType::Person | SamplerType::PersonFromFaker, _) | (_, None) => {
+            Some(Convert::Plain)
+        }
         (_, Some(to)) => match NumConvert::parse(to) {
             Some(c) => Some(Convert::Number(c)),
             None => {

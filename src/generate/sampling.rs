@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::convert::{convert_number, float_value, python_str, round_places};
 use super::datetime::{floor_to_unit, parse_datetime};
 use super::samplers::{Convert, Dist, Sampled};
+use super::scipy::Draw;
 
 impl Dist {
     /// Draws one value. `raw(slot)` gives another sampler's draw, `value(slot)` any column's value.
@@ -79,6 +80,20 @@ impl Dist {
                     .ok_or("datetime out of range")?;
                 return Ok(Sampled::DateTime(dt));
             }
+            Self::Scipy { dist, places } => match dist.sample(rng) {
+                Draw::Float(x) => float_value(places.map_or(x, |p| round_places(x, p)))?,
+                Draw::Int(i) => Value::from(i),
+            },
+            // scipy's `bernoulli(p).rvs() * dist.rvs()`: both drawn every time.
+            Self::BernoulliMixture { p, dist } => {
+                let hit = rng.random::<f64>() < *p;
+                match dist.sample(rng) {
+                    Draw::Float(x) => float_value(if hit { x } else { 0.0 })?,
+                    Draw::Int(i) => Value::from(if hit { i } else { 0 }),
+                }
+            }
+            Self::FakerPerson(person) => person.sample(rng),
+            Self::Person(person) => person.sample(rng)?,
         };
         Ok(Sampled::Json(json))
     }
@@ -95,6 +110,14 @@ fn pick(values: &[Value], cumulative: Option<&[f64]>, rng: &mut ChaCha8Rng) -> V
         None => rng.random_range(0..values.len().max(1)),
     };
     values.get(i).cloned().unwrap_or(Value::Null)
+}
+
+/// A UUID4 in its hyphenated form (Python's `str(uuid4())`).
+pub(crate) fn uuid4(rng: &mut ChaCha8Rng) -> String {
+    let mut bytes: [u8; 16] = rng.random();
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    uuid::Uuid::from_bytes(bytes).hyphenated().to_string()
 }
 
 /// A UUID4 as 32 hex digits (Python's `uuid4().hex`), optionally cut to 8 and upper-cased.

@@ -40,6 +40,7 @@ impl Catalog {
         let plan = PlanContext {
             model_aliases: models.iter().map(|m| m.alias.clone()).collect(),
             tool_aliases: tool_configs.iter().map(|t| t.tool_alias.clone()).collect(),
+            people: crate::generate::PeopleSource::default(),
         };
         Self {
             models,

@@ -9,6 +9,7 @@
 //! [`ISSUE_CODES`].
 
 mod columns;
+mod extra_sampler_params;
 mod issues;
 mod llm_column;
 mod parse;
@@ -24,6 +25,10 @@ use super::models::{ModelConfig, ToolConfig};
 pub use columns::{
     ColumnConfig, ColumnKind, ExprDtype, ExpressionColumn, KNOWN_COLUMN_TYPES,
     REASONING_CONTENT_POSTFIX, SamplerColumn, SkipConfig, TRACE_POSTFIX,
+};
+pub use extra_sampler_params::{
+    BernoulliMixtureParams, CityFilter, DEFAULT_AGE_RANGE, MAX_AGE, MIN_AGE, PersonFromFakerParams,
+    PersonParams, ScipyParams,
 };
 pub use issues::{ISSUE_CODES, codes};
 pub use llm_column::{
@@ -64,7 +69,7 @@ pub struct DatasetConfig {
     pub columns: Vec<ColumnConfig>,
     /// Where seed rows come from, if any.
     pub seed_config: Option<SeedConfig>,
-    /// DataDesigner `constraints`, kept as given; synthgate rejects non-empty ones at compile.
+    /// DataDesigner `constraints`, kept as given; checked and compiled with the plan.
     pub constraints: Option<Value>,
     /// DataDesigner `processors`, kept as given; synthgate rejects non-empty ones at compile.
     pub processors: Option<Value>,

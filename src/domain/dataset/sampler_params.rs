@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::extra_sampler_params::{
+    BernoulliMixtureParams, PersonFromFakerParams, PersonParams, ScipyParams,
+};
 use super::issues::deserialize_at;
 
 /// DataDesigner's `SamplerType`, including the ones synthgate does not serve yet.
@@ -14,7 +17,7 @@ use super::issues::deserialize_at;
 pub enum SamplerType {
     /// 0 or 1 with probability `p`.
     Bernoulli,
-    /// Not served: needs scipy distributions.
+    /// 0, or with probability `p` a draw from a scipy distribution.
     BernoulliMixture,
     /// Successes in `n` trials.
     Binomial,
@@ -24,13 +27,13 @@ pub enum SamplerType {
     Datetime,
     /// Normal distribution.
     Gaussian,
-    /// Not served: needs the managed person datasets.
+    /// A person from a managed Nemotron-Personas dataset file.
     Person,
-    /// Not served: needs Faker.
+    /// A person made up from fake-data locale tables.
     PersonFromFaker,
     /// Poisson counts.
     Poisson,
-    /// Not served: needs scipy.
+    /// A scipy.stats distribution by name.
     Scipy,
     /// A value conditioned on a parent category column.
     Subcategory,
@@ -86,12 +89,29 @@ impl SamplerType {
         Self::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
-    /// Whether synthgate can generate this sampler type.
+    /// Whether synthgate can generate this sampler type (all of DataDesigner 0.9.6's are).
     pub fn is_served(self) -> bool {
-        !matches!(
-            self,
-            Self::Person | Self::PersonFromFaker | Self::Scipy | Self::BernoulliMixture
-        )
+        true
+    }
+
+    /// DataDesigner's `is_numerical_sampler_type`: the types `constraints` may target.
+    pub fn is_numerical(self) -> bool {
+        match self {
+            Self::BernoulliMixture
+            | Self::Bernoulli
+            | Self::Binomial
+            | Self::Gaussian
+            | Self::Poisson
+            | Self::Scipy
+            | Self::Uniform => true,
+            Self::Category
+            | Self::Datetime
+            | Self::Person
+            | Self::PersonFromFaker
+            | Self::Subcategory
+            | Self::Timedelta
+            | Self::Uuid => false,
+        }
     }
 }
 
@@ -118,13 +138,14 @@ pub enum SamplerParams {
     Datetime(DatetimeParams),
     /// `timedelta`.
     Timedelta(TimedeltaParams),
-    /// A type synthgate does not serve; its params are kept unvalidated.
-    Unsupported {
-        /// Which type.
-        sampler_type: SamplerType,
-        /// The params object as given.
-        raw: Value,
-    },
+    /// `person_from_faker`.
+    PersonFromFaker(PersonFromFakerParams),
+    /// `person`.
+    Person(PersonParams),
+    /// `scipy`.
+    Scipy(ScipyParams),
+    /// `bernoulli_mixture`.
+    BernoulliMixture(BernoulliMixtureParams),
 }
 
 impl SamplerParams {
@@ -141,7 +162,10 @@ impl SamplerParams {
             Self::Uuid(_) => SamplerType::Uuid,
             Self::Datetime(_) => SamplerType::Datetime,
             Self::Timedelta(_) => SamplerType::Timedelta,
-            Self::Unsupported { sampler_type, .. } => *sampler_type,
+            Self::PersonFromFaker(_) => SamplerType::PersonFromFaker,
+            Self::Person(_) => SamplerType::Person,
+            Self::Scipy(_) => SamplerType::Scipy,
+            Self::BernoulliMixture(_) => SamplerType::BernoulliMixture,
         }
     }
 }
@@ -332,10 +356,10 @@ pub(crate) fn parse_params(
         SamplerType::Uuid => SamplerParams::Uuid(deserialize_at(&value)?),
         SamplerType::Datetime => SamplerParams::Datetime(deserialize_at(&value)?),
         SamplerType::Timedelta => SamplerParams::Timedelta(deserialize_at(&value)?),
-        other => SamplerParams::Unsupported {
-            sampler_type: other,
-            raw: value,
-        },
+        SamplerType::PersonFromFaker => SamplerParams::PersonFromFaker(deserialize_at(&value)?),
+        SamplerType::Person => SamplerParams::Person(deserialize_at(&value)?),
+        SamplerType::Scipy => SamplerParams::Scipy(deserialize_at(&value)?),
+        SamplerType::BernoulliMixture => SamplerParams::BernoulliMixture(deserialize_at(&value)?),
     };
     Ok(params)
 }
@@ -399,10 +423,24 @@ mod tests {
     }
 
     #[test]
-    fn unserved_types_keep_raw_params() {
-        let p = parse_params(SamplerType::Person, &json!({"locale": "en_US"})).unwrap();
-        assert_eq!(p.sampler_type(), SamplerType::Person);
-        assert!(!SamplerType::Person.is_served());
-        assert!(SamplerType::Uuid.is_served());
+    fn person_and_scipy_params_take_datadesigner_defaults() {
+        let SamplerParams::PersonFromFaker(p) =
+            parse_params(SamplerType::PersonFromFaker, &json!({})).unwrap()
+        else {
+            panic!("not person_from_faker")
+        };
+        assert_eq!(
+            (p.locale.as_str(), p.sex, p.city, p.age_range),
+            ("en_US", None, None, vec![18, 114])
+        );
+        let SamplerParams::Person(p) =
+            parse_params(SamplerType::Person, &json!({"city": "Austin"})).unwrap()
+        else {
+            panic!("not person")
+        };
+        assert!(!p.with_synthetic_personas);
+        assert_eq!(p.city.unwrap().as_slice(), ["Austin".to_owned()]);
+        let err = parse_params(SamplerType::Scipy, &json!({"dist_name": "norm"})).unwrap_err();
+        assert_eq!(err.0, "dist_params");
     }
 }

@@ -10,6 +10,7 @@ use super::{ColumnParts, Compiler};
 use crate::domain::dataset::{
     ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, SamplerColumn, SamplerType, codes,
 };
+use crate::generate::PeopleSource;
 use crate::generate::llm::LlmStep;
 
 impl Compiler<'_> {
@@ -46,6 +47,7 @@ impl Compiler<'_> {
         ci: usize,
         s: &SamplerColumn,
         by_name: &HashMap<&str, &ColumnConfig>,
+        people: &PeopleSource,
         p: &mut ColumnParts,
     ) -> Option<StepKind> {
         if !s.sampler_type.is_served() {
@@ -84,6 +86,7 @@ impl Compiler<'_> {
         let mut issues = SamplerIssues {
             column: &column,
             out: &mut self.issues,
+            people,
         };
         let mut dists = Vec::with_capacity(fields.len());
         for (field, params) in &fields {

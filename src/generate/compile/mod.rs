@@ -107,7 +107,7 @@ pub(crate) fn compile(
         }
         p.kind = match &col.kind {
             ColumnKind::SeedDataset => c.seed_column(col, config, seed_rows.as_ref()),
-            ColumnKind::Sampler(s) => c.sampler(ci, s, &by_name, &mut p),
+            ColumnKind::Sampler(s) => c.sampler(ci, s, &by_name, &ctx.people, &mut p),
             ColumnKind::Expression(e) => {
                 let template = c.template(ci, "expr", &e.expr, &mut p, true);
                 template.map(|template| StepKind::Expression {

@@ -263,20 +263,6 @@ fn invalid_convert_to() {
 }
 
 #[test]
-fn unsupported_sampler_type() {
-    let i = column_issues(json!([sampler("p", "person", json!({"locale": "en_US"}))]));
-    assert_eq!(codes(&i), ["unsupported_sampler_type"]);
-    assert!(
-        i[0].message
-            .contains("'person' is not served by synthgate yet")
-    );
-    for t in ["person_from_faker", "scipy", "bernoulli_mixture"] {
-        let i = column_issues(json!([sampler("p", t, json!({}))]));
-        assert_eq!(codes(&i), ["unsupported_sampler_type"], "{t}");
-    }
-}
-
-#[test]
 fn self_reference_in_skip_when() {
     let mut e = expr("e", "1");
     e["skip"] = json!({"when": "{{ e > 1 }}"});

@@ -2,6 +2,7 @@
 
 mod compile_issues;
 mod config_issues;
+mod person_and_scipy;
 mod records;
 mod samplers;
 mod seed_and_skip;
@@ -18,6 +19,7 @@ pub(super) fn server() -> PlanContext {
     PlanContext {
         model_aliases: vec!["server-model".into()],
         tool_aliases: vec!["server-tools".into()],
+        people: super::PeopleSource::default(),
     }
 }
 
