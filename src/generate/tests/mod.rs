@@ -18,6 +18,7 @@ pub(super) fn server() -> PlanContext {
     PlanContext {
         model_aliases: vec!["server-model".into()],
         tool_aliases: vec!["server-tools".into()],
+        ..PlanContext::default()
     }
 }
 
