@@ -8,6 +8,7 @@
 
 mod providers;
 mod sections;
+mod validators;
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,7 @@ pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
     ServerConfig, WorkersConfig,
 };
+pub use validators::ValidatorsConfig;
 
 use crate::domain::models::{ModelConfig, ToolConfig};
 
@@ -71,6 +73,9 @@ pub struct Config {
     /// Inline tools executed by the service (LlamaFarm's `tools[]`).
     #[serde(default)]
     pub tools: Vec<InlineToolConfig>,
+    /// What validation columns may run: the ruff executable, remote endpoints.
+    #[serde(default)]
+    pub validators: ValidatorsConfig,
 }
 
 /// Why the config could not be loaded. Each message names the key or file concerned.
@@ -153,6 +158,7 @@ impl Config {
         self.limits.problems(&mut out);
         self.auth.problems(&mut out);
         self.llm.problems(&mut out);
+        self.validators.problems(&mut out);
         providers::problems(self, &mut out);
         providers::allow_list_problems(self, &mut out);
         out

@@ -153,6 +153,8 @@ named_enum! {
         Convert = "convert",
         /// An LLM column's conversation: model calls, its tools, parsing the answer.
         Llm = "llm",
+        /// A validation column running its validator (ruff, a SQL parser, a remote endpoint).
+        Validation = "validation",
         /// The worker running the record, outside any column's own work.
         Worker = "worker",
         /// Writing the record's result to the database.
@@ -210,6 +212,10 @@ named_enum! {
             "the model's answer could not be parsed, or did not match the schema, after the correction steps and conversation restarts",
         ToolTurnsExceeded = "tool_turns_exceeded" in Llm:
             "the model kept calling tools after its tool-calling turns were used up",
+        ValidatorError = "validator_error" in Validation:
+            "a validation column's validator could not run: ruff failed or timed out, the remote endpoint could not be reached or answered an error (after the retries), or a code target holds no text",
+        ValidatorInvalidResponse = "validator_invalid_response" in Validation:
+            "a remote validator's answer is not DataDesigner's `{\"data\": [{\"is_valid\": ...}]}` for one record, or does not match the column's `output_schema`",
         InternalError = "internal_error" in Worker:
             "generating the record hit a bug in the service (details only in the log); not retried",
         RecordAbandoned = "record_abandoned" in Worker:

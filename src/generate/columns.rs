@@ -41,7 +41,17 @@ impl Step {
                 StepKind::Seed { .. } => false,
                 StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
                 StepKind::Expression { .. } | StepKind::Llm(_) => true,
+                StepKind::Validation(_) => false,
             }
+    }
+
+    /// Whether the step waits on I/O (a model, a subprocess, an HTTP endpoint): such steps
+    /// run one by one in `Plan::generate_with`, the CPU steps between them in one section.
+    pub(crate) fn is_io(&self) -> bool {
+        match &self.kind {
+            StepKind::Llm(_) | StepKind::Validation(_) => true,
+            StepKind::Seed { .. } | StepKind::Sampler { .. } | StepKind::Expression { .. } => false,
+        }
     }
 }
 
@@ -68,6 +78,7 @@ pub(crate) enum StepKind {
         dtype: ExprDtype,
     },
     Llm(Box<super::llm::LlmStep>),
+    Validation(Box<super::validation::ValidationStep>),
 }
 
 /// Why a step failed: a record error code (which names the stage) and a message.
@@ -246,6 +257,11 @@ impl Step {
                     "{} generation needs an LLM runtime (Plan::generate_with)",
                     step.column.column_type()
                 );
+                return Err(StepError::new(RecordErrorCode::InternalError, msg));
+            }
+            // As for LLM columns: validators do I/O, which only `generate_with` runs.
+            StepKind::Validation(_) => {
+                let msg = "validation needs a runtime (Plan::generate_with)";
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }

@@ -27,6 +27,7 @@ mod scipy;
 mod seed;
 mod template;
 mod validate;
+mod validation;
 
 #[cfg(test)]
 mod tests;
@@ -44,6 +45,7 @@ use columns::{RecordState, Step, StepEnv};
 pub use llm::LlmRuntime;
 pub use person::PeopleSource;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
+pub use validation::ValidatorEnv;
 
 /// Names defined outside the job config that columns may reference.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +56,8 @@ pub struct PlanContext {
     pub tool_aliases: Vec<String>,
     /// The managed person datasets `person` samplers read.
     pub people: PeopleSource,
+    /// What validation columns may run on this server (ruff, remote endpoints).
+    pub validators: Arc<ValidatorEnv>,
 }
 
 /// One generated record: its outcome, the traces of its LLM columns, and what it cost.
@@ -247,20 +251,29 @@ impl Plan {
         let mut next = 0;
         while next < self.steps.len() {
             let step = &self.steps[next];
-            if let columns::StepKind::Llm(llm) = &step.kind {
-                if let Err(e) = self
-                    .run_llm(step, llm, &env, &mut rec, rt, &mut spent)
-                    .await
-                {
+            let io = match &step.kind {
+                columns::StepKind::Llm(llm) => Some(
+                    self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
+                        .await,
+                ),
+                columns::StepKind::Validation(v) => {
+                    Some(self.run_validation(step, v, &env, &mut rec, rt).await)
+                }
+                columns::StepKind::Seed { .. }
+                | columns::StepKind::Sampler { .. }
+                | columns::StepKind::Expression { .. } => None,
+            };
+            if let Some(result) = io {
+                if let Err(e) = result {
                     return spent.into_generated(self.failed(step, e, &rec));
                 }
                 next += 1;
                 continue;
             }
-            // The columns up to the next LLM column are pure CPU: one section for all of them.
+            // The columns up to the next I/O column are pure CPU: one section for all of them.
             let end = self.steps[next..]
                 .iter()
-                .position(|s| matches!(s.kind, columns::StepKind::Llm(_)))
+                .position(Step::is_io)
                 .map_or(self.steps.len(), |p| next + p);
             let segment = &self.steps[next..end];
             let mut run = || {
@@ -361,6 +374,35 @@ impl Plan {
             }
             Err(f) => Err(columns::StepError::new(f.code, f.message)),
         }
+    }
+
+    /// Runs a validation column: its skip gate, then its validator on the target values.
+    async fn run_validation(
+        &self,
+        step: &Step,
+        v: &validation::ValidationStep,
+        env: &StepEnv<'_>,
+        rec: &mut RecordState<'_>,
+        rt: &LlmRuntime<'_>,
+    ) -> Result<(), columns::StepError> {
+        let gate = |rec: &mut RecordState<'_>| step.apply_skip(env, rec).is_some();
+        // A skip template is CPU work; without one the gate is a few comparisons.
+        let run = if step.skip.is_some() {
+            rt.cpu.run(|| gate(rec)).await
+        } else {
+            gate(rec)
+        };
+        if !run {
+            return Ok(());
+        }
+        let values = v
+            .targets
+            .iter()
+            .map(|(_, slot)| rec.values[*slot].clone())
+            .collect();
+        let value = v.run(values, rt.cpu).await?;
+        rec.put(step.slot, value);
+        Ok(())
     }
 
     /// The output columns generated so far, as a row object.

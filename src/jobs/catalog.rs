@@ -41,6 +41,7 @@ impl Catalog {
             model_aliases: models.iter().map(|m| m.alias.clone()).collect(),
             tool_aliases: tool_configs.iter().map(|t| t.tool_alias.clone()).collect(),
             people: crate::generate::PeopleSource::default(),
+            validators: Default::default(),
         };
         Self {
             models,
@@ -54,7 +55,7 @@ impl Catalog {
     /// The catalog of a validated server config: its `model_configs` and `model_providers`,
     /// its `tool_configs`, and as tool providers its `mcp_providers` and inline `tools`.
     pub fn from_config(config: &Config) -> Self {
-        Self::new(
+        let mut catalog = Self::new(
             config.model_configs.clone(),
             config
                 .model_providers
@@ -68,7 +69,11 @@ impl Catalog {
                 .map(|p| p.name.clone())
                 .chain(config.tools.iter().map(|t| t.name.clone()))
                 .collect(),
-        )
+        );
+        catalog.plan.validators = std::sync::Arc::new(crate::generate::ValidatorEnv::new(
+            config.validators.clone(),
+        ));
+        catalog
     }
 
     /// The server-defined aliases columns may reference.

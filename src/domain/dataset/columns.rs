@@ -10,6 +10,7 @@ use super::ConfigIssue;
 use super::issues::{codes, deserialize_at, join_path};
 use super::llm_column::{LlmColumn, parse_llm};
 use super::sampler_params::{SamplerParams, SamplerType, json_kind, parse_params};
+use super::validation_column::{PYTHON_CALLABLE_HELP, ValidationColumn, parse_validation};
 
 /// Suffix of the side column holding an LLM column's message trace.
 pub const TRACE_POSTFIX: &str = "__trace";
@@ -25,14 +26,21 @@ pub const KNOWN_COLUMN_TYPES: &[&str] = &[
     "llm-code",
     "llm-structured",
     "llm-judge",
+    "validation",
 ];
 
 /// DataDesigner column types synthgate recognises but does not serve.
-const UNSERVED_COLUMN_TYPES: &[&str] = &["validation", "embedding", "image", "custom"];
+const UNSERVED_COLUMN_TYPES: &[&str] = &["embedding", "image"];
 
 const COMMON_FIELDS: &[&str] = &["name", "drop", "column_type", "skip", "propagate_skip"];
 const SAMPLER_FIELDS: &[&str] = &["sampler_type", "params", "conditional_params", "convert_to"];
 const EXPRESSION_FIELDS: &[&str] = &["expr", "dtype"];
+const VALIDATION_FIELDS: &[&str] = &[
+    "target_columns",
+    "validator_type",
+    "validator_params",
+    "batch_size",
+];
 const LLM_FIELDS: &[&str] = &[
     "prompt",
     "model_alias",
@@ -80,6 +88,8 @@ pub enum ColumnKind {
     SeedDataset,
     /// `llm-text`, `llm-code`, `llm-structured`, `llm-judge`.
     Llm(LlmColumn),
+    /// `validation`: checks other columns' values with a code or remote validator.
+    Validation(ValidationColumn),
     /// A DataDesigner column type synthgate does not serve; rejected at compile.
     Unsupported {
         /// The `column_type` given.
@@ -240,6 +250,16 @@ pub(crate) fn parse_column(
         "seed-dataset" => &[],
         "llm-text" => LLM_FIELDS,
         "llm-code" | "llm-structured" | "llm-judge" => LLM_FIELDS,
+        "validation" => VALIDATION_FIELDS,
+        "custom" => {
+            // The config carries only the generator function's name; nothing could run it.
+            let msg = format!(
+                "custom columns run a Python function; {PYTHON_CALLABLE_HELP}. Use an \
+                 `expression` column (Jinja) or an `llm-*` column instead"
+            );
+            issues.push(codes::PYTHON_CALLABLE_NOT_SERVED, "column_type", msg);
+            return None;
+        }
         t if UNSERVED_COLUMN_TYPES.contains(&t) => {
             // Shape is not checked: the column is rejected at compile as unsupported.
             let name = issues.de::<CommonDe>(value)?.name;
@@ -284,6 +304,7 @@ pub(crate) fn parse_column(
         "sampler" => parse_sampler(&mut issues, value).map(ColumnKind::Sampler),
         "expression" => parse_expression(&mut issues, value),
         "seed-dataset" => Some(ColumnKind::SeedDataset),
+        "validation" => parse_validation(&mut issues, value).map(ColumnKind::Validation),
         _ => parse_llm(&mut issues, column_type, value).map(ColumnKind::Llm),
     };
     let common = common?;

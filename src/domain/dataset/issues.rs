@@ -59,6 +59,14 @@ pub mod codes {
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+    /// A `custom` column or a `local_callable` validator: a Python function, which the
+    /// service cannot run.
+    pub const PYTHON_CALLABLE_NOT_SERVED: &str = "python_callable_not_served";
+    /// A Python `code` validator on a server where ruff cannot be run.
+    pub const CODE_VALIDATOR_UNAVAILABLE: &str = "code_validator_unavailable";
+    /// A `remote` validator whose `endpoint_url` is not on the server's
+    /// `validators.remote_endpoints` allow list.
+    pub const REMOTE_VALIDATOR_NOT_ALLOWED: &str = "remote_validator_not_allowed";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -82,7 +90,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_COLUMN_TYPE,
-        "a DataDesigner column type synthgate does not serve (validation, embedding, image, custom)",
+        "a DataDesigner column type synthgate does not serve (embedding, image)",
     ),
     (
         codes::INVALID_TEMPLATE,
@@ -155,6 +163,18 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::RESERVED_EXTRA_BODY_FIELD,
         "a model config's extra_body sets a field the service computes (model, messages, system, tools, tool_choice, functions, function_call, mcp_servers, web_search_options, stream, stream_options, n)",
+    ),
+    (
+        codes::PYTHON_CALLABLE_NOT_SERVED,
+        "a custom column or a local_callable validator names a Python function, which the service cannot run (use an expression or llm-* column, or a remote validator)",
+    ),
+    (
+        codes::CODE_VALIDATOR_UNAVAILABLE,
+        "a Python code validator on a server where ruff cannot be run (`validators.ruff_path`)",
+    ),
+    (
+        codes::REMOTE_VALIDATOR_NOT_ALLOWED,
+        "a remote validator's endpoint_url is not on the server's `validators.remote_endpoints` allow list",
     ),
 ];
 
@@ -251,7 +271,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 27);
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub use parse::MAX_COLUMNS;
 mod run_config;
 mod sampler_params;
 mod seed;
+mod validation_column;
 
 use serde_json::Value;
 
@@ -35,12 +36,16 @@ pub use llm_column::{
     CODE_LANGS, LlmColumn, LlmKind, MediaDataType, Modality, MultiModalContext, Score, TraceType,
 };
 pub use run_config::{JinjaRenderingEngine, RequestAdmissionTuning, RunConfig};
+pub(crate) use sampler_params::json_kind;
 pub use sampler_params::{
     BernoulliParams, BinomialParams, CategoryParams, DatetimeParams, GaussianParams, PoissonParams,
     SamplerParams, SamplerType, Scalar, SubcategoryParams, TimedeltaParams, UniformParams,
     UuidParams,
 };
 pub use seed::{SamplingStrategy, SeedConfig, SeedSource, SelectionStrategy};
+pub use validation_column::{
+    CodeLang, PYTHON_CALLABLE_HELP, RemoteValidatorParams, SqlDialect, ValidationColumn, Validator,
+};
 
 /// One problem found in a submitted config, with a stable code and where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -320,12 +320,12 @@ fn seed_config_shapes() {
 #[test]
 fn unserved_column_types_parse_for_compile_to_reject() {
     let cfg = parse(
-        json!({"columns": [{"name": "v", "column_type": "validation", "target_columns": ["a"]}]}),
+        json!({"columns": [{"name": "v", "column_type": "embedding", "target_column": "a"}]}),
     );
     assert_eq!(
         cfg.columns[0].kind,
         ColumnKind::Unsupported {
-            column_type: "validation".into()
+            column_type: "embedding".into()
         }
     );
 }

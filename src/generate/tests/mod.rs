@@ -19,7 +19,7 @@ pub(super) fn server() -> PlanContext {
     PlanContext {
         model_aliases: vec!["server-model".into()],
         tool_aliases: vec!["server-tools".into()],
-        people: super::PeopleSource::default(),
+        ..PlanContext::default()
     }
 }
 

@@ -1,0 +1,50 @@
+//! The `validators` section: what validation columns may run on this server. A job never
+//! names a program or a URL of its own (both come from here): the ruff executable for Python
+//! code validators, and the allow list of remote validator endpoints.
+
+use serde::Deserialize;
+
+/// How validation columns run here.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ValidatorsConfig {
+    /// The ruff executable Python code validators run (a path, or a name looked up on PATH).
+    /// A job with a Python code validator is refused at submit when it cannot be run.
+    pub ruff_path: String,
+    /// Longest one ruff run may take; past it the record fails with `validator_error`.
+    pub code_timeout_sec: u64,
+    /// Remote validator endpoints jobs may name: an entry ending in `/` allows every URL of the
+    /// same scheme, host and port whose path starts with the entry's path; any other entry
+    /// allows that exact URL. Empty (the default): no remote validator may run, since a job
+    /// naming an arbitrary URL would let callers make the server send requests anywhere.
+    pub remote_endpoints: Vec<String>,
+}
+
+impl Default for ValidatorsConfig {
+    fn default() -> Self {
+        Self {
+            ruff_path: "ruff".into(),
+            code_timeout_sec: 30,
+            remote_endpoints: Vec::new(),
+        }
+    }
+}
+
+impl ValidatorsConfig {
+    pub(super) fn problems(&self, out: &mut Vec<String>) {
+        if self.ruff_path.trim().is_empty() {
+            out.push("config key `validators.ruff_path`: must not be empty".into());
+        }
+        if self.code_timeout_sec == 0 {
+            out.push("config key `validators.code_timeout_sec`: must be at least 1".into());
+        }
+        for (i, e) in self.remote_endpoints.iter().enumerate() {
+            match reqwest::Url::parse(e) {
+                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
+                _ => out.push(format!(
+                    "config key `validators.remote_endpoints[{i}]`: '{e}' is not an http(s) URL"
+                )),
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! Validation columns: the compiled validator of each, the server-side environment they run
+//! in ([`ValidatorEnv`]: the ruff executable, the remote endpoint allow list, one HTTP
+//! client), and the value DataDesigner writes per record.
+//!
+//! Records are generated one at a time, so a record's validation is a batch of one: the
+//! per-record output is what DataDesigner writes for that record, and `batch_size` changes
+//! nothing. Module map: `python` (ruff, DataDesigner's pylint-style score), `statements`
+//! (counting Python statements for that score), `sql` (parse errors per dialect), `remote`
+//! (POST with timeout and retries).
+
+mod python;
+mod remote;
+mod sql;
+mod statements;
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::config::ValidatorsConfig;
+use crate::domain::dataset::{CodeLang, ValidationColumn, Validator};
+use crate::domain::record::RecordErrorCode;
+
+use super::columns::StepError;
+
+/// What validation columns may use on this server: built once from the `validators` config
+/// section and shared by every plan. Checks that do I/O (is ruff runnable?) run once, on first
+/// need, and are cached here, not in a global.
+#[derive(Debug, Default)]
+pub struct ValidatorEnv {
+    config: ValidatorsConfig,
+    /// `Ok(version)` or why ruff cannot be run; filled on the first Python code validator.
+    ruff: OnceLock<Result<String, String>>,
+    /// The client for remote validators: no redirects (an allowed endpoint must not bounce a
+    /// request elsewhere) and no proxy from the environment.
+    client: OnceLock<reqwest::Client>,
+}
+
+impl ValidatorEnv {
+    /// The environment of a server config's `validators` section.
+    pub fn new(config: ValidatorsConfig) -> Self {
+        Self {
+            config,
+            ruff: OnceLock::new(),
+            client: OnceLock::new(),
+        }
+    }
+
+    /// `Ok` when the configured ruff runs (`ruff --version`), else why not. Checked once per
+    /// process: a failed check stays failed until restart, so installing ruff needs a restart.
+    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only.
+    pub(crate) fn ruff_ready(&self) -> Result<&str, &str> {
+        let result = self.ruff.get_or_init(|| {
+            let path = &self.config.ruff_path;
+            match std::process::Command::new(path)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .output()
+            {
+                Ok(out) if out.status.success() => {
+                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+                }
+                Ok(out) => Err(format!(
+                    "'{path} --version' exited with {}",
+                    out.status
+                        .code()
+                        .map_or("a signal".into(), |c| c.to_string())
+                )),
+                Err(e) => Err(format!("'{path}' cannot be run: {e}")),
+            }
+        });
+        result.as_deref().map_err(String::as_str)
+    }
+
+    /// Whether a job may name `url` as a remote validator endpoint.
+    pub(crate) fn endpoint_allowed(&self, url: &str) -> bool {
+        let Ok(url) = reqwest::Url::parse(url) else {
+            return false;
+        };
+        self.config.remote_endpoints.iter().any(|entry| {
+            let Ok(allowed) = reqwest::Url::parse(entry) else {
+                return false;
+            };
+            if !entry.ends_with('/') {
+                return allowed == url;
+            }
+            // A prefix: same origin, path under the entry's path, and no credentials.
+            url.scheme() == allowed.scheme()
+                && url.host() == allowed.host()
+                && url.port_or_known_default() == allowed.port_or_known_default()
+                && url.username().is_empty()
+                && url.password().is_none()
+                && url.path().starts_with(allowed.path())
+        })
+    }
+
+    fn client(&self) -> &reqwest::Client {
+        self.client.get_or_init(|| {
+            crate::install_crypto_provider();
+            reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .build()
+                .unwrap_or_default()
+        })
+    }
+
+    fn code_timeout(&self) -> Duration {
+        Duration::from_secs(self.config.code_timeout_sec)
+    }
+
+    fn ruff_path(&self) -> &str {
+        &self.config.ruff_path
+    }
+}
+
+/// A compiled validation column.
+#[derive(Debug)]
+pub(crate) struct ValidationStep {
+    /// `(name, slot)` of each target column, in config order.
+    pub(crate) targets: Vec<(String, usize)>,
+    kind: Kind,
+}
+
+#[derive(Debug)]
+enum Kind {
+    /// Each target is checked on its own.
+    Code(Code),
+    /// All targets go in one request.
+    Remote(Box<remote::RemoteStep>),
+}
+
+#[derive(Debug)]
+enum Code {
+    Python(Arc<ValidatorEnv>),
+    Sql(crate::domain::dataset::SqlDialect),
+}
+
+/// Why a validator column cannot run on this server (a config issue at compile).
+pub(crate) enum Unservable {
+    /// Ruff cannot be run.
+    Ruff(String),
+    /// The endpoint is not on the allow list.
+    Endpoint,
+}
+
+impl ValidationStep {
+    /// Compiles `column` against the server's environment; `targets` are resolved already.
+    pub(crate) fn new(
+        column: &ValidationColumn,
+        targets: Vec<(String, usize)>,
+        env: &Arc<ValidatorEnv>,
+    ) -> Result<Self, Unservable> {
+        let kind = match &column.validator {
+            Validator::Code(CodeLang::Python) => {
+                env.ruff_ready()
+                    .map_err(|e| Unservable::Ruff(e.to_owned()))?;
+                Kind::Code(Code::Python(Arc::clone(env)))
+            }
+            Validator::Code(CodeLang::Sql(dialect)) => Kind::Code(Code::Sql(*dialect)),
+            Validator::Remote(params) => {
+                if !env.endpoint_allowed(&params.endpoint_url) {
+                    return Err(Unservable::Endpoint);
+                }
+                Kind::Remote(Box::new(remote::RemoteStep::new(
+                    params.clone(),
+                    Arc::clone(env),
+                )))
+            }
+        };
+        Ok(Self { targets, kind })
+    }
+
+    /// Validates one record's target values and returns the column's value, shaped as
+    /// DataDesigner writes it: a code validator's output object for one target, or an object
+    /// keyed by target name for several (DataDesigner validates code columns one by one); a
+    /// remote validator's output object for all targets together.
+    pub(crate) async fn run(
+        &self,
+        values: Vec<Value>,
+        cpu: &crate::cpu::CpuGate,
+    ) -> Result<Value, StepError> {
+        match &self.kind {
+            Kind::Remote(step) => {
+                let mut record = Map::new();
+                for ((name, _), v) in self.targets.iter().zip(values) {
+                    record.insert(name.clone(), v);
+                }
+                step.validate(record).await
+            }
+            Kind::Code(code_kind) => {
+                let mut outputs = Vec::with_capacity(values.len());
+                for ((name, _), v) in self.targets.iter().zip(values) {
+                    let Value::String(code) = v else {
+                        let msg = format!(
+                            "target column '{name}' holds {}, not code text",
+                            crate::domain::dataset::json_kind(&v)
+                        );
+                        return Err(StepError::new(RecordErrorCode::ValidatorError, msg));
+                    };
+                    let out = match code_kind {
+                        Code::Python(env) => python::validate(env, &code).await?,
+                        Code::Sql(dialect) => cpu.run(|| sql::validate(*dialect, &code)).await,
+                    };
+                    outputs.push((name.clone(), out));
+                }
+                if outputs.len() == 1 {
+                    return Ok(outputs.pop().map(|(_, v)| v).unwrap_or(Value::Null));
+                }
+                Ok(Value::Object(outputs.into_iter().collect()))
+            }
+        }
+    }
+}
