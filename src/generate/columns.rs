@@ -41,6 +41,7 @@ impl Step {
                 StepKind::Seed { .. } => false,
                 StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
                 StepKind::Expression { .. } | StepKind::Llm(_) => true,
+                StepKind::Embedding(_) => false,
             }
     }
 }
@@ -68,6 +69,17 @@ pub(crate) enum StepKind {
         dtype: ExprDtype,
     },
     Llm(Box<super::llm::LlmStep>),
+    Embedding(super::media::EmbeddingStep),
+}
+
+impl StepKind {
+    /// Whether the step calls a model, so it runs only in `Plan::generate_with`.
+    pub(crate) fn calls_model(&self) -> bool {
+        match self {
+            Self::Llm(_) | Self::Embedding(_) => true,
+            Self::Seed { .. } | Self::Sampler { .. } | Self::Expression { .. } => false,
+        }
+    }
 }
 
 /// Why a step failed: a record error code (which names the stage) and a message.
@@ -246,6 +258,10 @@ impl Step {
                     "{} generation needs an LLM runtime (Plan::generate_with)",
                     step.column.column_type()
                 );
+                return Err(StepError::new(RecordErrorCode::InternalError, msg));
+            }
+            StepKind::Embedding(_) => {
+                let msg = "embedding generation needs an LLM runtime (Plan::generate_with)";
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }

@@ -17,6 +17,7 @@ mod convert;
 mod dag;
 mod datetime;
 mod llm;
+mod media;
 mod rng;
 mod samplers;
 mod sampling;
@@ -33,6 +34,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
+use crate::domain::models::GenerationType;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
@@ -162,7 +164,8 @@ impl Plan {
         self.llm_aliases().into_iter().map(|(_, m, _)| m).collect()
     }
 
-    /// `(column, model_alias, tool_alias)` of every LLM column.
+    /// `(column, model_alias, tool_alias)` of every column that calls a model (LLM and
+    /// embedding columns; only LLM columns have tools).
     pub fn llm_aliases(&self) -> Vec<(String, String, Option<String>)> {
         self.steps
             .iter()
@@ -172,7 +175,37 @@ impl Plan {
                     l.column.model_alias.clone(),
                     l.column.tool_alias.clone(),
                 )),
-                _ => None,
+                columns::StepKind::Embedding(e) => {
+                    Some((s.name.clone(), e.model_alias.clone(), None))
+                }
+                columns::StepKind::Seed { .. }
+                | columns::StepKind::Sampler { .. }
+                | columns::StepKind::Expression { .. } => None,
+            })
+            .collect()
+    }
+
+    /// `(column, column_type, model_alias, the generation type the column needs)` of every
+    /// column that calls a model.
+    pub fn model_uses(&self) -> Vec<(String, &'static str, String, GenerationType)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                columns::StepKind::Llm(l) => Some((
+                    s.name.clone(),
+                    l.column.column_type(),
+                    l.column.model_alias.clone(),
+                    GenerationType::ChatCompletion,
+                )),
+                columns::StepKind::Embedding(e) => Some((
+                    s.name.clone(),
+                    "embedding",
+                    e.model_alias.clone(),
+                    GenerationType::Embedding,
+                )),
+                columns::StepKind::Seed { .. }
+                | columns::StepKind::Sampler { .. }
+                | columns::StepKind::Expression { .. } => None,
             })
             .collect()
     }
@@ -240,11 +273,21 @@ impl Plan {
         let mut next = 0;
         while next < self.steps.len() {
             let step = &self.steps[next];
-            if let columns::StepKind::Llm(llm) = &step.kind {
-                if let Err(e) = self
-                    .run_llm(step, llm, &env, &mut rec, rt, &mut spent)
-                    .await
-                {
+            if step.kind.calls_model() {
+                let done = match &step.kind {
+                    columns::StepKind::Llm(llm) => {
+                        self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
+                            .await
+                    }
+                    columns::StepKind::Embedding(e) => {
+                        self.run_embedding(step, e, &env, &mut rec, rt, &mut spent)
+                            .await
+                    }
+                    columns::StepKind::Seed { .. }
+                    | columns::StepKind::Sampler { .. }
+                    | columns::StepKind::Expression { .. } => Ok(()),
+                };
+                if let Err(e) = done {
                     return spent.into_generated(self.failed(step, e, &rec));
                 }
                 next += 1;
@@ -253,7 +296,7 @@ impl Plan {
             // The columns up to the next LLM column are pure CPU: one section for all of them.
             let end = self.steps[next..]
                 .iter()
-                .position(|s| matches!(s.kind, columns::StepKind::Llm(_)))
+                .position(|s| s.kind.calls_model())
                 .map_or(self.steps.len(), |p| next + p);
             let segment = &self.steps[next..end];
             let mut run = || {

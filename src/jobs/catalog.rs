@@ -21,6 +21,8 @@ pub struct Catalog {
     models: Vec<ModelConfig>,
     /// Names of the server's model providers.
     model_providers: Vec<String>,
+    /// Names of the server's Anthropic model providers (no embeddings or images API).
+    anthropic_providers: Vec<String>,
     /// Server tool configs.
     tool_configs: Vec<ToolConfig>,
     /// Names a tool config's `providers` may use: MCP providers and inline tools.
@@ -44,6 +46,7 @@ impl Catalog {
         Self {
             models,
             model_providers,
+            anthropic_providers: Vec::new(),
             tool_configs,
             tool_providers,
             plan,
@@ -53,7 +56,7 @@ impl Catalog {
     /// The catalog of a validated server config: its `model_configs` and `model_providers`,
     /// its `tool_configs`, and as tool providers its `mcp_providers` and inline `tools`.
     pub fn from_config(config: &Config) -> Self {
-        Self::new(
+        let mut catalog = Self::new(
             config.model_configs.clone(),
             config
                 .model_providers
@@ -67,7 +70,19 @@ impl Catalog {
                 .map(|p| p.name.clone())
                 .chain(config.tools.iter().map(|t| t.name.clone()))
                 .collect(),
-        )
+        );
+        catalog.anthropic_providers = config
+            .model_providers
+            .iter()
+            .filter(|p| p.provider_type == crate::config::ProviderType::Anthropic)
+            .map(|p| p.name.clone())
+            .collect();
+        catalog
+    }
+
+    /// Whether `provider` is one of the server's Anthropic model providers.
+    pub fn is_anthropic_provider(&self, provider: &str) -> bool {
+        self.anthropic_providers.iter().any(|p| p == provider)
     }
 
     /// The server-defined aliases columns may reference.

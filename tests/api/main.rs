@@ -18,6 +18,7 @@ mod mcp_config;
 mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
+mod media_columns;
 mod metrics;
 mod model_types;
 mod openapi;

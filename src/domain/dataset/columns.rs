@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 use super::ConfigIssue;
 use super::issues::{codes, deserialize_at, join_path};
 use super::llm_column::{LlmColumn, parse_llm};
+use super::media_column::{
+    EMBEDDING_FIELDS, EmbeddingColumn, IMAGE_FIELDS, ImageColumn, parse_embedding, parse_image,
+};
 use super::sampler_params::{SamplerParams, SamplerType, json_kind, parse_params};
 
 /// Suffix of the side column holding an LLM column's message trace.
@@ -25,10 +28,12 @@ pub const KNOWN_COLUMN_TYPES: &[&str] = &[
     "llm-code",
     "llm-structured",
     "llm-judge",
+    "embedding",
+    "image",
 ];
 
 /// DataDesigner column types synthgate recognises but does not serve.
-const UNSERVED_COLUMN_TYPES: &[&str] = &["validation", "embedding", "image", "custom"];
+const UNSERVED_COLUMN_TYPES: &[&str] = &["validation", "custom"];
 
 const COMMON_FIELDS: &[&str] = &["name", "drop", "column_type", "skip", "propagate_skip"];
 const SAMPLER_FIELDS: &[&str] = &["sampler_type", "params", "conditional_params", "convert_to"];
@@ -80,6 +85,10 @@ pub enum ColumnKind {
     SeedDataset,
     /// `llm-text`, `llm-code`, `llm-structured`, `llm-judge`.
     Llm(LlmColumn),
+    /// `embedding`.
+    Embedding(EmbeddingColumn),
+    /// `image`.
+    Image(ImageColumn),
     /// A DataDesigner column type synthgate does not serve; rejected at compile.
     Unsupported {
         /// The `column_type` given.
@@ -240,6 +249,8 @@ pub(crate) fn parse_column(
         "seed-dataset" => &[],
         "llm-text" => LLM_FIELDS,
         "llm-code" | "llm-structured" | "llm-judge" => LLM_FIELDS,
+        "embedding" => EMBEDDING_FIELDS,
+        "image" => IMAGE_FIELDS,
         t if UNSERVED_COLUMN_TYPES.contains(&t) => {
             // Shape is not checked: the column is rejected at compile as unsupported.
             let name = issues.de::<CommonDe>(value)?.name;
@@ -284,6 +295,8 @@ pub(crate) fn parse_column(
         "sampler" => parse_sampler(&mut issues, value).map(ColumnKind::Sampler),
         "expression" => parse_expression(&mut issues, value),
         "seed-dataset" => Some(ColumnKind::SeedDataset),
+        "embedding" => parse_embedding(&mut issues, value).map(ColumnKind::Embedding),
+        "image" => parse_image(&mut issues, value).map(ColumnKind::Image),
         _ => parse_llm(&mut issues, column_type, value).map(ColumnKind::Llm),
     };
     let common = common?;

@@ -11,6 +11,7 @@
 mod columns;
 mod issues;
 mod llm_column;
+mod media_column;
 mod parse;
 pub use parse::MAX_COLUMNS;
 mod run_config;
@@ -29,6 +30,7 @@ pub use issues::{ISSUE_CODES, codes};
 pub use llm_column::{
     CODE_LANGS, LlmColumn, LlmKind, MediaDataType, Modality, MultiModalContext, Score, TraceType,
 };
+pub use media_column::{EmbeddingColumn, ImageColumn};
 pub use run_config::{JinjaRenderingEngine, RequestAdmissionTuning, RunConfig};
 pub use sampler_params::{
     BernoulliParams, BinomialParams, CategoryParams, DatetimeParams, GaussianParams, PoissonParams,
