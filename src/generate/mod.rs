@@ -11,6 +11,7 @@
 //! `samplers` (compile) and `sampling` (draws), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
+mod code;
 mod columns;
 mod compile;
 mod convert;

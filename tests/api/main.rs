@@ -14,6 +14,7 @@ mod helpers;
 mod jobs;
 mod llm_client;
 mod llm_jobs;
+mod llm_small;
 mod mcp_config;
 mod mcp_jobs;
 mod mcp_sse;
