@@ -210,6 +210,8 @@ named_enum! {
             "the model call was cancelled; a worker puts such a record back in the queue instead, so a stored record does not carry it",
         LlmOutputInvalid = "llm_output_invalid" in Llm:
             "the model's answer could not be parsed, or did not match the schema, after the correction steps and conversation restarts",
+        EmbeddingInputInvalid = "embedding_input_invalid" in Llm:
+            "an embedding column's target holds no text to embed (null, a number, an object, or a list with non-text items)",
         ToolTurnsExceeded = "tool_turns_exceeded" in Llm:
             "the model kept calling tools after its tool-calling turns were used up",
         ValidatorError = "validator_error" in Validation:

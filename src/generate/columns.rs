@@ -41,7 +41,7 @@ impl Step {
                 StepKind::Seed { .. } => false,
                 StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
                 StepKind::Expression { .. } | StepKind::Llm(_) => true,
-                StepKind::Validation(_) => false,
+                StepKind::Validation(_) | StepKind::Embedding(_) => false,
             }
     }
 
@@ -49,7 +49,7 @@ impl Step {
     /// run one by one in `Plan::generate_with`, the CPU steps between them in one section.
     pub(crate) fn is_io(&self) -> bool {
         match &self.kind {
-            StepKind::Llm(_) | StepKind::Validation(_) => true,
+            StepKind::Llm(_) | StepKind::Validation(_) | StepKind::Embedding(_) => true,
             StepKind::Seed { .. } | StepKind::Sampler { .. } | StepKind::Expression { .. } => false,
         }
     }
@@ -79,6 +79,7 @@ pub(crate) enum StepKind {
     },
     Llm(Box<super::llm::LlmStep>),
     Validation(Box<super::validation::ValidationStep>),
+    Embedding(super::media::EmbeddingStep),
 }
 
 /// Why a step failed: a record error code (which names the stage) and a message.
@@ -259,9 +260,9 @@ impl Step {
                 );
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
-            // As for LLM columns: validators do I/O, which only `generate_with` runs.
-            StepKind::Validation(_) => {
-                let msg = "validation needs a runtime (Plan::generate_with)";
+            // Validators and models do I/O, which only `generate_with` runs.
+            StepKind::Validation(_) | StepKind::Embedding(_) => {
+                let msg = "validation and embedding columns need a runtime (Plan::generate_with)";
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+use super::code::extract_code;
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::domain::record::RecordErrorCode;
@@ -325,7 +326,7 @@ impl LlmStep {
     fn parse(&self, text: &str) -> Result<Value, String> {
         match &self.column.kind {
             LlmKind::Text => Ok(Value::String(text.to_owned())),
-            LlmKind::Code { .. } => Ok(Value::String(extract_code(text))),
+            LlmKind::Code { code_lang } => extract_code(text, code_lang).map(Value::String),
             LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
                 let raw = extract_json(text);
                 let mut value: Value = serde_json::from_str(raw)
@@ -430,11 +431,6 @@ fn strip_tool_turn(msg: &mut ChatMessage) {
 fn add_usage(total: &mut Usage, u: &Usage) {
     total.prompt_tokens += u.prompt_tokens;
     total.completion_tokens += u.completion_tokens;
-}
-
-/// The body of the first Markdown code fence, else the whole text.
-pub(crate) fn extract_code(text: &str) -> String {
-    fenced(text, None).unwrap_or(text).trim().to_owned()
 }
 
 /// A ```json fence, else any fence, else the text from the first `{`/`[` to the last `}`/`]`.
@@ -552,13 +548,6 @@ fn judge_instructions(scores: &[Score], schema: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn code_is_taken_from_the_first_fence() {
-        let t = "Here:\n```python\nprint(1)\n```\nand ```sql\nselect 1\n```";
-        assert_eq!(extract_code(t), "print(1)");
-        assert_eq!(extract_code("x = 1"), "x = 1");
-    }
 
     #[test]
     fn json_is_found_in_fences_or_braces() {

@@ -12,6 +12,7 @@
 //! `faker_person` and `person` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
+mod code;
 mod columns;
 mod compile;
 mod convert;
@@ -19,6 +20,7 @@ mod dag;
 mod datetime;
 mod faker_person;
 mod llm;
+mod media;
 mod person;
 mod rng;
 mod samplers;
@@ -38,6 +40,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
+use crate::domain::models::GenerationType;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
@@ -173,7 +176,8 @@ impl Plan {
         self.llm_aliases().into_iter().map(|(_, m, _)| m).collect()
     }
 
-    /// `(column, model_alias, tool_alias)` of every LLM column.
+    /// `(column, model_alias, tool_alias)` of every column that calls a model (LLM and
+    /// embedding columns; only LLM columns have tools).
     pub fn llm_aliases(&self) -> Vec<(String, String, Option<String>)> {
         self.steps
             .iter()
@@ -183,7 +187,37 @@ impl Plan {
                     l.column.model_alias.clone(),
                     l.column.tool_alias.clone(),
                 )),
-                _ => None,
+                columns::StepKind::Embedding(e) => {
+                    Some((s.name.clone(), e.model_alias.clone(), None))
+                }
+                columns::StepKind::Seed { .. }
+                | columns::StepKind::Sampler { .. }
+                | columns::StepKind::Expression { .. } => None,
+            })
+            .collect()
+    }
+
+    /// `(column, column_type, model_alias, the generation type the column needs)` of every
+    /// column that calls a model.
+    pub fn model_uses(&self) -> Vec<(String, &'static str, String, GenerationType)> {
+        self.steps
+            .iter()
+            .filter_map(|s| match &s.kind {
+                columns::StepKind::Llm(l) => Some((
+                    s.name.clone(),
+                    l.column.column_type(),
+                    l.column.model_alias.clone(),
+                    GenerationType::ChatCompletion,
+                )),
+                columns::StepKind::Embedding(e) => Some((
+                    s.name.clone(),
+                    "embedding",
+                    e.model_alias.clone(),
+                    GenerationType::Embedding,
+                )),
+                columns::StepKind::Seed { .. }
+                | columns::StepKind::Sampler { .. }
+                | columns::StepKind::Expression { .. } => None,
             })
             .collect()
     }
@@ -254,6 +288,10 @@ impl Plan {
             let io = match &step.kind {
                 columns::StepKind::Llm(llm) => Some(
                     self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
+                        .await,
+                ),
+                columns::StepKind::Embedding(e) => Some(
+                    self.run_embedding(step, e, &env, &mut rec, rt, &mut spent)
                         .await,
                 ),
                 columns::StepKind::Validation(v) => {

@@ -21,6 +21,8 @@ pub struct Catalog {
     models: Vec<ModelConfig>,
     /// Names of the server's model providers.
     model_providers: Vec<String>,
+    /// Names of the server's Anthropic model providers (no embeddings or images API).
+    anthropic_providers: Vec<String>,
     /// Server tool configs.
     tool_configs: Vec<ToolConfig>,
     /// Names a tool config's `providers` may use: MCP providers and inline tools.
@@ -46,6 +48,7 @@ impl Catalog {
         Self {
             models,
             model_providers,
+            anthropic_providers: Vec::new(),
             tool_configs,
             tool_providers,
             plan,
@@ -73,7 +76,18 @@ impl Catalog {
         catalog.plan.validators = std::sync::Arc::new(crate::generate::ValidatorEnv::new(
             config.validators.clone(),
         ));
+        catalog.anthropic_providers = config
+            .model_providers
+            .iter()
+            .filter(|p| p.provider_type == crate::config::ProviderType::Anthropic)
+            .map(|p| p.name.clone())
+            .collect();
         catalog
+    }
+
+    /// Whether `provider` is one of the server's Anthropic model providers.
+    pub fn is_anthropic_provider(&self, provider: &str) -> bool {
+        self.anthropic_providers.iter().any(|p| p == provider)
     }
 
     /// The server-defined aliases columns may reference.

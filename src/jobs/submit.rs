@@ -17,7 +17,7 @@ use crate::generate::Plan;
 use crate::store::{CreateOutcome, NewJob};
 use crate::tools::ToolsetError;
 
-use super::{CompiledJob, JobService, check_caller};
+use super::{Catalog, CompiledJob, JobService, check_caller};
 
 /// JSON numbers above 2^53 lose precision in JavaScript clients, so generated seeds stay below.
 const MAX_GENERATED_SEED: u64 = (1 << 53) - 1;
@@ -180,7 +180,7 @@ impl JobService {
             .catalog
             .resolve(&dataset, &plan.model_aliases(), scope)
             .map_err(ApiError::InvalidConfig)?;
-        let mismatched = model_type_issues(&plan, &models);
+        let mismatched = model_type_issues(&plan, &models, &self.catalog);
         if !mismatched.is_empty() {
             return Err(ApiError::InvalidConfig(mismatched));
         }
@@ -245,24 +245,55 @@ impl JobService {
     }
 }
 
-/// LLM columns whose model is an embedding or image model (a config may define those; an LLM
-/// column cannot call one).
-fn model_type_issues(plan: &Plan, models: &HashMap<String, ModelConfig>) -> Vec<ConfigIssue> {
-    plan.llm_aliases()
-        .into_iter()
-        .filter_map(|(column, alias, _)| {
-            let kind = models.get(&alias)?.inference_parameters.kind()?;
-            (kind != GenerationType::ChatCompletion).then(|| ConfigIssue {
-                code: codes::MODEL_TYPE_MISMATCH,
-                message: format!(
-                    "column '{column}': model alias '{alias}' is an {} model; LLM columns need a chat-completion model",
-                    kind.as_str()
-                ),
-                column: Some(column),
-                field: Some("model_alias".into()),
-            })
-        })
-        .collect()
+/// Columns whose model is of another generation type than the column needs (an LLM column on
+/// an embedding model, an embedding column on a chat model), and embedding columns whose model
+/// is served by an Anthropic provider, which has no embeddings API.
+fn model_type_issues(
+    plan: &Plan,
+    models: &HashMap<String, ModelConfig>,
+    catalog: &Catalog,
+) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    for (column, column_type, alias, wanted) in plan.model_uses() {
+        let Some(model) = models.get(&alias) else {
+            continue;
+        };
+        let Some(kind) = model.inference_parameters.kind() else {
+            continue;
+        };
+        let message = if kind != wanted {
+            let needs = match wanted {
+                GenerationType::ChatCompletion => "LLM columns need a chat-completion model",
+                GenerationType::Embedding => "embedding columns need an embedding model",
+                GenerationType::Image => "image columns need an image model",
+            };
+            let article = match kind {
+                GenerationType::ChatCompletion => "a",
+                GenerationType::Embedding | GenerationType::Image => "an",
+            };
+            format!(
+                "column '{column}': model alias '{alias}' is {article} {} model; {needs}",
+                kind.as_str()
+            )
+        } else if wanted != GenerationType::ChatCompletion
+            && catalog.is_anthropic_provider(&model.provider)
+        {
+            format!(
+                "column '{column}': model alias '{alias}' is served by Anthropic provider '{}', which has no {} API; {column_type} columns need an OpenAI-compatible provider",
+                model.provider,
+                kind.as_str()
+            )
+        } else {
+            continue;
+        };
+        issues.push(ConfigIssue {
+            code: codes::MODEL_TYPE_MISMATCH,
+            message,
+            column: Some(column),
+            field: Some("model_alias".into()),
+        });
+    }
+    issues
 }
 
 fn num_records_out_of_range(max: u32, got: &str) -> ApiError {

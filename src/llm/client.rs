@@ -12,7 +12,7 @@ use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::adapter::{self, Parsed};
+use super::adapter;
 use super::error::{LlmConfigError, LlmError, Redactor};
 use super::limits::Limits;
 use super::params::{self, Sampled};
@@ -42,10 +42,12 @@ impl std::fmt::Debug for LlmClient {
 }
 
 /// A provider, ready to call: URL, headers with the resolved key, and what to redact.
-struct Provider {
-    name: String,
-    kind: ProviderType,
+pub(super) struct Provider {
+    pub(super) name: String,
+    pub(super) kind: ProviderType,
     url: String,
+    /// The configured endpoint without a trailing `/` (embeddings hang off it).
+    pub(super) base: String,
     /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
     headers: HeaderMap,
     extra_body: Option<Map<String, Value>>,
@@ -109,10 +111,16 @@ impl Provider {
             name: cfg.name.clone(),
             kind: cfg.provider_type,
             url: adapter::url(cfg.provider_type, &cfg.endpoint),
+            base: cfg.endpoint.trim_end_matches('/').to_owned(),
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
         })
+    }
+
+    /// The provider's `extra_body`.
+    pub(super) fn extra_body(&self) -> Option<&Map<String, Value>> {
+        self.extra_body.as_ref()
     }
 
     /// A transport error as text: the whole source chain (reqwest's top line alone says only
@@ -201,6 +209,10 @@ impl LlmClient {
             .cap()
     }
 
+    pub(super) fn usage_book(&self) -> &UsageBook {
+        &self.usage
+    }
+
     /// Running totals per model alias since the client was built.
     pub fn usage_snapshot(&self) -> BTreeMap<String, ModelUsage> {
         self.usage.snapshot()
@@ -234,14 +246,48 @@ impl LlmClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
+        let provider = self.provider(model)?;
+        let ip = &model.inference_parameters;
+        let sampled = Sampled::draw(ip, &mut rand::rng());
+        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
+        let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra);
+        let kind = provider.kind;
+        let (p, attempts) = self
+            .exchange(model, provider, &provider.url, body, cancel, |v| {
+                adapter::parse_response(kind, v)
+            })
+            .await?;
+        Ok(ChatResponse {
+            message: p.message,
+            finish_reason: p.finish_reason,
+            usage: p.usage,
+            attempts,
+        })
+    }
+
+    /// The server's provider of `model`.
+    pub(super) fn provider(&self, model: &ModelConfig) -> Result<&Provider, LlmError> {
+        self.providers
+            .get(&model.provider)
+            .ok_or_else(|| LlmError::UnknownModelProvider {
+                model: model.alias.clone(),
+                provider: model.provider.clone(),
+            })
+    }
+
+    /// Posts `body` to `url` for `model` under its concurrency limits, timeout and retry
+    /// policy, and parses a 2xx body with `parse`. Returns the parsed value and the attempts.
+    /// Chat, embeddings and image requests all go through here.
+    pub(super) async fn exchange<T>(
+        &self,
+        model: &ModelConfig,
+        provider: &Provider,
+        url: &str,
+        body: Result<Value, String>,
+        cancel: &CancellationToken,
+        parse: impl Fn(&Value) -> Result<T, String>,
+    ) -> Result<(T, u32), LlmError> {
         let alias = model.alias.as_str();
-        let provider =
-            self.providers
-                .get(&model.provider)
-                .ok_or_else(|| LlmError::UnknownModelProvider {
-                    model: alias.to_owned(),
-                    provider: model.provider.clone(),
-                })?;
         let ip = &model.inference_parameters;
         let (job_limiter, shared_limiter) = match &model.job_limit {
             None => (
@@ -260,9 +306,7 @@ impl LlmClient {
             ),
         };
         let timeout = params::timeout(ip);
-        let sampled = Sampled::draw(ip, &mut rand::rng());
-        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
-        let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra)
+        let body = body
             .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()))
             .map_err(|message| LlmError::InvalidResponse {
                 model: alias.to_owned(),
@@ -283,7 +327,8 @@ impl LlmClient {
                 None => None,
             };
             attempts.fetch_add(1, Ordering::Relaxed);
-            self.attempt(provider, body.clone(), timeout).await
+            let value = self.attempt(provider, url, body.clone(), timeout).await?;
+            parse(&value).map_err(|m| Failure::Invalid(provider.redactor.clean(&m)))
         };
         let retrying = attempt
             .retry(self.retry.schedule())
@@ -311,12 +356,7 @@ impl LlmClient {
                 model: alias.to_owned(),
                 attempts,
             }),
-            Some(Ok(p)) => Ok(ChatResponse {
-                message: p.message,
-                finish_reason: p.finish_reason,
-                usage: p.usage,
-                attempts,
-            }),
+            Some(Ok(t)) => Ok((t, attempts)),
             Some(Err(f)) => Err(f.into_error(alias, timeout, attempts)),
         }
     }
@@ -325,13 +365,14 @@ impl LlmClient {
     async fn attempt(
         &self,
         p: &Provider,
+        url: &str,
         body: Bytes,
         timeout: Duration,
-    ) -> Result<Parsed, Failure> {
+    ) -> Result<Value, Failure> {
         let exchange = async {
             let resp = self
                 .http
-                .post(&p.url)
+                .post(url)
                 .headers(p.headers.clone())
                 .body(body)
                 .send()
@@ -355,9 +396,8 @@ impl LlmClient {
                 retry_after: wait,
             });
         }
-        let value: Value = serde_json::from_slice(&bytes)
-            .map_err(|e| Failure::Invalid(format!("response body is not JSON ({e})")))?;
-        adapter::parse_response(p.kind, &value).map_err(|m| Failure::Invalid(p.redactor.clean(&m)))
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Failure::Invalid(format!("response body is not JSON ({e})")))
     }
 }
 

@@ -23,6 +23,7 @@ mod anthropic;
 mod client;
 mod error;
 mod limits;
+mod media;
 mod openai;
 mod params;
 mod retry;
@@ -31,6 +32,7 @@ mod usage;
 
 pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
+pub use media::Embeddings;
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;
 pub use types::{
@@ -54,6 +56,20 @@ pub trait ChatModel: Send + Sync {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError>;
+
+    /// See [`LlmClient::embed`]. Stubs that never embed need not implement it.
+    async fn embed(
+        &self,
+        model: &ModelConfig,
+        _inputs: &[String],
+        _cancel: &CancellationToken,
+    ) -> Result<Embeddings, LlmError> {
+        Err(LlmError::InvalidResponse {
+            model: model.alias.clone(),
+            attempts: 0,
+            message: "this model client cannot embed".into(),
+        })
+    }
 }
 
 #[async_trait::async_trait]
@@ -65,5 +81,14 @@ impl ChatModel for LlmClient {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
         LlmClient::chat(self, model, req, cancel).await
+    }
+
+    async fn embed(
+        &self,
+        model: &ModelConfig,
+        inputs: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<Embeddings, LlmError> {
+        LlmClient::embed(self, model, inputs, cancel).await
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 
 use super::error::LlmError;
-use super::types::ChatResponse;
+use super::types::{ChatResponse, Usage};
 
 /// Counters for one model alias.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,11 +32,16 @@ pub struct ModelUsage {
 impl ModelUsage {
     /// Counts a successful call.
     pub fn record_response(&mut self, r: &ChatResponse) {
+        self.record_call(r.attempts, &r.usage);
+    }
+
+    /// Counts a successful call of any kind (chat, embeddings).
+    pub fn record_call(&mut self, attempts: u32, usage: &Usage) {
         self.calls += 1;
-        self.count_attempts(r.attempts);
-        self.prompt_tokens += r.usage.prompt_tokens;
-        self.completion_tokens += r.usage.completion_tokens;
-        self.reasoning_tokens += r.usage.reasoning_tokens.unwrap_or(0);
+        self.count_attempts(attempts);
+        self.prompt_tokens += usage.prompt_tokens;
+        self.completion_tokens += usage.completion_tokens;
+        self.reasoning_tokens += usage.reasoning_tokens.unwrap_or(0);
     }
 
     /// Counts a failed call.
@@ -70,13 +75,18 @@ pub(crate) struct UsageBook {
 
 impl UsageBook {
     pub(crate) fn record(&self, alias: &str, result: &Result<ChatResponse, LlmError>) {
+        self.record_usage(alias, result.as_ref().map(|r| (r.attempts, &r.usage)));
+    }
+
+    /// Counts one call of any kind: `Ok((attempts, usage))` or the error.
+    pub(crate) fn record_usage(&self, alias: &str, result: Result<(u32, &Usage), &LlmError>) {
         let mut map = self.by_alias.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = match map.get_mut(alias) {
             Some(e) => e,
             None => map.entry(alias.to_owned()).or_default(),
         };
         match result {
-            Ok(r) => entry.record_response(r),
+            Ok((attempts, usage)) => entry.record_call(attempts, usage),
             Err(e) => entry.record_error(e),
         }
     }
@@ -92,7 +102,7 @@ impl UsageBook {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::types::{ChatMessage, Usage};
+    use crate::llm::types::ChatMessage;
 
     #[test]
     fn counts_calls_retries_and_tokens() {

@@ -125,6 +125,18 @@ impl ChatModel for SlotChat<'_> {
         wait.done().await;
         out
     }
+
+    async fn embed(
+        &self,
+        model: &ModelConfig,
+        inputs: &[String],
+        cancel: &CancellationToken,
+    ) -> Result<crate::llm::Embeddings, LlmError> {
+        let wait = self.slot.begin_wait();
+        let out = self.chat.embed(model, inputs, cancel).await;
+        wait.done().await;
+        out
+    }
 }
 
 #[cfg(test)]

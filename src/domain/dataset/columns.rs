@@ -9,6 +9,9 @@ use serde_json::{Map, Value};
 use super::ConfigIssue;
 use super::issues::{codes, deserialize_at, join_path};
 use super::llm_column::{LlmColumn, parse_llm};
+use super::media_column::{
+    EMBEDDING_FIELDS, EmbeddingColumn, IMAGE_FIELDS, ImageColumn, parse_embedding, parse_image,
+};
 use super::sampler_params::{SamplerParams, SamplerType, json_kind, parse_params};
 use super::validation_column::{PYTHON_CALLABLE_HELP, ValidationColumn, parse_validation};
 
@@ -27,10 +30,12 @@ pub const KNOWN_COLUMN_TYPES: &[&str] = &[
     "llm-structured",
     "llm-judge",
     "validation",
+    "embedding",
+    "image",
 ];
 
 /// DataDesigner column types synthgate recognises but does not serve.
-const UNSERVED_COLUMN_TYPES: &[&str] = &["embedding", "image"];
+const UNSERVED_COLUMN_TYPES: &[&str] = &[];
 
 const COMMON_FIELDS: &[&str] = &["name", "drop", "column_type", "skip", "propagate_skip"];
 const SAMPLER_FIELDS: &[&str] = &["sampler_type", "params", "conditional_params", "convert_to"];
@@ -90,6 +95,10 @@ pub enum ColumnKind {
     Llm(LlmColumn),
     /// `validation`: checks other columns' values with a code or remote validator.
     Validation(ValidationColumn),
+    /// `embedding`.
+    Embedding(EmbeddingColumn),
+    /// `image`.
+    Image(ImageColumn),
     /// A DataDesigner column type synthgate does not serve; rejected at compile.
     Unsupported {
         /// The `column_type` given.
@@ -260,6 +269,8 @@ pub(crate) fn parse_column(
             issues.push(codes::PYTHON_CALLABLE_NOT_SERVED, "column_type", msg);
             return None;
         }
+        "embedding" => EMBEDDING_FIELDS,
+        "image" => IMAGE_FIELDS,
         t if UNSERVED_COLUMN_TYPES.contains(&t) => {
             // Shape is not checked: the column is rejected at compile as unsupported.
             let name = issues.de::<CommonDe>(value)?.name;
@@ -305,6 +316,8 @@ pub(crate) fn parse_column(
         "expression" => parse_expression(&mut issues, value),
         "seed-dataset" => Some(ColumnKind::SeedDataset),
         "validation" => parse_validation(&mut issues, value).map(ColumnKind::Validation),
+        "embedding" => parse_embedding(&mut issues, value).map(ColumnKind::Embedding),
+        "image" => parse_image(&mut issues, value).map(ColumnKind::Image),
         _ => parse_llm(&mut issues, column_type, value).map(ColumnKind::Llm),
     };
     let common = common?;

@@ -29,8 +29,9 @@ pub mod codes {
     pub const UNSUPPORTED_SAMPLER_TYPE: &str = "unsupported_sampler_type";
     /// An LLM column's `model_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_MODEL_ALIAS: &str = "unknown_model_alias";
-    /// An LLM column's `model_alias` names an embedding or image model: LLM columns need a
-    /// chat-completion model.
+    /// A column's `model_alias` names a model of another generation type than the column needs
+    /// (an LLM column needs a chat-completion model, an embedding column an embedding model),
+    /// or an embedding model on an Anthropic provider (which has no embeddings API).
     pub const MODEL_TYPE_MISMATCH: &str = "model_type_mismatch";
     /// An LLM column's `tool_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_TOOL_ALIAS: &str = "unknown_tool_alias";
@@ -118,7 +119,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::MODEL_TYPE_MISMATCH,
-        "an LLM column's model_alias names an embedding or image model, not a chat-completion one",
+        "a column's model_alias names a model of another generation type than the column needs (LLM columns: chat-completion; embedding columns: embedding), or an embedding model on an Anthropic provider",
     ),
     (
         codes::UNKNOWN_TOOL_ALIAS,

@@ -272,7 +272,25 @@ pub(crate) fn parse_llm(
         _ => LlmKind::Text,
     };
     let de = de?;
-    for (i, ctx) in de.multi_modal_context.iter().flatten().enumerate() {
+    check_multi_modal(issues, de.multi_modal_context.as_deref());
+    Some(LlmColumn {
+        kind,
+        prompt: de.prompt,
+        model_alias: de.model_alias,
+        system_prompt: de.system_prompt,
+        multi_modal_context: de.multi_modal_context,
+        tool_alias: de.tool_alias,
+        with_trace: de.with_trace,
+        extract_reasoning_content: de.extract_reasoning_content,
+    })
+}
+
+/// A base64 context entry must say its format (DataDesigner's validator).
+pub(crate) fn check_multi_modal(
+    issues: &mut ColumnIssues<'_>,
+    contexts: Option<&[MultiModalContext]>,
+) {
+    for (i, ctx) in contexts.into_iter().flatten().enumerate() {
         let format = match ctx.modality {
             Modality::Image => (&ctx.image_format, "image_format"),
             Modality::Audio => (&ctx.audio_format, "audio_format"),
@@ -287,14 +305,4 @@ pub(crate) fn parse_llm(
             );
         }
     }
-    Some(LlmColumn {
-        kind,
-        prompt: de.prompt,
-        model_alias: de.model_alias,
-        system_prompt: de.system_prompt,
-        multi_modal_context: de.multi_modal_context,
-        tool_alias: de.tool_alias,
-        with_trace: de.with_trace,
-        extract_reasoning_content: de.extract_reasoning_content,
-    })
 }

@@ -12,6 +12,7 @@ mod columns;
 mod extra_sampler_params;
 mod issues;
 mod llm_column;
+mod media_column;
 mod parse;
 pub use parse::MAX_COLUMNS;
 mod run_config;
@@ -35,6 +36,7 @@ pub use issues::{ISSUE_CODES, codes};
 pub use llm_column::{
     CODE_LANGS, LlmColumn, LlmKind, MediaDataType, Modality, MultiModalContext, Score, TraceType,
 };
+pub use media_column::{EmbeddingColumn, ImageColumn};
 pub use run_config::{JinjaRenderingEngine, RequestAdmissionTuning, RunConfig};
 pub(crate) use sampler_params::json_kind;
 pub use sampler_params::{

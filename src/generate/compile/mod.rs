@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 mod kinds;
 mod validation;
+mod media;
 
 use super::columns::{SkipStep, Step, StepKind};
 use super::dag::{close_names, topological_order};
@@ -118,6 +119,8 @@ pub(crate) fn compile(
             }
             ColumnKind::Llm(l) => c.llm(ci, l, &aliases, &mut p),
             ColumnKind::Validation(v) => c.validation(ci, v, &ctx.validators, &mut p),
+            ColumnKind::Embedding(e) => c.embedding(ci, e, &aliases, &mut p),
+            ColumnKind::Image(i) => c.image(ci, i),
             ColumnKind::Unsupported { column_type } => {
                 let msg = format!(
                     "column_type '{column_type}' is not supported by synthgate; supported types: {}",

@@ -43,12 +43,11 @@ fn duplicate_column_and_side_column_clash() {
 
 #[test]
 fn unsupported_column_type() {
-    let i = column_issues(
-        json!([{"name": "v", "column_type": "embedding", "target_column": "a", "model_alias": "m"}]),
-    );
+    let i =
+        column_issues(json!([{"name": "v", "column_type": "custom", "generator_function": "f"}]));
     assert_eq!(codes(&i), ["unsupported_column_type"]);
     assert_eq!(i[0].column.as_deref(), Some("v"));
-    assert!(i[0].message.contains("'embedding' is not supported"));
+    assert!(i[0].message.contains("'custom' is not supported"));
 }
 
 #[test]

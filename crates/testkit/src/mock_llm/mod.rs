@@ -1,5 +1,7 @@
 //! **A scripted test double, not an LLM.** `mock_llm` serves the OpenAI Chat Completions
-//! (`POST /v1/chat/completions`) and Anthropic Messages (`POST /v1/messages`) wire formats
+//! (`POST /v1/chat/completions`), embeddings (`POST /v1/embeddings`, vectors from
+//! [`embedding_of`]) and image (`POST /v1/images/generations`, the [`PNG`]) APIs and Anthropic
+//! Messages (`POST /v1/messages`) wire formats
 //! with canned answers chosen by a [`Script`], so tests and benches exercise the real
 //! LLM client (synthgate's `llm::LlmClient`) over real HTTP without any model or network.
 //!
@@ -11,6 +13,7 @@
 //! Control endpoints: `GET /_mock/stats`, `GET /_mock/requests`, `GET|POST /_mock/script`,
 //! `POST /_mock/reset`. In-process, the same operations are methods of [`MockLlm`].
 
+mod media;
 mod reply;
 pub mod script;
 mod state;
@@ -32,6 +35,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use media::{PNG, embedding_of};
 pub use script::{Api, Faults, Reply, Rule, Script, ScriptedToolCall, When};
 pub use state::{MockState, MockStats, ModelStats, RecordedRequest};
 
@@ -130,6 +134,8 @@ pub fn router(state: Arc<MockState>) -> Router {
     Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/messages", post(messages))
+        .route("/v1/embeddings", post(embeddings))
+        .route("/v1/images/generations", post(images))
         .route("/_mock/stats", get(get_stats))
         .route("/_mock/requests", get(get_requests))
         .route("/_mock/script", get(get_script).post(set_script))
@@ -151,12 +157,23 @@ async fn messages(State(st): State<Arc<MockState>>, headers: HeaderMap, body: By
     answer(st, Api::Anthropic, headers, body).await
 }
 
+/// OpenAI-compatible embeddings.
+async fn embeddings(State(st): State<Arc<MockState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(st, Api::Embeddings, headers, body).await
+}
+
+/// OpenAI-compatible image generation.
+async fn images(State(st): State<Arc<MockState>>, headers: HeaderMap, body: Bytes) -> Response {
+    answer(st, Api::Images, headers, body).await
+}
+
 async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) -> Response {
     let parsed = serde_json::from_slice::<Value>(&raw).ok();
     let body = parsed
         .clone()
         .unwrap_or_else(|| Value::String(String::from_utf8_lossy(&raw).into_owned()));
     let view = View::of(api, &body);
+    let request = body.clone();
     let headers: BTreeMap<String, String> = headers
         .iter()
         .map(|(k, v)| {
@@ -172,7 +189,13 @@ async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) ->
     }
     let (status, resp) = match plan {
         Plan::Answer(a) => {
-            let body = success_body(api, &view.model, seq, &a, tokens(&view.all_text));
+            let body = match api {
+                Api::Embeddings => media::embeddings_body(&view.model, &request),
+                Api::Images => media::images_body(),
+                Api::Openai | Api::Anthropic => {
+                    success_body(api, &view.model, seq, &a, tokens(&view.all_text))
+                }
+            };
             (Some(200), Json(body).into_response())
         }
         Plan::Error {

@@ -156,7 +156,9 @@ pub(crate) fn success_body(
             .map(|(_, n, v)| tokens(n) + tokens(&args_text(v)))
             .sum::<u64>();
     match api {
-        Api::Openai => {
+        // Embeddings and images are answered by `media`; an image model on the chat route is
+        // `Api::Openai`.
+        Api::Openai | Api::Embeddings | Api::Images => {
             let mut msg = Map::new();
             msg.insert("role".into(), "assistant".into());
             let content = if a.text.is_empty() && !a.tool_calls.is_empty() {
@@ -237,8 +239,10 @@ pub(crate) fn error_body(api: Api, status: u16, body: Option<&Value>) -> (&'stat
         None => {
             let message = format!("mock error (HTTP {status})");
             let v = match api {
-                Api::Openai => json!({"error": {"message": message, "type": "mock_error",
-                                                "code": status}}),
+                Api::Openai | Api::Embeddings | Api::Images => {
+                    json!({"error": {"message": message, "type": "mock_error",
+                                                "code": status}})
+                }
                 Api::Anthropic => json!({"type": "error",
                                          "error": {"type": "api_error", "message": message}}),
             };

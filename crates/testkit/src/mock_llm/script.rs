@@ -72,9 +72,11 @@ pub struct Rule {
 pub struct When {
     /// The request's `model` equals this.
     pub model: Option<String>,
-    /// `openai` (`/v1/chat/completions`) or `anthropic` (`/v1/messages`).
+    /// `openai` (`/v1/chat/completions`), `anthropic` (`/v1/messages`), `embeddings`
+    /// (`/v1/embeddings`) or `images` (`/v1/images/generations`).
     pub api: Option<Api>,
-    /// Substring of the last user message that has text (tool results are not user text).
+    /// Substring of the last user message that has text (tool results are not user text); for
+    /// embeddings the inputs joined by newlines, for images the prompt.
     pub user_contains: Option<String>,
     /// Substring of the system prompt.
     pub system_contains: Option<String>,
@@ -99,6 +101,10 @@ pub enum Api {
     Openai,
     /// Anthropic Messages.
     Anthropic,
+    /// OpenAI-compatible embeddings (`/v1/embeddings`): deterministic vectors.
+    Embeddings,
+    /// OpenAI-compatible image generation (`/v1/images/generations`): a small PNG.
+    Images,
 }
 
 /// A canned answer. Content precedence: `json`, then `text`, then `""` when there are tool

@@ -85,9 +85,28 @@ impl View {
         {
             system_parts.push(text_of(s));
         }
-        let mut last_user = String::new();
+        let mut last_user = match api {
+            Api::Embeddings => match body.get("input") {
+                Some(Value::Array(xs)) => xs
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                Some(Value::String(s)) => s.clone(),
+                _ => String::new(),
+            },
+            Api::Images => body
+                .get("prompt")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            Api::Openai | Api::Anthropic => String::new(),
+        };
         let mut assistant_turns = 0;
         let mut all_text: Vec<String> = system_parts.clone();
+        if !last_user.is_empty() {
+            all_text.push(last_user.clone());
+        }
         for m in messages {
             let text = m.get("content").map(text_of).unwrap_or_default();
             match (api, role(m).as_str()) {
@@ -100,13 +119,13 @@ impl View {
             all_text.push(text);
         }
         let last_is_tool_result = messages.last().is_some_and(|m| match api {
-            Api::Openai => role(m) == "tool",
+            Api::Openai | Api::Embeddings | Api::Images => role(m) == "tool",
             Api::Anthropic => role(m) == "user" && is_tool_result_message(m),
         });
         let mut trailing = Vec::new();
         for m in messages.iter().rev() {
             let is_result = match api {
-                Api::Openai => role(m) == "tool",
+                Api::Openai | Api::Embeddings | Api::Images => role(m) == "tool",
                 Api::Anthropic => role(m) == "user" && is_tool_result_message(m),
             };
             if !is_result {
