@@ -50,7 +50,7 @@ pub mod codes {
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
-    /// Non-empty `constraints`, `processors` or `profilers`.
+    /// Non-empty `constraints`.
     pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
     /// A run config field has the wrong type, is out of range or unknown.
     pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
@@ -59,6 +59,11 @@ pub mod codes {
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+    /// A processor names a column the config does not define, repeats another's name, or a
+    /// `schema_transform` template reads a column that is not in the final dataset.
+    pub const INVALID_PROCESSOR: &str = "invalid_processor";
+    /// A profiler's `model_alias` is defined neither in the job nor on the server.
+    pub const INVALID_PROFILER: &str = "invalid_profiler";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -144,10 +149,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
         codes::SELF_REFERENCE,
         "skip.when refers to the column it gates",
     ),
-    (
-        codes::UNSUPPORTED_FEATURE,
-        "non-empty constraints, processors or profilers",
-    ),
+    (codes::UNSUPPORTED_FEATURE, "non-empty constraints"),
     (
         codes::INVALID_RUN_CONFIG,
         "a run config field has the wrong type, is out of range, or is unknown",
@@ -155,6 +157,14 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::RESERVED_EXTRA_BODY_FIELD,
         "a model config's extra_body sets a field the service computes (model, messages, system, tools, tool_choice, functions, function_call, mcp_servers, web_search_options, stream, stream_options, n)",
+    ),
+    (
+        codes::INVALID_PROCESSOR,
+        "a processor names a column the config does not define, repeats another processor's name, or a schema_transform template reads a column that is not in the final dataset",
+    ),
+    (
+        codes::INVALID_PROFILER,
+        "a profiler's model_alias is defined neither in the job nor on the server",
     ),
 ];
 
@@ -251,7 +261,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 26);
     }
 
     #[test]

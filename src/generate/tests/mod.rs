@@ -2,6 +2,7 @@
 
 mod compile_issues;
 mod config_issues;
+mod processors;
 mod records;
 mod samplers;
 mod seed_and_skip;
