@@ -8,6 +8,7 @@ pub mod extract;
 mod health;
 mod jobs;
 pub mod openapi;
+mod outputs;
 mod preview;
 mod records;
 mod tools;
@@ -37,6 +38,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .merge(jobs::router())
         .merge(records::router())
+        .merge(outputs::router())
         .merge(events::router())
         .merge(preview::router())
         .merge(health::router())
@@ -92,7 +94,9 @@ pub fn router(state: AppState) -> Router {
 /// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
 /// because they are long by design.
 async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
-    if records::is_streaming(req.uri().path(), req.uri().query()) {
+    if records::is_streaming(req.uri().path(), req.uri().query())
+        || outputs::is_streaming(req.uri().path())
+    {
         return next.run(req).await;
     }
     match tokio::time::timeout(limit, next.run(req)).await {

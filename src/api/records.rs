@@ -174,7 +174,7 @@ pub async fn get_record_trace(
     }))
 }
 
-fn stream_response(
+pub(super) fn stream_response(
     content_type: &'static str,
     body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
     filename: &str,

@@ -22,6 +22,7 @@ mod faker_person;
 mod llm;
 mod media;
 mod person;
+mod processors;
 mod rng;
 mod samplers;
 mod sampling;
@@ -124,6 +125,10 @@ pub struct Plan {
     templates: template::Templates,
     /// Selected inline seed rows, if the job has a seed config.
     seed_rows: Option<seed::SeedRows>,
+    /// The `schema_transform` processors' datasets, in config order.
+    outputs: Vec<processors::OutputDataset>,
+    /// The templates of `outputs`.
+    output_templates: template::Templates,
 }
 
 impl Plan {
@@ -136,7 +141,20 @@ impl Plan {
         ctx: &PlanContext,
         seed: u64,
     ) -> Result<Self, Vec<ConfigIssue>> {
-        compile::compile(config, ctx, seed)
+        compile::compile(config, ctx, seed, &[])
+    }
+
+    /// [`Self::compile`] for a config whose columns did not all parse: `unparsed` names the
+    /// columns that did not, so that references to them are not reported again. Used to
+    /// report every problem of a config at once; such a plan is never run (the parse issues
+    /// refuse the config).
+    pub fn compile_with_placeholders(
+        config: &DatasetConfig,
+        ctx: &PlanContext,
+        seed: u64,
+        unparsed: &[String],
+    ) -> Result<Self, Vec<ConfigIssue>> {
+        compile::compile(config, ctx, seed, unparsed)
     }
 
     /// Columns of a dataset row, in order: config order (seed fields first when they are not
@@ -145,6 +163,26 @@ impl Plan {
     /// and are not row columns.
     pub fn output_columns(&self) -> &[String] {
         &self.output_columns
+    }
+
+    /// The names of the processor datasets (`schema_transform` processors), in config order.
+    pub fn output_datasets(&self) -> Vec<&str> {
+        self.outputs.iter().map(|o| o.name.as_str()).collect()
+    }
+
+    /// The columns of processor dataset `name` (its template's keys), if there is one.
+    pub fn output_dataset_columns(&self, name: &str) -> Option<Vec<String>> {
+        self.outputs
+            .iter()
+            .find(|o| o.name == name)
+            .map(processors::OutputDataset::columns)
+    }
+
+    /// Renders the row of processor dataset `name` for `row`, a row of the main dataset
+    /// (`None`: no such dataset). CPU work: call it where CPU work runs.
+    pub fn render_output(&self, name: &str, row: &Value) -> Option<Result<Value, String>> {
+        let output = self.outputs.iter().find(|o| o.name == name)?;
+        Some(output.render(&self.output_templates, row))
     }
 
     /// `{name}__trace` for the output LLM columns that keep a trace (all of them when

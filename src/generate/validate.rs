@@ -1,4 +1,4 @@
-//! Checks that do not depend on the column graph: unsupported top-level features, job model
+//! Checks that do not depend on the column graph: unsupported `constraints`, job model
 //! and tool configs, and which model and tool aliases a column may name.
 
 use std::collections::{BTreeSet, HashSet};
@@ -8,25 +8,21 @@ use serde_json::Value;
 use super::PlanContext;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, codes};
 
-/// Rejects non-empty `constraints`, `processors` and `profilers`.
+/// Rejects non-empty `constraints`.
 pub(crate) fn features(config: &DatasetConfig, issues: &mut Vec<ConfigIssue>) {
-    for (key, value) in [
-        ("constraints", &config.constraints),
-        ("processors", &config.processors),
-        ("profilers", &config.profilers),
-    ] {
-        let empty = match value {
-            None | Some(Value::Null) => true,
-            Some(Value::Array(a)) => a.is_empty(),
-            Some(Value::Object(o)) => o.is_empty(),
-            Some(_) => false,
-        };
-        if !empty {
-            let msg = format!(
-                "{key} are not supported by synthgate yet; remove them or leave them empty"
-            );
-            issues.push(ConfigIssue::at_field(codes::UNSUPPORTED_FEATURE, key, msg));
-        }
+    let empty = match &config.constraints {
+        None | Some(Value::Null) => true,
+        Some(Value::Array(a)) => a.is_empty(),
+        Some(Value::Object(o)) => o.is_empty(),
+        Some(_) => false,
+    };
+    if !empty {
+        let msg = "constraints are not supported by synthgate yet; remove them or leave them empty";
+        issues.push(ConfigIssue::at_field(
+            codes::UNSUPPORTED_FEATURE,
+            "constraints",
+            msg,
+        ));
     }
 }
 

@@ -1,5 +1,9 @@
 //! Dataset exports: a job's completed records as JSONL or CSV, streamed one chunk of records
-//! per database round trip, so memory stays flat whatever the dataset size.
+//! per database round trip, so memory stays flat whatever the dataset size; and the datasets
+//! of its `schema_transform` processors, rendered from those rows as they stream (see
+//! `generate::processors` for why they are rendered, not stored).
+
+use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::Stream;
@@ -8,7 +12,7 @@ use serde_json::Value;
 use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
 
-use super::JobService;
+use super::{CompiledJob, JobService};
 
 /// Records fetched per database round trip while streaming an export.
 const EXPORT_CHUNK: u32 = 500;
@@ -49,8 +53,55 @@ impl JobService {
                 })
                 .unwrap_or_default(),
         };
-        Ok(export(self.clone(), id, columns, format, traces))
+        Ok(export(self.clone(), id, columns, format, traces, None))
     }
+
+    /// The dataset of processor `name` (a `schema_transform`) of a job visible to `owner`:
+    /// one row per completed record, by index, rendered from the record's row. The CSV header
+    /// is the template's keys.
+    pub async fn export_output(
+        &self,
+        id: JobId,
+        owner: Option<&str>,
+        name: &str,
+        format: ExportFormat,
+    ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+        let job = self.get(id, owner).await?;
+        let compiled = self.compiled(&job).await.map_err(ApiError::InvalidConfig)?;
+        let Some(columns) = compiled.plan.output_dataset_columns(name) else {
+            let known = compiled.plan.output_datasets();
+            let listed = if known.is_empty() {
+                "the job has no schema_transform processors".to_owned()
+            } else {
+                format!("its schema_transform processors: {}", known.join(", "))
+            };
+            return Err(ApiError::OutputNotFound(format!(
+                "job {id} has no processor output '{name}'; {listed}"
+            )));
+        };
+        let columns = match format {
+            ExportFormat::Jsonl => Vec::new(),
+            ExportFormat::Csv => columns,
+        };
+        let output = Output {
+            compiled,
+            name: name.to_owned(),
+        };
+        Ok(export(
+            self.clone(),
+            id,
+            columns,
+            format,
+            false,
+            Some(output),
+        ))
+    }
+}
+
+/// A processor dataset being rendered from the main rows.
+struct Output {
+    compiled: Arc<CompiledJob>,
+    name: String,
 }
 
 struct ExportState {
@@ -60,6 +111,7 @@ struct ExportState {
     kind: ExportFormat,
     after: Option<u32>,
     traces: bool,
+    output: Option<Output>,
     header_done: bool,
     done: bool,
 }
@@ -72,6 +124,7 @@ fn export(
     columns: Vec<String>,
     kind: ExportFormat,
     traces: bool,
+    output: Option<Output>,
 ) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let st = ExportState {
         jobs,
@@ -80,6 +133,7 @@ fn export(
         kind,
         after: None,
         traces,
+        output,
         header_done: false,
         done: false,
     };
@@ -125,8 +179,25 @@ fn export(
             st.done = true;
         }
         st.after = rows.last().map(|r| r.index).or(st.after);
-        for row in rows {
-            let values = row.values.unwrap_or(Value::Null);
+        let rows: Vec<Value> = rows
+            .into_iter()
+            .map(|r| r.values.unwrap_or(Value::Null))
+            .collect();
+        let rows = match &st.output {
+            None => rows,
+            Some(o) => {
+                let rendered = st.jobs.cpu.run(|| render_rows(o, rows)).await;
+                match rendered {
+                    Ok(rows) => rows,
+                    Err(e) => {
+                        tracing::warn!(job.id = %st.job, processor = %o.name, error = %e, "processor output failed to render; export stopped");
+                        st.done = true;
+                        return Some((Err(std::io::Error::other("export interrupted")), st));
+                    }
+                }
+            }
+        };
+        for values in rows {
             let res = match st.kind {
                 ExportFormat::Jsonl => serde_json::to_writer(&mut out, &values)
                     .map(|()| out.push(b'\n'))
@@ -144,6 +215,18 @@ fn export(
         }
         Some((Ok(Bytes::from(out)), st))
     })
+}
+
+/// Renders the processor rows of one chunk of main rows.
+fn render_rows(o: &Output, rows: Vec<Value>) -> Result<Vec<Value>, String> {
+    rows.iter()
+        .map(|row| {
+            o.compiled
+                .plan
+                .render_output(&o.name, row)
+                .unwrap_or_else(|| Err(format!("no processor output '{}'", o.name)))
+        })
+        .collect()
 }
 
 fn write_csv_row<'a>(

@@ -19,6 +19,7 @@
 //! * `progress`: what a progress stream sends;
 //! * `runner` and `preview`: generating records.
 
+mod analysis;
 mod catalog;
 mod exports;
 mod lifecycle;
@@ -39,6 +40,7 @@ use crate::llm::ChatModel;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
 
+pub use analysis::{ColumnStatistics, DatasetAnalysis, JudgeScoreProfile};
 pub use catalog::Catalog;
 pub use exports::ExportFormat;
 pub use plans::{CompiledJob, PlanLookup};

@@ -1,7 +1,7 @@
 //! Submitting a job: the request as the HTTP layer decoded it, its full validation (count,
 //! metadata, config, run config, model and tool configs, the tools themselves), and the insert.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -164,25 +164,47 @@ impl JobService {
                 ));
             }
         };
-        let dataset = DatasetConfig::parse(&req.config).map_err(ApiError::InvalidConfig)?;
+        // Every problem of the config comes back in one answer: shape, run config, compile
+        // (columns, seed, processors) and the server-side checks, each on what did parse.
+        let partial = DatasetConfig::parse_partial(&req.config).map_err(ApiError::InvalidConfig)?;
+        let mut issues = partial.issues;
+        let dataset = partial.config;
         let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
         let run_config = RunConfig::parse(&run_config_value)
-            .map_err(|issues| ApiError::InvalidConfig(prefix_run_config(issues)))?;
+            .map_err(|i| issues.extend(prefix_run_config(i)))
+            .ok();
         let seed = req
             .seed
             .unwrap_or_else(|| rand::random::<u64>() & MAX_GENERATED_SEED);
-        let plan = Plan::compile(&dataset, self.catalog.plan_context(), seed)
-            .map_err(ApiError::InvalidConfig)?;
-        if let Some(issue) = plan.probe() {
-            return Err(ApiError::InvalidConfig(vec![issue]));
-        }
-        let (models, tools) = self
+        // Names the parts that did not parse would define are known, so the rest is not
+        // reported as referring to them.
+        let mut ctx = self.catalog.plan_context().clone();
+        ctx.model_aliases.extend(partial.unparsed_model_aliases);
+        ctx.tool_aliases.extend(partial.unparsed_tool_aliases);
+        let plan = Plan::compile_with_placeholders(&dataset, &ctx, seed, &partial.unparsed_columns)
+            .map_err(|i| issues.extend(i))
+            .ok();
+        let used: HashSet<String> = match &plan {
+            Some(plan) => plan.model_aliases(),
+            None => dataset.llm_model_aliases(),
+        };
+        let resolved = self
             .catalog
-            .resolve(&dataset, &plan.model_aliases(), scope)
-            .map_err(ApiError::InvalidConfig)?;
+            .resolve(&dataset, &used, scope)
+            .map_err(|i| issues.extend(i))
+            .ok();
+        let (Some(plan), Some(run_config), Some((models, tools)), true) =
+            (plan, run_config, resolved, issues.is_empty())
+        else {
+            return Err(ApiError::InvalidConfig(issues));
+        };
         let mismatched = model_type_issues(&plan, &models, &self.catalog);
         if !mismatched.is_empty() {
             return Err(ApiError::InvalidConfig(mismatched));
+        }
+        // Last: costs a record, and only a config with no other problem is worth it.
+        if let Some(issue) = plan.probe() {
+            return Err(ApiError::InvalidConfig(vec![issue]));
         }
         Ok(Validated {
             num_records,

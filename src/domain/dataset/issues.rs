@@ -51,7 +51,7 @@ pub mod codes {
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
-    /// Non-empty `constraints`, `processors` or `profilers`.
+    /// Non-empty `constraints`.
     pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
     /// A run config field has the wrong type, is out of range or unknown.
     pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
@@ -68,6 +68,11 @@ pub mod codes {
     /// A `remote` validator whose `endpoint_url` is not on the server's
     /// `validators.remote_endpoints` allow list.
     pub const REMOTE_VALIDATOR_NOT_ALLOWED: &str = "remote_validator_not_allowed";
+    /// A processor names a column the config does not define, repeats another's name, or a
+    /// `schema_transform` template reads a column that is not in the final dataset.
+    pub const INVALID_PROCESSOR: &str = "invalid_processor";
+    /// A profiler's `model_alias` is defined neither in the job nor on the server.
+    pub const INVALID_PROFILER: &str = "invalid_profiler";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -153,10 +158,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
         codes::SELF_REFERENCE,
         "skip.when refers to the column it gates",
     ),
-    (
-        codes::UNSUPPORTED_FEATURE,
-        "non-empty constraints, processors or profilers",
-    ),
+    (codes::UNSUPPORTED_FEATURE, "non-empty constraints"),
     (
         codes::INVALID_RUN_CONFIG,
         "a run config field has the wrong type, is out of range, or is unknown",
@@ -176,6 +178,14 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::REMOTE_VALIDATOR_NOT_ALLOWED,
         "a remote validator's endpoint_url is not on the server's `validators.remote_endpoints` allow list",
+    ),
+    (
+        codes::INVALID_PROCESSOR,
+        "a processor names a column the config does not define, repeats another processor's name, or a schema_transform template reads a column that is not in the final dataset",
+    ),
+    (
+        codes::INVALID_PROFILER,
+        "a profiler's model_alias is defined neither in the job nor on the server",
     ),
 ];
 
@@ -272,7 +282,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 27);
+        assert_eq!(seen.len(), 29);
     }
 
     #[test]

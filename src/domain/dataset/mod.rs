@@ -14,7 +14,9 @@ mod issues;
 mod llm_column;
 mod media_column;
 mod parse;
-pub use parse::MAX_COLUMNS;
+pub use parse::{MAX_COLUMNS, PartialConfig};
+mod processors;
+pub use processors::{KNOWN_PROCESSOR_TYPES, ProcessorConfig, ProcessorKind, ProfilerConfig};
 mod run_config;
 mod sampler_params;
 mod seed;
@@ -78,10 +80,10 @@ pub struct DatasetConfig {
     pub seed_config: Option<SeedConfig>,
     /// DataDesigner `constraints`, kept as given; checked and compiled with the plan.
     pub constraints: Option<Value>,
-    /// DataDesigner `processors`, kept as given; synthgate rejects non-empty ones at compile.
-    pub processors: Option<Value>,
-    /// DataDesigner `profilers`, kept as given; synthgate rejects non-empty ones at compile.
-    pub profilers: Option<Value>,
+    /// DataDesigner `processors`, in config order.
+    pub processors: Vec<ProcessorConfig>,
+    /// DataDesigner `profilers` (judge-score profilers).
+    pub profilers: Vec<ProfilerConfig>,
 }
 
 impl DatasetConfig {
@@ -90,6 +92,24 @@ impl DatasetConfig {
     /// Returns every shape problem found, in column order.
     pub fn parse(value: &Value) -> Result<Self, Vec<ConfigIssue>> {
         parse::parse_dataset_config(value)
+    }
+
+    /// The model aliases the LLM columns name.
+    pub fn llm_model_aliases(&self) -> std::collections::HashSet<String> {
+        self.columns
+            .iter()
+            .filter_map(|c| match &c.kind {
+                ColumnKind::Llm(l) => Some(l.model_alias.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Like [`Self::parse`], but keeps going past shape problems: what parsed, plus every
+    /// shape issue, so that compiling can report the rest's problems in the same answer.
+    /// `Err` only when nothing can be compiled (not an object, too many columns).
+    pub fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIssue>> {
+        parse::parse_partial(value)
     }
 }
 

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::columns::parse_column;
 use super::issues::{codes, deserialize_at, join_path};
+use super::processors::{parse_processors, parse_profilers};
 use super::sampler_params::json_kind;
 use super::seed::parse_seed_config;
 use super::{ConfigIssue, DatasetConfig};
@@ -29,6 +30,17 @@ pub const MAX_COLUMNS: usize = 1_000;
 
 /// See [`DatasetConfig::parse`].
 pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<ConfigIssue>> {
+    let partial = parse_partial(value)?;
+    if partial.issues.is_empty() {
+        Ok(partial.config)
+    } else {
+        Err(partial.issues)
+    }
+}
+
+/// See [`DatasetConfig::parse_partial`]. `Err` only when nothing can be compiled at all (not
+/// an object, too many columns).
+pub(crate) fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIssue>> {
     let mut issues = Vec::new();
     let inner = match value.get("data_designer") {
         Some(inner) => {
@@ -65,24 +77,29 @@ pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<C
         }
     }
 
-    let model_configs = parse_list::<ModelConfig>(
+    let (model_configs, unparsed_model_aliases) = parse_list::<ModelConfig>(
         obj.get("model_configs"),
         "model_configs",
+        "alias",
         codes::INVALID_MODEL_CONFIG,
         &mut issues,
     );
-    let tool_configs = parse_list::<ToolConfig>(
+    let (tool_configs, unparsed_tool_aliases) = parse_list::<ToolConfig>(
         obj.get("tool_configs"),
         "tool_configs",
+        "tool_alias",
         codes::INVALID_TOOL_CONFIG,
         &mut issues,
     );
+    let processors = parse_processors(obj.get("processors"), &mut issues);
+    let profilers = parse_profilers(obj.get("profilers"), &mut issues);
     let seed_config = match obj.get("seed_config") {
         None | Some(Value::Null) => None,
         Some(v) => parse_seed_config(v, &mut issues),
     };
 
     let mut columns = Vec::new();
+    let mut unparsed_columns = Vec::new();
     match obj.get("columns") {
         None | Some(Value::Null) => {}
         Some(Value::Array(items)) if items.len() > MAX_COLUMNS => {
@@ -101,8 +118,10 @@ pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<C
         }
         Some(Value::Array(items)) => {
             for (i, item) in items.iter().enumerate() {
-                if let Some(column) = parse_column(i, item, &mut issues) {
-                    columns.push(column);
+                match parse_column(i, item, &mut issues) {
+                    Some(column) => columns.push(column),
+                    None => unparsed_columns
+                        .extend(item.get("name").and_then(Value::as_str).map(str::to_owned)),
                 }
             }
         }
@@ -115,20 +134,41 @@ pub(crate) fn parse_dataset_config(value: &Value) -> Result<DatasetConfig, Vec<C
         }
     }
 
-    if !issues.is_empty() {
-        return Err(issues);
-    }
     let optional = |key: &str| obj.get(key).filter(|v| !v.is_null()).cloned();
-    Ok(DatasetConfig {
+    let config = DatasetConfig {
         model_configs,
         tool_configs,
         raw: inner.clone(),
         columns,
         seed_config,
         constraints: optional("constraints"),
-        processors: optional("processors"),
-        profilers: optional("profilers"),
+        processors,
+        profilers,
+    };
+    Ok(PartialConfig {
+        config,
+        issues,
+        unparsed_columns,
+        unparsed_model_aliases,
+        unparsed_tool_aliases,
     })
+}
+
+/// A config parsed as far as its shape allows: the parts that parsed, the shape issues, and
+/// the names the parts that did not parse would have defined, so that compiling the rest does
+/// not report references to them as unknown.
+#[derive(Debug, Clone)]
+pub struct PartialConfig {
+    /// The parts that parsed.
+    pub config: DatasetConfig,
+    /// Every shape problem.
+    pub issues: Vec<ConfigIssue>,
+    /// Names of columns that did not parse (when they had one).
+    pub unparsed_columns: Vec<String>,
+    /// Aliases of model configs that did not parse (when they had one).
+    pub unparsed_model_aliases: Vec<String>,
+    /// Aliases of tool configs that did not parse (when they had one).
+    pub unparsed_tool_aliases: Vec<String>,
 }
 
 fn unknown_key(key: &str, expected: &[&str]) -> ConfigIssue {
@@ -140,31 +180,39 @@ fn unknown_key(key: &str, expected: &[&str]) -> ConfigIssue {
     ConfigIssue::at_field(codes::INVALID_CONFIG, key, msg)
 }
 
-/// Parses a list of model or tool configs, one issue per bad entry.
+/// Parses a list of model or tool configs, one issue per bad entry; also returns the
+/// `alias_key` of the entries that did not parse.
 fn parse_list<T: serde::de::DeserializeOwned>(
     value: Option<&Value>,
     key: &str,
+    alias_key: &str,
     code: &'static str,
     issues: &mut Vec<ConfigIssue>,
-) -> Vec<T> {
+) -> (Vec<T>, Vec<String>) {
     let items = match value {
-        None | Some(Value::Null) => return Vec::new(),
+        None | Some(Value::Null) => return (Vec::new(), Vec::new()),
         Some(Value::Array(items)) => items,
         Some(other) => {
             let msg = format!("invalid type: {}, expected a list", json_kind(other));
             issues.push(ConfigIssue::at_field(code, key, msg));
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         }
     };
     let mut out = Vec::with_capacity(items.len());
+    let mut unparsed = Vec::new();
     for (i, item) in items.iter().enumerate() {
         match deserialize_at::<T>(item) {
             Ok(t) => out.push(t),
             Err((path, msg)) => {
                 let field = join_path(&format!("{key}[{i}]"), &path);
                 issues.push(ConfigIssue::at_field(code, &field, msg));
+                unparsed.extend(
+                    item.get(alias_key)
+                        .and_then(Value::as_str)
+                        .map(str::to_owned),
+                );
             }
         }
     }
-    out
+    (out, unparsed)
 }

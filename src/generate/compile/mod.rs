@@ -2,7 +2,7 @@
 //! config (names, references, templates, aliases, sampler params, the dependency graph), then
 //! the steps in dependency order.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 mod kinds;
@@ -11,6 +11,7 @@ mod media;
 
 use super::columns::{SkipStep, Step, StepKind};
 use super::dag::{close_names, topological_order};
+use super::processors::{self, Processors};
 use super::rng::name_hash;
 use super::template::Templates;
 use super::validate::{self, Aliases};
@@ -49,10 +50,14 @@ struct ColumnParts {
     skip: Option<SkipStep>,
 }
 
+/// `column_type` of the stand-ins for columns that did not parse.
+const PLACEHOLDER_TYPE: &str = "\u{0}unparsed";
+
 pub(crate) fn compile(
     config: &DatasetConfig,
     ctx: &PlanContext,
     seed: u64,
+    placeholders: &[String],
 ) -> Result<Plan, Vec<ConfigIssue>> {
     let mut issues = Vec::new();
     validate::features(config, &mut issues);
@@ -81,7 +86,28 @@ pub(crate) fn compile(
             .collect(),
         _ => Vec::new(),
     };
-    let columns: Vec<&ColumnConfig> = implicit.iter().chain(&config.columns).collect();
+    // Stand-ins define the names of columns that did not parse (their issues are reported
+    // already), so references to them are not reported as unknown.
+    let stand_ins: Vec<ColumnConfig> = placeholders
+        .iter()
+        .filter(|name| !config.columns.iter().any(|c| &c.name == *name))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|name| ColumnConfig {
+            name: name.clone(),
+            drop: true,
+            skip: None,
+            propagate_skip: true,
+            kind: ColumnKind::Unsupported {
+                column_type: PLACEHOLDER_TYPE.to_owned(),
+            },
+        })
+        .collect();
+    let columns: Vec<&ColumnConfig> = implicit
+        .iter()
+        .chain(&config.columns)
+        .chain(&stand_ins)
+        .collect();
     if columns.is_empty() {
         issues.push(ConfigIssue::new(
             codes::NO_COLUMNS,
@@ -118,6 +144,7 @@ pub(crate) fn compile(
                 })
             }
             ColumnKind::Llm(l) => c.llm(ci, l, &aliases, &mut p),
+            ColumnKind::Unsupported { column_type } if column_type == PLACEHOLDER_TYPE => None,
             ColumnKind::Validation(v) => c.validation(ci, v, &ctx.validators, &mut p),
             ColumnKind::Embedding(e) => c.embedding(ci, e, &aliases, &mut p),
             ColumnKind::Image(i) => c.image(ci, i),
@@ -159,10 +186,26 @@ pub(crate) fn compile(
             Vec::new()
         }
     };
+    let processors = c.processors(config);
+    profilers(config, &aliases, &mut c.issues);
     if !c.issues.is_empty() {
         return Err(c.issues);
     }
-    Ok(c.finish(order, parts, seed, seed_rows))
+    Ok(c.finish(order, parts, seed, seed_rows, processors))
+}
+
+/// A judge-score profiler's `model_alias` must be defined, as DataDesigner requires.
+fn profilers(config: &DatasetConfig, aliases: &Aliases, issues: &mut Vec<ConfigIssue>) {
+    for (i, p) in config.profilers.iter().enumerate() {
+        if !aliases.models.contains(&p.model_alias) {
+            let msg = format!(
+                "model_alias '{}' is defined neither in the job nor on the server",
+                p.model_alias
+            );
+            let field = format!("profilers[{i}].model_alias");
+            issues.push(ConfigIssue::at_field(codes::INVALID_PROFILER, &field, msg));
+        }
+    }
 }
 
 impl<'c> Compiler<'c> {
@@ -340,31 +383,52 @@ impl<'c> Compiler<'c> {
         })
     }
 
+    /// The dataset's columns before processors, with their slots: config order, dropped
+    /// columns out, reasoning content after its LLM column.
+    fn row_columns(&self) -> Vec<(String, usize)> {
+        let mut out = Vec::new();
+        for (ci, col) in self.columns.iter().enumerate() {
+            if col.drop {
+                continue;
+            }
+            out.push((col.name.clone(), self.column_slot[ci]));
+            if let ColumnKind::Llm(l) = &col.kind
+                && l.extract_reasoning_content
+            {
+                let side = format!("{}{REASONING_CONTENT_POSTFIX}", col.name);
+                if let Some(&slot) = self.slots.get(&side) {
+                    out.push((side, slot));
+                }
+            }
+        }
+        out
+    }
+
+    /// Compiles the config's processors against the columns' names.
+    fn processors(&mut self, config: &DatasetConfig) -> Processors {
+        let known: HashSet<String> = self.slots.keys().cloned().collect();
+        let kept: HashSet<String> = self.row_columns().into_iter().map(|(n, _)| n).collect();
+        processors::compile(
+            &config.processors,
+            &known,
+            |name| kept.contains(name),
+            &mut self.issues,
+        )
+    }
+
     fn finish(
         self,
         order: Vec<usize>,
         mut parts: Vec<ColumnParts>,
         seed: u64,
         seed_rows: Option<seed::SeedRows>,
+        processors: Processors,
     ) -> Plan {
-        let mut output_columns = Vec::new();
-        let mut output_slots = Vec::new();
-        for (ci, col) in self.columns.iter().enumerate() {
-            if col.drop {
-                continue;
-            }
-            output_columns.push(col.name.clone());
-            output_slots.push(self.column_slot[ci]);
-            if let ColumnKind::Llm(l) = &col.kind
-                && l.extract_reasoning_content
-            {
-                let side = format!("{}{REASONING_CONTENT_POSTFIX}", col.name);
-                if let Some(&slot) = self.slots.get(&side) {
-                    output_columns.push(side);
-                    output_slots.push(slot);
-                }
-            }
-        }
+        let (output_columns, output_slots) = self
+            .row_columns()
+            .into_iter()
+            .filter(|(name, _)| !processors.dropped.contains(name))
+            .unzip();
         let mut steps = Vec::with_capacity(order.len());
         for ci in order {
             let col = self.columns[ci];
@@ -394,6 +458,8 @@ impl<'c> Compiler<'c> {
             steps,
             templates: self.templates,
             seed_rows,
+            outputs: processors.outputs,
+            output_templates: processors.templates,
         }
     }
 }

@@ -277,15 +277,15 @@ fn self_reference_in_skip_when() {
 fn all_issues_are_reported_together() {
     let i = issues(json!({
         "columns": [expr("a", "{{ missing }}"), sampler("b", "uniform", json!({"low": 1, "high": 0})), expr("c", "{{ c }}")],
-        "processors": [{"p": 1}],
+        "processors": [{"name": "d", "processor_type": "drop_columns", "column_names": ["nope"]}],
     }));
     assert_eq!(
         codes(&i),
         [
-            "unsupported_feature",
             "unknown_reference",
             "invalid_sampler_params",
-            "dependency_cycle"
+            "dependency_cycle",
+            "invalid_processor"
         ]
     );
 }

@@ -3,6 +3,7 @@
 mod compile_issues;
 mod config_issues;
 mod person_and_scipy;
+mod processors;
 mod records;
 mod samplers;
 mod seed_and_skip;
