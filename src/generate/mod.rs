@@ -230,7 +230,8 @@ impl Plan {
                 }
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
-                | columns::StepKind::Expression { .. } => None,
+                | columns::StepKind::Expression { .. }
+                | columns::StepKind::Validation(_) => None,
             })
             .collect()
     }
@@ -255,7 +256,8 @@ impl Plan {
                 )),
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
-                | columns::StepKind::Expression { .. } => None,
+                | columns::StepKind::Expression { .. }
+                | columns::StepKind::Validation(_) => None,
             })
             .collect()
     }

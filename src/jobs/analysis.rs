@@ -192,6 +192,9 @@ fn kind_names(kind: &ColumnKind) -> (String, Option<String>) {
         ColumnKind::Expression(_) => ("expression".to_owned(), None),
         ColumnKind::SeedDataset => ("seed-dataset".to_owned(), None),
         ColumnKind::Llm(l) => (l.column_type().to_owned(), None),
+        ColumnKind::Validation(_) => ("validation".to_owned(), None),
+        ColumnKind::Embedding(_) => ("embedding".to_owned(), None),
+        ColumnKind::Image(_) => ("image".to_owned(), None),
         ColumnKind::Unsupported { column_type } => (column_type.clone(), None),
     }
 }
