@@ -6,7 +6,8 @@
 //! [`Plan::generate`] then produces record `index` without I/O; it is deterministic in
 //! (job seed, record index) and shared by worker tasks through an `Arc`.
 //!
-//! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
+//! Module map: `compile` (validation and ordering), `constraints` (sampler constraints),
+//! `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
 //! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
 //! `faker_person` and `person` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
@@ -14,6 +15,7 @@
 
 mod columns;
 mod compile;
+mod constraints;
 mod convert;
 mod dag;
 mod datetime;

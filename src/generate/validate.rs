@@ -8,10 +8,9 @@ use serde_json::Value;
 use super::PlanContext;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, codes};
 
-/// Rejects non-empty `constraints`, `processors` and `profilers`.
+/// Rejects non-empty `processors` and `profilers` (`constraints` are compiled with the plan).
 pub(crate) fn features(config: &DatasetConfig, issues: &mut Vec<ConfigIssue>) {
     for (key, value) in [
-        ("constraints", &config.constraints),
         ("processors", &config.processors),
         ("profilers", &config.profilers),
     ] {

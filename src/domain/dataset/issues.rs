@@ -50,7 +50,7 @@ pub mod codes {
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
-    /// Non-empty `constraints`, `processors` or `profilers`.
+    /// Non-empty `processors` or `profilers`.
     pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
     /// A run config field has the wrong type, is out of range or unknown.
     pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
@@ -59,6 +59,9 @@ pub mod codes {
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
+    /// A `constraints` entry is malformed, names an unknown column or one that is not a
+    /// numerical sampler, or has an unknown operator.
+    pub const INVALID_CONSTRAINT: &str = "invalid_constraint";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -146,7 +149,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_FEATURE,
-        "non-empty constraints, processors or profilers",
+        "non-empty processors or profilers",
     ),
     (
         codes::INVALID_RUN_CONFIG,
@@ -155,6 +158,10 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::RESERVED_EXTRA_BODY_FIELD,
         "a model config's extra_body sets a field the service computes (model, messages, system, tools, tool_choice, functions, function_call, mcp_servers, web_search_options, stream, stream_options, n)",
+    ),
+    (
+        codes::INVALID_CONSTRAINT,
+        "a constraints entry is malformed, names an unknown column or one that is not a numerical sampler, or has an unknown operator",
     ),
 ];
 
@@ -251,7 +258,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 25);
     }
 
     #[test]

@@ -75,7 +75,6 @@ fn invalid_model_and_tool_configs() {
 fn unsupported_features() {
     let i = issues(json!({
         "columns": [expr("a", "1")],
-        "constraints": [{"target_column": "a"}],
         "processors": [],
         "profilers": [{"x": 1}],
     }));
@@ -83,13 +82,7 @@ fn unsupported_features() {
         .iter()
         .map(|i| (i.code, i.field.as_deref().unwrap()))
         .collect();
-    assert_eq!(
-        got,
-        [
-            ("unsupported_feature", "constraints"),
-            ("unsupported_feature", "profilers")
-        ]
-    );
+    assert_eq!(got, [("unsupported_feature", "profilers")]);
 }
 
 #[test]
