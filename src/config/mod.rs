@@ -20,7 +20,7 @@ pub use providers::{
 };
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
-    ServerConfig, WorkersConfig,
+    SamplersConfig, ServerConfig, WorkersConfig,
 };
 
 use crate::domain::models::{ModelConfig, ToolConfig};
@@ -53,6 +53,9 @@ pub struct Config {
     /// Log format and level.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// Files samplers read (the managed person datasets).
+    #[serde(default)]
+    pub samplers: SamplersConfig,
     /// LLM request retries.
     #[serde(default)]
     pub llm: LlmConfig,

@@ -10,7 +10,7 @@
 //! `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
 //! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
-//! `faker_person` and `person` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! `faker_person`, `person`, `person_compile` and `person_fields` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
 mod columns;
@@ -22,6 +22,8 @@ mod datetime;
 mod faker_person;
 mod llm;
 mod person;
+mod person_compile;
+mod person_fields;
 mod rng;
 mod samplers;
 mod sampling;

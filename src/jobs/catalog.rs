@@ -51,9 +51,17 @@ impl Catalog {
         }
     }
 
+    /// Reads `person` sampler datasets from `people` (the server's managed-assets directory).
+    pub fn with_people(mut self, people: crate::generate::PeopleSource) -> Self {
+        self.plan.people = people;
+        self
+    }
+
     /// The catalog of a validated server config: its `model_configs` and `model_providers`,
-    /// its `tool_configs`, and as tool providers its `mcp_providers` and inline `tools`.
+    /// its `tool_configs`, as tool providers its `mcp_providers` and inline `tools`, and its
+    /// `samplers.managed_assets_dir`.
     pub fn from_config(config: &Config) -> Self {
+        let people = crate::generate::PeopleSource::new(config.samplers.managed_assets_dir.clone());
         Self::new(
             config.model_configs.clone(),
             config
@@ -69,6 +77,7 @@ impl Catalog {
                 .chain(config.tools.iter().map(|t| t.name.clone()))
                 .collect(),
         )
+        .with_people(people)
     }
 
     /// The server-defined aliases columns may reference.
