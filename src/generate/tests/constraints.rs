@@ -144,3 +144,27 @@ fn constraint_cycles_are_dependency_cycles() {
     ));
     assert_eq!(i[0].code, "dependency_cycle");
 }
+
+/// A config as data-designer 0.9.6's builder writes it (`to_json()`, model configs emptied):
+/// person_from_faker, scipy, bernoulli_mixture and both constraint types run unchanged.
+#[test]
+fn datadesigner_builder_output_runs() {
+    let config: Value = serde_json::from_str(
+        r#"{"data_designer": {"columns": [{"name": "customer", "drop": false, "column_type": "sampler", "skip": null, "propagate_skip": true, "sampler_type": "person_from_faker", "params": {"locale": "en_US", "sex": null, "city": null, "age_range": [25, 60], "sampler_type": "person_from_faker"}, "conditional_params": {}, "convert_to": null}, {"name": "rating", "drop": false, "column_type": "sampler", "skip": null, "propagate_skip": true, "sampler_type": "scipy", "params": {"dist_name": "beta", "dist_params": {"a": 2, "b": 5}, "decimal_places": 2, "sampler_type": "scipy"}, "conditional_params": {}, "convert_to": null}, {"name": "spend", "drop": false, "column_type": "sampler", "skip": null, "propagate_skip": true, "sampler_type": "bernoulli_mixture", "params": {"p": 0.4, "dist_name": "gamma", "dist_params": {"a": 2, "scale": 30}, "sampler_type": "bernoulli_mixture"}, "conditional_params": {}, "convert_to": null}, {"name": "low", "drop": false, "column_type": "sampler", "skip": null, "propagate_skip": true, "sampler_type": "uniform", "params": {"low": 0.0, "high": 10.0, "decimal_places": null, "sampler_type": "uniform"}, "conditional_params": {}, "convert_to": null}, {"name": "high", "drop": false, "column_type": "sampler", "skip": null, "propagate_skip": true, "sampler_type": "uniform", "params": {"low": 0.0, "high": 20.0, "decimal_places": null, "sampler_type": "uniform"}, "conditional_params": {}, "convert_to": null}, {"name": "name", "drop": false, "column_type": "expression", "skip": null, "propagate_skip": true, "expr": "{{ customer.first_name }} {{ customer.last_name }}", "dtype": "str"}], "model_configs": [], "tool_configs": [], "seed_config": null, "constraints": [{"target_column": "rating", "constraint_type": "scalar_inequality", "rhs": 0.1, "operator": "gt"}, {"target_column": "high", "constraint_type": "column_inequality", "rhs": "low", "operator": "gt"}], "profilers": null, "processors": null}, "library_version": "0.9.6"}"#,
+    )
+    .unwrap();
+    let plan = plan(config);
+    for i in 0..50 {
+        let r = row(&plan, i);
+        assert!(r["rating"].as_f64().unwrap() > 0.1);
+        assert!(r["high"].as_f64().unwrap() > r["low"].as_f64().unwrap());
+        let age = r["customer"]["age"].as_i64().unwrap();
+        assert!((25..=60).contains(&age));
+        let name = format!(
+            "{} {}",
+            r["customer"]["first_name"].as_str().unwrap(),
+            r["customer"]["last_name"].as_str().unwrap()
+        );
+        assert_eq!(r["name"], name);
+    }
+}
