@@ -276,3 +276,62 @@ fn email_address(
     let suffix = weighted(&suffixes, rng);
     Some(format!("{user}{suffix}@{domain}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::rng::column_rng;
+    use serde_json::json;
+
+    fn person(age: i64, locale: &str) -> Value {
+        let names: Vec<String> = ["first_name", "last_name", "age", "region", "persona"]
+            .map(String::from)
+            .to_vec();
+        let row = [
+            json!("Zoë"),
+            json!("O'Brien"),
+            json!(age),
+            json!("NY"),
+            json!("p"),
+        ];
+        derive_fields(&names, &row, locale, false, &mut column_rng(1, 2, 3))
+    }
+
+    #[test]
+    fn derived_fields_follow_datadesigner() {
+        let p = person(40, "en_US");
+        let keys: Vec<&str> = p.as_object().unwrap().keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            [
+                "first_name",
+                "last_name",
+                "age",
+                "locale",
+                "birth_date",
+                "phone_number",
+                "email_address",
+                "national_id",
+                "state"
+            ]
+        );
+        let email = p["email_address"].as_str().unwrap();
+        let (user, domain) = email.split_once('@').unwrap();
+        assert!(user.contains("zoe") || user.contains("obrien"), "{email}");
+        assert!(
+            user.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')
+        );
+        assert!(domain.ends_with(".com"), "{email}");
+        assert_eq!(p["state"], "NY");
+        assert!(p.get("persona").is_none(), "persona fields only when asked");
+    }
+
+    #[test]
+    fn children_have_no_email_and_other_locales_keep_region() {
+        let p = person(12, "en_GB");
+        assert!(p["email_address"].is_null());
+        assert_eq!(p["region"], "NY");
+        assert!(p.get("state").is_none());
+    }
+}
