@@ -21,7 +21,7 @@ pub use providers::{
 };
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
-    ServerConfig, WorkersConfig,
+    SamplersConfig, ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 
@@ -55,6 +55,9 @@ pub struct Config {
     /// Log format and level.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// Files samplers read (the managed person datasets).
+    #[serde(default)]
+    pub samplers: SamplersConfig,
     /// LLM request retries.
     #[serde(default)]
     pub llm: LlmConfig,

@@ -336,6 +336,16 @@ impl AuthConfig {
     }
 }
 
+/// What samplers read from the server's disk.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SamplersConfig {
+    /// DataDesigner's managed-assets directory (its `DATA_DESIGNER_MANAGED_ASSETS_PATH`,
+    /// `~/.data-designer/managed-assets` by default there): `person` samplers read
+    /// `datasets/<locale>.parquet` under it. Absent = `person` samplers are refused.
+    pub managed_assets_dir: Option<std::path::PathBuf>,
+}
+
 /// Log output.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

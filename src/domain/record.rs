@@ -172,6 +172,8 @@ named_enum! {
             "a template (expression, sampler condition, skip gate or prompt) failed to render: an undefined value, a type error, or its fuel or size limit",
         SamplerError = "sampler_error" in Sample:
             "a sampler could not draw a value (e.g. a timedelta whose reference is not a datetime)",
+        ConstraintUnsatisfied = "constraint_unsatisfied" in Sample:
+            "a sampler column's `constraints` were not met within 1,000 draws, or compare with a value that is not a number",
         TypeConversion = "type_conversion" in Convert:
             "a value could not be converted to the column's `dtype` or `convert_to`",
         UnknownModelAlias = "unknown_model_alias" in Llm:

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::constraints::{Check, MAX_DRAWS};
 use super::convert::cast_expression;
 use super::rng::column_rng;
 use super::samplers::{Convert, Dist, Sampled};
@@ -72,6 +73,8 @@ pub(crate) enum StepKind {
         base: Dist,
         conditional: Vec<(String, Dist)>,
         convert: Convert,
+        /// `constraints` targeting this column: redraw until all hold.
+        constraints: Vec<Check>,
     },
     Expression {
         template: String,
@@ -214,6 +217,7 @@ impl Step {
                 base,
                 conditional,
                 convert,
+                constraints,
             } => {
                 let mut dist = base;
                 if !conditional.is_empty() {
@@ -232,12 +236,27 @@ impl Step {
                     }
                 }
                 let mut rng = column_rng(env.seed, env.index, self.rng_key);
-                let sampled = dist
-                    .sample(&mut rng, |s| rec.raw[s].clone(), |s| rec.values[s].clone())
-                    .map_err(|e| StepError::new(RecordErrorCode::SamplerError, e))?;
-                let value = convert
-                    .apply(&sampled)
-                    .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
+                let mut draws = 0;
+                let (sampled, value) = loop {
+                    let sampled = dist
+                        .sample(&mut rng, |s| rec.raw[s].clone(), |s| rec.values[s].clone())
+                        .map_err(|e| StepError::new(RecordErrorCode::SamplerError, e))?;
+                    let value = convert
+                        .apply(&sampled)
+                        .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
+                    draws += 1;
+                    if meets(constraints, &value, &rec.values)? {
+                        break (sampled, value);
+                    }
+                    if draws == MAX_DRAWS {
+                        let all: Vec<String> = constraints.iter().map(Check::describe).collect();
+                        let msg = format!(
+                            "no value met the constraints ({}) in {MAX_DRAWS} draws; loosen the constraints or the sampler's parameters",
+                            all.join(", ")
+                        );
+                        return Err(StepError::new(RecordErrorCode::ConstraintUnsatisfied, msg));
+                    }
+                };
                 rec.raw[self.slot] = Some(sampled);
                 rec.put(self.slot, value);
             }
@@ -268,4 +287,17 @@ impl Step {
         }
         Ok(())
     }
+}
+
+/// Whether a draw meets every constraint on its column.
+fn meets(constraints: &[Check], value: &Value, values: &[Value]) -> Result<bool, StepError> {
+    for c in constraints {
+        let ok = c
+            .holds(value, values)
+            .map_err(|e| StepError::new(RecordErrorCode::ConstraintUnsatisfied, e))?;
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

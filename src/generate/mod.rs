@@ -6,15 +6,17 @@
 //! [`Plan::generate`] then produces record `index` without I/O; it is deterministic in
 //! (job seed, record index) and shared by worker tasks through an `Arc`.
 //!
-//! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
+//! Module map: `compile` (validation and ordering), `constraints` (sampler constraints),
+//! `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
 //! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
-//! `faker_person` and `person` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! `faker_person`, `person`, `person_compile` and `person_fields` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme).
 
 mod code;
 mod columns;
 mod compile;
+mod constraints;
 mod convert;
 mod dag;
 mod datetime;
@@ -23,6 +25,8 @@ mod llm;
 mod media;
 mod person;
 mod processors;
+mod person_compile;
+mod person_fields;
 mod rng;
 mod samplers;
 mod sampling;

@@ -14,11 +14,10 @@ use serde_json::Value;
 
 use super::convert::{NumConvert, python_str};
 use super::datetime::{DateFormat, Unit, parse_datetime};
-use super::faker_person::{FakerLocale, FakerPerson, SEXES};
+use super::person_compile::{compile_faker, compile_person};
 use super::scipy::ScipyDist;
 use crate::domain::dataset::{
-    CityFilter, ColumnConfig, ColumnKind, ConfigIssue, MAX_AGE, MIN_AGE, SamplerParams,
-    SamplerType, codes,
+    ColumnConfig, ColumnKind, ConfigIssue, SamplerParams, SamplerType, codes,
 };
 
 /// One sampler's compiled distribution.
@@ -74,7 +73,7 @@ pub(crate) enum Dist {
         p: f64,
         dist: ScipyDist,
     },
-    FakerPerson(Box<FakerPerson>),
+    FakerPerson(Box<super::faker_person::FakerPerson>),
     Person(Box<super::person::PersonDraw>),
 }
 
@@ -102,7 +101,7 @@ pub(crate) struct SamplerIssues<'a> {
 }
 
 impl SamplerIssues<'_> {
-    fn bad(&mut self, field: &str, detail: impl std::fmt::Display) {
+    pub(crate) fn bad(&mut self, field: &str, detail: impl std::fmt::Display) {
         self.out.push(ConfigIssue::in_column(
             codes::INVALID_SAMPLER_PARAMS,
             self.column,
@@ -287,113 +286,11 @@ pub(crate) fn compile_dist(
             }
         }
         SamplerParams::PersonFromFaker(pf) => {
-            let locale = FakerLocale::parse(&pf.locale);
-            if locale.is_none() {
-                let msg = format!(
-                    "locale '{}' is not served by person_from_faker; served locales: {}",
-                    pf.locale,
-                    FakerLocale::served()
-                );
-                issues.bad(&f("locale"), msg);
-            }
-            let sex = check_sex(pf.sex.as_deref(), &f("sex"), issues);
-            let age_range = check_age_range(&pf.age_range, &f("age_range"), issues);
-            let cities = check_cities(pf.city.as_ref(), &f("city"), issues);
-            Dist::FakerPerson(Box::new(FakerPerson {
-                locale_name: pf.locale.clone(),
-                locale: locale?,
-                sex: sex?,
-                cities: cities?,
-                age_range: age_range?,
-            }))
+            Dist::FakerPerson(Box::new(compile_faker(field, pf, issues)?))
         }
-        SamplerParams::Person(pp) => {
-            let sex = check_sex(pp.sex.as_deref(), &f("sex"), issues);
-            let age_range = check_age_range(&pp.age_range, &f("age_range"), issues);
-            let cities = check_cities(pp.city.as_ref(), &f("city"), issues);
-            let (sex, age_range, cities) = (sex?, age_range?, cities?);
-            let draw = issues
-                .people
-                .person(field, pp, sex, age_range, cities, issues.column);
-            match draw {
-                Ok(d) => Dist::Person(Box::new(d)),
-                Err((key, msg)) => {
-                    issues.bad(&f(&key), msg);
-                    return None;
-                }
-            }
-        }
+        SamplerParams::Person(pp) => Dist::Person(Box::new(compile_person(field, pp, issues)?)),
     };
     (issues.out.len() == before).then_some(dist)
-}
-
-/// `sex`: DataDesigner's `SexT` (`Male` or `Female`), or both when absent.
-fn check_sex(
-    sex: Option<&str>,
-    field: &str,
-    issues: &mut SamplerIssues<'_>,
-) -> Option<Option<&'static str>> {
-    match sex {
-        None => Some(None),
-        Some(s) => match SEXES.iter().find(|x| **x == s) {
-            Some(x) => Some(Some(*x)),
-            None => {
-                issues.bad(field, format!("sex must be 'Male' or 'Female', got '{s}'"));
-                None
-            }
-        },
-    }
-}
-
-/// `age_range`: DataDesigner's checks and messages.
-fn check_age_range(
-    range: &[i64],
-    field: &str,
-    issues: &mut SamplerIssues<'_>,
-) -> Option<(i64, i64)> {
-    let prefix = "'age_range' must be a list of two integers, representing the min and max age.";
-    let &[lo, hi] = range else {
-        issues.bad(field, format!("{prefix} Got {} values.", range.len()));
-        return None;
-    };
-    let problem = if lo < MIN_AGE {
-        Some(format!(
-            "{prefix} The first integer (min age) must be greater than or equal to {MIN_AGE}, but the first integer provided was {lo}."
-        ))
-    } else if hi > MAX_AGE {
-        Some(format!(
-            "{prefix} The second integer (max age) must be less than or equal to {MAX_AGE}, but the second integer provided was {hi}."
-        ))
-    } else if lo >= hi {
-        Some(format!(
-            "{prefix} The first integer (min age) must be less than the second integer (max age), but the first integer provided was {lo} and the second integer provided was {hi}."
-        ))
-    } else {
-        None
-    };
-    match problem {
-        Some(msg) => {
-            issues.bad(field, msg);
-            None
-        }
-        None => Some((lo, hi)),
-    }
-}
-
-/// `city`: one name or a non-empty list.
-fn check_cities(
-    city: Option<&CityFilter>,
-    field: &str,
-    issues: &mut SamplerIssues<'_>,
-) -> Option<Option<Vec<String>>> {
-    match city {
-        None => Some(None),
-        Some(c) if c.as_slice().is_empty() => {
-            issues.bad(field, "city must name at least one city");
-            None
-        }
-        Some(c) => Some(Some(c.as_slice().to_vec())),
-    }
 }
 
 fn is_scalar(v: &Value) -> bool {

@@ -8,24 +8,6 @@ use serde_json::Value;
 use super::PlanContext;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, codes};
 
-/// Rejects non-empty `constraints`.
-pub(crate) fn features(config: &DatasetConfig, issues: &mut Vec<ConfigIssue>) {
-    let empty = match &config.constraints {
-        None | Some(Value::Null) => true,
-        Some(Value::Array(a)) => a.is_empty(),
-        Some(Value::Object(o)) => o.is_empty(),
-        Some(_) => false,
-    };
-    if !empty {
-        let msg = "constraints are not supported by synthgate yet; remove them or leave them empty";
-        issues.push(ConfigIssue::at_field(
-            codes::UNSUPPORTED_FEATURE,
-            "constraints",
-            msg,
-        ));
-    }
-}
-
 /// Range problems and duplicate aliases in the job's model and tool configs.
 pub(crate) fn model_and_tool_configs(config: &DatasetConfig, issues: &mut Vec<ConfigIssue>) {
     let mut seen = HashSet::new();

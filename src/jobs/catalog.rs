@@ -55,9 +55,17 @@ impl Catalog {
         }
     }
 
+    /// Reads `person` sampler datasets from `people` (the server's managed-assets directory).
+    pub fn with_people(mut self, people: crate::generate::PeopleSource) -> Self {
+        self.plan.people = people;
+        self
+    }
+
     /// The catalog of a validated server config: its `model_configs` and `model_providers`,
-    /// its `tool_configs`, and as tool providers its `mcp_providers` and inline `tools`.
+    /// its `tool_configs`, as tool providers its `mcp_providers` and inline `tools`, and its
+    /// `samplers.managed_assets_dir`.
     pub fn from_config(config: &Config) -> Self {
+        let people = crate::generate::PeopleSource::new(config.samplers.managed_assets_dir.clone());
         let mut catalog = Self::new(
             config.model_configs.clone(),
             config
@@ -72,7 +80,8 @@ impl Catalog {
                 .map(|p| p.name.clone())
                 .chain(config.tools.iter().map(|t| t.name.clone()))
                 .collect(),
-        );
+        )
+        .with_people(people);
         catalog.plan.validators = std::sync::Arc::new(crate::generate::ValidatorEnv::new(
             config.validators.clone(),
         ));

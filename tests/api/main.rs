@@ -27,6 +27,7 @@ mod process;
 mod record_errors;
 mod replicas;
 mod restart;
+mod samplers;
 mod scheduling;
 mod schemathesis;
 mod secrets;

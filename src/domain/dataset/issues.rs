@@ -51,7 +51,8 @@ pub mod codes {
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
-    /// Non-empty `constraints`.
+    /// Reserved: once produced for non-empty `constraints`, `processors` or `profilers`, which
+    /// are all served now. Kept so the code is never reused for something else.
     pub const UNSUPPORTED_FEATURE: &str = "unsupported_feature";
     /// A run config field has the wrong type, is out of range or unknown.
     pub const INVALID_RUN_CONFIG: &str = "invalid_run_config";
@@ -73,6 +74,9 @@ pub mod codes {
     pub const INVALID_PROCESSOR: &str = "invalid_processor";
     /// A profiler's `model_alias` is defined neither in the job nor on the server.
     pub const INVALID_PROFILER: &str = "invalid_profiler";
+    /// A `constraints` entry is malformed, names an unknown column or one that is not a
+    /// numerical sampler, or has an unknown operator.
+    pub const INVALID_CONSTRAINT: &str = "invalid_constraint";
 }
 
 /// Every issue code with a one-line description, for API documentation.
@@ -158,7 +162,10 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
         codes::SELF_REFERENCE,
         "skip.when refers to the column it gates",
     ),
-    (codes::UNSUPPORTED_FEATURE, "non-empty constraints"),
+    (
+        codes::UNSUPPORTED_FEATURE,
+        "reserved; no longer produced (constraints, processors and profilers are served)",
+    ),
     (
         codes::INVALID_RUN_CONFIG,
         "a run config field has the wrong type, is out of range, or is unknown",
@@ -186,6 +193,10 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::INVALID_PROFILER,
         "a profiler's model_alias is defined neither in the job nor on the server",
+    ),
+    (
+        codes::INVALID_CONSTRAINT,
+        "a constraints entry is malformed, names an unknown column or one that is not a numerical sampler, or has an unknown operator",
     ),
 ];
 
@@ -282,7 +293,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 29);
+        assert_eq!(seen.len(), 30);
     }
 
     #[test]

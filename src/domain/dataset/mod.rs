@@ -34,6 +34,7 @@ pub use extra_sampler_params::{
     BernoulliMixtureParams, CityFilter, DEFAULT_AGE_RANGE, MAX_AGE, MIN_AGE, PersonFromFakerParams,
     PersonParams, ScipyParams,
 };
+pub(crate) use issues::deserialize_at;
 pub use issues::{ISSUE_CODES, codes};
 pub use llm_column::{
     CODE_LANGS, LlmColumn, LlmKind, MediaDataType, Modality, MultiModalContext, Score, TraceType,

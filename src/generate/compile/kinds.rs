@@ -110,6 +110,7 @@ impl Compiler<'_> {
             base: base?,
             conditional: conditional?,
             convert: convert?,
+            constraints: Vec::new(),
         })
     }
 

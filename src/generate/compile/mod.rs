@@ -1,6 +1,6 @@
 //! Turning a parsed [`DatasetConfig`] into a [`Plan`]: every validation that needs the whole
-//! config (names, references, templates, aliases, sampler params, the dependency graph), then
-//! the steps in dependency order.
+//! config (names, references, templates, aliases, sampler params, constraints, the dependency
+//! graph), then the steps in dependency order.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -10,6 +10,7 @@ mod validation;
 mod media;
 
 use super::columns::{SkipStep, Step, StepKind};
+use super::constraints;
 use super::dag::{close_names, topological_order};
 use super::processors::{self, Processors};
 use super::rng::name_hash;
@@ -60,7 +61,6 @@ pub(crate) fn compile(
     placeholders: &[String],
 ) -> Result<Plan, Vec<ConfigIssue>> {
     let mut issues = Vec::new();
-    validate::features(config, &mut issues);
     validate::model_and_tool_configs(config, &mut issues);
     let seed_rows = config
         .seed_config
@@ -158,6 +158,23 @@ pub(crate) fn compile(
             }
         };
         parts.push(p);
+    }
+    let constraints = constraints::compile(
+        config.constraints.as_ref(),
+        &c.columns,
+        &c.column_slot,
+        &mut c.issues,
+    );
+    for con in constraints {
+        let p = &mut parts[con.target];
+        if let Some(r) = con.rhs_column
+            && !p.deps.contains(&r)
+        {
+            p.deps.push(r);
+        }
+        if let Some(StepKind::Sampler { constraints, .. }) = &mut p.kind {
+            constraints.push(con.check);
+        }
     }
 
     // Seed columns come first; the rest keep config order where the graph allows.

@@ -72,21 +72,6 @@ fn invalid_model_and_tool_configs() {
 }
 
 #[test]
-fn unsupported_features() {
-    let i = issues(json!({
-        "columns": [expr("a", "1")],
-        "constraints": [{"target_column": "a"}],
-        "processors": [],
-        "profilers": [],
-    }));
-    let got: Vec<_> = i
-        .iter()
-        .map(|i| (i.code, i.field.as_deref().unwrap()))
-        .collect();
-    assert_eq!(got, [("unsupported_feature", "constraints")]);
-}
-
-#[test]
 fn seed_issues() {
     let seed = |source: Value, extra: Value| {
         let mut sc = json!({"source": source});

@@ -2,6 +2,7 @@
 
 mod compile_issues;
 mod config_issues;
+mod constraints;
 mod person_and_scipy;
 mod processors;
 mod records;

@@ -1,0 +1,284 @@
+//! DataDesigner's sampler `constraints` (`scalar_inequality`, `column_inequality`): parsing
+//! and checking them against the columns (`invalid_constraint`), and testing a draw.
+//!
+//! As in DataDesigner (`engine/sampling_gen/generator.py`), a constrained sampler column is
+//! redrawn until every constraint on it holds (rejection sampling), comparing the value after
+//! `convert_to`; a `column_inequality` makes the target column depend on its `rhs` column.
+//! Redraws continue the column's own random stream, so they stay deterministic. DataDesigner
+//! bounds the redraws of a batch at five per record of the batch; synthgate runs records one by
+//! one and bounds each at [`MAX_DRAWS`], then fails the record with `constraint_unsatisfied`.
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::convert::{parse_python_float, python_float_repr};
+use crate::domain::dataset::{ColumnConfig, ColumnKind, ConfigIssue, codes};
+
+/// Draws of one record's constrained column before it fails.
+pub(crate) const MAX_DRAWS: usize = 1000;
+
+/// DataDesigner's `InequalityOperator`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+impl Op {
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "lt" => Some(Self::Lt),
+            "le" => Some(Self::Le),
+            "gt" => Some(Self::Gt),
+            "ge" => Some(Self::Ge),
+            _ => None,
+        }
+    }
+
+    fn symbol(self) -> &'static str {
+        match self {
+            Self::Lt => "<",
+            Self::Le => "<=",
+            Self::Gt => ">",
+            Self::Ge => ">=",
+        }
+    }
+
+    fn holds(self, lhs: f64, rhs: f64) -> bool {
+        match self {
+            Self::Lt => lhs < rhs,
+            Self::Le => lhs <= rhs,
+            Self::Gt => lhs > rhs,
+            Self::Ge => lhs >= rhs,
+        }
+    }
+}
+
+/// What a constraint compares with.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Rhs {
+    Scalar(f64),
+    Column { slot: usize, name: String },
+}
+
+/// One compiled constraint on a sampler column.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Check {
+    pub(crate) op: Op,
+    pub(crate) rhs: Rhs,
+}
+
+impl Check {
+    /// Whether `value` (the column's converted draw) meets the constraint. `Err` when a side
+    /// is not a number, which no redraw can fix.
+    pub(crate) fn holds(&self, value: &Value, values: &[Value]) -> Result<bool, String> {
+        let lhs = number(value).ok_or_else(|| format!("value {value} is not a number"))?;
+        let rhs = match &self.rhs {
+            Rhs::Scalar(x) => *x,
+            Rhs::Column { slot, name } => {
+                let v = values.get(*slot).unwrap_or(&Value::Null);
+                number(v).ok_or_else(|| {
+                    format!(
+                        "constraint '{} {name}': {name} is {v}, not a number",
+                        self.op.symbol()
+                    )
+                })?
+            }
+        };
+        Ok(self.op.holds(lhs, rhs))
+    }
+
+    /// `< 10` or `<= other_column`, for messages.
+    pub(crate) fn describe(&self) -> String {
+        match &self.rhs {
+            Rhs::Scalar(x) => format!("{} {}", self.op.symbol(), python_float_repr(*x)),
+            Rhs::Column { name, .. } => format!("{} {name}", self.op.symbol()),
+        }
+    }
+}
+
+/// A sampler value as a number, the way numpy compares it (bools are 0 and 1).
+fn number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Number(n) => n.as_f64(),
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        Value::String(s) => parse_python_float(s),
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConstraint {
+    target_column: String,
+    operator: String,
+    rhs: Value,
+    #[serde(default)]
+    constraint_type: Option<String>,
+}
+
+/// A compiled constraint: target column index, the `rhs` column index for a column
+/// inequality, and the check.
+pub(crate) struct Compiled {
+    pub(crate) target: usize,
+    pub(crate) rhs_column: Option<usize>,
+    pub(crate) check: Check,
+}
+
+/// Parses and checks `constraints` against `columns` (with their value `slots`).
+pub(crate) fn compile(
+    raw: Option<&Value>,
+    columns: &[&ColumnConfig],
+    slots: &[usize],
+    issues: &mut Vec<ConfigIssue>,
+) -> Vec<Compiled> {
+    let items = match raw {
+        None | Some(Value::Null) => return Vec::new(),
+        Some(Value::Array(items)) => items,
+        Some(_) => {
+            issues.push(ConfigIssue::at_field(
+                codes::INVALID_CONSTRAINT,
+                "constraints",
+                "must be a list of constraints",
+            ));
+            return Vec::new();
+        }
+    };
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    for (ci, col) in columns.iter().enumerate() {
+        by_name.entry(col.name.as_str()).or_insert(ci);
+    }
+    let mut out = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let mut bad = |key: &str, msg: String| {
+            let field = if key.is_empty() {
+                format!("constraints[{i}]")
+            } else {
+                format!("constraints[{i}].{key}")
+            };
+            issues.push(ConfigIssue::at_field(
+                codes::INVALID_CONSTRAINT,
+                &field,
+                msg,
+            ));
+        };
+        let c: RawConstraint = match crate::domain::dataset::deserialize_at(item) {
+            Ok(c) => c,
+            Err((path, msg)) => {
+                bad(&path, msg);
+                continue;
+            }
+        };
+        let op = Op::parse(&c.operator);
+        if op.is_none() {
+            let msg = format!(
+                "operator must be one of lt, le, gt, ge, got '{}'",
+                c.operator
+            );
+            bad("operator", msg);
+        }
+        let target = numeric_sampler(&by_name, columns, &c.target_column);
+        if let Err(msg) = &target {
+            bad("target_column", msg.clone());
+        }
+        let rhs = match resolve_type(c.constraint_type.as_deref(), &c.rhs) {
+            Err(msg) => {
+                bad("constraint_type", msg);
+                None
+            }
+            Ok(Kind::Scalar) => match number(&c.rhs).filter(|x| x.is_finite()) {
+                Some(x) if !c.rhs.is_boolean() => Some((Rhs::Scalar(x), None)),
+                _ => {
+                    bad(
+                        "rhs",
+                        format!("a scalar_inequality needs a number, got {}", c.rhs),
+                    );
+                    None
+                }
+            },
+            Ok(Kind::Column) => {
+                let name = c.rhs.as_str().unwrap_or_default();
+                match numeric_sampler(&by_name, columns, name) {
+                    Ok(ci) => Some((
+                        Rhs::Column {
+                            slot: slots[ci],
+                            name: name.to_owned(),
+                        },
+                        Some(ci),
+                    )),
+                    Err(msg) => {
+                        bad("rhs", msg);
+                        None
+                    }
+                }
+            }
+        };
+        if let (Some(op), Ok(target), Some((rhs, rhs_column))) = (op, target, rhs) {
+            if rhs_column == Some(target) {
+                bad(
+                    "rhs",
+                    format!("'{}' cannot be compared with itself", c.target_column),
+                );
+                continue;
+            }
+            out.push(Compiled {
+                target,
+                rhs_column,
+                check: Check { op, rhs },
+            });
+        }
+    }
+    out
+}
+
+enum Kind {
+    Scalar,
+    Column,
+}
+
+/// DataDesigner's `resolve_constraint_input_type`: the given type, else from the shape of `rhs`
+/// (a string that is not a number names a column).
+fn resolve_type(given: Option<&str>, rhs: &Value) -> Result<Kind, String> {
+    match given {
+        Some("scalar_inequality") => Ok(Kind::Scalar),
+        Some("column_inequality") if rhs.is_string() => Ok(Kind::Column),
+        Some("column_inequality") => Err(format!(
+            "a column_inequality needs rhs to be a column name, got {rhs}"
+        )),
+        Some(other) => Err(format!(
+            "constraint_type must be scalar_inequality or column_inequality, got '{other}'"
+        )),
+        None => match rhs {
+            Value::String(s) if parse_python_float(s).is_none_or(|x| !x.is_finite()) => {
+                Ok(Kind::Column)
+            }
+            _ => Ok(Kind::Scalar),
+        },
+    }
+}
+
+/// The index of column `name` if it is a numerical sampler (DataDesigner constrains only
+/// those), else why not.
+fn numeric_sampler(
+    by_name: &HashMap<&str, usize>,
+    columns: &[&ColumnConfig],
+    name: &str,
+) -> Result<usize, String> {
+    let Some(&ci) = by_name.get(name) else {
+        return Err(format!("'{name}' is not a column"));
+    };
+    match &columns[ci].kind {
+        ColumnKind::Sampler(s) if s.sampler_type.is_numerical() => Ok(ci),
+        ColumnKind::Sampler(s) => Err(format!(
+            "'{name}' is a {} sampler; constraints apply to numerical samplers (bernoulli, bernoulli_mixture, binomial, gaussian, poisson, scipy, uniform)",
+            s.sampler_type.as_str()
+        )),
+        _ => Err(format!(
+            "'{name}' is not a sampler column; constraints apply to numerical sampler columns"
+        )),
+    }
+}
