@@ -29,3 +29,4 @@ mod scheduling;
 mod schemathesis;
 mod secrets;
 mod store;
+mod validation;

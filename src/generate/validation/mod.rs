@@ -194,7 +194,7 @@ impl ValidationStep {
                 for ((name, _), v) in self.targets.iter().zip(values) {
                     let Value::String(code) = v else {
                         let msg = format!(
-                            "target column '{name}' holds {}, not code text",
+                            "target column '{name}' holds a JSON {}, not code text",
                             crate::domain::dataset::json_kind(&v)
                         );
                         return Err(StepError::new(RecordErrorCode::ValidatorError, msg));
