@@ -410,18 +410,19 @@ async fn configs_the_server_cannot_run_are_refused_at_submit() {
     app.stop().await;
 }
 
-/// Preview runs validators too (it stores nothing).
+/// Preview runs validators too (it stores nothing). A validation column listed before its
+/// target still runs after it, and keeps its place in the row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn preview_runs_validation_columns() {
     let app = spawn_app_with(Backend::Sqlite, |_| {}).await;
     let columns = json!([
-        category("q", &["SELECT 1"]),
         validation(
             "check",
             &["q"],
             "code",
             json!({"code_lang": "sql:bigquery"})
         ),
+        category("q", &["SELECT 1"]),
     ]);
     let resp = app
         .client
@@ -433,6 +434,8 @@ async fn preview_runs_validation_columns() {
     let (status, body) = crate::helpers::status_json(resp).await;
     assert_eq!(status, 200, "{body}");
     for r in body["records"].as_array().unwrap() {
+        let keys: Vec<&String> = r["values"].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["check", "q"], "{r}");
         assert_eq!(
             r["values"]["check"],
             json!({"is_valid": true, "error_messages": ""}),

@@ -213,3 +213,65 @@ impl ValidationStep {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(entries: &[&str]) -> ValidatorEnv {
+        ValidatorEnv::new(ValidatorsConfig {
+            remote_endpoints: entries.iter().map(|e| (*e).to_owned()).collect(),
+            ..ValidatorsConfig::default()
+        })
+    }
+
+    #[test]
+    fn nothing_is_allowed_by_default() {
+        assert!(!env(&[]).endpoint_allowed("http://127.0.0.1:8080/validate"));
+    }
+
+    #[test]
+    fn exact_entries_allow_that_url_only() {
+        let e = env(&["https://checks.example/v1/validate"]);
+        assert!(e.endpoint_allowed("https://checks.example/v1/validate"));
+        // The URL is compared parsed: the default port is the same URL.
+        assert!(e.endpoint_allowed("https://checks.example:443/v1/validate"));
+        for other in [
+            "https://checks.example/v1/validate/x",
+            "https://checks.example/v1/validate?x=1",
+            "http://checks.example/v1/validate",
+            "https://checks.example.evil.net/v1/validate",
+            "not a url",
+        ] {
+            assert!(!e.endpoint_allowed(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn prefix_entries_stay_on_their_origin_and_path() {
+        let e = env(&["http://10.0.0.5:9000/validators/"]);
+        assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/sql"));
+        assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/a/b?q=1"));
+        for other in [
+            "http://10.0.0.5:9000/validatorsx",
+            "http://10.0.0.5:9000/admin",
+            "http://10.0.0.5:9001/validators/sql",
+            "https://10.0.0.5:9000/validators/sql",
+            "http://user:pw@10.0.0.5:9000/validators/sql",
+            "http://10.0.0.5.evil.net:9000/validators/sql",
+        ] {
+            assert!(!e.endpoint_allowed(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_missing_ruff_is_reported_once_with_the_path() {
+        let e = ValidatorEnv::new(ValidatorsConfig {
+            ruff_path: "/nonexistent/ruff".into(),
+            ..ValidatorsConfig::default()
+        });
+        let why = e.ruff_ready().unwrap_err().to_owned();
+        assert!(why.contains("/nonexistent/ruff"), "{why}");
+        assert_eq!(e.ruff_ready().unwrap_err(), why, "cached");
+    }
+}
