@@ -444,3 +444,63 @@ async fn preview_runs_validation_columns() {
     }
     app.stop().await;
 }
+
+/// DataDesigner's text-to-code tutorial shape, as its builder writes it (0.9.6, model configs
+/// left to the server): LLM-written Python and SQL, each checked by a validation column.
+fn builder_code_config() -> Value {
+    json!({"data_designer": {"columns": [
+        {"name": "topic", "drop": false, "column_type": "sampler", "skip": null,
+         "propagate_skip": true, "sampler_type": "category", "params": {"values":
+            ["sorting", "strings"], "weights": null, "sampler_type": "category"},
+         "conditional_params": {}, "convert_to": null},
+        {"name": "code", "drop": false, "column_type": "llm-code", "skip": null,
+         "propagate_skip": true, "prompt": "Write Python about {{ topic }}.",
+         "model_alias": "writer", "system_prompt": null, "multi_modal_context": null,
+         "tool_alias": null, "with_trace": "none", "extract_reasoning_content": false,
+         "code_lang": "python"},
+        {"name": "sql", "drop": false, "column_type": "llm-code", "skip": null,
+         "propagate_skip": true, "prompt": "Write a SQLite query about {{ topic }}.",
+         "model_alias": "writer", "system_prompt": null, "multi_modal_context": null,
+         "tool_alias": null, "with_trace": "none", "extract_reasoning_content": false,
+         "code_lang": "sql:sqlite"},
+        {"name": "code_validity", "drop": false, "column_type": "validation", "skip": null,
+         "propagate_skip": true, "target_columns": ["code"], "validator_type": "code",
+         "validator_params": {"validator_type": "code", "code_lang": "python"},
+         "batch_size": 10},
+        {"name": "sql_validity", "drop": false, "column_type": "validation", "skip": null,
+         "propagate_skip": true, "target_columns": ["sql"], "validator_type": "code",
+         "validator_params": {"validator_type": "code", "code_lang": "sql:sqlite"},
+         "batch_size": 5}],
+        "model_configs": [], "tool_configs": [], "seed_config": null, "constraints": null,
+        "profilers": null, "processors": null},
+     "library_version": "0.9.6"})
+}
+
+async fn llm_code_is_validated(backend: Backend) {
+    let Some(ruff) = ruff() else { return };
+    let script = json!({"rules": [
+        {"when": {"user_contains": "Write Python"},
+         "reply": {"text": format!("Here:\n```python\n{NONE_CMP}```\n")}},
+        {"when": {"user_contains": "SQLite"},
+         "reply": {"text": "```sql\nSELECT name FROM users WHERE id = 1\n```"}}]});
+    let (app, _mock) =
+        crate::helpers::app_with_mock_llm(backend, script, |c| c.validators.ruff_path = ruff).await;
+    let body = json!({"config": builder_code_config(), "num_records": 3});
+    let (status, job) = app.create_job(&body).await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = app.wait_for_job(id, Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 3, "{done}");
+    for r in app.all_records(id).await {
+        let v = &r["values"];
+        assert_eq!(v["code"], NONE_CMP.trim_end(), "{v}");
+        // The extracted code has no final newline; ruff's verdict is the same.
+        assert_eq!(v["code_validity"], datadesigner_python(NONE_CMP), "{v}");
+        assert_eq!(
+            v["sql_validity"],
+            json!({"is_valid": true, "error_messages": ""})
+        );
+    }
+    app.stop().await;
+}
+backends!(llm_code_validation, llm_code_is_validated);
