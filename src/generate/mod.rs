@@ -9,7 +9,8 @@
 //! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
 //! `samplers` (compile) and `sampling` (draws), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
-//! casts), `datetime`, `rng` (the seeding scheme).
+//! casts), `datetime`, `rng` (the seeding scheme), `validation` (validation columns: ruff, SQL
+//! parsing, remote validators).
 
 mod columns;
 mod compile;

@@ -49,7 +49,8 @@ impl ValidatorEnv {
 
     /// `Ok` when the configured ruff runs (`ruff --version`), else why not. Checked once per
     /// process: a failed check stays failed until restart, so installing ruff needs a restart.
-    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only.
+    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only;
+    /// compilation runs on the `CpuGate`, so that is not a runtime thread.
     pub(crate) fn ruff_ready(&self) -> Result<&str, &str> {
         let result = self.ruff.get_or_init(|| {
             let path = &self.config.ruff_path;
