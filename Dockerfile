@@ -20,6 +20,15 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     cargo build --release --locked -p synthgate --bin synthgate \
     && install -D -m 0755 target/release/synthgate /out/synthgate
 
+# ---- ruff ---------------------------------------------------------------------------------------
+# Python code validators run ruff, installed the way a user gets it: the `ruff` wheel from PyPI,
+# which holds one binary (it needs only glibc and libgcc, both in the bookworm runtime). Pinned to the version DataDesigner 0.9.6 was checked
+# with; only the binary goes into the runtime image (no Python there).
+FROM python:3.11-slim-bookworm AS ruff
+RUN pip install --no-cache-dir --disable-pip-version-check ruff==0.17.6 \
+    && install -D -m 0755 "$(command -v ruff)" /out/ruff \
+    && /out/ruff --version
+
 # ---- runtime --------------------------------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime
 RUN apt-get update \
@@ -32,6 +41,8 @@ RUN groupadd --system --gid 10001 synthgate \
     && chown synthgate:synthgate /app/data
 WORKDIR /app
 COPY --from=build /out/synthgate /usr/local/bin/synthgate
+# On PATH, where `validators.ruff_path` (default `ruff`) finds it.
+COPY --from=ruff /out/ruff /usr/local/bin/ruff
 COPY config/synthgate.yaml /app/config/synthgate.yaml
 
 # Listen on every interface inside the container; the embedded SQLite database (used when no

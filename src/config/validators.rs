@@ -48,3 +48,25 @@ impl ValidatorsConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_name_the_key() {
+        let mut out = Vec::new();
+        ValidatorsConfig::default().problems(&mut out);
+        assert!(out.is_empty(), "{out:?}");
+        let bad = ValidatorsConfig {
+            ruff_path: " ".into(),
+            code_timeout_sec: 0,
+            remote_endpoints: vec!["https://ok.example/".into(), "ftp://x/".into()],
+        };
+        bad.problems(&mut out);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert!(out[0].contains("`validators.ruff_path`"));
+        assert!(out[1].contains("`validators.code_timeout_sec`"));
+        assert!(out[2].contains("`validators.remote_endpoints[1]`"));
+    }
+}

@@ -10,8 +10,10 @@
 //! `dag` (topological order, cycles),
 //! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
 //! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
-//! `faker_person`, `person`, `person_compile` and `person_fields` (the person samplers), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
-//! casts), `datetime`, `rng` (the seeding scheme).
+//! `faker_person`, `person`, `person_compile` and `person_fields` (the person samplers), `seed`
+//! (inline seed rows), `template` (minijinja), `convert` (Python-style casts), `datetime`, `rng`
+//! (the seeding scheme), `validation` (validation columns: ruff, SQL parsing, remote
+//! validators).
 
 mod code;
 mod columns;

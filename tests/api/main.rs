@@ -32,3 +32,4 @@ mod scheduling;
 mod schemathesis;
 mod secrets;
 mod store;
+mod validation;

@@ -138,6 +138,11 @@ struct RemoteDe {
     max_parallel_requests: u32,
 }
 
+/// Most retries a remote validator may ask for.
+const MAX_RETRIES: u32 = 100;
+/// The longest duration a job may ask for (the service's rule for every job duration).
+const MAX_TIMEOUT_SEC: f64 = 86_400.0;
+
 fn default_timeout() -> f64 {
     30.0
 }
@@ -260,14 +265,21 @@ fn remote(issues: &mut ColumnIssues<'_>, params: &Value) -> Option<RemoteValidat
         }
     };
     check(
-        !(de.timeout > 0.0 && de.timeout.is_finite()),
+        !(de.timeout > 0.0 && de.timeout <= MAX_TIMEOUT_SEC),
         "timeout",
-        "must be greater than 0",
+        "must be greater than 0 and at most 86400 (a day)",
     );
     check(
         !(de.retry_backoff > 1.0 && de.retry_backoff.is_finite()),
         "retry_backoff",
         "must be greater than 1",
+    );
+    // Each retry may wait up to two minutes: more than a hundred would hold a worker slot
+    // for hours on an endpoint that is down.
+    check(
+        de.max_retries > MAX_RETRIES,
+        "max_retries",
+        "must be at most 100",
     );
     check(
         de.max_parallel_requests == 0,
@@ -386,6 +398,11 @@ mod tests {
         assert_eq!(i[0].field.as_deref(), Some("validator_params.code_lang"));
         assert!(i[0].message.contains("sql:postgres"), "{}", i[0].message);
         let i = bad(json!({"endpoint_url": "http://h", "timeout": 0}), "remote");
+        assert_eq!(i[0].field.as_deref(), Some("validator_params.timeout"));
+        let i = bad(
+            json!({"endpoint_url": "http://h", "timeout": 1e300}),
+            "remote",
+        );
         assert_eq!(i[0].field.as_deref(), Some("validator_params.timeout"));
         let i = bad(
             json!({"endpoint_url": "http://h", "retry_backoff": 1.0}),

@@ -49,7 +49,8 @@ impl ValidatorEnv {
 
     /// `Ok` when the configured ruff runs (`ruff --version`), else why not. Checked once per
     /// process: a failed check stays failed until restart, so installing ruff needs a restart.
-    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only.
+    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only;
+    /// compilation runs on the `CpuGate`, so that is not a runtime thread.
     pub(crate) fn ruff_ready(&self) -> Result<&str, &str> {
         let result = self.ruff.get_or_init(|| {
             let path = &self.config.ruff_path;
@@ -194,7 +195,7 @@ impl ValidationStep {
                 for ((name, _), v) in self.targets.iter().zip(values) {
                     let Value::String(code) = v else {
                         let msg = format!(
-                            "target column '{name}' holds {}, not code text",
+                            "target column '{name}' holds a JSON {}, not code text",
                             crate::domain::dataset::json_kind(&v)
                         );
                         return Err(StepError::new(RecordErrorCode::ValidatorError, msg));
@@ -211,5 +212,67 @@ impl ValidationStep {
                 Ok(Value::Object(outputs.into_iter().collect()))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(entries: &[&str]) -> ValidatorEnv {
+        ValidatorEnv::new(ValidatorsConfig {
+            remote_endpoints: entries.iter().map(|e| (*e).to_owned()).collect(),
+            ..ValidatorsConfig::default()
+        })
+    }
+
+    #[test]
+    fn nothing_is_allowed_by_default() {
+        assert!(!env(&[]).endpoint_allowed("http://127.0.0.1:8080/validate"));
+    }
+
+    #[test]
+    fn exact_entries_allow_that_url_only() {
+        let e = env(&["https://checks.example/v1/validate"]);
+        assert!(e.endpoint_allowed("https://checks.example/v1/validate"));
+        // The URL is compared parsed: the default port is the same URL.
+        assert!(e.endpoint_allowed("https://checks.example:443/v1/validate"));
+        for other in [
+            "https://checks.example/v1/validate/x",
+            "https://checks.example/v1/validate?x=1",
+            "http://checks.example/v1/validate",
+            "https://checks.example.evil.net/v1/validate",
+            "not a url",
+        ] {
+            assert!(!e.endpoint_allowed(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn prefix_entries_stay_on_their_origin_and_path() {
+        let e = env(&["http://10.0.0.5:9000/validators/"]);
+        assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/sql"));
+        assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/a/b?q=1"));
+        for other in [
+            "http://10.0.0.5:9000/validatorsx",
+            "http://10.0.0.5:9000/admin",
+            "http://10.0.0.5:9001/validators/sql",
+            "https://10.0.0.5:9000/validators/sql",
+            "http://user:pw@10.0.0.5:9000/validators/sql",
+            "http://10.0.0.5.evil.net:9000/validators/sql",
+        ] {
+            assert!(!e.endpoint_allowed(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_missing_ruff_is_reported_once_with_the_path() {
+        let e = ValidatorEnv::new(ValidatorsConfig {
+            ruff_path: "/nonexistent/ruff".into(),
+            ..ValidatorsConfig::default()
+        });
+        let why = e.ruff_ready().unwrap_err().to_owned();
+        assert!(why.contains("/nonexistent/ruff"), "{why}");
+        assert_eq!(e.ruff_ready().unwrap_err(), why, "cached");
     }
 }

@@ -92,7 +92,8 @@ impl RemoteStep {
                         .and_then(|v| v.to_str().ok())
                         .and_then(|v| v.trim().parse::<f64>().ok())
                         .filter(|s| s.is_finite() && *s >= 0.0)
-                        .map(Duration::from_secs_f64);
+                        // Capped like the backoff (and so never too large for a Duration).
+                        .map(|s| Duration::from_secs_f64(s.min(MAX_BACKOFF.as_secs_f64())));
                     let problem = format!("the endpoint answered HTTP {}", status.as_u16());
                     let retryable = matches!(status.as_u16(), 429 | 500 | 502 | 503 | 504);
                     if !retryable {
