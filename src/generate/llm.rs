@@ -156,12 +156,14 @@ impl LlmStep {
         })
     }
 
-    /// Runs the conversation for one record. `system`/`user` are the rendered prompts.
+    /// Runs the conversation for one record. `system`/`user` are the rendered prompts, `media`
+    /// the `multi_modal_context` parts that go before the user text.
     pub(crate) async fn run(
         &self,
         rt: &LlmRuntime<'_>,
         system: Option<String>,
         user: String,
+        media: Vec<ContentBlock>,
     ) -> Result<LlmAnswer, LlmFailure> {
         let model = rt
             .models
@@ -183,7 +185,13 @@ impl LlmStep {
             Some(i) => format!("{user}\n\n{i}"),
             None => user,
         };
-        base.push(ChatMessage::user(user));
+        base.push(if media.is_empty() {
+            ChatMessage::user(user)
+        } else {
+            let mut content = media;
+            content.push(ContentBlock::text(user));
+            ChatMessage::user_blocks(content)
+        });
 
         let mut usage = Usage::default();
         let mut requests = 0;

@@ -58,12 +58,18 @@ pub mod codes {
     /// A model config's `extra_body` sets a request field the service computes (`model`,
     /// `messages`, `tools`, ...).
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
+    /// A `multi_modal_context` entry of a modality synthgate does not send (audio, video).
+    pub const UNSUPPORTED_MODALITY: &str = "unsupported_modality";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
 }
 
 /// Every issue code with a one-line description, for API documentation.
 pub const ISSUE_CODES: &[(&str, &str)] = &[
+    (
+        codes::UNSUPPORTED_MODALITY,
+        "a multi_modal_context entry is audio or video; only images are sent to models",
+    ),
     (
         codes::TOO_MANY_COLUMNS,
         "the config has more columns than a job may have (`domain::dataset::MAX_COLUMNS`)",
@@ -252,7 +258,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 24);
+        assert_eq!(seen.len(), 25);
     }
 
     #[test]
