@@ -204,6 +204,12 @@ impl LlmStep {
             let mut corrections = 0;
             loop {
                 let req = request(&messages, toolset.as_ref(), prompt_based, turns);
+                // A forced choice holds until the first tool turn (DataDesigner 0.9.7).
+                let req = if turns == 0 && !req.tools.is_empty() {
+                    req.with_tool_choice(model.inference_parameters.tool_choice.clone())
+                } else {
+                    req
+                };
                 let resp = rt.chat.chat(model, &req, rt.cancel).await?;
                 requests += 1;
                 add_usage(&mut usage, &resp.usage);

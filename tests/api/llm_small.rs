@@ -158,3 +158,45 @@ async fn multi_modal_context_reaches_the_model_as_image_parts() {
     );
     app.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_choice_is_sent_until_the_first_tool_turn() {
+    use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio, run_job, tool_job};
+    let events = Events::new();
+    let script = json!({"rules": [
+        {"when": {"assistant_turns": 0}, "reply": {"tool_calls": [
+            {"name": "echo", "arguments": {"text": "hi"}}]}},
+        {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}}
+    ]});
+    let (app, mock) = app_with_tools(
+        Backend::Sqlite,
+        script,
+        vec![mock_mcp_stdio("m", &events.path)],
+        vec![json!({"tool_alias": "t", "providers": ["m"]})],
+        |c| {
+            c.model_configs[0].inference_parameters.tool_choice = Some(json!("required"));
+        },
+    )
+    .await;
+    let done = run_job(&app, &tool_job("t", 1), Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 1, "{done}");
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert_eq!(bodies[0]["tool_choice"], "required", "{}", bodies[0]);
+    assert!(bodies[1].get("tool_choice").is_none(), "{}", bodies[1]);
+    assert!(bodies[1]["tools"].is_array(), "the tools stay offered");
+
+    // Not a shape both protocols can send: refused, naming the field.
+    let (status, body) = app
+        .create_job(&json!({"config": {"columns": [
+            {"name": "a", "column_type": "llm-text", "model_alias": "forced", "prompt": "x"}],
+            "model_configs": [{"alias": "forced", "model": "m", "provider": "mock",
+                "inference_parameters": {"tool_choice": "sometimes"}}]}, "num_records": 1}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["field"], "model_configs[0].inference_parameters.tool_choice",
+        "{body}"
+    );
+    app.stop().await;
+}
