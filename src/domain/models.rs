@@ -155,6 +155,12 @@ pub struct InferenceParameters {
     /// Upper bound on generated tokens.
     #[serde(default)]
     pub max_tokens: Option<u64>,
+    /// Chat models with tools: OpenAI's `tool_choice` (`auto`, `required`, `none`, or
+    /// `{"type": "function", "function": {"name": ...}}`), sent until the first tool turn
+    /// (DataDesigner 0.9.7's tool loop drops it then, so a forced call cannot repeat forever).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub tool_choice: Option<Value>,
     /// Embedding models: `float` (default) or `base64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encoding_format: Option<String>,
@@ -173,6 +179,7 @@ impl Default for InferenceParameters {
             temperature: None,
             top_p: None,
             max_tokens: None,
+            tool_choice: None,
             encoding_format: None,
             dimensions: None,
         }
@@ -193,6 +200,27 @@ impl InferenceParameters {
             Some("image") => Some(GenerationType::Image),
             Some(_) => None,
         }
+    }
+}
+
+/// The `tool_choice` shapes both adapters can send: `auto`, `required`, `none`, or a named
+/// function (Anthropic's `auto`, `any`, `none` and `tool`).
+fn check_tool_choice(choice: &Value) -> Result<(), String> {
+    match choice {
+        Value::String(s) if matches!(s.as_str(), "auto" | "required" | "none") => Ok(()),
+        Value::Object(o)
+            if o.get("type").and_then(Value::as_str) == Some("function")
+                && o.get("function")
+                    .and_then(|f| f.get("name"))
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| !n.is_empty()) =>
+        {
+            Ok(())
+        }
+        _ => Err(
+            "must be 'auto', 'required', 'none' or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+                .into(),
+        ),
     }
 }
 
@@ -300,6 +328,7 @@ impl ModelConfig {
                     ("temperature", p.temperature.is_some(), ChatCompletion),
                     ("top_p", p.top_p.is_some(), ChatCompletion),
                     ("max_tokens", p.max_tokens.is_some(), ChatCompletion),
+                    ("tool_choice", p.tool_choice.is_some(), ChatCompletion),
                     ("encoding_format", p.encoding_format.is_some(), Embedding),
                     ("dimensions", p.dimensions.is_some(), Embedding),
                 ] {
@@ -315,6 +344,11 @@ impl ModelConfig {
                     }
                 }
             }
+        }
+        if let Some(choice) = &p.tool_choice
+            && let Err(why) = check_tool_choice(choice)
+        {
+            push("inference_parameters.tool_choice", why);
         }
         if let Some(f) = &p.encoding_format
             && !matches!(f.as_str(), "float" | "base64")

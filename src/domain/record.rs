@@ -214,6 +214,8 @@ named_enum! {
             "the model's answer could not be parsed, or did not match the schema, after the correction steps and conversation restarts",
         EmbeddingInputInvalid = "embedding_input_invalid" in Llm:
             "an embedding column's target holds no text to embed (null, a number, an object, or a list with non-text items)",
+        MultiModalContextInvalid = "multi_modal_context_invalid" in Llm:
+            "a `multi_modal_context` column holds a value that is not an image URL or base64 image (no request was sent)",
         ToolTurnsExceeded = "tool_turns_exceeded" in Llm:
             "the model kept calling tools after its tool-calling turns were used up",
         ValidatorError = "validator_error" in Validation:

@@ -156,12 +156,14 @@ impl LlmStep {
         })
     }
 
-    /// Runs the conversation for one record. `system`/`user` are the rendered prompts.
+    /// Runs the conversation for one record. `system`/`user` are the rendered prompts, `media`
+    /// the `multi_modal_context` parts that go before the user text.
     pub(crate) async fn run(
         &self,
         rt: &LlmRuntime<'_>,
         system: Option<String>,
         user: String,
+        media: Vec<ContentBlock>,
     ) -> Result<LlmAnswer, LlmFailure> {
         let model = rt
             .models
@@ -183,7 +185,13 @@ impl LlmStep {
             Some(i) => format!("{user}\n\n{i}"),
             None => user,
         };
-        base.push(ChatMessage::user(user));
+        base.push(if media.is_empty() {
+            ChatMessage::user(user)
+        } else {
+            let mut content = media;
+            content.push(ContentBlock::text(user));
+            ChatMessage::user_blocks(content)
+        });
 
         let mut usage = Usage::default();
         let mut requests = 0;
@@ -196,6 +204,12 @@ impl LlmStep {
             let mut corrections = 0;
             loop {
                 let req = request(&messages, toolset.as_ref(), prompt_based, turns);
+                // A forced choice holds until the first tool turn (DataDesigner 0.9.7).
+                let req = if turns == 0 && !req.tools.is_empty() {
+                    req.with_tool_choice(model.inference_parameters.tool_choice.clone())
+                } else {
+                    req
+                };
                 let resp = rt.chat.chat(model, &req, rt.cancel).await?;
                 requests += 1;
                 add_usage(&mut usage, &resp.usage);

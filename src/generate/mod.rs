@@ -25,10 +25,11 @@ mod datetime;
 mod faker_person;
 mod llm;
 mod media;
+mod multimodal;
 mod person;
-mod processors;
 mod person_compile;
 mod person_fields;
+mod processors;
 mod rng;
 mod samplers;
 mod sampling;
@@ -423,7 +424,14 @@ impl Plan {
         let Some((system, user)) = prompts else {
             return Ok(());
         };
-        let answer = llm.run(rt, system, user).await;
+        let media = match &llm.column.multi_modal_context {
+            Some(contexts) => multimodal::image_parts(contexts, |name| {
+                self.names.get(name).map(|&slot| &rec.values[slot])
+            })
+            .map_err(|m| columns::StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?,
+            None => Vec::new(),
+        };
+        let answer = llm.run(rt, system, user, media).await;
         match answer {
             Ok(a) => {
                 out.usage

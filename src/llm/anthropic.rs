@@ -74,6 +74,8 @@ pub(crate) fn build_body(
         body.insert("tools".into(), tools.into());
         if req.forbid_tool_calls {
             body.insert("tool_choice".into(), json!({"type": "none"}));
+        } else if let Some(choice) = &req.tool_choice {
+            body.insert("tool_choice".into(), tool_choice(choice)?);
         }
     }
     let Sampled {
@@ -87,6 +89,24 @@ pub(crate) fn build_body(
     .write(&mut body);
     apply_extra_body(&mut body, extra_body);
     Ok(Value::Object(body))
+}
+
+/// OpenAI's `tool_choice` in Anthropic's shape (DataDesigner's `translate_tool_choice`):
+/// `auto` → `auto`, `required` → `any`, `none` → `none`, a named function → `tool`.
+fn tool_choice(choice: &Value) -> Result<Value, String> {
+    match choice {
+        Value::String(s) => match s.as_str() {
+            "auto" => Ok(json!({"type": "auto"})),
+            "required" => Ok(json!({"type": "any"})),
+            "none" => Ok(json!({"type": "none"})),
+            other => Err(format!("tool_choice '{other}' has no Anthropic equivalent")),
+        },
+        other => other
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .map(|name| json!({"type": "tool", "name": name}))
+            .ok_or_else(|| format!("tool_choice {other} has no Anthropic equivalent")),
+    }
 }
 
 /// All system messages merged: text joined with a blank line, or a block list when one of
@@ -244,6 +264,27 @@ fn usage(u: &Value) -> Usage {
 mod tests {
     use super::*;
     use crate::llm::types::ToolSpec;
+
+    #[test]
+    fn tool_choice_maps_as_datadesigner_does() {
+        assert_eq!(
+            tool_choice(&json!("auto")).unwrap(),
+            json!({"type": "auto"})
+        );
+        assert_eq!(
+            tool_choice(&json!("required")).unwrap(),
+            json!({"type": "any"})
+        );
+        assert_eq!(
+            tool_choice(&json!("none")).unwrap(),
+            json!({"type": "none"})
+        );
+        assert_eq!(
+            tool_choice(&json!({"type": "function", "function": {"name": "f"}})).unwrap(),
+            json!({"type": "tool", "name": "f"})
+        );
+        assert!(tool_choice(&json!("sometimes")).is_err());
+    }
 
     fn sample_request() -> ChatRequest {
         let mut a = ChatMessage::assistant("");

@@ -46,7 +46,7 @@ pub(super) struct Provider {
     pub(super) name: String,
     pub(super) kind: ProviderType,
     url: String,
-    /// The configured endpoint without a trailing `/` (embeddings hang off it).
+    /// The configured endpoint without a trailing `/` (embeddings and images hang off it).
     pub(super) base: String,
     /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
     headers: HeaderMap,

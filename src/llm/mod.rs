@@ -32,7 +32,7 @@ mod usage;
 
 pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
-pub use media::Embeddings;
+pub use media::{Embeddings, GeneratedImage, Images, is_diffusion_model};
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;
 pub use types::{

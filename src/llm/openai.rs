@@ -26,6 +26,8 @@ pub(crate) fn build_body(
         );
         if req.forbid_tool_calls {
             body.insert("tool_choice".into(), "none".into());
+        } else if let Some(choice) = &req.tool_choice {
+            body.insert("tool_choice".into(), choice.clone());
         }
     }
     sampled.write(&mut body);

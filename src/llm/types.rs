@@ -227,6 +227,10 @@ pub struct ChatRequest {
     /// Used for the last answer after the tool-turn budget is spent.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub forbid_tool_calls: bool,
+    /// The model's `tool_choice` (OpenAI's shape), sent with the tools unless tool calls are
+    /// forbidden; the tool loop leaves it out after the first tool turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<serde_json::Value>,
 }
 
 impl ChatRequest {
@@ -236,12 +240,19 @@ impl ChatRequest {
             messages,
             tools: Vec::new(),
             forbid_tool_calls: false,
+            tool_choice: None,
         }
     }
 
     /// The same request offering `tools`.
     pub fn with_tools(mut self, tools: Vec<ToolSpec>) -> Self {
         self.tools = tools;
+        self
+    }
+
+    /// The same request with `tool_choice` (see [`Self::tool_choice`]).
+    pub fn with_tool_choice(mut self, choice: Option<serde_json::Value>) -> Self {
+        self.tool_choice = choice;
         self
     }
 

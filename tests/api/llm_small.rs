@@ -61,3 +61,142 @@ async fn a_code_reply_without_code_fails_the_record() {
     );
     app.stop().await;
 }
+
+/// A 1×1 PNG, base64.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multi_modal_context_reaches_the_model_as_image_parts() {
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, json!({"rules": []}), |c| {
+        let endpoint = c.model_providers[0].endpoint.clone();
+        c.model_providers.push(
+            serde_json::from_value(
+                json!({"name": "claude", "endpoint": endpoint, "provider_type": "anthropic"}),
+            )
+            .unwrap(),
+        );
+        c.model_configs.push(
+            serde_json::from_value(
+                json!({"alias": "claude", "model": "mock-claude", "provider": "claude"}),
+            )
+            .unwrap(),
+        );
+    })
+    .await;
+    let config = json!({"columns": [
+        {"name": "photo", "column_type": "expression", "expr": PNG_B64},
+        {"name": "links", "column_type": "expression",
+         "expr": "[\"https://img.example/a.jpg\", \"https://img.example/b\"]"},
+        {"name": "caption", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Describe the photos.", "multi_modal_context": [
+            {"modality": "image", "column_name": "photo"},
+            {"modality": "image", "column_name": "links", "data_type": "url"}]},
+        {"name": "caption2", "column_type": "llm-text", "model_alias": "claude",
+         "prompt": "Describe it.", "multi_modal_context": [
+            {"column_name": "photo", "data_type": "base64", "image_format": "png"}]}
+    ]});
+    let records = run(&app, config, json!({})).await;
+    assert!(records[0]["error"].is_null(), "{records:?}");
+    let bodies = chat_bodies(&mock);
+    let openai = bodies
+        .iter()
+        .find(|b| b["model"] == "mock-writer")
+        .expect("the OpenAI request");
+    let data_uri = format!("data:image/png;base64,{PNG_B64}");
+    assert_eq!(
+        openai["messages"][0],
+        json!({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": data_uri}},
+            {"type": "image_url", "image_url": {"url": "https://img.example/a.jpg"}},
+            {"type": "image_url", "image_url": {"url": "https://img.example/b"}},
+            {"type": "text", "text": "Describe the photos."}
+        ]}),
+        "{openai}"
+    );
+    let anthropic = bodies
+        .iter()
+        .find(|b| b["model"] == "mock-claude")
+        .expect("the Anthropic request");
+    assert_eq!(
+        anthropic["messages"][0]["content"],
+        json!([
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                "data": PNG_B64}},
+            {"type": "text", "text": "Describe it."}
+        ]),
+        "{anthropic}"
+    );
+
+    // A value that is no image fails the record before any request; audio is refused.
+    mock.reset();
+    let bad = json!({"columns": [
+        {"name": "photo", "column_type": "expression", "expr": "not an image"},
+        {"name": "caption", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Describe.", "multi_modal_context": [{"column_name": "photo"}]}
+    ]});
+    let records = run(&app, bad, json!({})).await;
+    assert_eq!(
+        records[0]["error"]["code"], "multi_modal_context_invalid",
+        "{records:?}"
+    );
+    assert!(mock.requests().is_empty());
+    let audio = json!({"config": {"columns": [
+        {"name": "clip", "column_type": "expression", "expr": "https://a/b.mp3"},
+        {"name": "caption", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Describe.", "multi_modal_context": [
+            {"modality": "audio", "column_name": "clip", "data_type": "url"}]}
+    ]}, "num_records": 1});
+    let (status, body) = app.create_job(&audio).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["code"], "unsupported_modality",
+        "{body}"
+    );
+    assert_eq!(
+        body["error"]["details"][0]["field"], "multi_modal_context[0].modality",
+        "{body}"
+    );
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_choice_is_sent_until_the_first_tool_turn() {
+    use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio, run_job, tool_job};
+    let events = Events::new();
+    let script = json!({"rules": [
+        {"when": {"assistant_turns": 0}, "reply": {"tool_calls": [
+            {"name": "echo", "arguments": {"text": "hi"}}]}},
+        {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}}
+    ]});
+    let (app, mock) = app_with_tools(
+        Backend::Sqlite,
+        script,
+        vec![mock_mcp_stdio("m", &events.path)],
+        vec![json!({"tool_alias": "t", "providers": ["m"]})],
+        |c| {
+            c.model_configs[0].inference_parameters.tool_choice = Some(json!("required"));
+        },
+    )
+    .await;
+    let done = run_job(&app, &tool_job("t", 1), Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 1, "{done}");
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 2, "{bodies:?}");
+    assert_eq!(bodies[0]["tool_choice"], "required", "{}", bodies[0]);
+    assert!(bodies[1].get("tool_choice").is_none(), "{}", bodies[1]);
+    assert!(bodies[1]["tools"].is_array(), "the tools stay offered");
+
+    // Not a shape both protocols can send: refused, naming the field.
+    let (status, body) = app
+        .create_job(&json!({"config": {"columns": [
+            {"name": "a", "column_type": "llm-text", "model_alias": "forced", "prompt": "x"}],
+            "model_configs": [{"alias": "forced", "model": "m", "provider": "mock",
+                "inference_parameters": {"tool_choice": "sometimes"}}]}, "num_records": 1}))
+        .await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        body["error"]["details"][0]["field"], "model_configs[0].inference_parameters.tool_choice",
+        "{body}"
+    );
+    app.stop().await;
+}

@@ -59,6 +59,8 @@ pub mod codes {
     /// A model config's `extra_body` sets a request field the service computes (`model`,
     /// `messages`, `tools`, ...).
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
+    /// A `multi_modal_context` entry of a modality synthgate does not send (audio, video).
+    pub const UNSUPPORTED_MODALITY: &str = "unsupported_modality";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
     /// A `custom` column or a `local_callable` validator: a Python function, which the
@@ -81,6 +83,10 @@ pub mod codes {
 
 /// Every issue code with a one-line description, for API documentation.
 pub const ISSUE_CODES: &[(&str, &str)] = &[
+    (
+        codes::UNSUPPORTED_MODALITY,
+        "a multi_modal_context entry is audio or video; only images are sent to models",
+    ),
     (
         codes::TOO_MANY_COLUMNS,
         "the config has more columns than a job may have (`domain::dataset::MAX_COLUMNS`)",
@@ -293,7 +299,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 30);
+        assert_eq!(seen.len(), 31);
     }
 
     #[test]
