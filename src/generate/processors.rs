@@ -172,9 +172,14 @@ struct ShapeCompiler<'a, K: Fn(&str) -> bool> {
 }
 
 impl<K: Fn(&str) -> bool> ShapeCompiler<'_, K> {
+    /// A template object's entries, sorted by key: the stored config of a Postgres job is
+    /// `jsonb`, which does not keep key order, and a dataset's columns must not depend on
+    /// the backend or on whether the plan was compiled at submit or from the store.
     fn entries(&mut self, map: &Map<String, Value>, at: &str) -> Vec<(String, Shape)> {
-        map.iter()
-            .map(|(k, v)| (k.clone(), self.value(v, &format!("{at}.{k}"))))
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| (k.clone(), self.value(&map[k], &format!("{at}.{k}"))))
             .collect()
     }
 
@@ -238,7 +243,7 @@ fn leaf_refs(shape: &[(String, Shape)], templates: &Templates) -> Vec<(String, H
 }
 
 impl OutputDataset {
-    /// The columns of this dataset: the template's keys, in order.
+    /// The columns of this dataset: the template's keys, sorted.
     pub(crate) fn columns(&self) -> Vec<String> {
         self.shape.iter().map(|(k, _)| k.clone()).collect()
     }

@@ -22,6 +22,7 @@ mod metrics;
 mod model_types;
 mod openapi;
 mod process;
+mod processors;
 mod record_errors;
 mod replicas;
 mod restart;
