@@ -2,6 +2,7 @@
 
 mod auth;
 mod config_cli;
+mod conformance;
 mod connections;
 mod db;
 mod db_faults;
