@@ -132,7 +132,8 @@ async fn datadesigner_builder_configs_run_unchanged() {
     listed.sort();
     assert_eq!(written, listed, "every written config has a case, and back");
 
-    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, mock_script(), |_| {}).await;
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, mock_script(), |_| {}).await;
+    let reference = datadesigner_previews(&python, dir.path(), &mock.endpoint());
     let mut accepted = 0;
     for (name, expect) in CASES {
         let text = std::fs::read_to_string(dir.path().join(format!("{name}.yaml"))).unwrap();
@@ -160,6 +161,37 @@ async fn datadesigner_builder_configs_run_unchanged() {
         let expected = output_columns(config);
         let records = app.all_records(&id).await;
         assert_eq!(records.len() as u64, NUM_RECORDS, "{name}");
+        // DataDesigner's own preview of the same file against the same mock: where it runs,
+        // its dataset has the same columns (it may order them differently).
+        let dd = &reference[*name];
+        if dd["ok"] == true {
+            let mut theirs: Vec<&str> = dd["columns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            theirs.sort_unstable();
+            let mut ours: Vec<&str> = expected.iter().map(|(n, _)| n.as_str()).collect();
+            ours.sort_unstable();
+            assert_eq!(
+                ours, theirs,
+                "{name}: columns differ from DataDesigner's preview"
+            );
+            let processors = config["processors"].as_array().cloned().unwrap_or_default();
+            let mut outputs: Vec<&str> = processors
+                .iter()
+                .filter(|p| p["processor_type"] == "schema_transform")
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            outputs.sort_unstable();
+            assert_eq!(dd["outputs"], json!(outputs), "{name}: processor outputs");
+        } else {
+            eprintln!(
+                "conformance: DataDesigner's own preview of {name} failed: {}",
+                dd["error"]
+            );
+        }
         for r in &records {
             assert_eq!(r["status"], "completed", "{name}: {r}");
             let values = r["values"].as_object().unwrap();
@@ -191,6 +223,26 @@ async fn datadesigner_builder_configs_run_unchanged() {
         CASES.len()
     );
     app.stop().await;
+}
+
+/// Runs DataDesigner's `preview` on every file in `dir` against `endpoint` (the mock LLM).
+fn datadesigner_previews(python: &str, dir: &std::path::Path, endpoint: &str) -> Value {
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/conformance/datadesigner_preview.py"
+    );
+    let out = dir.join("datadesigner_previews.json");
+    let status = std::process::Command::new(python)
+        .arg(script)
+        .arg(dir)
+        .arg(endpoint)
+        .arg(&out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .expect("run datadesigner_preview.py");
+    assert!(status.success(), "datadesigner_preview.py failed");
+    serde_json::from_str(&std::fs::read_to_string(out).unwrap()).unwrap()
 }
 
 /// The dataset columns of a config as DataDesigner writes it, each with the JSON shape its
