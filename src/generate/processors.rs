@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::template::{RecordBudget, Templates, template_value};
+use super::template::{BUDGET_EXCEEDED, MAX_RENDERED_LEN, RecordBudget, Templates, template_value};
 use crate::domain::dataset::{ConfigIssue, ProcessorConfig, ProcessorKind, codes};
 
 /// One `schema_transform` processor, compiled.
@@ -58,7 +58,7 @@ impl Default for Processors {
         Self {
             dropped: HashSet::new(),
             outputs: Vec::new(),
-            templates: Templates::for_json_output(),
+            templates: Templates::with_formatter(json_formatter),
         }
     }
 }
@@ -172,9 +172,14 @@ struct ShapeCompiler<'a, K: Fn(&str) -> bool> {
 }
 
 impl<K: Fn(&str) -> bool> ShapeCompiler<'_, K> {
+    /// A template object's entries, sorted by key: the stored config of a Postgres job is
+    /// `jsonb`, which does not keep key order, and a dataset's columns must not depend on
+    /// the backend or on whether the plan was compiled at submit or from the store.
     fn entries(&mut self, map: &Map<String, Value>, at: &str) -> Vec<(String, Shape)> {
-        map.iter()
-            .map(|(k, v)| (k.clone(), self.value(v, &format!("{at}.{k}"))))
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| (k.clone(), self.value(&map[k], &format!("{at}.{k}"))))
             .collect()
     }
 
@@ -238,7 +243,7 @@ fn leaf_refs(shape: &[(String, Shape)], templates: &Templates) -> Vec<(String, H
 }
 
 impl OutputDataset {
-    /// The columns of this dataset: the template's keys, in order.
+    /// The columns of this dataset: the template's keys, sorted.
     pub(crate) fn columns(&self) -> Vec<String> {
         self.shape.iter().map(|(k, _)| k.clone()).collect()
     }
@@ -291,4 +296,93 @@ fn render_shape(
             Value::Object(out)
         }
     })
+}
+
+/// Prints values as DataDesigner's schema transform does (its Jinja `finalize`): lists and
+/// maps as JSON, booleans as `true`/`false`, none as `null`; strings as they are.
+fn json_formatter(
+    out: &mut minijinja::Output,
+    state: &mut minijinja::State,
+    value: &minijinja::Value,
+) -> Result<(), minijinja::Error> {
+    use minijinja::value::ValueKind;
+    match value.kind() {
+        ValueKind::Bool => out.write_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::None => out.write_str("null"),
+        ValueKind::Seq | ValueKind::Map => {
+            let mut text = String::new();
+            json_text(value, &mut text)?;
+            out.write_str(&text)
+        }
+        _ => return minijinja::escape_formatter(out, state, value),
+    }
+    .map_err(minijinja::Error::from)
+}
+
+/// Writes `value` as Python's `json.dumps` does by default (`, ` and `: ` separators, non-ASCII
+/// escaped), failing past [`MAX_RENDERED_LEN`] bytes: lists can share items, so a small
+/// value may print huge.
+fn json_text(value: &minijinja::Value, out: &mut String) -> Result<(), minijinja::Error> {
+    use minijinja::value::ValueKind;
+    use std::fmt::Write as _;
+    if out.len() > MAX_RENDERED_LEN {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::InvalidOperation,
+            format!("{BUDGET_EXCEEDED}: a printed value is more than {MAX_RENDERED_LEN} bytes"),
+        ));
+    }
+    match value.kind() {
+        ValueKind::None | ValueKind::Undefined => out.push_str("null"),
+        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
+        ValueKind::Number => {
+            let _ = write!(out, "{value}");
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            out.push('[');
+            for (i, item) in value.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_text(&item, out)?;
+            }
+            out.push(']');
+        }
+        ValueKind::Map => {
+            out.push('{');
+            for (i, key) in value.try_iter()?.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                json_string(&key.to_string(), out);
+                out.push_str(": ");
+                json_text(&value.get_item(&key)?, out)?;
+            }
+            out.push('}');
+        }
+        _ => json_string(&value.to_string(), out),
+    }
+    Ok(())
+}
+
+/// A JSON string literal with non-ASCII escaped, as Python's `json.dumps` writes it.
+fn json_string(s: &str, out: &mut String) {
+    use std::fmt::Write as _;
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7f => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    let _ = write!(out, "\\u{unit:04x}");
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }

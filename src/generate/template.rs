@@ -76,25 +76,20 @@ pub(crate) struct Templates {
 }
 
 impl Templates {
-    /// Templates whose `{{ }}` print values as DataDesigner's schema transform does (its
-    /// `finalize`): lists and maps as JSON, booleans as `true`/`false`, none as `null`;
-    /// strings as they are.
-    pub(crate) fn for_json_output() -> Self {
+    /// Templates whose `{{ }}` print values through `formatter` instead of the default
+    /// (schema transforms print lists and maps as JSON; see `generate::processors`).
+    pub(crate) fn with_formatter(
+        formatter: impl Fn(
+            &mut minijinja::Output,
+            &mut minijinja::State,
+            &minijinja::Value,
+        ) -> Result<(), minijinja::Error>
+        + Send
+        + Sync
+        + 'static,
+    ) -> Self {
         let mut t = Self::new();
-        t.env.set_formatter(|out, state, value| {
-            use minijinja::value::ValueKind;
-            match value.kind() {
-                ValueKind::Bool => out.write_str(if value.is_true() { "true" } else { "false" }),
-                ValueKind::None => out.write_str("null"),
-                ValueKind::Seq | ValueKind::Map => {
-                    let mut text = String::new();
-                    json_text(value, &mut text)?;
-                    out.write_str(&text)
-                }
-                _ => return minijinja::escape_formatter(out, state, value),
-            }
-            .map_err(minijinja::Error::from)
-        });
+        t.env.set_formatter(formatter);
         t
     }
 
@@ -285,74 +280,6 @@ impl Object for RecordContext {
         names.sort();
         Enumerator::Values(names.into_iter().map(|(_, n)| n.as_str().into()).collect())
     }
-}
-
-/// Writes `value` as Python's `json.dumps` does by default (`, ` and `: ` separators, non-ASCII
-/// escaped), failing past [`MAX_RENDERED_LEN`] bytes: lists can share items, so a small
-/// value may print huge.
-fn json_text(value: &minijinja::Value, out: &mut String) -> Result<(), minijinja::Error> {
-    use minijinja::value::ValueKind;
-    use std::fmt::Write as _;
-    if out.len() > MAX_RENDERED_LEN {
-        return Err(minijinja::Error::new(
-            minijinja::ErrorKind::InvalidOperation,
-            format!("{BUDGET_EXCEEDED}: a printed value is more than {MAX_RENDERED_LEN} bytes"),
-        ));
-    }
-    match value.kind() {
-        ValueKind::None | ValueKind::Undefined => out.push_str("null"),
-        ValueKind::Bool => out.push_str(if value.is_true() { "true" } else { "false" }),
-        ValueKind::Number => {
-            let _ = write!(out, "{value}");
-        }
-        ValueKind::Seq | ValueKind::Iterable => {
-            out.push('[');
-            for (i, item) in value.try_iter()?.enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                json_text(&item, out)?;
-            }
-            out.push(']');
-        }
-        ValueKind::Map => {
-            out.push('{');
-            for (i, key) in value.try_iter()?.enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                json_string(&key.to_string(), out);
-                out.push_str(": ");
-                json_text(&value.get_item(&key)?, out)?;
-            }
-            out.push('}');
-        }
-        _ => json_string(&value.to_string(), out),
-    }
-    Ok(())
-}
-
-/// A JSON string literal with non-ASCII escaped, as Python's `json.dumps` writes it.
-fn json_string(s: &str, out: &mut String) {
-    use std::fmt::Write as _;
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7f => {
-                let mut buf = [0u16; 2];
-                for unit in c.encode_utf16(&mut buf) {
-                    let _ = write!(out, "\\u{unit:04x}");
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Converts a column value for templates, parsing strings that hold a JSON object or array.

@@ -167,8 +167,8 @@ impl JobService {
         // Every problem of the config comes back in one answer: shape, run config, compile
         // (columns, seed, processors) and the server-side checks, each on what did parse.
         let partial = DatasetConfig::parse_partial(&req.config).map_err(ApiError::InvalidConfig)?;
-        let mut issues = partial.issues;
-        let dataset = partial.config;
+        let mut issues = partial.issues.clone();
+        let dataset = &partial.config;
         let run_config_value = req.run_config.clone().unwrap_or_else(|| json!({}));
         let run_config = RunConfig::parse(&run_config_value)
             .map_err(|i| issues.extend(prefix_run_config(i)))
@@ -179,10 +179,12 @@ impl JobService {
         // Names the parts that did not parse would define are known, so the rest is not
         // reported as referring to them.
         let mut ctx = self.catalog.plan_context().clone();
-        ctx.model_aliases.extend(partial.unparsed_model_aliases);
-        ctx.tool_aliases.extend(partial.unparsed_tool_aliases);
-        let plan = Plan::compile_with_placeholders(&dataset, &ctx, seed, &partial.unparsed_columns)
-            .map_err(|i| issues.extend(i))
+        ctx.model_aliases
+            .extend(partial.unparsed_model_aliases.iter().cloned());
+        ctx.tool_aliases
+            .extend(partial.unparsed_tool_aliases.iter().cloned());
+        let plan = Plan::compile_with_placeholders(dataset, &ctx, seed, &partial.unparsed_columns)
+            .map_err(|i| issues.extend(i.into_iter().map(|i| partial.locate(i))))
             .ok();
         let used: HashSet<String> = match &plan {
             Some(plan) => plan.model_aliases(),
@@ -190,8 +192,8 @@ impl JobService {
         };
         let resolved = self
             .catalog
-            .resolve(&dataset, &used, scope)
-            .map_err(|i| issues.extend(i))
+            .resolve(dataset, &used, scope)
+            .map_err(|i| issues.extend(i.into_iter().map(|i| partial.locate(i))))
             .ok();
         let (Some(plan), Some(run_config), Some((models, tools)), true) =
             (plan, run_config, resolved, issues.is_empty())
@@ -209,7 +211,7 @@ impl JobService {
         Ok(Validated {
             num_records,
             seed,
-            config: dataset.raw,
+            config: partial.config.raw,
             run_config_value,
             compiled: CompiledJob {
                 plan,

@@ -2,6 +2,7 @@
 
 mod auth;
 mod config_cli;
+mod conformance;
 mod connections;
 mod db;
 mod db_faults;
@@ -24,6 +25,7 @@ mod metrics;
 mod model_types;
 mod openapi;
 mod process;
+mod processors;
 mod record_errors;
 mod replicas;
 mod restart;

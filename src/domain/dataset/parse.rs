@@ -77,14 +77,14 @@ pub(crate) fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIs
         }
     }
 
-    let (model_configs, unparsed_model_aliases) = parse_list::<ModelConfig>(
+    let (model_configs, unparsed_model_aliases, model_config_indices) = parse_list::<ModelConfig>(
         obj.get("model_configs"),
         "model_configs",
         "alias",
         codes::INVALID_MODEL_CONFIG,
         &mut issues,
     );
-    let (tool_configs, unparsed_tool_aliases) = parse_list::<ToolConfig>(
+    let (tool_configs, unparsed_tool_aliases, tool_config_indices) = parse_list::<ToolConfig>(
         obj.get("tool_configs"),
         "tool_configs",
         "tool_alias",
@@ -151,6 +151,8 @@ pub(crate) fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIs
         unparsed_columns,
         unparsed_model_aliases,
         unparsed_tool_aliases,
+        model_config_indices,
+        tool_config_indices,
     })
 }
 
@@ -169,6 +171,38 @@ pub struct PartialConfig {
     pub unparsed_model_aliases: Vec<String>,
     /// Aliases of tool configs that did not parse (when they had one).
     pub unparsed_tool_aliases: Vec<String>,
+    /// The index in the submitted `model_configs` of each parsed model config.
+    pub model_config_indices: Vec<usize>,
+    /// The index in the submitted `tool_configs` of each parsed tool config.
+    pub tool_config_indices: Vec<usize>,
+}
+
+impl PartialConfig {
+    /// Points an issue found on the parsed parts back at the submitted config: with an entry
+    /// of `model_configs` or `tool_configs` left out, later entries' indices shift.
+    pub fn locate(&self, mut issue: ConfigIssue) -> ConfigIssue {
+        for (key, indices) in [
+            ("model_configs", &self.model_config_indices),
+            ("tool_configs", &self.tool_config_indices),
+        ] {
+            let Some(field) = issue.field.as_deref() else {
+                continue;
+            };
+            let Some(rest) = field.strip_prefix(key).and_then(|r| r.strip_prefix('[')) else {
+                continue;
+            };
+            let Some((i, _)) = rest.split_once(']') else {
+                continue;
+            };
+            let Some(&orig) = i.parse::<usize>().ok().and_then(|i| indices.get(i)) else {
+                continue;
+            };
+            let (from, to) = (format!("{key}[{i}]"), format!("{key}[{orig}]"));
+            issue.field = Some(field.replacen(&from, &to, 1));
+            issue.message = issue.message.replacen(&from, &to, 1);
+        }
+        issue
+    }
 }
 
 fn unknown_key(key: &str, expected: &[&str]) -> ConfigIssue {
@@ -181,28 +215,32 @@ fn unknown_key(key: &str, expected: &[&str]) -> ConfigIssue {
 }
 
 /// Parses a list of model or tool configs, one issue per bad entry; also returns the
-/// `alias_key` of the entries that did not parse.
+/// `alias_key` of the entries that did not parse, and the index of each entry that did.
 fn parse_list<T: serde::de::DeserializeOwned>(
     value: Option<&Value>,
     key: &str,
     alias_key: &str,
     code: &'static str,
     issues: &mut Vec<ConfigIssue>,
-) -> (Vec<T>, Vec<String>) {
+) -> (Vec<T>, Vec<String>, Vec<usize>) {
     let items = match value {
-        None | Some(Value::Null) => return (Vec::new(), Vec::new()),
+        None | Some(Value::Null) => return (Vec::new(), Vec::new(), Vec::new()),
         Some(Value::Array(items)) => items,
         Some(other) => {
             let msg = format!("invalid type: {}, expected a list", json_kind(other));
             issues.push(ConfigIssue::at_field(code, key, msg));
-            return (Vec::new(), Vec::new());
+            return (Vec::new(), Vec::new(), Vec::new());
         }
     };
     let mut out = Vec::with_capacity(items.len());
     let mut unparsed = Vec::new();
+    let mut indices = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         match deserialize_at::<T>(item) {
-            Ok(t) => out.push(t),
+            Ok(t) => {
+                out.push(t);
+                indices.push(i);
+            }
             Err((path, msg)) => {
                 let field = join_path(&format!("{key}[{i}]"), &path);
                 issues.push(ConfigIssue::at_field(code, &field, msg));
@@ -214,5 +252,5 @@ fn parse_list<T: serde::de::DeserializeOwned>(
             }
         }
     }
-    (out, unparsed)
+    (out, unparsed, indices)
 }

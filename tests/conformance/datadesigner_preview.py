@@ -1,0 +1,39 @@
+"""Runs DataDesigner's own `preview` on config files against an OpenAI-compatible endpoint.
+
+Usage: python datadesigner_preview.py CONFIG_DIR ENDPOINT OUT_JSON
+
+Each `*.yaml` in CONFIG_DIR is loaded with `DataDesignerConfigBuilder.from_config` and
+previewed (3 records) with one model provider, `mock`, at ENDPOINT. Writes
+`{case: {"ok": bool, "columns": [...], "outputs": [...], "error": str}}` to OUT_JSON, for
+tests/api/conformance.rs to compare with what synthgate does with the same files. Offline:
+nothing here needs the network (token statistics that need a download only log a warning).
+"""
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+from data_designer.config.config_builder import DataDesignerConfigBuilder
+from data_designer.config.models import ModelProvider
+from data_designer.interface.data_designer import DataDesigner
+
+
+def main() -> None:
+    config_dir, endpoint, out_path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    provider = ModelProvider(name="mock", endpoint=endpoint, provider_type="openai", api_key="unused")
+    results = {}
+    with tempfile.TemporaryDirectory() as artifacts:
+        dd = DataDesigner(artifact_path=artifacts, model_providers=[provider])
+        for path in sorted(config_dir.glob("*.yaml")):
+            try:
+                preview = dd.preview(DataDesignerConfigBuilder.from_config(path), num_records=3)
+                outputs = sorted((getattr(preview, "processor_artifacts", None) or {}).keys())
+                results[path.stem] = {"ok": True, "columns": list(preview.dataset.columns), "outputs": outputs}
+            except Exception as e:  # noqa: BLE001 - every failure is a result to report
+                results[path.stem] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
+    out_path.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,246 @@
+"""Writes DataDesigner configs with DataDesigner's own builder, one file per case.
+
+Usage: python write_configs.py OUT_DIR
+
+tests/api/conformance.rs runs this and submits every file unchanged to synthgate; its table
+says which cases are expected to be accepted. Cases: one per column type, sampler type,
+constraint type, processor type and profiler DataDesigner 0.9.6 has, one builder with its
+default model configs, and tutorial-style configs rebuilt from the package's documented
+examples. LLM columns use model alias `writer` with provider `mock`, which the test server
+defines (providers never come with a job).
+"""
+
+import sys
+from pathlib import Path
+
+from data_designer.config import column_configs as cc
+from data_designer.config import sampler_params as sp
+from data_designer.config.analysis.column_profilers import JudgeScoreProfilerConfig
+from data_designer.config.config_builder import DataDesignerConfigBuilder
+from data_designer.config.models import ChatCompletionInferenceParams, ModelConfig
+from data_designer.config.processors import (
+    DropColumnsProcessorConfig,
+    SchemaTransformProcessorConfig,
+)
+from data_designer.config.sampler_constraints import (
+    ColumnInequalityConstraint,
+    ScalarInequalityConstraint,
+)
+
+WRITER = ModelConfig(
+    alias="writer",
+    model="mock-writer",
+    provider="mock",
+    inference_parameters=ChatCompletionInferenceParams(temperature=0.5, max_tokens=200),
+)
+
+
+def builder() -> DataDesignerConfigBuilder:
+    return DataDesignerConfigBuilder(model_configs=[WRITER])
+
+
+def sampler(name, sampler_type, params, **kw):
+    return cc.SamplerColumnConfig(name=name, sampler_type=sampler_type, params=params, **kw)
+
+
+def topic():
+    return sampler("topic", "category", sp.CategorySamplerParams(values=["cats", "dogs"]))
+
+
+def cases():
+    out = {}
+
+    # One per sampler type.
+    samplers = {
+        "category": sp.CategorySamplerParams(values=["a", "b"], weights=[0.3, 0.7]),
+        "uniform": sp.UniformSamplerParams(low=1, high=10),
+        "gaussian": sp.GaussianSamplerParams(mean=0, stddev=1),
+        "bernoulli": sp.BernoulliSamplerParams(p=0.4),
+        "binomial": sp.BinomialSamplerParams(n=10, p=0.5),
+        "poisson": sp.PoissonSamplerParams(mean=3),
+        "uuid": sp.UUIDSamplerParams(prefix="id-", short_form=True),
+        "datetime": sp.DatetimeSamplerParams(start="2024-01-01", end="2024-12-31", unit="D"),
+        "scipy": sp.ScipySamplerParams(dist_name="beta", dist_params={"a": 2, "b": 5}),
+        "bernoulli_mixture": sp.BernoulliMixtureSamplerParams(
+            p=0.5, dist_name="norm", dist_params={"loc": 1, "scale": 1}
+        ),
+        "person": sp.PersonSamplerParams(locale="en_US"),
+        "person_from_faker": sp.PersonFromFakerSamplerParams(locale="en_US"),
+    }
+    for st, params in samplers.items():
+        b = builder()
+        b.add_column(sampler("value", st, params))
+        out[f"sampler_{st}"] = b
+    b = builder()
+    b.add_column(topic())
+    b.add_column(
+        sampler(
+            "breed",
+            "subcategory",
+            sp.SubcategorySamplerParams(category="topic", values={"cats": ["siamese"], "dogs": ["beagle"]}),
+        )
+    )
+    out["sampler_subcategory"] = b
+    b = builder()
+    b.add_column(sampler("start", "datetime", sp.DatetimeSamplerParams(start="2024-01-01", end="2024-02-01")))
+    b.add_column(
+        sampler("end", "timedelta", sp.TimeDeltaSamplerParams(dt_min=1, dt_max=5, reference_column_name="start"))
+    )
+    out["sampler_timedelta"] = b
+
+    # One per column type.
+    b = builder()
+    b.add_column(topic())
+    b.add_column(cc.ExpressionColumnConfig(name="upper", expr="{{ topic | upper }}"))
+    out["column_expression"] = b
+    for ct, extra in {
+        "llm-text": {},
+        "llm-code": {"code_lang": "python"},
+        "llm-structured": {
+            "output_format": {
+                "type": "object",
+                "properties": {"title": {"type": "string"}},
+                "required": ["title"],
+            }
+        },
+        "llm-judge": {"scores": [{"name": "quality", "description": "How good", "options": {"1": "bad", "4": "good"}}]},
+    }.items():
+        b = builder()
+        b.add_column(topic())
+        b.add_column(name="out", column_type=ct, model_alias="writer", prompt="Write about {{ topic }}.", **extra)
+        out[f"column_{ct}"] = b
+    b = builder()
+    b.add_column(topic())
+    b.add_column(name="code", column_type="llm-code", model_alias="writer", prompt="Write {{ topic }}", code_lang="python")
+    b.add_column(
+        name="check",
+        column_type="validation",
+        target_columns=["code"],
+        validator_type="code",
+        validator_params={"code_lang": "python"},
+    )
+    out["column_validation"] = b
+    emb = ModelConfig(alias="embedder", model="mock-embed", provider="mock", inference_parameters={"generation_type": "embedding"})
+    b = DataDesignerConfigBuilder(model_configs=[WRITER, emb])
+    b.add_column(topic())
+    b.add_column(name="vec", column_type="embedding", model_alias="embedder", target_column="topic")
+    out["column_embedding"] = b
+
+    # Constraints.
+    b = builder()
+    b.add_column(sampler("x", "uniform", sp.UniformSamplerParams(low=0, high=10)))
+    b.add_column(sampler("y", "uniform", sp.UniformSamplerParams(low=0, high=10)))
+    b.add_constraint(ScalarInequalityConstraint(target_column="x", operator="lt", rhs=5))
+    out["constraint_scalar_inequality"] = b
+    b = builder()
+    b.add_column(sampler("x", "uniform", sp.UniformSamplerParams(low=0, high=10)))
+    b.add_column(sampler("y", "uniform", sp.UniformSamplerParams(low=0, high=10)))
+    b.add_constraint(ColumnInequalityConstraint(target_column="x", operator="lt", rhs="y"))
+    out["constraint_column_inequality"] = b
+
+    # Processors and profilers.
+    b = builder()
+    b.add_column(topic())
+    b.add_column(cc.ExpressionColumnConfig(name="tmp", expr="{{ topic }}!"))
+    b.add_column(cc.ExpressionColumnConfig(name="kept", expr="{{ tmp }}?"))
+    b.add_processor(DropColumnsProcessorConfig(name="drop_tmp", column_names=["tmp"]))
+    out["processor_drop_columns"] = b
+    b = builder()
+    b.add_column(topic())
+    b.add_column(name="answer", column_type="llm-text", model_alias="writer", prompt="About {{ topic }}")
+    b.add_processor(
+        SchemaTransformProcessorConfig(
+            name="chat",
+            template={"messages": [{"role": "user", "content": "{{ topic }}"}, {"role": "assistant", "content": "{{ answer }}"}]},
+        )
+    )
+    out["processor_schema_transform"] = b
+    b = builder()
+    b.add_column(topic())
+    b.add_column(
+        name="judge",
+        column_type="llm-judge",
+        model_alias="writer",
+        prompt="Rate {{ topic }}",
+        scores=[{"name": "quality", "description": "How good", "options": {"1": "bad", "4": "good"}}],
+    )
+    b.add_profiler(JudgeScoreProfilerConfig(model_alias="writer"))
+    out["profiler_judge_score"] = b
+
+    # The builder with DataDesigner's own default model configs (nvidia, openai, openrouter).
+    b = DataDesignerConfigBuilder()
+    b.add_column(topic())
+    b.add_column(cc.ExpressionColumnConfig(name="greeting", expr="Hello {{ topic }}"))
+    out["builder_default_model_configs"] = b
+
+    # Tutorial-style: DataDesigner's getting-started product-review pipeline (samplers,
+    # subcategory, person names, an LLM review, a structured summary, a judge, and a chat
+    # dataset for fine-tuning), rebuilt from its documented building blocks.
+    b = builder()
+    b.add_column(sampler("product_category", "category", sp.CategorySamplerParams(values=["Electronics", "Books", "Toys"])))
+    b.add_column(
+        sampler(
+            "product_subcategory",
+            "subcategory",
+            sp.SubcategorySamplerParams(
+                category="product_category",
+                values={"Electronics": ["Phones", "Laptops"], "Books": ["Fiction", "Cooking"], "Toys": ["Puzzles", "Dolls"]},
+            ),
+        )
+    )
+    b.add_column(sampler("rating", "uniform", sp.UniformSamplerParams(low=1, high=5), convert_to="int"))
+    b.add_column(sampler("review_id", "uuid", sp.UUIDSamplerParams(short_form=True)))
+    b.add_column(
+        name="product_name",
+        column_type="llm-text",
+        model_alias="writer",
+        prompt="Name a {{ product_subcategory }} product in {{ product_category }}. Answer with the name only.",
+    )
+    b.add_column(
+        name="review",
+        column_type="llm-text",
+        model_alias="writer",
+        system_prompt="You write honest customer reviews.",
+        prompt="Write a {{ rating }}-star review of {{ product_name }}.",
+    )
+    b.add_column(
+        name="summary",
+        column_type="llm-structured",
+        model_alias="writer",
+        prompt="Summarize: {{ review }}",
+        output_format={
+            "type": "object",
+            "properties": {"sentiment": {"type": "string"}, "keywords": {"type": "array", "items": {"type": "string"}}},
+            "required": ["sentiment", "keywords"],
+        },
+    )
+    b.add_column(cc.ExpressionColumnConfig(name="headline", expr="{{ product_name }}: {{ rating }} stars"))
+    b.add_processor(
+        SchemaTransformProcessorConfig(
+            name="sft",
+            template={
+                "messages": [
+                    {"role": "user", "content": "Review {{ product_name }}"},
+                    {"role": "assistant", "content": "{{ review }}"},
+                ]
+            },
+        )
+    )
+    out["tutorial_product_reviews"] = b
+    b = builder()
+    b.add_column(sampler("persona", "person", sp.PersonSamplerParams(locale="en_US")))
+    b.add_column(name="bio", column_type="llm-text", model_alias="writer", prompt="Write a bio of {{ persona.first_name }}.")
+    out["tutorial_persona_bios"] = b
+    return out
+
+
+def main() -> None:
+    target = Path(sys.argv[1])
+    target.mkdir(parents=True, exist_ok=True)
+    for name, b in cases().items():
+        b.write_config(target / f"{name}.yaml")
+    print(f"wrote {len(list(target.glob('*.yaml')))} configs to {target}")
+
+
+if __name__ == "__main__":
+    main()
