@@ -3,7 +3,6 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use serde_json::Value;
 
 use super::PlanContext;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, codes};
