@@ -1,8 +1,6 @@
-//! Checks that do not depend on the column graph: unsupported `constraints`, job model
-//! and tool configs, and which model and tool aliases a column may name.
+//! Checks that do not depend on the column graph: job model and tool configs, and which model and tool aliases a column may name.
 
 use std::collections::{BTreeSet, HashSet};
-
 
 use super::PlanContext;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, codes};

@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 mod kinds;
-mod validation;
 mod media;
+mod validation;
 
 use super::columns::{SkipStep, Step, StepKind};
 use super::constraints;
