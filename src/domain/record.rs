@@ -173,7 +173,7 @@ named_enum! {
         SamplerError = "sampler_error" in Sample:
             "a sampler could not draw a value (e.g. a timedelta whose reference is not a datetime)",
         ConstraintUnsatisfied = "constraint_unsatisfied" in Sample:
-            "a sampler column's `constraints` were not met within 1,000 draws, or compare with a value that is not a number",
+            "a sampler column's `constraints` were not met within 10,000 draws, or compare with a value that is not a number",
         TypeConversion = "type_conversion" in Convert:
             "a value could not be converted to the column's `dtype` or `convert_to`",
         UnknownModelAlias = "unknown_model_alias" in Llm:

@@ -5,8 +5,13 @@
 //! redrawn until every constraint on it holds (rejection sampling), comparing the value after
 //! `convert_to`; a `column_inequality` makes the target column depend on its `rhs` column.
 //! Redraws continue the column's own random stream, so they stay deterministic. DataDesigner
-//! bounds the redraws of a batch at five per record of the batch; synthgate runs records one by
-//! one and bounds each at [`MAX_DRAWS`], then fails the record with `constraint_unsatisfied`.
+//! bounds the redraws of a batch at five per record of the batch (5,000 for its usual
+//! 1,000-record batches, each redraw covering every record still unmet); synthgate runs records
+//! one by one and bounds each at [`MAX_DRAWS`], then fails the record with
+//! `constraint_unsatisfied`. At 1,000 draws a constraint met one time in a hundred failed about
+//! one record in 23,000 (measured: record 17,766 of 20,000); at 10,000 that is e^-100, and
+//! even one in a thousand fails one record in 22,000. A numerical draw costs tens of
+//! nanoseconds, so the bound costs under a millisecond.
 
 use std::collections::HashMap;
 
@@ -17,7 +22,7 @@ use super::convert::{parse_python_float, python_float_repr};
 use crate::domain::dataset::{ColumnConfig, ColumnKind, ConfigIssue, codes};
 
 /// Draws of one record's constrained column before it fails.
-pub(crate) const MAX_DRAWS: usize = 1000;
+pub(crate) const MAX_DRAWS: usize = 10_000;
 
 /// DataDesigner's `InequalityOperator`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

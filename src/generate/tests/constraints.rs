@@ -77,7 +77,7 @@ fn impossible_constraint_fails_the_record() {
     assert_eq!(err.column.as_deref(), Some("p"));
     assert!(
         err.message
-            .contains("no value met the constraints (> 2.0) in 1000 draws"),
+            .contains("no value met the constraints (> 2.0) in 10000 draws"),
         "{}",
         err.message
     );
