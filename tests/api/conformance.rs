@@ -38,41 +38,25 @@ const CASES: &[(&str, Expect)] = &[
     ("sampler_datetime", Accepted),
     ("sampler_subcategory", Accepted),
     ("sampler_timedelta", Accepted),
-    // Samplers part (A) adds.
-    ("sampler_scipy", Refused("unsupported_sampler_type")),
-    (
-        "sampler_bernoulli_mixture",
-        Refused("unsupported_sampler_type"),
-    ),
-    ("sampler_person", Refused("unsupported_sampler_type")),
-    (
-        "sampler_person_from_faker",
-        Refused("unsupported_sampler_type"),
-    ),
+    ("sampler_scipy", Accepted),
+    ("sampler_bernoulli_mixture", Accepted),
+    ("sampler_person", Accepted),
+    ("sampler_person_from_faker", Accepted),
     ("column_expression", Accepted),
     ("column_llm-text", Accepted),
     ("column_llm-code", Accepted),
     ("column_llm-structured", Accepted),
     ("column_llm-judge", Accepted),
-    // Part (B): validation columns; part (C): embedding columns.
-    ("column_validation", Refused("unsupported_column_type")),
-    ("column_embedding", Refused("unsupported_column_type")),
-    // Part (A): constraints.
-    (
-        "constraint_scalar_inequality",
-        Refused("unsupported_feature"),
-    ),
-    (
-        "constraint_column_inequality",
-        Refused("unsupported_feature"),
-    ),
+    ("column_validation", Accepted),
+    ("column_embedding", Accepted),
+    ("constraint_scalar_inequality", Accepted),
+    ("constraint_column_inequality", Accepted),
     ("processor_drop_columns", Accepted),
     ("processor_schema_transform", Accepted),
     ("profiler_judge_score", Accepted),
     ("builder_default_model_configs", Accepted),
     ("tutorial_product_reviews", Accepted),
-    // Part (A): the person sampler.
-    ("tutorial_persona_bios", Refused("unsupported_sampler_type")),
+    ("tutorial_persona_bios", Accepted),
 ];
 
 const NUM_RECORDS: u64 = 3;
@@ -91,14 +75,19 @@ fn datadesigner_python() -> Option<String> {
     }
 }
 
-/// One answer that fits every LLM column of the cases: JSON in a fence (structured and judge
-/// columns parse it; text and code columns keep it as text).
+/// Answers that fit every LLM column of the cases: Python in a fence for code columns, JSON in
+/// a fence for the rest (structured and judge columns parse it; text columns keep it).
 fn mock_script() -> Value {
     let answer = json!({
         "title": "A title", "sentiment": "positive", "keywords": ["soft"],
         "quality": {"reasoning": "fine", "score": "4"}
     });
-    json!({"rules": [{"reply": {"text": format!("```json\n{answer}\n```")}}]})
+    json!({"rules": [
+        // Code columns (python in every case): both synthgate's and DataDesigner's code
+        // instructions name the language, and both refuse a block in another language.
+        {"when": {"user_contains": "python"}, "reply": {"text": "```python\nprint('hello')\n```"}},
+        {"reply": {"text": format!("```json\n{answer}\n```")}},
+    ]})
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -132,9 +121,17 @@ async fn datadesigner_builder_configs_run_unchanged() {
     listed.sort();
     assert_eq!(written, listed, "every written config has a case, and back");
 
-    let (app, mock) = app_with_mock_llm(Backend::Sqlite, mock_script(), |_| {}).await;
-    let reference = datadesigner_previews(&python, dir.path(), &mock.endpoint());
+    // `person` samplers read a managed dataset: a small one in DataDesigner's layout.
+    let assets = tempfile::tempdir().unwrap();
+    crate::samplers::write_dataset(assets.path());
+    let assets_dir = assets.path().to_path_buf();
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, mock_script(), |c| {
+        c.samplers.managed_assets_dir = Some(assets_dir);
+    })
+    .await;
+    let reference = datadesigner_previews(&python, dir.path(), &mock.endpoint(), assets.path());
     let mut accepted = 0;
+    let mut shape_differences = Vec::new();
     for (name, expect) in CASES {
         let text = std::fs::read_to_string(dir.path().join(format!("{name}.yaml"))).unwrap();
         let (status, body) = app
@@ -186,6 +183,15 @@ async fn datadesigner_builder_configs_run_unchanged() {
                 .collect();
             outputs.sort_unstable();
             assert_eq!(dd["outputs"], json!(outputs), "{name}: processor outputs");
+            // And each value has the same JSON kind as DataDesigner's first row.
+            let first = records[0]["values"].as_object().unwrap();
+            for (column, theirs) in dd["shapes"].as_object().unwrap() {
+                let ours = json_kind(&first[column.as_str()]);
+                if ours != theirs.as_str().unwrap() {
+                    shape_differences
+                        .push(format!("{name}.{column}: ours {ours}, theirs {theirs}"));
+                }
+            }
         } else {
             eprintln!(
                 "conformance: DataDesigner's own preview of {name} failed: {}",
@@ -218,6 +224,10 @@ async fn datadesigner_builder_configs_run_unchanged() {
             assert_eq!(body.lines().count() as u64, NUM_RECORDS, "{name}: {body}");
         }
     }
+    assert!(
+        shape_differences.is_empty(),
+        "value kinds differ from DataDesigner's preview: {shape_differences:#?}"
+    );
     eprintln!(
         "conformance: {accepted} of {} DataDesigner builder configs accepted",
         CASES.len()
@@ -226,7 +236,14 @@ async fn datadesigner_builder_configs_run_unchanged() {
 }
 
 /// Runs DataDesigner's `preview` on every file in `dir` against `endpoint` (the mock LLM).
-fn datadesigner_previews(python: &str, dir: &std::path::Path, endpoint: &str) -> Value {
+/// DataDesigner reads `person` datasets from `assets`, the same managed-assets directory the
+/// service is given.
+fn datadesigner_previews(
+    python: &str,
+    dir: &std::path::Path,
+    endpoint: &str,
+    assets: &std::path::Path,
+) -> Value {
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/conformance/datadesigner_preview.py"
@@ -237,6 +254,7 @@ fn datadesigner_previews(python: &str, dir: &std::path::Path, endpoint: &str) ->
         .arg(dir)
         .arg(endpoint)
         .arg(&out)
+        .env("DATA_DESIGNER_MANAGED_ASSETS_PATH", assets)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()
@@ -264,9 +282,11 @@ fn output_columns(config: &Value) -> Vec<(String, &'static str)> {
         .filter(|c| c["drop"] != true && !dropped.contains(&c["name"].as_str().unwrap()))
         .map(|c| {
             let shape = match c["column_type"].as_str().unwrap() {
-                "llm-structured" | "llm-judge" => "object",
+                "llm-structured" | "llm-judge" | "validation" | "embedding" => "object",
                 "sampler" => match c["sampler_type"].as_str().unwrap() {
-                    "uniform" | "gaussian" | "bernoulli" | "binomial" | "poisson" => "number",
+                    "uniform" | "gaussian" | "bernoulli" | "binomial" | "poisson" | "scipy"
+                    | "bernoulli_mixture" => "number",
+                    "person" | "person_from_faker" => "object",
                     "uuid" | "datetime" | "timedelta" | "subcategory" => "string",
                     _ => "scalar",
                 },
@@ -275,6 +295,18 @@ fn output_columns(config: &Value) -> Vec<(String, &'static str)> {
             (c["name"].as_str().unwrap().to_owned(), shape)
         })
         .collect()
+}
+
+/// The JSON kind of a value, named as datadesigner_preview.py names them.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Object(_) => "object",
+        Value::Array(_) => "array",
+        Value::Bool(_) => "bool",
+        Value::Null => "null",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+    }
 }
 
 fn shape_fits(shape: &str, v: &Value) -> bool {

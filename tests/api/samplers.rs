@@ -26,8 +26,9 @@ const PEOPLE: &[(&str, &str, &str, i64, &str, &str)] = &[
     ("Kid", "Young", "Male", 9, "Austin", "TX"),
 ];
 
-/// Writes `datasets/en_US.parquet` under `dir` with DataDesigner's column names.
-fn write_dataset(dir: &Path) {
+/// Writes `datasets/en_US.parquet` under `dir` with DataDesigner's column names (also used
+/// by the conformance suite, whose `person` cases need a managed dataset).
+pub(crate) fn write_dataset(dir: &Path) {
     std::fs::create_dir_all(dir.join("datasets")).unwrap();
     let schema = parse_message_type(
         "message schema {

@@ -4,7 +4,8 @@ Usage: python datadesigner_preview.py CONFIG_DIR ENDPOINT OUT_JSON
 
 Each `*.yaml` in CONFIG_DIR is loaded with `DataDesignerConfigBuilder.from_config` and
 previewed (3 records) with one model provider, `mock`, at ENDPOINT. Writes
-`{case: {"ok": bool, "columns": [...], "outputs": [...], "error": str}}` to OUT_JSON, for
+`{case: {"ok": bool, "columns": [...], "shapes": {column: json kind of the first row},
+"outputs": [...], "error": str}}` to OUT_JSON, for
 tests/api/conformance.rs to compare with what synthgate does with the same files. Offline:
 nothing here needs the network (token statistics that need a download only log a warning).
 """
@@ -19,6 +20,23 @@ from data_designer.config.models import ModelProvider
 from data_designer.interface.data_designer import DataDesigner
 
 
+def kind(value) -> str:
+    """The JSON kind a value of the preview's DataFrame has, as synthgate would return it."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return "array"
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if value is None or (isinstance(value, float) and value != value):
+        return "null"
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return "number"
+    return "string"
+
+
 def main() -> None:
     config_dir, endpoint, out_path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     provider = ModelProvider(name="mock", endpoint=endpoint, provider_type="openai", api_key="unused")
@@ -29,7 +47,14 @@ def main() -> None:
             try:
                 preview = dd.preview(DataDesignerConfigBuilder.from_config(path), num_records=3)
                 outputs = sorted((getattr(preview, "processor_artifacts", None) or {}).keys())
-                results[path.stem] = {"ok": True, "columns": list(preview.dataset.columns), "outputs": outputs}
+                first = preview.dataset.iloc[0]
+                shapes = {str(c): kind(first[c]) for c in preview.dataset.columns}
+                results[path.stem] = {
+                    "ok": True,
+                    "columns": list(preview.dataset.columns),
+                    "shapes": shapes,
+                    "outputs": outputs,
+                }
             except Exception as e:  # noqa: BLE001 - every failure is a result to report
                 results[path.stem] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}
     out_path.write_text(json.dumps(results, indent=1))
