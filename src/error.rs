@@ -63,6 +63,9 @@ pub enum ApiError {
     /// The record exists but kept no trace for the asked column.
     #[error("{0}")]
     TraceNotFound(String),
+    /// The record exists but holds no stored image at that column and index.
+    #[error("{0}")]
+    MediaNotFound(String),
     /// The job already finished, so it cannot be cancelled.
     #[error("job {id} is already {status}")]
     JobFinished { id: String, status: &'static str },
@@ -119,6 +122,7 @@ impl ApiError {
             Self::JobNotFound(_)
             | Self::RecordNotFound(_)
             | Self::TraceNotFound(_)
+            | Self::MediaNotFound(_)
             | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::JobFinished { .. } | Self::IdempotencyConflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -149,6 +153,7 @@ impl ApiError {
             Self::JobNotFound(_) => "job_not_found",
             Self::RecordNotFound(_) => "record_not_found",
             Self::TraceNotFound(_) => "trace_not_found",
+            Self::MediaNotFound(_) => "media_not_found",
             Self::JobFinished { .. } => "job_finished",
             Self::IdempotencyConflict(_) => "idempotency_key_reused",
             Self::PayloadTooLarge(_) => "payload_too_large",

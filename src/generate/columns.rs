@@ -42,6 +42,7 @@ impl Step {
                 StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
                 StepKind::Expression { .. } | StepKind::Llm(_) => true,
                 StepKind::Embedding(_) => false,
+                StepKind::Image(_) => true,
             }
     }
 }
@@ -70,13 +71,14 @@ pub(crate) enum StepKind {
     },
     Llm(Box<super::llm::LlmStep>),
     Embedding(super::media::EmbeddingStep),
+    Image(super::media::ImageStep),
 }
 
 impl StepKind {
     /// Whether the step calls a model, so it runs only in `Plan::generate_with`.
     pub(crate) fn calls_model(&self) -> bool {
         match self {
-            Self::Llm(_) | Self::Embedding(_) => true,
+            Self::Llm(_) | Self::Embedding(_) | Self::Image(_) => true,
             Self::Seed { .. } | Self::Sampler { .. } | Self::Expression { .. } => false,
         }
     }
@@ -260,8 +262,8 @@ impl Step {
                 );
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
-            StepKind::Embedding(_) => {
-                let msg = "embedding generation needs an LLM runtime (Plan::generate_with)";
+            StepKind::Embedding(_) | StepKind::Image(_) => {
+                let msg = "media generation needs an LLM runtime (Plan::generate_with)";
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }

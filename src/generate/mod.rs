@@ -62,6 +62,8 @@ pub struct Generated {
     pub traces: Vec<Trace>,
     /// LLM requests and tokens by model alias (spent even when the record then failed).
     pub usage: BTreeMap<String, UsageCounts>,
+    /// Images of `image` columns; the values hold references to them.
+    pub media: Vec<crate::domain::media::Media>,
 }
 
 impl Generated {
@@ -74,6 +76,7 @@ impl Generated {
             },
             traces: Vec::new(),
             usage: BTreeMap::new(),
+            media: Vec::new(),
         }
     }
 }
@@ -83,6 +86,7 @@ impl Generated {
 struct Spent {
     traces: Vec<Trace>,
     usage: BTreeMap<String, UsageCounts>,
+    media: Vec<crate::domain::media::Media>,
 }
 
 impl Spent {
@@ -91,6 +95,7 @@ impl Spent {
             outcome,
             traces: self.traces,
             usage: self.usage,
+            media: self.media,
         }
     }
 }
@@ -180,6 +185,7 @@ impl Plan {
                 columns::StepKind::Embedding(e) => {
                     Some((s.name.clone(), e.model_alias.clone(), None))
                 }
+                columns::StepKind::Image(i) => Some((s.name.clone(), i.model_alias.clone(), None)),
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
                 | columns::StepKind::Expression { .. } => None,
@@ -204,6 +210,12 @@ impl Plan {
                     "embedding",
                     e.model_alias.clone(),
                     GenerationType::Embedding,
+                )),
+                columns::StepKind::Image(i) => Some((
+                    s.name.clone(),
+                    "image",
+                    i.model_alias.clone(),
+                    GenerationType::Image,
                 )),
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
@@ -283,6 +295,10 @@ impl Plan {
                     }
                     columns::StepKind::Embedding(e) => {
                         self.run_embedding(step, e, &env, &mut rec, rt, &mut spent)
+                            .await
+                    }
+                    columns::StepKind::Image(i) => {
+                        self.run_image(step, i, &env, &mut rec, rt, &mut spent)
                             .await
                     }
                     columns::StepKind::Seed { .. }

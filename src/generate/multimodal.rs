@@ -106,7 +106,7 @@ fn base64_url(v: &str, format: Option<&str>) -> Result<String, String> {
 }
 
 /// PNG, JPEG, GIF or WEBP from the magic bytes (DataDesigner's checks before PIL).
-fn detect(b: &[u8]) -> Option<&'static str> {
+pub(crate) fn detect(b: &[u8]) -> Option<&'static str> {
     if b.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("png")
     } else if b.starts_with(b"\xff\xd8\xff") {

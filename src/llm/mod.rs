@@ -57,6 +57,21 @@ pub trait ChatModel: Send + Sync {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError>;
 
+    /// See [`LlmClient::generate_image`]. Stubs that never draw need not implement it.
+    async fn generate_image(
+        &self,
+        model: &ModelConfig,
+        _prompt: &str,
+        _context: Vec<ContentBlock>,
+        _cancel: &CancellationToken,
+    ) -> Result<Images, LlmError> {
+        Err(LlmError::InvalidResponse {
+            model: model.alias.clone(),
+            attempts: 0,
+            message: "this model client cannot generate images".into(),
+        })
+    }
+
     /// See [`LlmClient::embed`]. Stubs that never embed need not implement it.
     async fn embed(
         &self,
@@ -90,5 +105,15 @@ impl ChatModel for LlmClient {
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
         LlmClient::embed(self, model, inputs, cancel).await
+    }
+
+    async fn generate_image(
+        &self,
+        model: &ModelConfig,
+        prompt: &str,
+        context: Vec<ContentBlock>,
+        cancel: &CancellationToken,
+    ) -> Result<Images, LlmError> {
+        LlmClient::generate_image(self, model, prompt, context, cancel).await
     }
 }

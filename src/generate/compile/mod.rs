@@ -118,7 +118,7 @@ pub(crate) fn compile(
             }
             ColumnKind::Llm(l) => c.llm(ci, l, &aliases, &mut p),
             ColumnKind::Embedding(e) => c.embedding(ci, e, &aliases, &mut p),
-            ColumnKind::Image(i) => c.image(ci, i),
+            ColumnKind::Image(i) => c.image(ci, i, &aliases, &mut p),
             ColumnKind::Unsupported { column_type } => {
                 let msg = format!(
                     "column_type '{column_type}' is not supported by synthgate; supported types: {}",
