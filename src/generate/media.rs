@@ -61,9 +61,11 @@ impl Plan {
             let msg = "the rendered prompt is empty";
             return Err(StepError::new(RecordErrorCode::TemplateError, msg));
         }
-        let context = image_parts(&i.contexts, |name| {
-            self.names.get(name).map(|&slot| &rec.values[slot])
-        })
+        let context = image_parts(
+            &i.contexts,
+            |name| self.names.get(name).map(|&slot| &rec.values[slot]),
+            &out.media,
+        )
         .map_err(|m| StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?;
         let model = rt.models.get(&i.model_alias).ok_or_else(|| {
             StepError::new(

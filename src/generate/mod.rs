@@ -381,9 +381,11 @@ impl Plan {
             return Ok(());
         };
         let media = match &llm.column.multi_modal_context {
-            Some(contexts) => multimodal::image_parts(contexts, |name| {
-                self.names.get(name).map(|&slot| &rec.values[slot])
-            })
+            Some(contexts) => multimodal::image_parts(
+                contexts,
+                |name| self.names.get(name).map(|&slot| &rec.values[slot]),
+                &out.media,
+            )
             .map_err(|m| columns::StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?,
             None => Vec::new(),
         };

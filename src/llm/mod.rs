@@ -22,6 +22,7 @@ mod adapter;
 mod anthropic;
 mod client;
 mod error;
+mod images;
 mod limits;
 mod media;
 mod openai;
@@ -32,7 +33,8 @@ mod usage;
 
 pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
-pub use media::{Embeddings, GeneratedImage, Images, is_diffusion_model};
+pub use images::{GeneratedImage, Images, is_diffusion_model};
+pub use media::Embeddings;
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;
 pub use types::{

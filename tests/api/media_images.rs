@@ -35,7 +35,11 @@ fn config() -> Value {
         {"name": "subject", "column_type": "sampler", "sampler_type": "category",
          "params": {"values": ["cat", "owl"]}},
         {"name": "picture", "column_type": "image", "model_alias": "painter",
-         "prompt": "A watercolour {{ subject }}."}
+         "prompt": "A watercolour {{ subject }}."},
+        {"name": "caption", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Describe the picture.", "multi_modal_context": [
+            {"modality": "image", "column_name": "picture", "data_type": null,
+             "image_format": null}]}
     ]})
 }
 
@@ -83,6 +87,21 @@ async fn images_end_to_end(backend: Backend) {
         sent[0]
     );
     assert_eq!(sent[0]["size"], "256x256", "{}", sent[0]);
+    // A later column's multi_modal_context gets the drawn image itself, as a data URI.
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    let chat = mock
+        .requests()
+        .into_iter()
+        .find(|r| r.api == Api::Openai)
+        .expect("the caption request");
+    assert_eq!(
+        chat.body["messages"][0]["content"],
+        json!([{"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}},
+               {"type": "text", "text": "Describe the picture."}]),
+        "{}",
+        chat.body
+    );
     // The export holds references, not image data.
     let (status, jsonl) = app
         .get_text(&format!("/v1/jobs/{id}/records?format=jsonl"))
@@ -107,6 +126,7 @@ async fn previews_inline_images_and_limits_hold() {
     assert_eq!(status, 200, "{body}");
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    assert_eq!(body["records"][0]["status"], "completed", "{body}");
     assert_eq!(
         body["records"][0]["values"]["picture"],
         json!([b64]),
