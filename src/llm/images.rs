@@ -214,8 +214,10 @@ fn image_string(s: &str) -> Result<Option<GeneratedImage>, String> {
                 .into(),
         );
     }
-    let looks_b64 = !s.is_empty()
+    // DataDesigner's `is_base64_image`: longer than 100 characters, the first 100 base64.
+    let looks_b64 = s.len() > 100
         && s.bytes()
+            .take(100)
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='));
     Ok(looks_b64.then(|| GeneratedImage {
         b64: s.to_owned(),
@@ -240,8 +242,11 @@ mod tests {
         let (imgs, usage) = parse_images(&chat, false).unwrap();
         assert_eq!(imgs[0].mime_type.as_deref(), Some("image/png"));
         assert_eq!(usage.completion_tokens, 5);
-        let content = json!({"choices": [{"message": {"content": "QUJD"}}]});
-        assert_eq!(parse_images(&content, false).unwrap().0[0].b64, "QUJD");
+        let long = "QUJD".repeat(30);
+        let content = json!({"choices": [{"message": {"content": long}}]});
+        assert_eq!(parse_images(&content, false).unwrap().0[0].b64, long);
+        let short = json!({"choices": [{"message": {"content": "no"}}]});
+        assert!(parse_images(&short, false).is_err());
         let none = json!({"choices": [{"message": {"content": "I cannot draw."}}]});
         assert_eq!(
             parse_images(&none, false).unwrap_err(),

@@ -157,3 +157,59 @@ async fn previews_inline_images_and_limits_hold() {
     );
     app.stop().await;
 }
+
+/// A model that is not a diffusion model draws on chat completions: the prompt after its image
+/// context in the user message, the image read from `message.images`; no image is a failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_route_image_models_get_the_context_and_answer_in_message_images() {
+    let script = json!({"rules": [
+        {"when": {"model": "mock-painter", "user_contains": "owl"}, "reply": {"text": "no"}},
+        {"when": {"model": "mock-painter"}, "reply": {"text": "", "image": true}}
+    ]});
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, script, |c| {
+        c.model_configs.push(
+            serde_json::from_value(json!({"alias": "painter", "model": "mock-painter",
+                "provider": "mock", "inference_parameters": {"generation_type": "image"}}))
+            .unwrap(),
+        );
+    })
+    .await;
+    let job = |subject: &str| {
+        json!({"config": {"columns": [
+            {"name": "sketch", "column_type": "expression",
+             "expr": "https://img.example/sketch.png"},
+            {"name": "picture", "column_type": "image", "model_alias": "painter",
+             "prompt": format!("Paint a {subject}."),
+             "multi_modal_context": [{"column_name": "sketch"}]}
+        ]}, "num_records": 1, "run_config": {"disable_early_shutdown": true}})
+    };
+    let (_, created) = app.create_job(&job("cat")).await;
+    let id = created["id"].as_str().unwrap();
+    app.wait_for_job(id, Duration::from_secs(60)).await;
+    let records = app.all_records(id).await;
+    assert_eq!(
+        records[0]["values"]["picture"][0]["mime_type"], "image/png",
+        "{records:?}"
+    );
+    let sent = &mock.requests()[0].body;
+    assert_eq!(
+        sent["messages"][0]["content"],
+        json!([{"type": "image_url", "image_url": {"url": "https://img.example/sketch.png"}},
+               {"type": "text", "text": "Paint a cat."}]),
+        "{sent}"
+    );
+
+    let (_, created) = app.create_job(&job("owl")).await;
+    let id = created["id"].as_str().unwrap();
+    app.wait_for_job(id, Duration::from_secs(60)).await;
+    let error = &app.all_records(id).await[0]["error"];
+    assert_eq!(error["code"], "llm_invalid_response", "{error}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("No image data found in image generation response"),
+        "{error}"
+    );
+    app.stop().await;
+}
