@@ -66,6 +66,9 @@ pub enum ApiError {
     /// The job's config has no `schema_transform` processor of that name.
     #[error("{0}")]
     OutputNotFound(String),
+    /// The record exists but holds no stored image at that column and index.
+    #[error("{0}")]
+    MediaNotFound(String),
     /// The job already finished, so it cannot be cancelled.
     #[error("job {id} is already {status}")]
     JobFinished { id: String, status: &'static str },
@@ -123,6 +126,7 @@ impl ApiError {
             | Self::RecordNotFound(_)
             | Self::TraceNotFound(_)
             | Self::OutputNotFound(_)
+            | Self::MediaNotFound(_)
             | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::JobFinished { .. } | Self::IdempotencyConflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -154,6 +158,7 @@ impl ApiError {
             Self::RecordNotFound(_) => "record_not_found",
             Self::TraceNotFound(_) => "trace_not_found",
             Self::OutputNotFound(_) => "output_not_found",
+            Self::MediaNotFound(_) => "media_not_found",
             Self::JobFinished { .. } => "job_finished",
             Self::IdempotencyConflict(_) => "idempotency_key_reused",
             Self::PayloadTooLarge(_) => "payload_too_large",

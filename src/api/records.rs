@@ -27,6 +27,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list_job_records))
         .routes(routes!(get_record))
         .routes(routes!(get_record_trace))
+        .routes(routes!(get_record_media))
 }
 
 /// The streaming routes, kept apart so the request timeout does not cut long downloads.
@@ -172,6 +173,33 @@ pub async fn get_record_trace(
             })
             .collect(),
     }))
+}
+
+/// Get an image a record's `image` column generated
+///
+/// The bytes, with their content type. A record's value holds a reference to each image
+/// (`{"media_id", "mime_type", "url"}`) instead of the image itself.
+#[utoipa::path(
+    get, path = "/v1/records/{id}/media/{column}/{index}", tag = "records",
+    params(
+        ("id" = uuid::Uuid, Path, description = "Record id"),
+        ("column" = String, Path, description = "The image column"),
+        ("index" = u32, Path, description = "Position in the column's list of images"),
+    ),
+    responses(
+        (status = 200, description = "The image", content_type = "image/*", body = Vec<u8>),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such record (`record_not_found`) or image (`media_not_found`)", body = ErrorBody),
+    )
+)]
+pub async fn get_record_media(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((id, column, index)): ApiPath<(String, String, u32)>,
+) -> Result<Response, ApiError> {
+    let id = extract::record_id(&id)?;
+    let (mime, data) = state.jobs.media(id, caller.owner(), &column, index).await?;
+    Ok(([(header::CONTENT_TYPE, mime)], data).into_response())
 }
 
 pub(super) fn stream_response(

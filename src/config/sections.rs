@@ -246,6 +246,9 @@ pub struct LimitsConfig {
     /// Largest `metadata` a job may carry, in bytes of compact JSON. Metadata is stored with
     /// the job and returned with it, in list pages too, so it stays small.
     pub max_metadata_bytes: usize,
+    /// Largest image an `image` column may store, in bytes (decoded); a larger one fails its
+    /// record with `image_too_large`.
+    pub max_image_bytes: usize,
 }
 
 impl Default for LimitsConfig {
@@ -257,6 +260,7 @@ impl Default for LimitsConfig {
             max_prompt_chars: 400_000,
             max_tool_result_chars: 100_000,
             max_metadata_bytes: 16 * 1024,
+            max_image_bytes: 20 * 1024 * 1024,
         }
     }
 }

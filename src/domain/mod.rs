@@ -7,6 +7,7 @@
 pub mod dataset;
 pub mod ids;
 pub mod job;
+pub mod media;
 pub mod models;
 pub mod record;
 pub mod status;

@@ -216,6 +216,8 @@ named_enum! {
             "an embedding column's target holds no text to embed (null, a number, an object, or a list with non-text items)",
         MultiModalContextInvalid = "multi_modal_context_invalid" in Llm:
             "a `multi_modal_context` column holds a value that is not an image URL or base64 image (no request was sent)",
+        ImageTooLarge = "image_too_large" in Llm:
+            "a generated image is larger than `limits.max_image_bytes`",
         ToolTurnsExceeded = "tool_turns_exceeded" in Llm:
             "the model kept calling tools after its tool-calling turns were used up",
         ValidatorError = "validator_error" in Validation:

@@ -43,6 +43,7 @@ impl Step {
                 StepKind::Sampler { conditional, .. } => !conditional.is_empty(),
                 StepKind::Expression { .. } | StepKind::Llm(_) => true,
                 StepKind::Validation(_) | StepKind::Embedding(_) => false,
+                StepKind::Image(_) => true,
             }
     }
 
@@ -50,7 +51,10 @@ impl Step {
     /// run one by one in `Plan::generate_with`, the CPU steps between them in one section.
     pub(crate) fn is_io(&self) -> bool {
         match &self.kind {
-            StepKind::Llm(_) | StepKind::Validation(_) | StepKind::Embedding(_) => true,
+            StepKind::Llm(_)
+            | StepKind::Validation(_)
+            | StepKind::Embedding(_)
+            | StepKind::Image(_) => true,
             StepKind::Seed { .. } | StepKind::Sampler { .. } | StepKind::Expression { .. } => false,
         }
     }
@@ -83,6 +87,7 @@ pub(crate) enum StepKind {
     Llm(Box<super::llm::LlmStep>),
     Validation(Box<super::validation::ValidationStep>),
     Embedding(super::media::EmbeddingStep),
+    Image(super::media::ImageStep),
 }
 
 /// Why a step failed: a record error code (which names the stage) and a message.
@@ -280,8 +285,8 @@ impl Step {
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
             // Validators and models do I/O, which only `generate_with` runs.
-            StepKind::Validation(_) | StepKind::Embedding(_) => {
-                let msg = "validation and embedding columns need a runtime (Plan::generate_with)";
+            StepKind::Validation(_) | StepKind::Embedding(_) | StepKind::Image(_) => {
+                let msg = "validation and media columns need a runtime (Plan::generate_with)";
                 return Err(StepError::new(RecordErrorCode::InternalError, msg));
             }
         }

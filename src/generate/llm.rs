@@ -48,6 +48,8 @@ pub struct LlmRuntime<'a> {
     pub scope: Option<CallScope>,
     /// `limits.max_prompt_chars`: longest rendered system + user prompt.
     pub max_prompt_chars: usize,
+    /// `limits.max_image_bytes`: largest image an `image` column stores.
+    pub max_image_bytes: usize,
     /// Where the record's CPU work (samplers, templates) runs, off the runtime threads.
     pub cpu: &'a crate::cpu::CpuGate,
 }

@@ -1,10 +1,15 @@
 //! Media columns at generation time: `embedding` (the target's text or texts, embedded in one
-//! call, in DataDesigner's output shape).
+//! call, in DataDesigner's output shape) and `image` (the images a model draws, kept beside the
+//! record, the value holding references to them).
 
+use base64::Engine as _;
 use serde_json::{Value, json};
 
 use super::columns::{RecordState, Step, StepEnv, StepError};
+use super::multimodal::{detect, image_parts};
 use super::{LlmRuntime, Plan, Spent};
+use crate::domain::dataset::MultiModalContext;
+use crate::domain::media::{Media, media_reference};
 use crate::domain::record::RecordErrorCode;
 use crate::domain::usage::UsageCounts;
 
@@ -16,7 +21,114 @@ pub(crate) struct EmbeddingStep {
     pub(crate) target_slot: usize,
 }
 
+/// A compiled `image` column.
+#[derive(Debug)]
+pub(crate) struct ImageStep {
+    pub(crate) model_alias: String,
+    /// Template name of the prompt.
+    pub(crate) prompt: String,
+    pub(crate) contexts: Vec<MultiModalContext>,
+}
+
 impl Plan {
+    /// Draws the column's images: the value is a list with one reference per image (as
+    /// DataDesigner's is one path per image), the bytes go to `out.media`.
+    pub(super) async fn run_image(
+        &self,
+        step: &Step,
+        i: &ImageStep,
+        env: &StepEnv<'_>,
+        rec: &mut RecordState<'_>,
+        rt: &LlmRuntime<'_>,
+        out: &mut Spent,
+    ) -> Result<(), StepError> {
+        let prompt = rt
+            .cpu
+            .run(|| {
+                let Some(ctx) = step.apply_skip(env, rec) else {
+                    return Ok(None);
+                };
+                let ctx = ctx.unwrap_or_else(|| rec.context());
+                env.render(&i.prompt, &ctx)
+                    .map(Some)
+                    .map_err(|e| StepError::new(RecordErrorCode::TemplateError, e))
+            })
+            .await?;
+        let Some(prompt) = prompt else {
+            return Ok(());
+        };
+        if prompt.trim().is_empty() {
+            let msg = "the rendered prompt is empty";
+            return Err(StepError::new(RecordErrorCode::TemplateError, msg));
+        }
+        let context = image_parts(
+            &i.contexts,
+            |name| self.names.get(name).map(|&slot| &rec.values[slot]),
+            &out.media,
+        )
+        .map_err(|m| StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?;
+        let model = rt.models.get(&i.model_alias).ok_or_else(|| {
+            StepError::new(
+                RecordErrorCode::UnknownModelAlias,
+                format!("model alias '{}' is not defined", i.model_alias),
+            )
+        })?;
+        let r = rt
+            .chat
+            .generate_image(model, &prompt, context, rt.cancel)
+            .await
+            .map_err(|err| StepError::new(err.code(), err.to_string()))?;
+        out.usage
+            .entry(i.model_alias.clone())
+            .or_default()
+            .add(&UsageCounts {
+                requests: 1,
+                prompt_tokens: r.usage.prompt_tokens,
+                completion_tokens: r.usage.completion_tokens,
+            });
+        let record = rt
+            .scope
+            .as_ref()
+            .map(|s| s.record.to_string())
+            .unwrap_or_default();
+        let mut refs = Vec::with_capacity(r.images.len());
+        for (index, img) in r.images.into_iter().enumerate() {
+            let data = base64::engine::general_purpose::STANDARD
+                .decode(img.b64.trim())
+                .map_err(|e| {
+                    StepError::new(
+                        RecordErrorCode::LlmInvalidResponse,
+                        format!("image {index} is not valid base64 ({e})"),
+                    )
+                })?;
+            if data.len() > rt.max_image_bytes {
+                return Err(StepError::new(
+                    RecordErrorCode::ImageTooLarge,
+                    format!(
+                        "image {index} has {} bytes, more than limits.max_image_bytes ({})",
+                        data.len(),
+                        rt.max_image_bytes
+                    ),
+                ));
+            }
+            let mime_type = img.mime_type.unwrap_or_else(|| {
+                detect(&data).map_or("application/octet-stream".to_owned(), |f| {
+                    format!("image/{}", if f == "jpg" { "jpeg" } else { f })
+                })
+            });
+            let media = Media {
+                column: step.name.clone(),
+                index: u32::try_from(index).unwrap_or(u32::MAX),
+                mime_type,
+                data,
+            };
+            refs.push(media_reference(&record, &media));
+            out.media.push(media);
+        }
+        rec.put(step.slot, Value::Array(refs));
+        Ok(())
+    }
+
     /// Embeds the target column's text(s): `{"embeddings": [[...]], "num_embeddings": n,
     /// "dimension": d}`, as DataDesigner's `EmbeddingGenerationResult` dumps it.
     pub(super) async fn run_embedding(

@@ -80,6 +80,8 @@ pub struct Generated {
     pub traces: Vec<Trace>,
     /// LLM requests and tokens by model alias (spent even when the record then failed).
     pub usage: BTreeMap<String, UsageCounts>,
+    /// Images of `image` columns; the values hold references to them.
+    pub media: Vec<crate::domain::media::Media>,
 }
 
 impl Generated {
@@ -92,6 +94,7 @@ impl Generated {
             },
             traces: Vec::new(),
             usage: BTreeMap::new(),
+            media: Vec::new(),
         }
     }
 }
@@ -101,6 +104,7 @@ impl Generated {
 struct Spent {
     traces: Vec<Trace>,
     usage: BTreeMap<String, UsageCounts>,
+    media: Vec<crate::domain::media::Media>,
 }
 
 impl Spent {
@@ -109,6 +113,7 @@ impl Spent {
             outcome,
             traces: self.traces,
             usage: self.usage,
+            media: self.media,
         }
     }
 }
@@ -235,6 +240,7 @@ impl Plan {
                 columns::StepKind::Embedding(e) => {
                     Some((s.name.clone(), e.model_alias.clone(), None))
                 }
+                columns::StepKind::Image(i) => Some((s.name.clone(), i.model_alias.clone(), None)),
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
                 | columns::StepKind::Expression { .. }
@@ -260,6 +266,12 @@ impl Plan {
                     "embedding",
                     e.model_alias.clone(),
                     GenerationType::Embedding,
+                )),
+                columns::StepKind::Image(i) => Some((
+                    s.name.clone(),
+                    "image",
+                    i.model_alias.clone(),
+                    GenerationType::Image,
                 )),
                 columns::StepKind::Seed { .. }
                 | columns::StepKind::Sampler { .. }
@@ -339,6 +351,10 @@ impl Plan {
                 ),
                 columns::StepKind::Embedding(e) => Some(
                     self.run_embedding(step, e, &env, &mut rec, rt, &mut spent)
+                        .await,
+                ),
+                columns::StepKind::Image(i) => Some(
+                    self.run_image(step, i, &env, &mut rec, rt, &mut spent)
                         .await,
                 ),
                 columns::StepKind::Validation(v) => {
@@ -425,9 +441,11 @@ impl Plan {
             return Ok(());
         };
         let media = match &llm.column.multi_modal_context {
-            Some(contexts) => multimodal::image_parts(contexts, |name| {
-                self.names.get(name).map(|&slot| &rec.values[slot])
-            })
+            Some(contexts) => multimodal::image_parts(
+                contexts,
+                |name| self.names.get(name).map(|&slot| &rec.values[slot]),
+                &out.media,
+            )
             .map_err(|m| columns::StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?,
             None => Vec::new(),
         };

@@ -10,22 +10,38 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use crate::domain::dataset::{MediaDataType, MultiModalContext};
+use crate::domain::media::Media;
 use crate::llm::ContentBlock;
 
 /// What DataDesigner's `is_image_url` counts as an image URL's extension.
 const IMAGE_EXTENSIONS: &[&str] = &[".png", ".jpg", ".jpeg", ".gif", ".webp"];
 
 /// The image parts for one record, in context order then value order. `value` looks a column
-/// up; `Err` says which column and value could not be used.
+/// up; `media` holds the images this record's `image` columns drew, which a reference in a
+/// value (`{"media_id": ...}`) stands for (DataDesigner loads its image files the same way);
+/// `Err` says which column and value could not be used.
 pub(crate) fn image_parts<'v>(
     contexts: &[MultiModalContext],
     value: impl Fn(&str) -> Option<&'v Value>,
+    media: &[Media],
 ) -> Result<Vec<ContentBlock>, String> {
     let mut parts = Vec::new();
     for ctx in contexts {
         let column = &ctx.column_name;
         let raw = value(column).unwrap_or(&Value::Null);
         for (i, item) in normalize(raw).into_iter().enumerate() {
+            if let Some(m) = item
+                .get("media_id")
+                .and_then(Value::as_str)
+                .and_then(|id| stored(media, id))
+            {
+                let b64 = base64::engine::general_purpose::STANDARD.encode(&m.data);
+                parts.push(ContentBlock::image_url(format!(
+                    "data:{};base64,{b64}",
+                    m.mime_type
+                )));
+                continue;
+            }
             let Some(text) = item.as_str() else {
                 return Err(format!(
                     "multi_modal_context column '{column}' holds a non-text value at item {i}; expected a URL or base64 image"
@@ -37,6 +53,16 @@ pub(crate) fn image_parts<'v>(
         }
     }
     Ok(parts)
+}
+
+/// The image a `media_id` (`<record>/<column>/<index>`) names among this record's images.
+fn stored<'m>(media: &'m [Media], id: &str) -> Option<&'m Media> {
+    let (rest, index) = id.rsplit_once('/')?;
+    let (_, column) = rest.split_once('/')?;
+    let index: u32 = index.parse().ok()?;
+    media
+        .iter()
+        .find(|m| m.column == column && m.index == index)
 }
 
 /// DataDesigner's `normalize_media_context_values`: a JSON list in a string gives its items,
@@ -106,7 +132,7 @@ fn base64_url(v: &str, format: Option<&str>) -> Result<String, String> {
 }
 
 /// PNG, JPEG, GIF or WEBP from the magic bytes (DataDesigner's checks before PIL).
-fn detect(b: &[u8]) -> Option<&'static str> {
+pub(crate) fn detect(b: &[u8]) -> Option<&'static str> {
     if b.starts_with(b"\x89PNG\r\n\x1a\n") {
         Some("png")
     } else if b.starts_with(b"\xff\xd8\xff") {
@@ -136,7 +162,7 @@ mod tests {
     }
 
     fn urls(c: &MultiModalContext, v: Value) -> Result<Vec<String>, String> {
-        image_parts(std::slice::from_ref(c), |_| Some(&v)).map(|parts| {
+        image_parts(std::slice::from_ref(c), |_| Some(&v), &[]).map(|parts| {
             parts
                 .into_iter()
                 .map(|p| match p {

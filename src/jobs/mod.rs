@@ -84,7 +84,13 @@ impl JobService {
         tools: ToolHub,
     ) -> Self {
         let cpu = CpuGate::per_core();
-        let runner = RecordRunner::new(llm, tools.clone(), cpu.clone(), limits.max_prompt_chars);
+        let runner = RecordRunner::new(
+            llm,
+            tools.clone(),
+            cpu.clone(),
+            limits.max_prompt_chars,
+            limits.max_image_bytes,
+        );
         Self {
             store,
             plans: Arc::new(PlanCache::new(256)),

@@ -4,6 +4,7 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
+use crate::domain::record::RecordOutcome;
 use crate::error::ApiError;
 use crate::generate::Generated;
 use crate::mcp::CallScope;
@@ -50,11 +51,35 @@ impl JobService {
             self.runner
                 .run(&v.compiled, i, scope, self.runner.llm(), &cancel)
         });
-        let records = futures::future::join_all(runs).await;
+        let mut records = futures::future::join_all(runs).await;
+        records.iter_mut().for_each(inline_media);
         Ok(Preview {
             columns: v.compiled.plan.output_columns().to_vec(),
             seed: v.seed,
             records,
         })
+    }
+}
+
+/// A preview stores nothing, so a reference to a stored image would lead nowhere: an image
+/// column's cell holds its images as base64 strings instead, as DataDesigner's preview
+/// (dataframe mode) does. A preview has at most 10 records, so this stays small.
+fn inline_media(g: &mut Generated) {
+    use base64::Engine as _;
+    let values = match &mut g.outcome {
+        RecordOutcome::Completed { values } => values,
+        RecordOutcome::Failed {
+            values: Some(values),
+            ..
+        } => values,
+        RecordOutcome::Failed { values: None, .. } => return,
+    };
+    for m in std::mem::take(&mut g.media) {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&m.data);
+        if let Some(serde_json::Value::Array(cells)) = values.get_mut(&m.column)
+            && let Some(cell) = cells.get_mut(m.index as usize)
+        {
+            *cell = b64.into();
+        }
     }
 }

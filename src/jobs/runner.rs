@@ -21,6 +21,8 @@ pub struct RecordRunner {
     cpu: CpuGate,
     /// `limits.max_prompt_chars`.
     max_prompt_chars: usize,
+    /// `limits.max_image_bytes`.
+    max_image_bytes: usize,
 }
 
 impl RecordRunner {
@@ -29,12 +31,14 @@ impl RecordRunner {
         tools: ToolHub,
         cpu: CpuGate,
         max_prompt_chars: usize,
+        max_image_bytes: usize,
     ) -> Self {
         Self {
             llm,
             tools,
             cpu,
             max_prompt_chars,
+            max_image_bytes,
         }
     }
 
@@ -66,6 +70,7 @@ impl RecordRunner {
             max_corrections: rc.max_conversation_correction_steps,
             tools: &self.tools,
             max_prompt_chars: self.max_prompt_chars,
+            max_image_bytes: self.max_image_bytes,
             tool_configs: &job.tools,
             scope: Some(scope),
             cpu: &self.cpu,

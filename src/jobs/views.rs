@@ -128,6 +128,26 @@ impl JobService {
         Ok(rows)
     }
 
+    /// One stored image of a record's `image` column: `(mime type, bytes)`, for the record's
+    /// owner only (as the record itself).
+    pub async fn media(
+        &self,
+        id: RecordId,
+        owner: Option<&str>,
+        column: &str,
+        index: u32,
+    ) -> Result<(String, Vec<u8>), ApiError> {
+        self.record(id, owner).await?;
+        self.store
+            .get_media(id, column, index)
+            .await?
+            .ok_or_else(|| {
+                ApiError::MediaNotFound(format!(
+                    "record {id} has no image {index} in column '{column}'"
+                ))
+            })
+    }
+
     /// Adds each record's traces to its values as `{column}__trace`.
     pub(super) async fn attach_traces(&self, rows: &mut [RecordRow]) -> Result<(), ApiError> {
         let ids: Vec<_> = rows.iter().map(|r| r.id).collect();

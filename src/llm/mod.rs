@@ -22,6 +22,7 @@ mod adapter;
 mod anthropic;
 mod client;
 mod error;
+mod images;
 mod limits;
 mod media;
 mod openai;
@@ -32,7 +33,8 @@ mod usage;
 
 pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
-pub use media::{Embeddings, GeneratedImage, Images, is_diffusion_model};
+pub use images::{GeneratedImage, Images, is_diffusion_model};
+pub use media::Embeddings;
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;
 pub use types::{
@@ -56,6 +58,21 @@ pub trait ChatModel: Send + Sync {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError>;
+
+    /// See [`LlmClient::generate_image`]. Stubs that never draw need not implement it.
+    async fn generate_image(
+        &self,
+        model: &ModelConfig,
+        _prompt: &str,
+        _context: Vec<ContentBlock>,
+        _cancel: &CancellationToken,
+    ) -> Result<Images, LlmError> {
+        Err(LlmError::InvalidResponse {
+            model: model.alias.clone(),
+            attempts: 0,
+            message: "this model client cannot generate images".into(),
+        })
+    }
 
     /// See [`LlmClient::embed`]. Stubs that never embed need not implement it.
     async fn embed(
@@ -90,5 +107,15 @@ impl ChatModel for LlmClient {
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
         LlmClient::embed(self, model, inputs, cancel).await
+    }
+
+    async fn generate_image(
+        &self,
+        model: &ModelConfig,
+        prompt: &str,
+        context: Vec<ContentBlock>,
+        cancel: &CancellationToken,
+    ) -> Result<Images, LlmError> {
+        LlmClient::generate_image(self, model, prompt, context, cancel).await
     }
 }

@@ -185,6 +185,8 @@ pub struct RecordResult {
     /// The LLM usage of this attempt by model alias, added to the job's usage in the
     /// transaction that writes the result (and only if it is written).
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// Replaces any media stored for the record (the images of its `image` columns).
+    pub media: Vec<crate::domain::media::Media>,
 }
 
 /// Result of `request_cancel`.
@@ -342,6 +344,14 @@ pub trait Store: Send + Sync + 'static {
         record_id: RecordId,
         column: Option<&str>,
     ) -> Result<Vec<TraceRow>, StoreError>;
+
+    /// One stored image of a record's column: `(mime type, bytes)`.
+    async fn get_media(
+        &self,
+        record_id: RecordId,
+        column: &str,
+        index: u32,
+    ) -> Result<Option<(String, Vec<u8>)>, StoreError>;
 
     /// Traces of several records (a page or export chunk), in no particular order.
     async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError>;

@@ -277,6 +277,7 @@ mod tests {
             outcome: RecordOutcome::Completed { values },
             traces: Vec::new(),
             usage: Default::default(),
+            media: Vec::new(),
         }
     }
 

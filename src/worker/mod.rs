@@ -352,6 +352,7 @@ async fn run_record(
             outcome: generated.outcome,
             traces: generated.traces,
             usage: generated.usage,
+            media: generated.media,
         },
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the

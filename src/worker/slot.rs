@@ -126,6 +126,22 @@ impl ChatModel for SlotChat<'_> {
         out
     }
 
+    async fn generate_image(
+        &self,
+        model: &ModelConfig,
+        prompt: &str,
+        context: Vec<crate::llm::ContentBlock>,
+        cancel: &CancellationToken,
+    ) -> Result<crate::llm::Images, LlmError> {
+        let wait = self.slot.begin_wait();
+        let out = self
+            .chat
+            .generate_image(model, prompt, context, cancel)
+            .await;
+        wait.done().await;
+        out
+    }
+
     async fn embed(
         &self,
         model: &ModelConfig,

@@ -181,6 +181,7 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             },
             traces: Vec::new(),
             usage: result.usage,
+            media: Vec::new(),
         };
         match inner
             .store

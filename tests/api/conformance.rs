@@ -49,6 +49,10 @@ const CASES: &[(&str, Expect)] = &[
     ("column_llm-judge", Accepted),
     ("column_validation", Accepted),
     ("column_embedding", Accepted),
+    ("column_image", Accepted),
+    ("tutorial_image_caption", Accepted),
+    // A Python function cannot run in a service.
+    ("column_custom", Refused("python_callable_not_served")),
     ("constraint_scalar_inequality", Accepted),
     ("constraint_column_inequality", Accepted),
     ("processor_drop_columns", Accepted),
@@ -290,6 +294,7 @@ fn output_columns(config: &Value) -> Vec<(String, &'static str)> {
                     "uuid" | "datetime" | "timedelta" | "subcategory" => "string",
                     _ => "scalar",
                 },
+                "image" => "array",
                 _ => "string",
             };
             (c["name"].as_str().unwrap().to_owned(), shape)
@@ -311,6 +316,7 @@ fn json_kind(v: &Value) -> &'static str {
 
 fn shape_fits(shape: &str, v: &Value) -> bool {
     match shape {
+        "array" => v.is_array(),
         "object" => v.is_object(),
         "number" => v.is_number(),
         "string" => v.is_string(),

@@ -21,6 +21,7 @@ mod mcp_jobs;
 mod mcp_sse;
 mod mcp_support;
 mod media_columns;
+mod media_images;
 mod metrics;
 mod model_types;
 mod openapi;

@@ -120,6 +120,7 @@ fn completed(id: RecordId, values: Value) -> RecordResult {
         outcome: RecordOutcome::Completed { values },
         traces: Vec::new(),
         usage: Default::default(),
+        media: Vec::new(),
     }
 }
 
@@ -138,6 +139,7 @@ fn failed(id: RecordId, code: &str) -> RecordResult {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        media: Vec::new(),
     }
 }
 

@@ -17,7 +17,13 @@ from data_designer.config import column_configs as cc
 from data_designer.config import sampler_params as sp
 from data_designer.config.analysis.column_profilers import JudgeScoreProfilerConfig
 from data_designer.config.config_builder import DataDesignerConfigBuilder
-from data_designer.config.models import ChatCompletionInferenceParams, ModelConfig
+from data_designer.config.custom_column import custom_column_generator
+from data_designer.config.models import (
+    ChatCompletionInferenceParams,
+    ImageContext,
+    ImageInferenceParams,
+    ModelConfig,
+)
 from data_designer.config.processors import (
     DropColumnsProcessorConfig,
     SchemaTransformProcessorConfig,
@@ -125,6 +131,36 @@ def cases():
     b.add_column(topic())
     b.add_column(name="vec", column_type="embedding", model_alias="embedder", target_column="topic")
     out["column_embedding"] = b
+    # An image model whose name routes it to the images API (as DataDesigner routes it).
+    painter = ModelConfig(alias="painter", model="gpt-image-1", provider="mock", inference_parameters=ImageInferenceParams())
+    b = DataDesignerConfigBuilder(model_configs=[WRITER, painter])
+    b.add_column(topic())
+    b.add_column(cc.ImageColumnConfig(name="picture", prompt="A picture of {{ topic }}", model_alias="painter"))
+    out["column_image"] = b
+    # The "draw, then describe" pattern: the image goes to the writer as multi-modal context.
+    b = DataDesignerConfigBuilder(model_configs=[WRITER, painter])
+    b.add_column(topic())
+    b.add_column(cc.ImageColumnConfig(name="picture", prompt="A picture of {{ topic }}", model_alias="painter"))
+    b.add_column(
+        cc.LLMTextColumnConfig(
+            name="caption",
+            prompt="Describe the picture of {{ topic }}.",
+            model_alias="writer",
+            multi_modal_context=[ImageContext(column_name="picture", data_type="base64", image_format="png")],
+        )
+    )
+    out["tutorial_image_caption"] = b
+
+    # A custom column names a Python function: written by the builder, refused by a service.
+    @custom_column_generator(required_columns=["topic"])
+    def shout(row):
+        row["loud"] = row["topic"].upper()
+        return row
+
+    b = builder()
+    b.add_column(topic())
+    b.add_column(cc.CustomColumnConfig(name="loud", generator_function=shout))
+    out["column_custom"] = b
 
     # Constraints.
     b = builder()

@@ -30,8 +30,9 @@ pub mod codes {
     /// An LLM column's `model_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_MODEL_ALIAS: &str = "unknown_model_alias";
     /// A column's `model_alias` names a model of another generation type than the column needs
-    /// (an LLM column needs a chat-completion model, an embedding column an embedding model),
-    /// or an embedding model on an Anthropic provider (which has no embeddings API).
+    /// (an LLM column needs a chat-completion model, an embedding column an embedding model, an
+    /// image column an image model), or an embedding or image model on an Anthropic provider
+    /// (which has neither API).
     pub const MODEL_TYPE_MISMATCH: &str = "model_type_mismatch";
     /// An LLM column's `tool_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_TOOL_ALIAS: &str = "unknown_tool_alias";
@@ -106,7 +107,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_COLUMN_TYPE,
-        "a DataDesigner column type synthgate does not serve (embedding, image)",
+        "a DataDesigner column type synthgate does not serve (none today; kept for types a newer DataDesigner adds)",
     ),
     (
         codes::INVALID_TEMPLATE,
@@ -134,7 +135,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::MODEL_TYPE_MISMATCH,
-        "a column's model_alias names a model of another generation type than the column needs (LLM columns: chat-completion; embedding columns: embedding), or an embedding model on an Anthropic provider",
+        "a column's model_alias names a model of another generation type than the column needs (LLM columns: chat-completion; embedding: embedding; image: image), or an embedding or image model on an Anthropic provider",
     ),
     (
         codes::UNKNOWN_TOOL_ALIAS,

@@ -1,10 +1,11 @@
-//! Compiling the media columns: `embedding` (its target column and model alias) and `image`.
+//! Compiling the media columns: `embedding` (its target column and model alias) and `image`
+//! (its prompt template, model alias and image context columns).
 
 use super::super::columns::StepKind;
-use super::super::media::EmbeddingStep;
+use super::super::media::{EmbeddingStep, ImageStep};
 use super::super::validate::Aliases;
 use super::{ColumnParts, Compiler};
-use crate::domain::dataset::{EmbeddingColumn, ImageColumn, codes};
+use crate::domain::dataset::{EmbeddingColumn, ImageColumn, Modality, codes};
 
 impl Compiler<'_> {
     pub(super) fn embedding(
@@ -34,9 +35,40 @@ impl Compiler<'_> {
         }))
     }
 
-    pub(super) fn image(&mut self, ci: usize, _i: &ImageColumn) -> Option<StepKind> {
-        let msg = "column_type 'image' is not served by synthgate yet";
-        self.issue(codes::UNSUPPORTED_COLUMN_TYPE, ci, Some("column_type"), msg);
-        None
+    pub(super) fn image(
+        &mut self,
+        ci: usize,
+        i: &ImageColumn,
+        aliases: &Aliases,
+        p: &mut ColumnParts,
+    ) -> Option<StepKind> {
+        let column = self.columns[ci].name.clone();
+        self.issues.extend(Aliases::check(
+            &aliases.models,
+            &i.model_alias,
+            codes::UNKNOWN_MODEL_ALIAS,
+            &column,
+            "model_alias",
+        ));
+        let prompt = self.template(ci, "prompt", &i.prompt, p, true);
+        for (k, m) in i.multi_modal_context.iter().flatten().enumerate() {
+            if m.modality != Modality::Image {
+                let field = format!("multi_modal_context[{k}].modality");
+                let msg = "only image context is sent to models by synthgate";
+                self.issue(codes::UNSUPPORTED_MODALITY, ci, Some(&field), msg);
+            }
+            let field = format!("multi_modal_context[{k}].column_name");
+            if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
+                let producer_slot = self.column_slot[self.producer[slot]];
+                if !p.required.contains(&producer_slot) {
+                    p.required.push(producer_slot);
+                }
+            }
+        }
+        Some(StepKind::Image(ImageStep {
+            model_alias: i.model_alias.clone(),
+            prompt: prompt?,
+            contexts: i.multi_modal_context.clone().unwrap_or_default(),
+        }))
     }
 }

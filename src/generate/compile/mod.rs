@@ -147,7 +147,7 @@ pub(crate) fn compile(
             ColumnKind::Unsupported { column_type } if column_type == PLACEHOLDER_TYPE => None,
             ColumnKind::Validation(v) => c.validation(ci, v, &ctx.validators, &mut p),
             ColumnKind::Embedding(e) => c.embedding(ci, e, &aliases, &mut p),
-            ColumnKind::Image(i) => c.image(ci, i),
+            ColumnKind::Image(i) => c.image(ci, i, &aliases, &mut p),
             ColumnKind::Unsupported { column_type } => {
                 let msg = format!(
                     "column_type '{column_type}' is not supported by synthgate; supported types: {}",

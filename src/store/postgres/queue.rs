@@ -294,7 +294,7 @@ impl PgStore {
             // The traces of the final attempt replace all earlier ones, including columns
             // this attempt did not reach.
             sqlx::query("delete from traces where record_id = any($1)")
-                .bind(written_ids)
+                .bind(&written_ids)
                 .execute(&mut *tx)
                 .await?;
             let (mut record_ids, mut names, mut traces): (Vec<Uuid>, Vec<&str>, Vec<&Value>) =
@@ -316,6 +316,26 @@ impl PgStore {
                 .bind(traces)
                 .execute(&mut *tx)
                 .await?;
+            }
+            // Media likewise: the final attempt's images replace all earlier ones.
+            sqlx::query("delete from media where record_id = any($1)")
+                .bind(written_ids)
+                .execute(&mut *tx)
+                .await?;
+            for result in results.iter().filter(|r| written.contains_key(&r.id.0)) {
+                for m in &result.media {
+                    sqlx::query(
+                        "insert into media (record_id, column_name, idx, mime_type, data) \
+                         values ($1, $2, $3, $4, $5) on conflict do nothing",
+                    )
+                    .bind(result.id.0)
+                    .bind(m.column.as_str())
+                    .bind(i64::from(m.index))
+                    .bind(m.mime_type.as_str())
+                    .bind(m.data.as_slice())
+                    .execute(&mut *tx)
+                    .await?;
+                }
             }
             // Usage of the written results only, in their transaction: exact whatever crashes,
             // and a retried batch whose first commit did land counts nothing twice.

@@ -408,6 +408,23 @@ impl Store for SqliteStore {
         rows::convert(rows)
     }
 
+    async fn get_media(
+        &self,
+        record_id: RecordId,
+        column: &str,
+        index: u32,
+    ) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        let row: Option<(String, Vec<u8>)> = sqlx::query_as(
+            "select mime_type, data from media where record_id = $1 and column_name = $2 and idx = $3",
+        )
+        .bind(record_id.0)
+        .bind(column)
+        .bind(i64::from(index))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row)
+    }
+
     async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {
         if record_ids.is_empty() {
             return Ok(Vec::new());

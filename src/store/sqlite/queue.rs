@@ -291,6 +291,25 @@ impl SqliteStore {
                 });
                 qb.build().execute(&mut *tx).await?;
             }
+            // Media likewise: the final attempt's images replace all earlier ones.
+            sqlx::query("delete from media where record_id = $1")
+                .bind(result.id.0)
+                .execute(&mut *tx)
+                .await?;
+            for m in &result.media {
+                sqlx::query(
+                    "insert or ignore into media (record_id, column_name, idx, mime_type, data, created_at) \
+                     values ($1, $2, $3, $4, $5, $6)",
+                )
+                .bind(result.id.0)
+                .bind(m.column.as_str())
+                .bind(i64::from(m.index))
+                .bind(m.mime_type.as_str())
+                .bind(m.data.as_slice())
+                .bind(now)
+                .execute(&mut *tx)
+                .await?;
+            }
             written.push(result.id);
             written_usage.push((JobId(job), &result.usage));
         }

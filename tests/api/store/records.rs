@@ -101,6 +101,7 @@ async fn results_round_trip(db: TestDb) {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        media: Vec::new(),
     };
     let results = [
         completed(held[0].id, values.clone()),

@@ -217,6 +217,14 @@ impl Store for Spy {
         self.note("get_traces");
         self.inner.get_traces(record_id, column).await
     }
+    async fn get_media(
+        &self,
+        record_id: RecordId,
+        column: &str,
+        index: u32,
+    ) -> Result<Option<(String, Vec<u8>)>, StoreError> {
+        self.inner.get_media(record_id, column, index).await
+    }
     async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {
         self.note("traces_for");
         self.inner.traces_for(record_ids).await

@@ -148,6 +148,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
         },
         traces: Vec::new(),
         usage: BTreeMap::new(),
+        media: Vec::new(),
     };
     let clean = completed(held[3].id, json!({"topic": "theirs"}));
     let results = [bad_value, bad_trace, bad_error, clean];

@@ -59,6 +59,14 @@ pub(crate) fn embeddings_body(model: &str, request: &Value) -> Value {
            "usage": {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}})
 }
 
+/// `{"type": "image_url", "image_url": {"url": "data:image/png;base64,<PNG>"}}`: an image in
+/// a chat answer's `message.images`.
+pub(crate) fn png_image_url() -> Value {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(PNG);
+    json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}})
+}
+
 /// `data: [{"b64_json": <PNG>}]`, as OpenAI's images API answers with `b64_json`.
 pub(crate) fn images_body() -> Value {
     use base64::Engine as _;

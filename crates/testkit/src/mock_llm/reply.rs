@@ -15,6 +15,8 @@ pub(crate) struct Answer {
     /// (id, name, arguments: object or verbatim string)
     pub tool_calls: Vec<(String, String, Value)>,
     pub finish_reason: Option<String>,
+    /// Add the mock's PNG as `message.images` (OpenAI; image models on the chat route).
+    pub image: bool,
 }
 
 /// Deterministic token estimate: characters / 4, rounded up.
@@ -169,6 +171,9 @@ pub(crate) fn success_body(
             msg.insert("content".into(), content);
             if let Some(r) = &a.reasoning {
                 msg.insert("reasoning_content".into(), r.clone().into());
+            }
+            if a.image {
+                msg.insert("images".into(), json!([super::media::png_image_url()]));
             }
             if !a.tool_calls.is_empty() {
                 let calls: Vec<Value> = a

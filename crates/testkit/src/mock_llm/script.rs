@@ -122,6 +122,10 @@ pub struct Reply {
     pub tool_calls: Vec<ScriptedToolCall>,
     /// A JSON value returned as the content, fenced as ```json (structured columns).
     pub json: Option<Value>,
+    /// Answer with the mock's PNG in `message.images` too (OpenAI chat: how image models on
+    /// the chat route answer).
+    #[serde(default)]
+    pub image: bool,
     /// `finish_reason` / `stop_reason` override (e.g. `length`).
     pub finish_reason: Option<String>,
     /// Answer with this HTTP error status instead.

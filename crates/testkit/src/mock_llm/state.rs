@@ -310,6 +310,7 @@ fn plan_for(g: &mut Inner, reply: &Reply, view: &View) -> Plan {
         reasoning: reply.reasoning.clone(),
         tool_calls,
         finish_reason: reply.finish_reason.clone(),
+        image: reply.image,
     })
 }
 
