@@ -34,9 +34,6 @@ pub const KNOWN_COLUMN_TYPES: &[&str] = &[
     "image",
 ];
 
-/// DataDesigner column types synthgate recognises but does not serve.
-const UNSERVED_COLUMN_TYPES: &[&str] = &[];
-
 const COMMON_FIELDS: &[&str] = &["name", "drop", "column_type", "skip", "propagate_skip"];
 const SAMPLER_FIELDS: &[&str] = &["sampler_type", "params", "conditional_params", "convert_to"];
 const EXPRESSION_FIELDS: &[&str] = &["expr", "dtype"];
@@ -99,7 +96,9 @@ pub enum ColumnKind {
     Embedding(EmbeddingColumn),
     /// `image`.
     Image(ImageColumn),
-    /// A DataDesigner column type synthgate does not serve; rejected at compile.
+    /// A column type this build does not serve (none of DataDesigner 0.9.6's today), or the
+    /// stand-in for a column that did not parse, so that one 422 can list every problem
+    /// without reporting references to it as unknown. Never compiled into a step.
     Unsupported {
         /// The `column_type` given.
         column_type: String,
@@ -271,19 +270,6 @@ pub(crate) fn parse_column(
         }
         "embedding" => EMBEDDING_FIELDS,
         "image" => IMAGE_FIELDS,
-        t if UNSERVED_COLUMN_TYPES.contains(&t) => {
-            // Shape is not checked: the column is rejected at compile as unsupported.
-            let name = issues.de::<CommonDe>(value)?.name;
-            return Some(ColumnConfig {
-                name,
-                drop: false,
-                skip: None,
-                propagate_skip: true,
-                kind: ColumnKind::Unsupported {
-                    column_type: t.to_owned(),
-                },
-            });
-        }
         other => {
             let msg = format!(
                 "unknown column_type '{other}'; known types: {}",

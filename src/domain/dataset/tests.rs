@@ -318,19 +318,6 @@ fn seed_config_shapes() {
 }
 
 #[test]
-fn unserved_column_types_parse_for_compile_to_reject() {
-    let cfg = parse(
-        json!({"columns": [{"name": "v", "column_type": "embedding", "target_column": "a"}]}),
-    );
-    assert_eq!(
-        cfg.columns[0].kind,
-        ColumnKind::Unsupported {
-            column_type: "embedding".into()
-        }
-    );
-}
-
-#[test]
 fn odd_inputs_never_panic() {
     let odd = [
         json!(null),

@@ -42,15 +42,6 @@ fn duplicate_column_and_side_column_clash() {
 }
 
 #[test]
-fn unsupported_column_type() {
-    let i =
-        column_issues(json!([{"name": "v", "column_type": "custom", "generator_function": "f"}]));
-    assert_eq!(codes(&i), ["unsupported_column_type"]);
-    assert_eq!(i[0].column.as_deref(), Some("v"));
-    assert!(i[0].message.contains("'custom' is not supported"));
-}
-
-#[test]
 fn invalid_template_includes_minijinja_message() {
     let i = column_issues(json!([expr("e", "{{ x + }}"), expr("x", "1")]));
     assert_eq!(codes(&i), ["invalid_template"]);
