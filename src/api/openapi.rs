@@ -24,7 +24,14 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
     ),
     // Schemas only query parameters refer to: `IntoParams` emits a `$ref` to them but does not
     // register them, which left `RecordsFormat` dangling.
-    components(schemas(ErrorBody, ErrorObject, ErrorDetail, RecordsFormat, RecordStatus))
+    components(schemas(
+        ErrorBody,
+        ErrorObject,
+        ErrorDetail,
+        RecordsFormat,
+        RecordStatus,
+        super::outputs::OutputFormat
+    ))
 )]
 pub struct ApiDoc;
 

@@ -64,7 +64,7 @@ pub struct ColumnStatistics {
     pub distribution_type: String,
     /// `{min, max, mean, stddev, median}` or `{most_common_value, least_common_value,
     /// histogram: {categories, counts}}`; `null` when there is no value.
-    #[schema(value_type = Object)]
+    #[schema(value_type = Option<Object>)]
     pub distribution: Value,
 }
 
