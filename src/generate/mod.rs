@@ -1,4 +1,5 @@
-//! Generating one record: the column DAG, samplers, Jinja rendering and LLM columns (with tools).
+//! Generating one record: the column DAG, samplers, Jinja rendering, LLM, media and validation
+//! columns.
 //!
 //! [`Plan::compile`] validates a parsed [`DatasetConfig`] completely (issue codes in
 //! [`crate::domain::dataset::ISSUE_CODES`]) and compiles it once per job: templates parsed
@@ -6,14 +7,16 @@
 //! [`Plan::generate`] then produces record `index` without I/O; it is deterministic in
 //! (job seed, record index) and shared by worker tasks through an `Arc`.
 //!
-//! Module map: `compile` (validation and ordering), `constraints` (sampler constraints),
-//! `dag` (topological order, cycles),
-//! `validate` (features, model/tool configs, aliases), `columns` (per-record steps),
-//! `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats distributions),
-//! `faker_person`, `person`, `person_compile` and `person_fields` (the person samplers), `seed`
-//! (inline seed rows), `template` (minijinja), `convert` (Python-style casts), `datetime`, `rng`
-//! (the seeding scheme), `validation` (validation columns: ruff, SQL parsing, remote
-//! validators).
+//! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
+//! `validate` (model/tool configs, aliases), `columns` (per-record steps), `run` (a record
+//! with its I/O: the section loop, LLM and validation steps), `llm` (LLM columns and their
+//! tool loop), `code` (llm-code extraction), `media` and `multimodal` (embedding and image
+//! columns, image context), `validation` (validation columns: ruff, SQL parsing, remote
+//! validators), `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats
+//! distributions), `faker_person`, `person`, `person_compile` and `person_fields` (the person
+//! samplers), `constraints` (sampler constraints), `processors` (drop_columns and
+//! schema_transform), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
+//! casts), `datetime`, `rng` (the seeding scheme).
 
 mod code;
 mod columns;
@@ -31,6 +34,7 @@ mod person_compile;
 mod person_fields;
 mod processors;
 mod rng;
+mod run;
 mod samplers;
 mod sampling;
 mod scipy;
@@ -49,7 +53,7 @@ use serde_json::{Map, Value};
 
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::models::GenerationType;
-use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, Trace};
+use crate::domain::record::{RecordError, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
@@ -329,76 +333,6 @@ impl Plan {
         }
     }
 
-    /// Generates record `index`, LLM columns included. Deterministic in (seed, index) up to the
-    /// model's answers. Returns the outcome and the traces of the LLM columns that keep one.
-    pub async fn generate_with(&self, index: u64, rt: &LlmRuntime<'_>) -> Generated {
-        let mut rec = RecordState::new(&self.names, &self.ctx_slots);
-        let env = StepEnv {
-            templates: &self.templates,
-            seed: self.seed,
-            index,
-            seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
-            budget: template::RecordBudget::new(),
-        };
-        let mut spent = Spent::default();
-        let mut next = 0;
-        while next < self.steps.len() {
-            let step = &self.steps[next];
-            let io = match &step.kind {
-                columns::StepKind::Llm(llm) => Some(
-                    self.run_llm(step, llm, &env, &mut rec, rt, &mut spent)
-                        .await,
-                ),
-                columns::StepKind::Embedding(e) => Some(
-                    self.run_embedding(step, e, &env, &mut rec, rt, &mut spent)
-                        .await,
-                ),
-                columns::StepKind::Image(i) => Some(
-                    self.run_image(step, i, &env, &mut rec, rt, &mut spent)
-                        .await,
-                ),
-                columns::StepKind::Validation(v) => {
-                    Some(self.run_validation(step, v, &env, &mut rec, rt).await)
-                }
-                columns::StepKind::Seed { .. }
-                | columns::StepKind::Sampler { .. }
-                | columns::StepKind::Expression { .. } => None,
-            };
-            if let Some(result) = io {
-                if let Err(e) = result {
-                    return spent.into_generated(self.failed(step, e, &rec));
-                }
-                next += 1;
-                continue;
-            }
-            // The columns up to the next I/O column are pure CPU: one section for all of them.
-            let end = self.steps[next..]
-                .iter()
-                .position(Step::is_io)
-                .map_or(self.steps.len(), |p| next + p);
-            let segment = &self.steps[next..end];
-            let mut run = || {
-                segment
-                    .iter()
-                    .find_map(|step| step.run(&env, &mut rec).err().map(|e| (step, e)))
-            };
-            // Handing a section to the gate costs a thread switch (measured: about 0.1 ms of
-            // CPU and 15 MB of RSS over a 5,000-record job when every record paid it), which
-            // only templates can be worth; samplers alone run where they are.
-            let failed = if segment.iter().any(Step::renders) {
-                rt.cpu.run(run).await
-            } else {
-                run()
-            };
-            if let Some((step, e)) = failed {
-                return spent.into_generated(self.failed(step, e, &rec));
-            }
-            next = end;
-        }
-        let values = self.row(&rec);
-        spent.into_generated(RecordOutcome::Completed { values })
-    }
-
     /// The outcome of a record whose `step` failed: the error plus the values made before it.
     fn failed(&self, step: &Step, e: columns::StepError, rec: &RecordState<'_>) -> RecordOutcome {
         RecordOutcome::Failed {
@@ -409,110 +343,6 @@ impl Plan {
                 format!("column '{}': {}", step.name, e.message),
             ),
         }
-    }
-
-    async fn run_llm(
-        &self,
-        step: &Step,
-        llm: &llm::LlmStep,
-        env: &StepEnv<'_>,
-        rec: &mut RecordState<'_>,
-        rt: &LlmRuntime<'_>,
-        out: &mut Spent,
-    ) -> Result<(), columns::StepError> {
-        // The skip gate and the prompts are templates: CPU work, off the runtime threads.
-        let prompts = rt
-            .cpu
-            .run(|| {
-                let Some(ctx) = step.apply_skip(env, rec) else {
-                    return Ok(None);
-                };
-                let ctx = ctx.unwrap_or_else(|| rec.context());
-                let render = |name: &str| {
-                    env.render(name, &ctx)
-                        .map_err(|e| columns::StepError::new(RecordErrorCode::TemplateError, e))
-                };
-                let user = render(&llm.prompt)?;
-                let system = llm.system.as_deref().map(render).transpose()?;
-                Ok(Some((system, user)))
-            })
-            .await?;
-        let Some((system, user)) = prompts else {
-            return Ok(());
-        };
-        let media = match &llm.column.multi_modal_context {
-            Some(contexts) => multimodal::image_parts(
-                contexts,
-                |name| self.names.get(name).map(|&slot| &rec.values[slot]),
-                &out.media,
-            )
-            .map_err(|m| columns::StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?,
-            None => Vec::new(),
-        };
-        let answer = llm.run(rt, system, user, media).await;
-        match answer {
-            Ok(a) => {
-                out.usage
-                    .entry(llm.column.model_alias.clone())
-                    .or_default()
-                    .add(&UsageCounts {
-                        requests: u64::from(a.requests),
-                        prompt_tokens: a.usage.prompt_tokens,
-                        completion_tokens: a.usage.completion_tokens,
-                    });
-                rec.put(step.slot, a.value);
-                let reasoning = format!(
-                    "{}{}",
-                    step.name,
-                    crate::domain::dataset::REASONING_CONTENT_POSTFIX
-                );
-                if let Some(&slot) = self.names.get(&reasoning) {
-                    rec.put(slot, a.reasoning.map_or(Value::Null, Value::String));
-                }
-                if let Some(trace) = a.trace {
-                    let messages = serde_json::to_value(&trace).unwrap_or(Value::Null);
-                    let name = format!("{}{}", step.name, crate::domain::dataset::TRACE_POSTFIX);
-                    if let Some(&slot) = self.names.get(&name) {
-                        rec.put(slot, messages.clone());
-                    }
-                    out.traces.push(Trace {
-                        column: step.name.clone(),
-                        messages,
-                    });
-                }
-                Ok(())
-            }
-            Err(f) => Err(columns::StepError::new(f.code, f.message)),
-        }
-    }
-
-    /// Runs a validation column: its skip gate, then its validator on the target values.
-    async fn run_validation(
-        &self,
-        step: &Step,
-        v: &validation::ValidationStep,
-        env: &StepEnv<'_>,
-        rec: &mut RecordState<'_>,
-        rt: &LlmRuntime<'_>,
-    ) -> Result<(), columns::StepError> {
-        let gate = |rec: &mut RecordState<'_>| step.apply_skip(env, rec).is_some();
-        // A skip template is CPU work; without one the gate is a few comparisons.
-        let run = if step.skip.is_some() {
-            rt.cpu.run(|| gate(rec)).await
-        } else {
-            gate(rec)
-        };
-        if !run {
-            return Ok(());
-        }
-        let values = v
-            .targets
-            .iter()
-            .map(|(_, slot)| rec.values[*slot].clone())
-            .collect();
-        let value = v.run(values, rt.cpu).await?;
-        rec.put(step.slot, value);
-        Ok(())
     }
 
     /// The output columns generated so far, as a row object.
