@@ -22,8 +22,9 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
 
 # ---- ruff ---------------------------------------------------------------------------------------
 # Python code validators run ruff, installed the way a user gets it: the `ruff` wheel from PyPI,
-# which holds one binary (it needs only glibc and libgcc, both in the bookworm runtime). Pinned to the version DataDesigner 0.9.6 was checked
-# with; only the binary goes into the runtime image (no Python there).
+# which holds one binary (it needs only glibc and libgcc, both in the bookworm runtime). Pinned
+# to the version DataDesigner 0.9.6 was checked with; only the binary goes into the runtime
+# image (no Python there).
 FROM python:3.11-slim-bookworm AS ruff
 RUN pip install --no-cache-dir --disable-pip-version-check ruff==0.17.6 \
     && install -D -m 0755 "$(command -v ruff)" /out/ruff \
