@@ -199,7 +199,20 @@ pub async fn get_record_media(
 ) -> Result<Response, ApiError> {
     let id = extract::record_id(&id)?;
     let (mime, data) = state.jobs.media(id, caller.owner(), &column, index).await?;
-    Ok(([(header::CONTENT_TYPE, mime)], data).into_response())
+    // The bytes and their type come from a model, which a prompt can steer: an SVG or a type
+    // a browser would sniff as HTML must not run script in this origin when opened directly.
+    Ok((
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; style-src 'unsafe-inline'; sandbox".to_owned(),
+            ),
+        ],
+        data,
+    )
+        .into_response())
 }
 
 pub(super) fn stream_response(

@@ -65,6 +65,13 @@ async fn images_end_to_end(backend: Backend) {
         let resp = app.client.get(app.url(&url)).send().await.unwrap();
         assert_eq!(resp.status(), 200);
         assert_eq!(resp.headers()["content-type"], "image/png");
+        // Model-made bytes never run as a page of this origin.
+        assert_eq!(resp.headers()["x-content-type-options"], "nosniff");
+        let csp = resp.headers()["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("sandbox") && csp.contains("default-src 'none'"),
+            "{csp}"
+        );
         assert_eq!(resp.bytes().await.unwrap().as_ref(), PNG);
         let (status, body) = app.get(&format!("/v1/records/{rid}/media/picture/1")).await;
         assert_eq!(status, 404, "{body}");
