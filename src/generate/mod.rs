@@ -25,6 +25,7 @@ mod constraints;
 mod convert;
 mod dag;
 mod datetime;
+mod dtypes;
 mod faker_person;
 mod llm;
 mod media;
@@ -57,6 +58,7 @@ use crate::domain::record::{RecordError, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
+pub use dtypes::ColumnType;
 pub use llm::LlmRuntime;
 pub use person::PeopleSource;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};

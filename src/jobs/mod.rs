@@ -23,6 +23,7 @@ mod analysis;
 mod catalog;
 mod exports;
 mod lifecycle;
+mod parquet_export;
 mod plans;
 mod preview;
 mod progress;

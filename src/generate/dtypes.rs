@@ -1,0 +1,186 @@
+//! The value type of each dataset column as far as the config fixes it, for typed exports
+//! (Parquet). Owns the mapping from a compiled step to a [`ColumnType`]; the writers that use
+//! it live in `jobs::parquet`.
+
+use serde_json::Value;
+
+use super::Plan;
+use super::columns::StepKind;
+use super::convert::NumConvert;
+use super::samplers::{Convert, Dist};
+use crate::domain::dataset::ExprDtype;
+
+/// The type of a dataset column's values. Every column may also hold `null` (a skipped
+/// column, a seed field that is absent).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColumnType {
+    /// Whole numbers: `binomial`, `poisson`, `bernoulli`, `convert_to: int`, expression
+    /// `dtype: int`, categories whose values are all integers.
+    Int,
+    /// Numbers: `uniform`, `gaussian`, `scipy`, `bernoulli_mixture`, `convert_to: float`,
+    /// expression `dtype: float`, categories of numbers.
+    Float,
+    /// Booleans: expression `dtype: bool`, categories of booleans.
+    Bool,
+    /// Text: strings as they are, anything else (objects, lists, numbers of a column whose
+    /// type the config does not fix) as its JSON text. LLM columns (structured, judge, code,
+    /// text), embeddings, validation results, images, person samplers, uuid/datetime/timedelta
+    /// samplers, seed fields and `{name}__reasoning_content`.
+    Text,
+}
+
+impl Plan {
+    /// The type of each of [`Plan::output_columns`], in the same order.
+    pub fn output_column_types(&self) -> Vec<ColumnType> {
+        self.output_columns
+            .iter()
+            .map(|name| {
+                self.steps
+                    .iter()
+                    .find(|s| &s.name == name)
+                    .map_or(ColumnType::Text, |s| step_type(&s.kind))
+            })
+            .collect()
+    }
+}
+
+fn step_type(kind: &StepKind) -> ColumnType {
+    match kind {
+        StepKind::Expression { dtype, .. } => match dtype {
+            ExprDtype::Int => ColumnType::Int,
+            ExprDtype::Float => ColumnType::Float,
+            ExprDtype::Bool => ColumnType::Bool,
+            ExprDtype::Str => ColumnType::Text,
+        },
+        StepKind::Sampler {
+            base,
+            conditional,
+            convert,
+            ..
+        } => match convert {
+            Convert::Number(NumConvert::Int) => ColumnType::Int,
+            Convert::Number(NumConvert::Float) => ColumnType::Float,
+            Convert::Number(NumConvert::Str) | Convert::Date(_) => ColumnType::Text,
+            Convert::Plain => {
+                let base = dist_type(base);
+                // A conditional distribution of another type makes the column mixed: text.
+                if conditional.iter().all(|(_, d)| dist_type(d) == base) {
+                    base
+                } else {
+                    ColumnType::Text
+                }
+            }
+        },
+        StepKind::Seed { .. }
+        | StepKind::Llm(_)
+        | StepKind::Validation(_)
+        | StepKind::Embedding(_)
+        | StepKind::Image(_) => ColumnType::Text,
+    }
+}
+
+fn dist_type(d: &Dist) -> ColumnType {
+    match d {
+        Dist::Category { values, .. } => values_type(values.iter()),
+        Dist::Subcategory { values, .. } => values_type(values.values().flatten()),
+        Dist::Bernoulli { .. } | Dist::Binomial { .. } | Dist::Poisson { .. } => ColumnType::Int,
+        Dist::Uniform { .. }
+        | Dist::Gaussian { .. }
+        | Dist::Scipy { .. }
+        | Dist::BernoulliMixture { .. } => ColumnType::Float,
+        Dist::Uuid { .. }
+        | Dist::Datetime { .. }
+        | Dist::Timedelta { .. }
+        | Dist::FakerPerson(_)
+        | Dist::Person(_) => ColumnType::Text,
+    }
+}
+
+/// The type of a category's values: one type when they all share it (integers among floats
+/// make floats), else text.
+pub(crate) fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
+    let Some(first) = values.next() else {
+        return ColumnType::Text;
+    };
+    let kind = |v: &Value| match v {
+        Value::Bool(_) => ColumnType::Bool,
+        Value::Number(n) if n.is_i64() => ColumnType::Int,
+        Value::Number(_) => ColumnType::Float,
+        Value::Null | Value::String(_) | Value::Array(_) | Value::Object(_) => ColumnType::Text,
+    };
+    values
+        .try_fold(kind(first), |acc, v| match (acc, kind(v)) {
+            (a, b) if a == b => Some(a),
+            (ColumnType::Int, ColumnType::Float) | (ColumnType::Float, ColumnType::Int) => {
+                Some(ColumnType::Float)
+            }
+            _ => None,
+        })
+        .unwrap_or(ColumnType::Text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_plan_types_its_columns_from_the_config() {
+        use crate::generate::tests::{expr, plan_columns, sampler};
+        let mut as_int = sampler("rounded", "uniform", json!({"low": 0, "high": 9}));
+        as_int["convert_to"] = json!("int");
+        let mut typed_expr = expr("doubled", "{{ count * 2 }}");
+        typed_expr["dtype"] = json!("float");
+        let mut flag = expr("flag", "{{ count > 2 }}");
+        flag["dtype"] = json!("bool");
+        let plan = plan_columns(json!([
+            sampler("count", "poisson", json!({"mean": 3})),
+            sampler("score", "uniform", json!({"low": 0, "high": 1})),
+            as_int,
+            sampler("size", "category", json!({"values": ["s", "m"]})),
+            sampler("level", "category", json!({"values": [1, 2, 3]})),
+            sampler("ratio", "category", json!({"values": [1, 2.5]})),
+            sampler("id", "uuid", json!({})),
+            typed_expr,
+            flag,
+            expr("label", "{{ size }}"),
+            {"name": "answer", "column_type": "llm-structured", "prompt": "{{ size }}",
+                "model_alias": "server-model", "output_format": {"type": "object"}},
+        ]));
+        let types: Vec<(&str, ColumnType)> = plan
+            .output_columns()
+            .iter()
+            .map(String::as_str)
+            .zip(plan.output_column_types())
+            .collect();
+        use ColumnType::{Bool, Float, Int, Text};
+        assert_eq!(
+            types,
+            [
+                ("count", Int),
+                ("score", Float),
+                ("rounded", Int),
+                ("size", Text),
+                ("level", Int),
+                ("ratio", Float),
+                ("id", Text),
+                ("doubled", Float),
+                ("flag", Bool),
+                ("label", Text),
+                ("answer", Text),
+            ]
+        );
+    }
+
+    #[test]
+    fn category_values_decide_the_type() {
+        let t = |v: Value| values_type(v.as_array().unwrap().iter());
+        assert_eq!(t(json!([1, 2, 3])), ColumnType::Int);
+        assert_eq!(t(json!([1, 2.5])), ColumnType::Float);
+        assert_eq!(t(json!([true, false])), ColumnType::Bool);
+        assert_eq!(t(json!(["a", "b"])), ColumnType::Text);
+        assert_eq!(t(json!([1, "b"])), ColumnType::Text);
+        assert_eq!(t(json!([true, 1])), ColumnType::Text);
+        assert_eq!(t(json!([])), ColumnType::Text);
+    }
+}
