@@ -15,7 +15,7 @@ use crate::domain::dataset::ExprDtype;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColumnType {
     /// Whole numbers: `binomial`, `poisson`, `bernoulli`, `convert_to: int`, expression
-    /// `dtype: int`, categories whose values are all integers.
+    /// `dtype: int`, categories and seed fields whose values are all integers.
     Int,
     /// Numbers: `uniform`, `gaussian`, `scipy`, `bernoulli_mixture`, `convert_to: float`,
     /// expression `dtype: float`, categories of numbers.
@@ -25,7 +25,7 @@ pub enum ColumnType {
     /// Text: strings as they are, anything else (objects, lists, numbers of a column whose
     /// type the config does not fix) as its JSON text. LLM columns (structured, judge, code,
     /// text), embeddings, validation results, images, person samplers, uuid/datetime/timedelta
-    /// samplers, seed fields and `{name}__reasoning_content`.
+    /// samplers, seed fields of strings or of mixed types, and `{name}__reasoning_content`.
     Text,
 }
 
@@ -38,44 +38,47 @@ impl Plan {
                 self.steps
                     .iter()
                     .find(|s| &s.name == name)
-                    .map_or(ColumnType::Text, |s| step_type(&s.kind))
+                    .map_or(ColumnType::Text, |s| self.step_type(&s.kind))
             })
             .collect()
     }
-}
 
-fn step_type(kind: &StepKind) -> ColumnType {
-    match kind {
-        StepKind::Expression { dtype, .. } => match dtype {
-            ExprDtype::Int => ColumnType::Int,
-            ExprDtype::Float => ColumnType::Float,
-            ExprDtype::Bool => ColumnType::Bool,
-            ExprDtype::Str => ColumnType::Text,
-        },
-        StepKind::Sampler {
-            base,
-            conditional,
-            convert,
-            ..
-        } => match convert {
-            Convert::Number(NumConvert::Int) => ColumnType::Int,
-            Convert::Number(NumConvert::Float) => ColumnType::Float,
-            Convert::Number(NumConvert::Str) | Convert::Date(_) => ColumnType::Text,
-            Convert::Plain => {
-                let base = dist_type(base);
-                // A conditional distribution of another type makes the column mixed: text.
-                if conditional.iter().all(|(_, d)| dist_type(d) == base) {
-                    base
-                } else {
-                    ColumnType::Text
+    /// The type of one step's values; seed fields by the values of the inline rows.
+    fn step_type(&self, kind: &StepKind) -> ColumnType {
+        match kind {
+            StepKind::Expression { dtype, .. } => match dtype {
+                ExprDtype::Int => ColumnType::Int,
+                ExprDtype::Float => ColumnType::Float,
+                ExprDtype::Bool => ColumnType::Bool,
+                ExprDtype::Str => ColumnType::Text,
+            },
+            StepKind::Sampler {
+                base,
+                conditional,
+                convert,
+                ..
+            } => match convert {
+                Convert::Number(NumConvert::Int) => ColumnType::Int,
+                Convert::Number(NumConvert::Float) => ColumnType::Float,
+                Convert::Number(NumConvert::Str) | Convert::Date(_) => ColumnType::Text,
+                Convert::Plain => {
+                    let base = dist_type(base);
+                    // A conditional distribution of another type makes the column mixed: text.
+                    if conditional.iter().all(|(_, d)| dist_type(d) == base) {
+                        base
+                    } else {
+                        ColumnType::Text
+                    }
                 }
-            }
-        },
-        StepKind::Seed { .. }
-        | StepKind::Llm(_)
-        | StepKind::Validation(_)
-        | StepKind::Embedding(_)
-        | StepKind::Image(_) => ColumnType::Text,
+            },
+            StepKind::Seed { field } => self.seed_rows.as_ref().map_or(ColumnType::Text, |rows| {
+                values_type(rows.field_values(field))
+            }),
+            StepKind::Llm(_)
+            | StepKind::Validation(_)
+            | StepKind::Embedding(_)
+            | StepKind::Image(_) => ColumnType::Text,
+        }
     }
 }
 
@@ -169,6 +172,26 @@ mod tests {
                 ("label", Text),
                 ("answer", Text),
             ]
+        );
+    }
+
+    #[test]
+    fn seed_fields_are_typed_by_their_rows() {
+        use crate::generate::tests::{expr, plan};
+        let rows = json!([
+            {"id": 1, "price": 2.5, "ok": true, "name": "a", "mixed": 1, "sparse": null},
+            {"id": 2, "price": 3, "ok": false, "name": "b", "mixed": "x", "sparse": 4},
+        ]);
+        let plan = plan(json!({
+            "columns": [expr("label", "{{ name }}")],
+            "seed_config": {"source": {"seed_type": "inline", "rows": rows}},
+        }));
+        use ColumnType::{Bool, Float, Int, Text};
+        assert_eq!(
+            plan.output_column_types(),
+            [Int, Float, Bool, Text, Text, Int, Text],
+            "{:?}",
+            plan.output_columns()
         );
     }
 
