@@ -61,15 +61,11 @@ impl Plan {
                 Convert::Number(NumConvert::Int) => ColumnType::Int,
                 Convert::Number(NumConvert::Float) => ColumnType::Float,
                 Convert::Number(NumConvert::Str) | Convert::Date(_) => ColumnType::Text,
-                Convert::Plain => {
-                    let base = dist_type(base);
-                    // A conditional distribution of another type makes the column mixed: text.
-                    if conditional.iter().all(|(_, d)| dist_type(d) == base) {
-                        base
-                    } else {
-                        ColumnType::Text
-                    }
-                }
+                // Conditional distributions of other types widen the column (to text, if
+                // nothing narrower holds both).
+                Convert::Plain => conditional
+                    .iter()
+                    .fold(dist_type(base), |acc, (_, d)| unify(acc, dist_type(d))),
             },
             StepKind::Seed { field } => self.seed_rows.as_ref().map_or(ColumnType::Text, |rows| {
                 values_type(rows.field_values(field))
@@ -101,7 +97,7 @@ fn dist_type(d: &Dist) -> ColumnType {
 
 /// The type of a category's values: one type when they all share it (integers among floats
 /// make floats), else text.
-pub(crate) fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
+fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
     let Some(first) = values.next() else {
         return ColumnType::Text;
     };
@@ -111,15 +107,19 @@ pub(crate) fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> Co
         Value::Number(_) => ColumnType::Float,
         Value::Null | Value::String(_) | Value::Array(_) | Value::Object(_) => ColumnType::Text,
     };
-    values
-        .try_fold(kind(first), |acc, v| match (acc, kind(v)) {
-            (a, b) if a == b => Some(a),
-            (ColumnType::Int, ColumnType::Float) | (ColumnType::Float, ColumnType::Int) => {
-                Some(ColumnType::Float)
-            }
-            _ => None,
-        })
-        .unwrap_or(ColumnType::Text)
+    values.fold(kind(first), |acc, v| unify(acc, kind(v)))
+}
+
+/// The type that holds values of both: the same type, a float for an integer and a float,
+/// else text.
+fn unify(a: ColumnType, b: ColumnType) -> ColumnType {
+    match (a, b) {
+        (a, b) if a == b => a,
+        (ColumnType::Int, ColumnType::Float) | (ColumnType::Float, ColumnType::Int) => {
+            ColumnType::Float
+        }
+        _ => ColumnType::Text,
+    }
 }
 
 #[cfg(test)]
