@@ -16,7 +16,8 @@
 //! distributions), `faker_person`, `person`, `person_compile` and `person_fields` (the person
 //! samplers), `constraints` (sampler constraints), `processors` (drop_columns and
 //! schema_transform), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
-//! casts), `datetime`, `rng` (the seeding scheme).
+//! casts), `datetime`, `rng` (the seeding scheme), `dtypes` (each dataset column's value type,
+//! for typed exports).
 
 mod code;
 mod columns;

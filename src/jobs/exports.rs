@@ -1,7 +1,7 @@
-//! Dataset exports: a job's completed records as JSONL, CSV or Parquet, streamed one chunk of records
-//! per database round trip, so memory stays flat whatever the dataset size; and the datasets
-//! of its `schema_transform` processors, rendered from those rows as they stream (see
-//! `generate::processors` for why they are rendered, not stored).
+//! Dataset exports: a job's completed records as JSONL, CSV or Parquet (`parquet_export`),
+//! streamed one chunk of records per database round trip, so memory stays flat whatever the
+//! dataset size; and the datasets of its `schema_transform` processors, rendered from those
+//! rows as they stream (see `generate::processors` for why they are rendered, not stored).
 
 use std::sync::Arc;
 
