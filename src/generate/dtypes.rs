@@ -38,7 +38,14 @@ impl Plan {
                 self.steps
                     .iter()
                     .find(|s| &s.name == name)
-                    .map_or(ColumnType::Text, |s| self.step_type(&s.kind))
+                    .map_or(ColumnType::Text, |s| {
+                        let ty = self.step_type(&s.kind);
+                        // A skipped cell holds the column's `skip.value` (null by default).
+                        match s.skip.as_ref().map(|k| &k.value) {
+                            None | Some(Value::Null) => ty,
+                            Some(v) => unify(ty, value_type(v)),
+                        }
+                    })
             })
             .collect()
     }
@@ -101,13 +108,17 @@ fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
     let Some(first) = values.next() else {
         return ColumnType::Text;
     };
-    let kind = |v: &Value| match v {
+    values.fold(value_type(first), |acc, v| unify(acc, value_type(v)))
+}
+
+/// The narrowest type that holds `v`.
+fn value_type(v: &Value) -> ColumnType {
+    match v {
         Value::Bool(_) => ColumnType::Bool,
         Value::Number(n) if n.is_i64() => ColumnType::Int,
         Value::Number(_) => ColumnType::Float,
         Value::Null | Value::String(_) | Value::Array(_) | Value::Object(_) => ColumnType::Text,
-    };
-    values.fold(kind(first), |acc, v| unify(acc, kind(v)))
+    }
 }
 
 /// The type that holds values of both: the same type, a float for an integer and a float,
@@ -136,8 +147,16 @@ mod tests {
         typed_expr["dtype"] = json!("float");
         let mut flag = expr("flag", "{{ count > 2 }}");
         flag["dtype"] = json!("bool");
+        let mut skipped_int = expr("maybe", "{{ count }}");
+        skipped_int["dtype"] = json!("int");
+        skipped_int["skip"] = json!({"when": "{{ count > 2 }}", "value": "n/a"});
+        let mut skipped_null = expr("maybe_null", "{{ count }}");
+        skipped_null["dtype"] = json!("int");
+        skipped_null["skip"] = json!({"when": "{{ count > 2 }}"});
         let plan = plan_columns(json!([
             sampler("count", "poisson", json!({"mean": 3})),
+            skipped_int,
+            skipped_null,
             sampler("score", "uniform", json!({"low": 0, "high": 1})),
             as_int,
             sampler("size", "category", json!({"values": ["s", "m"]})),
@@ -161,6 +180,8 @@ mod tests {
             types,
             [
                 ("count", Int),
+                ("maybe", Text),
+                ("maybe_null", Int),
                 ("score", Float),
                 ("rounded", Int),
                 ("size", Text),

@@ -79,6 +79,8 @@ fn config() -> Value {
             {"name": "big", "column_type": "expression", "expr": "{{ count > 2 }}",
              "dtype": "bool"},
             {"name": "label", "column_type": "expression", "expr": "{{ size }}-{{ level }}"},
+            {"name": "maybe", "column_type": "expression", "expr": "{{ count }}", "dtype": "int",
+             "skip": {"when": "{{ count > 2 }}", "value": "n/a"}},
             {"name": "summary", "column_type": "llm-structured", "model_alias": "writer",
              "prompt": "Summarize {{ label }}", "with_trace": "last_message",
              "output_format": {"type": "object", "properties": {"title": {"type": "string"},
@@ -168,7 +170,7 @@ async fn parquet_matches_jsonl(backend: Backend) {
         let mut types = json!({
             "count": "int64", "score": "double", "size": "string", "level": "int64",
             "id": "string", "when": "string", "half": "double", "big": "bool",
-            "label": "string", "summary": "string"
+            "label": "string", "maybe": "string", "summary": "string"
         });
         if traces {
             types["summary__trace"] = json!("string");
