@@ -46,8 +46,9 @@ pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
 ///
 /// `format=json` (default) returns a page of records with status, values and errors, ordered by
 /// index. `format=jsonl`, `format=csv` and `format=parquet` stream the whole dataset (the
-/// values of completed records, by index) without buffering it; Parquet columns are typed
-/// from the config (see the README's "Exports").
+/// values of completed records, by index) without buffering it. Parquet is written one row
+/// group per chunk of records, its columns typed from the config: `INT64`, `DOUBLE`,
+/// `BOOLEAN`, or UTF8 text (nested values as JSON text).
 #[utoipa::path(
     get, path = "/v1/jobs/{id}/records", tag = "records",
     params(("id" = uuid::Uuid, Path, description = "Job id"), ListRecordsQuery),
