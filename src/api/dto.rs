@@ -284,6 +284,9 @@ pub enum RecordsFormat {
     Jsonl,
     /// The whole dataset as CSV with a header row, streamed; nested values are JSON text.
     Csv,
+    /// The whole dataset as a Parquet file, streamed one row group per chunk of records;
+    /// column types from the config, nested values as JSON text.
+    Parquet,
 }
 
 /// Query of `GET /v1/jobs/{id}/records`.
@@ -291,7 +294,7 @@ pub enum RecordsFormat {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListRecordsQuery {
-    /// `json` (paged), `jsonl` or `csv` (whole dataset, streamed).
+    /// `json` (paged), `jsonl`, `csv` or `parquet` (whole dataset, streamed).
     pub format: Option<RecordsFormat>,
     /// Page size for `json` (default 100, at most `limits.max_page_size`).
     #[param(minimum = 1)]

@@ -10,7 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::extract::{self, ApiPath, ApiQuery};
-use super::records::stream_response;
+use super::records::{PARQUET_MIME, stream_response};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::{DatasetAnalysis, ExportFormat};
@@ -36,6 +36,8 @@ pub enum OutputFormat {
     Jsonl,
     /// CSV with the template's keys as header; nested values as JSON text.
     Csv,
+    /// Parquet with the template's keys as text columns; nested values as JSON text.
+    Parquet,
 }
 
 /// Query of `GET /v1/jobs/{id}/outputs/{name}`.
@@ -43,7 +45,7 @@ pub enum OutputFormat {
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct OutputQuery {
-    /// `jsonl` (default) or `csv`.
+    /// `jsonl` (default), `csv` or `parquet`.
     pub format: Option<OutputFormat>,
 }
 
@@ -62,7 +64,11 @@ pub struct OutputQuery {
     ),
     responses(
         (status = 200, description = "The processor's dataset",
-            content((String = "application/x-ndjson"), (String = "text/csv"))),
+            content(
+                (String = "application/x-ndjson"),
+                (String = "text/csv"),
+                (Vec<u8> = "application/vnd.apache.parquet"),
+            )),
         (status = 400, description = "Bad id (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job (`job_not_found`), or no schema_transform processor of that name (`output_not_found`)", body = ErrorBody),
         (status = 422, description = "Bad query parameter (`invalid_request`)", body = ErrorBody),
@@ -78,6 +84,7 @@ pub async fn get_job_output(
     let format = match q.format.unwrap_or_default() {
         OutputFormat::Jsonl => ExportFormat::Jsonl,
         OutputFormat::Csv => ExportFormat::Csv,
+        OutputFormat::Parquet => ExportFormat::Parquet,
     };
     let body = state
         .jobs
@@ -89,6 +96,9 @@ pub async fn get_job_output(
         }
         ExportFormat::Csv => {
             stream_response("text/csv; charset=utf-8", body, &format!("{id}-{name}.csv"))
+        }
+        ExportFormat::Parquet => {
+            stream_response(PARQUET_MIME, body, &format!("{id}-{name}.parquet"))
         }
     })
 }

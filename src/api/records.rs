@@ -1,4 +1,5 @@
-//! Record endpoints: a job's records (paged JSON, or the whole dataset streamed as JSONL/CSV)
+//! Record endpoints: a job's records (paged JSON, or the whole dataset streamed as
+//! JSONL/CSV/Parquet)
 //! and one record by id.
 
 use axum::Json;
@@ -34,23 +35,30 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
     path.ends_with("/events")
         || (path.ends_with("/records")
-            && query.is_some_and(|q| q.contains("format=jsonl") || q.contains("format=csv")))
+            && query.is_some_and(|q| {
+                q.contains("format=jsonl")
+                    || q.contains("format=csv")
+                    || q.contains("format=parquet")
+            }))
 }
 
 /// List a job's records, or export its dataset
 ///
 /// `format=json` (default) returns a page of records with status, values and errors, ordered by
-/// index. `format=jsonl` and `format=csv` stream the whole dataset (the values of completed
-/// records, by index) without buffering it.
+/// index. `format=jsonl`, `format=csv` and `format=parquet` stream the whole dataset (the
+/// values of completed records, by index) without buffering it. Parquet is written one row
+/// group per chunk of records, its columns typed from the config: `INT64`, `DOUBLE`,
+/// `BOOLEAN`, or UTF8 text (nested values as JSON text).
 #[utoipa::path(
     get, path = "/v1/jobs/{id}/records", tag = "records",
     params(("id" = uuid::Uuid, Path, description = "Job id"), ListRecordsQuery),
     responses(
-        (status = 200, description = "A page of records (json), or the dataset (jsonl, csv)",
+        (status = 200, description = "A page of records (json), or the dataset (jsonl, csv, parquet)",
             content(
                 (RecordListResponse = "application/json"),
                 (String = "application/x-ndjson"),
                 (String = "text/csv"),
+                (Vec<u8> = "application/vnd.apache.parquet"),
             )),
         (status = 400, description = "Bad id or cursor (`invalid_id`, `invalid_cursor`)", body = ErrorBody),
         (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
@@ -103,6 +111,7 @@ pub async fn list_job_records(
         }
         RecordsFormat::Jsonl => ExportFormat::Jsonl,
         RecordsFormat::Csv => ExportFormat::Csv,
+        RecordsFormat::Parquet => ExportFormat::Parquet,
     };
     let body = state
         .jobs
@@ -113,6 +122,7 @@ pub async fn list_job_records(
             stream_response("application/x-ndjson", body, &format!("{id}.jsonl"))
         }
         ExportFormat::Csv => stream_response("text/csv; charset=utf-8", body, &format!("{id}.csv")),
+        ExportFormat::Parquet => stream_response(PARQUET_MIME, body, &format!("{id}.parquet")),
     })
 }
 
@@ -215,6 +225,9 @@ pub async fn get_record_media(
         .into_response())
 }
 
+/// Parquet's media type (registered with IANA in 2024).
+pub(super) const PARQUET_MIME: &str = "application/vnd.apache.parquet";
+
 pub(super) fn stream_response(
     content_type: &'static str,
     body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
@@ -241,6 +254,7 @@ mod tests {
     fn streaming_routes_are_recognized() {
         assert!(is_streaming("/v1/jobs/x/events", None));
         assert!(is_streaming("/v1/jobs/x/records", Some("format=csv")));
+        assert!(is_streaming("/v1/jobs/x/records", Some("format=parquet")));
         assert!(!is_streaming("/v1/jobs/x/records", Some("limit=5")));
     }
 }

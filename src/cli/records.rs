@@ -1,4 +1,4 @@
-//! `synthgate records JOB_ID`: streams a job's dataset as JSONL or CSV to stdout or a file,
+//! `synthgate records JOB_ID`: streams a job's dataset as JSONL, CSV or Parquet to stdout or a file,
 //! chunk by chunk, so a dataset of any size passes through in constant memory.
 
 use std::ffi::OsString;
@@ -19,6 +19,8 @@ pub enum RecordsFormat {
     Jsonl,
     /// Comma-separated values with a header row.
     Csv,
+    /// A Parquet file (binary: give `-o FILE` or redirect stdout).
+    Parquet,
 }
 
 impl RecordsFormat {
@@ -27,6 +29,7 @@ impl RecordsFormat {
         match self {
             Self::Jsonl => "jsonl",
             Self::Csv => "csv",
+            Self::Parquet => "parquet",
         }
     }
 }
@@ -52,6 +55,14 @@ pub async fn records(args: RecordsArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn run(args: RecordsArgs) -> Result<ExitCode, RequestError> {
+    if args.format == RecordsFormat::Parquet
+        && args.output.is_none()
+        && std::io::IsTerminal::is_terminal(&std::io::stdout())
+    {
+        return Err(RequestError::Local(
+            "a Parquet file is binary: give -o FILE or redirect stdout".into(),
+        ));
+    }
     let api = Api::new(&args.server)?;
     let request = api
         .request(Method::GET, &["v1", "jobs", &args.job_id, "records"])
@@ -181,5 +192,6 @@ mod tests {
     fn formats_match_the_query_values() {
         assert_eq!(RecordsFormat::Jsonl.as_str(), "jsonl");
         assert_eq!(RecordsFormat::Csv.as_str(), "csv");
+        assert_eq!(RecordsFormat::Parquet.as_str(), "parquet");
     }
 }

@@ -378,6 +378,12 @@ fn arguments_parse_as_documented() {
     assert_eq!(args.format, RecordsFormat::Csv);
     assert_eq!(args.output, Some(std::path::PathBuf::from("x.csv")));
 
+    let cli = Cli::parse_from(["synthgate", "records", "job-1", "--format", "parquet"]);
+    let Command::Records(args) = cli.command else {
+        panic!("not records")
+    };
+    assert_eq!(args.format, RecordsFormat::Parquet);
+
     let cli = Cli::parse_from(["synthgate", "healthcheck"]);
     let Command::Healthcheck(args) = cli.command else {
         panic!("not healthcheck")

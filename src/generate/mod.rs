@@ -16,7 +16,8 @@
 //! distributions), `faker_person`, `person`, `person_compile` and `person_fields` (the person
 //! samplers), `constraints` (sampler constraints), `processors` (drop_columns and
 //! schema_transform), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
-//! casts), `datetime`, `rng` (the seeding scheme).
+//! casts), `datetime`, `rng` (the seeding scheme), `dtypes` (each dataset column's value type,
+//! for typed exports).
 
 mod code;
 mod columns;
@@ -25,6 +26,7 @@ mod constraints;
 mod convert;
 mod dag;
 mod datetime;
+mod dtypes;
 mod faker_person;
 mod llm;
 mod media;
@@ -57,6 +59,7 @@ use crate::domain::record::{RecordError, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 use columns::{RecordState, Step, StepEnv};
 
+pub use dtypes::ColumnType;
 pub use llm::LlmRuntime;
 pub use person::PeopleSource;
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};

@@ -45,6 +45,14 @@ impl SeedRows {
         &self.rows[usize::try_from(pos).unwrap_or(0).min(self.rows.len() - 1)]
     }
 
+    /// The non-null values of `field` across the rows (a missing field is null).
+    pub(crate) fn field_values<'a>(&'a self, field: &'a str) -> impl Iterator<Item = &'a Value> {
+        self.rows
+            .iter()
+            .filter_map(move |r| r.get(field))
+            .filter(|v| !v.is_null())
+    }
+
     /// The field names of the rows, in the first row's order.
     pub(crate) fn keys(&self) -> Vec<String> {
         self.rows

@@ -1,7 +1,7 @@
-//! Dataset exports: a job's completed records as JSONL or CSV, streamed one chunk of records
-//! per database round trip, so memory stays flat whatever the dataset size; and the datasets
-//! of its `schema_transform` processors, rendered from those rows as they stream (see
-//! `generate::processors` for why they are rendered, not stored).
+//! Dataset exports: a job's completed records as JSONL, CSV or Parquet (`parquet_export`),
+//! streamed one chunk of records per database round trip, so memory stays flat whatever the
+//! dataset size; and the datasets of its `schema_transform` processors, rendered from those
+//! rows as they stream (see `generate::processors` for why they are rendered, not stored).
 
 use std::sync::Arc;
 
@@ -11,6 +11,9 @@ use serde_json::Value;
 
 use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
+use crate::generate::ColumnType;
+
+use super::parquet_export::ParquetSink;
 
 use super::{CompiledJob, JobService};
 
@@ -24,12 +27,14 @@ pub enum ExportFormat {
     Jsonl,
     /// CSV with a header row; nested values as JSON text, formulas neutralized.
     Csv,
+    /// Parquet, one row group per chunk; column types from the config (`ColumnType`).
+    Parquet,
 }
 
 impl JobService {
     /// The dataset of a job visible to `owner`: the values of its completed records by index,
     /// streamed; with `traces`, each LLM column's trace as `{column}__trace`. The CSV header
-    /// is the job's output columns (then the trace columns).
+    /// and the Parquet schema are the job's output columns (then the trace columns, as text).
     pub async fn export(
         &self,
         id: JobId,
@@ -40,25 +45,33 @@ impl JobService {
         let job = self.get(id, owner).await?;
         let columns = match format {
             ExportFormat::Jsonl => Vec::new(),
-            ExportFormat::Csv => self
+            ExportFormat::Csv | ExportFormat::Parquet => self
                 .compiled(&job)
                 .await
                 .map(|c| {
-                    let mut cols = c.plan.output_columns().to_vec();
+                    let mut cols: Vec<(String, ColumnType)> = c
+                        .plan
+                        .output_columns()
+                        .iter()
+                        .cloned()
+                        .zip(c.plan.output_column_types())
+                        .collect();
                     if traces {
                         let all = c.run_config.debug_override_save_all_column_traces;
-                        cols.extend(c.plan.trace_columns(all));
+                        let trace_cols = c.plan.trace_columns(all).into_iter();
+                        cols.extend(trace_cols.map(|t| (t, ColumnType::Text)));
                     }
                     cols
                 })
                 .unwrap_or_default(),
         };
-        Ok(export(self.clone(), id, columns, format, traces, None))
+        export(self.clone(), id, columns, format, traces, None)
     }
 
     /// The dataset of processor `name` (a `schema_transform`) of a job visible to `owner`:
     /// one row per completed record, by index, rendered from the record's row. The CSV header
-    /// is the template's keys.
+    /// and the Parquet schema are the template's keys (Parquet: text columns, since a
+    /// rendered template's type is not fixed by the config).
     pub async fn export_output(
         &self,
         id: JobId,
@@ -81,20 +94,15 @@ impl JobService {
         };
         let columns = match format {
             ExportFormat::Jsonl => Vec::new(),
-            ExportFormat::Csv => columns,
+            ExportFormat::Csv | ExportFormat::Parquet => {
+                columns.into_iter().map(|c| (c, ColumnType::Text)).collect()
+            }
         };
         let output = Output {
             compiled,
             name: name.to_owned(),
         };
-        Ok(export(
-            self.clone(),
-            id,
-            columns,
-            format,
-            false,
-            Some(output),
-        ))
+        export(self.clone(), id, columns, format, false, Some(output))
     }
 }
 
@@ -107,25 +115,34 @@ struct Output {
 struct ExportState {
     jobs: JobService,
     job: JobId,
-    columns: Vec<String>,
+    columns: Vec<(String, ColumnType)>,
     kind: ExportFormat,
     after: Option<u32>,
     traces: bool,
     output: Option<Output>,
     header_done: bool,
+    /// The Parquet file being written (`format=parquet`), until its footer is written.
+    parquet: Option<ParquetSink>,
     done: bool,
 }
 
 /// Pages through completed records in index order, one chunk per database round trip, so
-/// memory stays flat whatever the dataset size.
+/// memory stays flat whatever the dataset size. A Parquet file gets one row group per chunk.
 fn export(
     jobs: JobService,
     job: JobId,
-    columns: Vec<String>,
+    columns: Vec<(String, ColumnType)>,
     kind: ExportFormat,
     traces: bool,
     output: Option<Output>,
-) -> impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+    let parquet = match kind {
+        ExportFormat::Parquet => Some(
+            ParquetSink::new(columns.clone())
+                .map_err(|e| ApiError::Internal(format!("job {job}: parquet schema: {e}")))?,
+        ),
+        ExportFormat::Jsonl | ExportFormat::Csv => None,
+    };
     let st = ExportState {
         jobs,
         job,
@@ -135,16 +152,21 @@ fn export(
         traces,
         output,
         header_done: false,
+        parquet,
         done: false,
     };
-    futures::stream::unfold(st, |mut st| async move {
+    Ok(futures::stream::unfold(st, |mut st| async move {
         if st.done {
             return None;
         }
         let mut out = Vec::new();
         if let (ExportFormat::Csv, false) = (st.kind, st.header_done) {
             st.header_done = true;
-            let header: Vec<String> = st.columns.iter().map(|c| neutralize_formula(c)).collect();
+            let header: Vec<String> = st
+                .columns
+                .iter()
+                .map(|(c, _)| neutralize_formula(c))
+                .collect();
             if let Err(e) = write_csv_row(&mut out, header.iter().map(String::as_str)) {
                 return Some((Err(e), st));
             }
@@ -197,16 +219,42 @@ fn export(
                 }
             }
         };
+        if let Some(sink) = st.parquet.as_mut() {
+            let written = st.jobs.cpu.run(|| sink.write(&rows)).await;
+            let written = match (written, st.done, st.parquet.take()) {
+                (Ok(mut bytes), true, Some(sink)) => sink.finish().map(|footer| {
+                    bytes.extend(footer);
+                    bytes
+                }),
+                (written, _, sink) => {
+                    st.parquet = sink;
+                    written
+                }
+            };
+            return match written {
+                Ok(bytes) => Some((Ok(Bytes::from(bytes)), st)),
+                Err(e) => {
+                    tracing::error!(job.id = %st.job, error = %e, "parquet export failed mid-stream");
+                    st.done = true;
+                    Some((Err(std::io::Error::other("export interrupted")), st))
+                }
+            };
+        }
         for values in rows {
             let res = match st.kind {
                 ExportFormat::Jsonl => serde_json::to_writer(&mut out, &values)
                     .map(|()| out.push(b'\n'))
                     .map_err(std::io::Error::other),
                 ExportFormat::Csv => {
-                    let cells: Vec<String> =
-                        st.columns.iter().map(|c| csv_cell(values.get(c))).collect();
+                    let cells: Vec<String> = st
+                        .columns
+                        .iter()
+                        .map(|(c, _)| csv_cell(values.get(c)))
+                        .collect();
                     write_csv_row(&mut out, cells.iter().map(String::as_str))
                 }
+                // Written above, a row group per chunk.
+                ExportFormat::Parquet => Ok(()),
             };
             if let Err(e) = res {
                 st.done = true;
@@ -214,7 +262,7 @@ fn export(
             }
         }
         Some((Ok(Bytes::from(out)), st))
-    })
+    }))
 }
 
 /// Renders the processor rows of one chunk of main rows.

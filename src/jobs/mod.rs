@@ -15,7 +15,8 @@
 //! * `plans`: compiled plans, cached by job;
 //! * `lifecycle`: cancel, early shutdown, finalizing;
 //! * `views`: job summaries, records, traces (one store round trip a job);
-//! * `exports`: the dataset as JSONL or CSV, streamed;
+//! * `exports`: the dataset as JSONL, CSV or Parquet, streamed; `parquet_export`: the
+//!   Parquet writer (a row group per chunk);
 //! * `progress`: what a progress stream sends;
 //! * `runner` and `preview`: generating records.
 
@@ -23,6 +24,7 @@ mod analysis;
 mod catalog;
 mod exports;
 mod lifecycle;
+mod parquet_export;
 mod plans;
 mod preview;
 mod progress;

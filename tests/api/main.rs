@@ -25,6 +25,7 @@ mod media_images;
 mod metrics;
 mod model_types;
 mod openapi;
+mod parquet;
 mod process;
 mod processors;
 mod record_errors;
