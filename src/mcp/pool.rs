@@ -32,6 +32,8 @@ const MAX_COOLDOWN: Duration = Duration::from_secs(30);
 /// How long closing one session may take (a stdio child gets stdin closed, then SIGTERM, then
 /// SIGKILL from rmcp; this bounds the whole sequence).
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a pending call checks whether its session's transport has closed under it.
+const DEAD_POLL: Duration = Duration::from_millis(250);
 
 /// Which session a call uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +53,26 @@ pub(crate) struct Session {
 impl Session {
     fn is_dead(&self) -> bool {
         self.peer.is_transport_closed()
+    }
+
+    /// Awaits `request` on this session, or `None` once the session's transport has closed
+    /// with the request still unanswered. A request written just as a stdio child died can
+    /// otherwise stay pending until the call timeout (seen under load: records held for the
+    /// whole `call_timeout_sec` after a server was killed), though nothing can answer it.
+    async fn answer<T>(&self, request: impl Future<Output = T>) -> Option<T> {
+        tokio::pin!(request);
+        loop {
+            tokio::select! {
+                // An answer that is already there wins over a transport that closed after it.
+                biased;
+                answer = &mut request => return Some(answer),
+                () = tokio::time::sleep(DEAD_POLL) => {
+                    if self.is_dead() {
+                        return None;
+                    }
+                }
+            }
+        }
     }
 
     async fn close(&self) {
@@ -341,7 +363,23 @@ impl Provider {
         let mut retried = false;
         loop {
             let session = self.session(key).await?;
-            match session.peer.call_tool_once(params.clone()).await {
+            let Some(answer) = session
+                .answer(session.peer.call_tool_once(params.clone()))
+                .await
+            else {
+                // The transport closed and the request was left pending: the same case as a
+                // dead-session error, retried once on a new session.
+                self.evict(key, &session);
+                if retried || self.closing.is_cancelled() {
+                    return Err(McpError::Transport {
+                        provider: self.label(),
+                        message: "the session closed before the call was answered".into(),
+                    });
+                }
+                retried = true;
+                continue;
+            };
+            match answer {
                 Ok(CallToolResponse::Complete(r)) => return Ok(r),
                 Ok(CallToolResponse::InputRequired(_)) => {
                     return Err(McpError::Unsupported(
