@@ -195,15 +195,16 @@ impl JobService {
             .resolve(dataset, &used, scope)
             .map_err(|i| issues.extend(i.into_iter().map(|i| partial.locate(i))))
             .ok();
+        // Model types need both the compiled columns and the resolved models; reported with
+        // the rest, not one round trip later.
+        if let (Some(plan), Some((models, _))) = (&plan, &resolved) {
+            issues.extend(model_type_issues(plan, models, &self.catalog));
+        }
         let (Some(plan), Some(run_config), Some((models, tools)), true) =
             (plan, run_config, resolved, issues.is_empty())
         else {
             return Err(ApiError::InvalidConfig(issues));
         };
-        let mismatched = model_type_issues(&plan, &models, &self.catalog);
-        if !mismatched.is_empty() {
-            return Err(ApiError::InvalidConfig(mismatched));
-        }
         // Last: costs a record, and only a config with no other problem is worth it.
         if let Some(issue) = plan.probe() {
             return Err(ApiError::InvalidConfig(vec![issue]));

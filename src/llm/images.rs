@@ -15,10 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::client::LlmClient;
 use super::error::LlmError;
-use super::media::no_api;
-use super::params::{self, apply_extra_body};
 use super::types::{ChatMessage, ContentBlock, Usage};
-use crate::config::ProviderType;
 use crate::domain::models::ModelConfig;
 
 /// One generated image: base64 data and its MIME type when the answer said it.
@@ -84,17 +81,13 @@ impl LlmClient {
         context: Vec<ContentBlock>,
         cancel: &CancellationToken,
     ) -> Result<Images, LlmError> {
-        let provider = self.provider(model)?;
-        if provider.kind == ProviderType::Anthropic {
-            return Err(no_api(model, &provider.name, "image generation"));
-        }
-        let ip = &model.inference_parameters;
+        let provider = self.openai_provider(model, "image generation")?;
         let diffusion = is_diffusion_model(&model.model);
         let mut body = Map::new();
         body.insert("model".into(), model.model.clone().into());
-        let url = if diffusion {
+        let path = if diffusion {
             body.insert("prompt".into(), prompt.into());
-            format!("{}/images/generations", provider.base)
+            "images/generations"
         } else {
             let mut content = context;
             content.push(ContentBlock::text(prompt));
@@ -106,19 +99,12 @@ impl LlmClient {
                     message: e.to_string(),
                 })?;
             body.insert("messages".into(), messages);
-            format!("{}/chat/completions", provider.base)
+            "chat/completions"
         };
-        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body());
-        apply_extra_body(&mut body, &extra);
         let ((images, usage), attempts) = self
-            .exchange(
-                model,
-                provider,
-                &url,
-                Ok(Value::Object(body)),
-                cancel,
-                |v| parse_images(v, diffusion),
-            )
+            .post_media(model, provider, path, body, cancel, |v| {
+                parse_images(v, diffusion)
+            })
             .await?;
         Ok(Images {
             images,

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
-use super::client::LlmClient;
+use super::client::{LlmClient, Provider};
 use super::error::LlmError;
 use super::params::{self, apply_extra_body};
 use super::types::Usage;
@@ -51,10 +51,7 @@ impl LlmClient {
         inputs: &[String],
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
-        let provider = self.provider(model)?;
-        if provider.kind == ProviderType::Anthropic {
-            return Err(no_api(model, &provider.name, "embeddings"));
-        }
+        let provider = self.openai_provider(model, "embeddings")?;
         let ip = &model.inference_parameters;
         let mut body = Map::new();
         body.insert("model".into(), model.model.clone().into());
@@ -65,19 +62,11 @@ impl LlmClient {
         if let Some(d) = ip.dimensions {
             body.insert("dimensions".into(), d.into());
         }
-        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body());
-        apply_extra_body(&mut body, &extra);
-        let url = format!("{}/embeddings", provider.base);
         let expected = inputs.len();
         let ((vectors, usage), attempts) = self
-            .exchange(
-                model,
-                provider,
-                &url,
-                Ok(Value::Object(body)),
-                cancel,
-                |v| parse_embeddings(v, expected),
-            )
+            .post_media(model, provider, "embeddings", body, cancel, |v| {
+                parse_embeddings(v, expected)
+            })
             .await?;
         Ok(Embeddings {
             vectors,
@@ -85,9 +74,49 @@ impl LlmClient {
             attempts,
         })
     }
+
+    /// The model's provider, which must be OpenAI-compatible: Anthropic has no embeddings or
+    /// image API, so the call fails before anything is sent.
+    pub(super) fn openai_provider(
+        &self,
+        model: &ModelConfig,
+        what: &str,
+    ) -> Result<&Provider, LlmError> {
+        let provider = self.provider(model)?;
+        if provider.kind == ProviderType::Anthropic {
+            return Err(no_api(model, &provider.name, what));
+        }
+        Ok(provider)
+    }
+
+    /// POSTs `body`, with the model's and provider's `extra_body` merged in, to
+    /// `{endpoint}/{path}` through the client's limits, timeout and retries.
+    pub(super) async fn post_media<T>(
+        &self,
+        model: &ModelConfig,
+        provider: &Provider,
+        path: &str,
+        mut body: Map<String, Value>,
+        cancel: &CancellationToken,
+        parse: impl Fn(&Value) -> Result<T, String>,
+    ) -> Result<(T, u32), LlmError> {
+        let ip = &model.inference_parameters;
+        let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body());
+        apply_extra_body(&mut body, &extra);
+        let url = format!("{}/{path}", provider.base);
+        self.exchange(
+            model,
+            provider,
+            &url,
+            Ok(Value::Object(body)),
+            cancel,
+            parse,
+        )
+        .await
+    }
 }
 
-pub(super) fn no_api(model: &ModelConfig, provider: &str, what: &str) -> LlmError {
+fn no_api(model: &ModelConfig, provider: &str, what: &str) -> LlmError {
     LlmError::InvalidResponse {
         model: model.alias.clone(),
         attempts: 0,
