@@ -15,14 +15,7 @@ impl Compiler<'_> {
         aliases: &Aliases,
         p: &mut ColumnParts,
     ) -> Option<StepKind> {
-        let column = self.columns[ci].name.clone();
-        self.issues.extend(Aliases::check(
-            &aliases.models,
-            &e.model_alias,
-            codes::UNKNOWN_MODEL_ALIAS,
-            &column,
-            "model_alias",
-        ));
+        self.check_model_alias(ci, &e.model_alias, aliases);
         // The target is a data dependency: a skipped target skips the embedding.
         let slot = self.resolve(ci, "target_column", &e.target_column, &mut p.deps)?;
         let producer_slot = self.column_slot[self.producer[slot]];
@@ -42,14 +35,7 @@ impl Compiler<'_> {
         aliases: &Aliases,
         p: &mut ColumnParts,
     ) -> Option<StepKind> {
-        let column = self.columns[ci].name.clone();
-        self.issues.extend(Aliases::check(
-            &aliases.models,
-            &i.model_alias,
-            codes::UNKNOWN_MODEL_ALIAS,
-            &column,
-            "model_alias",
-        ));
+        self.check_model_alias(ci, &i.model_alias, aliases);
         let prompt = self.template(ci, "prompt", &i.prompt, p, true);
         for (k, m) in i.multi_modal_context.iter().flatten().enumerate() {
             if m.modality != Modality::Image {
@@ -70,5 +56,17 @@ impl Compiler<'_> {
             prompt: prompt?,
             contexts: i.multi_modal_context.clone().unwrap_or_default(),
         }))
+    }
+
+    /// Reports a `model_alias` defined neither in the job nor on the server.
+    fn check_model_alias(&mut self, ci: usize, alias: &str, aliases: &Aliases) {
+        let column = self.columns[ci].name.clone();
+        self.issues.extend(Aliases::check(
+            &aliases.models,
+            alias,
+            codes::UNKNOWN_MODEL_ALIAS,
+            &column,
+            "model_alias",
+        ));
     }
 }
