@@ -13,15 +13,17 @@
 //!                                        ▼
 //!                  jobs::RecordRunner ─ generate::Plan: samplers, expressions, seed rows (on
 //!                                       cpu::CpuGate), LLM columns (llm) and their tools
-//!                                       (tools, mcp); the same runner serves previews
-//!                                        │ result + traces + usage
+//!                                       (tools, mcp), embedding, image and validation
+//!                                       columns; the same runner serves previews
+//!                                        │ result + traces + images + usage
 //!                                        ▼
 //!                  worker writer ─ batch completion, fenced by lease owner ─► store
 //!                                        │ reports the batch
 //!                                        ▼
 //!                  jobs::JobService ─ early shutdown on the error rate, finalizing
 //!
-//!                  GET /v1/jobs/{id}, /records, /events, /v1/records/{id} ─► api ─► jobs
+//!                  GET /v1/jobs/{id}, /records, /outputs, /analysis, /events,
+//!                      /v1/records/{id}, /media ─► api ─► jobs
 //! ```
 //!
 //! The layers, each depending only on those below it:
