@@ -25,7 +25,8 @@ pub mod codes {
     pub const DEPENDENCY_CYCLE: &str = "dependency_cycle";
     /// Sampler parameters are out of range or inconsistent.
     pub const INVALID_SAMPLER_PARAMS: &str = "invalid_sampler_params";
-    /// A DataDesigner sampler type synthgate does not serve yet.
+    /// Reserved: once produced for DataDesigner sampler types not served; every 0.9.6 type is
+    /// served now. Kept so the code is never reused for something else.
     pub const UNSUPPORTED_SAMPLER_TYPE: &str = "unsupported_sampler_type";
     /// An LLM column's `model_alias` is defined neither in the job nor on the server.
     pub const UNKNOWN_MODEL_ALIAS: &str = "unknown_model_alias";
@@ -127,7 +128,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_SAMPLER_TYPE,
-        "a DataDesigner sampler type not served yet (person, person_from_faker, scipy, bernoulli_mixture)",
+        "reserved; no longer produced (every DataDesigner 0.9.6 sampler type is served)",
     ),
     (
         codes::UNKNOWN_MODEL_ALIAS,

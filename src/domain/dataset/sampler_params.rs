@@ -89,11 +89,6 @@ impl SamplerType {
         Self::ALL.into_iter().find(|t| t.as_str() == name)
     }
 
-    /// Whether synthgate can generate this sampler type (all of DataDesigner 0.9.6's are).
-    pub fn is_served(self) -> bool {
-        true
-    }
-
     /// DataDesigner's `is_numerical_sampler_type`: the types `constraints` may target.
     pub fn is_numerical(self) -> bool {
         match self {

@@ -8,8 +8,7 @@ use super::super::seed;
 use super::super::validate::Aliases;
 use super::{ColumnParts, Compiler};
 use crate::domain::dataset::{
-    ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, Modality, SamplerColumn, SamplerType,
-    codes,
+    ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, Modality, SamplerColumn, codes,
 };
 use crate::generate::PeopleSource;
 use crate::generate::llm::LlmStep;
@@ -51,25 +50,6 @@ impl Compiler<'_> {
         people: &PeopleSource,
         p: &mut ColumnParts,
     ) -> Option<StepKind> {
-        if !s.sampler_type.is_served() {
-            let served: Vec<&str> = SamplerType::ALL
-                .iter()
-                .filter(|t| t.is_served())
-                .map(|t| t.as_str())
-                .collect();
-            let msg = format!(
-                "sampler_type '{}' is not served by synthgate yet; served types: {}",
-                s.sampler_type.as_str(),
-                served.join(", ")
-            );
-            self.issue(
-                codes::UNSUPPORTED_SAMPLER_TYPE,
-                ci,
-                Some("sampler_type"),
-                msg,
-            );
-            return None;
-        }
         let mut fields = vec![("params".to_owned(), &s.params)];
         let mut conditions = Vec::new();
         for (cond, params) in &s.conditional_params {
