@@ -70,7 +70,15 @@ pub(crate) fn compile(
 ) -> Option<SeedRows> {
     let rows = match &config.source {
         SeedSource::Inline { rows } => rows,
-        SeedSource::Other { seed_type } => {
+        other => {
+            let seed_type = match other {
+                SeedSource::Local { .. } => "local",
+                SeedSource::Hf { .. } => "hf",
+                SeedSource::Directory(_) => "directory",
+                SeedSource::FileContents { .. } => "file_contents",
+                SeedSource::Other { seed_type } => seed_type,
+                SeedSource::Inline { .. } => "inline",
+            };
             let msg = format!(
                 "seed_type '{seed_type}' is not supported; synthgate takes seed rows inline: \
                  seed_config.source = {{seed_type: inline, rows: [...]}}"

@@ -47,7 +47,7 @@ pub use sampler_params::{
     SamplerParams, SamplerType, Scalar, SubcategoryParams, TimedeltaParams, UniformParams,
     UuidParams,
 };
-pub use seed::{SamplingStrategy, SeedConfig, SeedSource, SelectionStrategy};
+pub use seed::{FileSystemSource, SamplingStrategy, SeedConfig, SeedSource, SelectionStrategy};
 pub use validation_column::{
     CodeLang, PYTHON_CALLABLE_HELP, RemoteValidatorParams, SqlDialect, ValidationColumn, Validator,
 };

@@ -1,9 +1,12 @@
 //! `seed_config` (`data_designer.config.seed`): where seed rows come from and how records
 //! pick them.
 //!
-//! DataDesigner reads seeds from files, Hugging Face or DataFrames; synthgate takes the rows
-//! inline (`source: {seed_type: inline, rows: [...]}`). Other sources parse, so the message
-//! can say what to do instead, and are rejected at compile as `unsupported_seed_source`.
+//! DataDesigner reads seeds from files (`local`), the Hugging Face Hub (`hf`), folders
+//! (`directory`, `file_contents`) or DataFrames; synthgate also takes the rows inline
+//! (`source: {seed_type: inline, rows: [...]}`). The file-backed sources are parsed here with
+//! DataDesigner's fields and defaults and resolved to stored datasets at submit (see
+//! `crate::datasets`). `df` and `agent_rollout` parse as [`SeedSource::Other`], so the
+//! message can say what to do instead, and are refused as `unsupported_seed_source`.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -31,11 +34,57 @@ pub enum SeedSource {
         /// The rows as given.
         rows: Vec<Value>,
     },
-    /// Any other `seed_type` (`local`, `hf`, `df`, `directory`, ...).
+    /// `local`: a CSV, JSONL or Parquet file, or a glob of them (`data/*.parquet`). Resolved
+    /// against the caller's uploaded datasets by file name, then against the server's
+    /// allow-listed seed directories.
+    Local {
+        /// The path as the config gives it.
+        path: String,
+    },
+    /// `hf`: files of a Hugging Face Hub dataset repository
+    /// (`datasets/{owner}/{repo}/{file or glob}`).
+    Hf {
+        /// The path as the config gives it.
+        path: String,
+        /// A token given in the job. Never used or stored: the Hub token comes from the
+        /// server config; a job that carries one is refused.
+        token_given: bool,
+        /// The endpoint the config names (DataDesigner's default `https://huggingface.co`).
+        endpoint: String,
+    },
+    /// `directory`: one row per matching file (path metadata only).
+    Directory(FileSystemSource),
+    /// `file_contents`: one row per matching file, with its text in `content`.
+    FileContents {
+        /// Where the files are and which match.
+        files: FileSystemSource,
+        /// The files' text encoding (DataDesigner's default `utf-8`).
+        encoding: String,
+    },
+    /// Any other `seed_type` (`df`, `agent_rollout`, ...).
     Other {
         /// The `seed_type` given.
         seed_type: String,
     },
+}
+
+/// DataDesigner's `FileSystemSeedSource` fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSystemSource {
+    /// The directory, as the config gives it.
+    pub path: String,
+    /// A case-sensitive pattern over file names (not paths); default `*`.
+    pub file_pattern: String,
+    /// Whether subdirectories are searched; default true.
+    pub recursive: bool,
+}
+
+fn star() -> String {
+    "*".into()
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// How records walk the selected rows.
@@ -105,6 +154,72 @@ struct PartitionBlockDe {
     num_partitions: u64,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LocalDe {
+    #[expect(
+        dead_code,
+        reason = "checked before deserializing; kept so the key is allowed"
+    )]
+    seed_type: String,
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HfDe {
+    #[expect(
+        dead_code,
+        reason = "checked before deserializing; kept so the key is allowed"
+    )]
+    seed_type: String,
+    path: String,
+    #[serde(default)]
+    token: Option<String>,
+    #[serde(default = "hub_endpoint")]
+    endpoint: String,
+}
+
+fn hub_endpoint() -> String {
+    "https://huggingface.co".into()
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectoryDe {
+    #[expect(
+        dead_code,
+        reason = "checked before deserializing; kept so the key is allowed"
+    )]
+    seed_type: String,
+    path: String,
+    #[serde(default = "star")]
+    file_pattern: String,
+    #[serde(default = "yes")]
+    recursive: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileContentsDe {
+    #[expect(
+        dead_code,
+        reason = "checked before deserializing; kept so the key is allowed"
+    )]
+    seed_type: String,
+    path: String,
+    #[serde(default = "star")]
+    file_pattern: String,
+    #[serde(default = "yes")]
+    recursive: bool,
+    #[serde(default = "utf8")]
+    encoding: String,
+}
+
+fn utf8() -> String {
+    "utf-8".into()
+}
+
 fn one() -> u64 {
     1
 }
@@ -144,16 +259,43 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
             return None;
         }
     };
-    let source = if seed_type == "inline" {
-        match deserialize_at::<InlineDe>(&de.source) {
-            Ok(inline) => SeedSource::Inline { rows: inline.rows },
-            Err((path, msg)) => {
-                fail(&join_path("source", &path), msg);
-                return None;
-            }
+    let parsed = match seed_type.as_str() {
+        "inline" => {
+            deserialize_at::<InlineDe>(&de.source).map(|d| SeedSource::Inline { rows: d.rows })
         }
-    } else {
-        SeedSource::Other { seed_type }
+        "local" => {
+            deserialize_at::<LocalDe>(&de.source).map(|d| SeedSource::Local { path: d.path })
+        }
+        "hf" => deserialize_at::<HfDe>(&de.source).map(|d| SeedSource::Hf {
+            path: d.path,
+            token_given: d.token.is_some(),
+            endpoint: d.endpoint,
+        }),
+        "directory" => deserialize_at::<DirectoryDe>(&de.source).map(|d| {
+            SeedSource::Directory(FileSystemSource {
+                path: d.path,
+                file_pattern: d.file_pattern,
+                recursive: d.recursive,
+            })
+        }),
+        "file_contents" => {
+            deserialize_at::<FileContentsDe>(&de.source).map(|d| SeedSource::FileContents {
+                files: FileSystemSource {
+                    path: d.path,
+                    file_pattern: d.file_pattern,
+                    recursive: d.recursive,
+                },
+                encoding: d.encoding,
+            })
+        }
+        _ => Ok(SeedSource::Other { seed_type }),
+    };
+    let source = match parsed {
+        Ok(source) => source,
+        Err((path, msg)) => {
+            fail(&join_path("source", &path), msg);
+            return None;
+        }
     };
     let selection_strategy = match de.selection_strategy {
         None | Some(Value::Null) => None,

@@ -288,8 +288,8 @@ fn seed_config_shapes() {
     let sc = cfg.seed_config.unwrap();
     assert_eq!(
         sc.source,
-        SeedSource::Other {
-            seed_type: "local".into()
+        SeedSource::Local {
+            path: "x.parquet".into()
         }
     );
     assert_eq!(sc.sampling_strategy, SamplingStrategy::Ordered);
@@ -342,4 +342,47 @@ fn odd_inputs_never_panic() {
             assert!(issues.iter().all(|i| !i.message.is_empty()), "{v}");
         }
     }
+}
+
+#[test]
+fn file_backed_seed_sources_parse_with_datadesigners_defaults() {
+    let source = |src: serde_json::Value| {
+        parse(json!({"columns": [], "seed_config": {"source": src}}))
+            .seed_config
+            .unwrap()
+            .source
+    };
+    assert_eq!(
+        source(json!({"seed_type": "hf", "path": "datasets/a/b/*.parquet", "token": "hf_x"})),
+        SeedSource::Hf {
+            path: "datasets/a/b/*.parquet".into(),
+            token_given: true,
+            endpoint: "https://huggingface.co".into(),
+        }
+    );
+    let fs = crate::domain::dataset::FileSystemSource {
+        path: "docs".into(),
+        file_pattern: "*".into(),
+        recursive: true,
+    };
+    assert_eq!(
+        source(json!({"seed_type": "directory", "path": "docs"})),
+        SeedSource::Directory(fs.clone())
+    );
+    assert_eq!(
+        source(json!({"seed_type": "file_contents", "path": "docs", "encoding": "latin-1"})),
+        SeedSource::FileContents {
+            files: fs,
+            encoding: "latin-1".into()
+        }
+    );
+    assert_eq!(
+        source(json!({"seed_type": "df"})),
+        SeedSource::Other {
+            seed_type: "df".into()
+        }
+    );
+    let i =
+        issues(json!({"seed_config": {"source": {"seed_type": "local", "path": "a.csv", "x": 1}}}));
+    assert_eq!(i[0].field.as_deref(), Some("seed_config.source.x"));
 }
