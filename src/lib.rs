@@ -28,8 +28,9 @@
 //!
 //! The layers, each depending only on those below it:
 //!
-//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI). Every job, record, trace,
-//!   export and progress question goes to [`jobs`]; it never touches the store.
+//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), and the web UI's static page
+//!   (`api::ui`, embedded from `ui/`). Every job, record, trace, export and progress question
+//!   goes to [`jobs`]; it never touches the store.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
 //! * [`worker`]: the queue of one replica: claims, leases, the batch writer.
 //! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool

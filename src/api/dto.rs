@@ -201,6 +201,20 @@ impl From<JobSummary> for JobResponse {
     }
 }
 
+/// The config a job was submitted with.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct JobConfigResponse {
+    /// The job.
+    #[schema(value_type = String, format = Uuid)]
+    pub job_id: JobId,
+    /// The DataDesigner config (the inner object), as stored at submit.
+    #[schema(value_type = Object)]
+    pub config: Value,
+    /// The DataDesigner `RunConfig`, as given (`{}` when none was).
+    #[schema(value_type = Object)]
+    pub run_config: Value,
+}
+
 /// A page of jobs, newest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct JobListResponse {

@@ -8,7 +8,10 @@ use serde_json::Value;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::dto::{CreateJobQuery, CreateJobRequest, JobListResponse, JobResponse, ListJobsQuery};
+use super::dto::{
+    CreateJobQuery, CreateJobRequest, JobConfigResponse, JobListResponse, JobResponse,
+    ListJobsQuery,
+};
 use super::extract::{self, ApiPath, ApiQuery, BodyFormat};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
@@ -19,6 +22,7 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_job, list_jobs))
         .routes(routes!(get_job))
+        .routes(routes!(get_job_config))
         .routes(routes!(cancel_job))
 }
 
@@ -224,6 +228,33 @@ pub async fn get_job(
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
     Ok(Json(state.jobs.summary(id, caller.owner()).await?.into()))
+}
+
+/// Get a job's config
+///
+/// The DataDesigner config (the inner `data_designer` object) and run config the job was
+/// submitted with, as stored: what the web UI shows, and what to resubmit to run it again.
+#[utoipa::path(
+    get, path = "/v1/jobs/{id}/config", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job's config", body = JobConfigResponse),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
+    )
+)]
+pub async fn get_job_config(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Json<JobConfigResponse>, ApiError> {
+    let id = extract::job_id(&id)?;
+    let job = state.jobs.get(id, caller.owner()).await?;
+    Ok(Json(JobConfigResponse {
+        job_id: job.id,
+        config: job.config,
+        run_config: job.run_config,
+    }))
 }
 
 /// Cancel a job

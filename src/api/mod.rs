@@ -1,5 +1,6 @@
 //! The HTTP API: `router(state)` merges the resource routers and wraps them in the middleware
-//! stack (request id, trace, timeout, body limit, panic catcher, error envelope).
+//! stack (request id, trace, timeout, body limit, panic catcher, error envelope), and the web
+//! UI's static page at `/ui`.
 
 mod decode;
 pub mod dto;
@@ -12,6 +13,7 @@ mod outputs;
 mod preview;
 mod records;
 mod tools;
+pub mod ui;
 
 use std::time::Duration;
 
@@ -61,11 +63,18 @@ pub fn router(state: AppState) -> Router {
             }),
         )
     };
+    // The web UI is public static code (see `ui`); the auth middleware guards `/v1` only.
+    let ui = if state.config.server.ui {
+        ui::router()
+    } else {
+        Router::new()
+    };
     let timeout = Duration::from_secs(state.config.server.request_timeout_sec);
     let body_limit = state.config.server.max_body_bytes;
     let keys = state.keys.clone();
     routes
         .merge(docs)
+        .merge(ui)
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(timeout, request_timeout))

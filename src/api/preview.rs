@@ -12,7 +12,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::dto::{ColumnTrace, CreateJobQuery, CreateJobRequest};
-use super::extract::{self, BodyFormat};
+use super::extract::{self, ApiQuery};
 use super::jobs::submit_request;
 use crate::auth::Caller;
 use crate::domain::RecordStatus;
@@ -54,16 +54,21 @@ pub struct PreviewRecord {
 /// Preview a config
 ///
 /// Generates up to 10 records synchronously, LLM columns included, and returns them with
-/// their traces. Nothing is stored. Same body as `POST /v1/jobs` (JSON only).
+/// their traces. Nothing is stored. Same body as `POST /v1/jobs`: JSON, or a DataDesigner YAML
+/// config file (`Content-Type: application/yaml`) with `?num_records=`.
 #[utoipa::path(
     post, path = "/v1/preview", tag = "jobs",
-    request_body = CreateJobRequest,
+    params(CreateJobQuery),
+    request_body(content(
+        (CreateJobRequest = "application/json"),
+        (Object = "application/yaml"),
+    )),
     responses(
         (status = 200, description = "The generated records", body = PreviewResponse),
-        (status = 400, description = "Malformed JSON (`invalid_json`)", body = ErrorBody),
+        (status = 400, description = "Malformed JSON or YAML (`invalid_json`, `invalid_yaml`)", body = ErrorBody),
         (status = 403, description = "The API key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
-        (status = 415, description = "Content-Type is not JSON (`unsupported_media_type`)", body = ErrorBody),
+        (status = 415, description = "Content-Type is neither JSON nor YAML (`unsupported_media_type`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range` above 10, config codes)", body = ErrorBody),
         (status = 503, description = "An MCP provider whose tools the columns use is unreachable (`mcp_unavailable`)", body = ErrorBody),
     )
@@ -71,24 +76,19 @@ pub struct PreviewRecord {
 pub async fn create_preview(
     State(state): State<AppState>,
     caller: Caller,
+    ApiQuery(query): ApiQuery<CreateJobQuery>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<PreviewResponse>, ApiError> {
-    if extract::body_format(&headers)? != BodyFormat::Json {
-        return Err(ApiError::UnsupportedMediaType(
-            "preview takes a JSON body: {\"config\", \"num_records\", ...}".into(),
-        ));
-    }
+    // A pasted or uploaded DataDesigner file is YAML more often than not (the web UI sends it
+    // as it is), so preview reads what submit reads.
+    let format = extract::body_format(&headers)?;
     let value = state
         .jobs
         .cpu()
-        .run(|| extract::decode_body(BodyFormat::Json, &body))
+        .run(|| extract::decode_body(format, &body))
         .await?;
-    let no_query = CreateJobQuery {
-        num_records: None,
-        seed: None,
-    };
-    let req = submit_request(BodyFormat::Json, value, no_query)?;
+    let req = submit_request(format, value, query)?;
     let preview = state.jobs.preview(req, &caller).await?;
     let records = preview
         .records

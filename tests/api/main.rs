@@ -36,4 +36,5 @@ mod scheduling;
 mod schemathesis;
 mod secrets;
 mod store;
+mod ui;
 mod validation;

@@ -1,0 +1,169 @@
+// One job: status and live progress, cancel, downloads, first errors, usage, columns, its
+// config (collapsible), and its records page by page with a status filter.
+
+import { events, get, post, request } from "./api.js";
+import { badge, errorBox, h, replace, route, section } from "./dom.js";
+import { ageEl, duration, jsonTree, num, shortId } from "./format.js";
+import { isActive, progressBar } from "./jobs.js";
+
+const PAGE = 25;
+const RECORD_STATUSES = ["pending", "in_progress", "completed", "failed", "cancelled"];
+
+/** A value cut to one short line for the records table. */
+function brief(v) {
+  let s;
+  if (typeof v === "string") s = v;
+  else if (v && typeof v === "object" && typeof v.media_id === "string") s = "[image]";
+  else if (Array.isArray(v) && v.length && v.every((x) => x && typeof x.media_id === "string")) s = `[${v.length} image${v.length > 1 ? "s" : ""}]`;
+  else s = JSON.stringify(v);
+  s = String(s ?? "").replace(/\s+/g, " ");
+  return s.length > 80 ? s.slice(0, 79) + "…" : s;
+}
+
+/** Fetches an export with the key and hands it to the browser as a file. */
+async function download(jobId, format, button) {
+  const label = button.textContent;
+  button.disabled = true;
+  button.textContent = "Downloading…";
+  try {
+    const resp = await request(`/v1/jobs/${jobId}/records?format=${format}`);
+    const url = URL.createObjectURL(await resp.blob());
+    const a = h("a", { href: url, download: `${jobId}.${format}` });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+  } catch (e) {
+    button.after(errorBox(e));
+  } finally {
+    button.disabled = false;
+    button.textContent = label;
+  }
+}
+
+export async function jobView(main, id, params, signal) {
+  const base = `/v1/jobs/${encodeURIComponent(id)}`;
+  let job = await get(base, signal);
+  const head = h("div");
+  const summary = h("div", { class: "grid" });
+  const recordsBox = h("div");
+  let recFilter = params.get("status") || "";
+  let cursors = [null]; // cursor of each page seen; the last is the current page's
+  let nextCursor = null;
+
+  const configBox = h("div", { class: "muted" }, "Loading the config…");
+  replace(main,
+    h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
+      h("a", { href: route("jobs") }, "Jobs"), " / ", h("span", {}, "job " + shortId(id))),
+    head, summary,
+    section("Records", recordsBox),
+    h("section", { class: "card" },
+      h("details", { class: "config" }, h("summary", {}, h("h2", { class: "inline" }, "Config")), configBox)));
+
+  function renderHead() {
+    const cancel = isActive(job.status) && job.status !== "cancelling"
+      ? h("button", { type: "button", class: "danger", onclick: async (ev) => {
+        ev.target.disabled = true;
+        try { job = await post(`${base}/cancel`, undefined, undefined, signal); renderAll(); } catch (e) { head.append(errorBox(e)); }
+      } }, "Cancel job")
+      : null;
+    const dl = (fmt, label) => h("button", { type: "button", onclick: (ev) => download(job.id, fmt, ev.target) }, label);
+    replace(head,
+      h("div", { class: "title-row" },
+        h("h1", {}, "Job ", h("span", { class: "mono" }, shortId(job.id))), badge(job.status),
+        h("span", { class: "spacer" }), cancel),
+      h("div", { class: "progress-big" }, progressBar(job.counts),
+        h("div", { class: "small" },
+          `${num(job.counts.completed)} completed · ${num(job.counts.failed)} failed · ` +
+          `${num(job.counts.in_progress)} in progress · ${num(job.counts.pending)} pending · ` +
+          `${num(job.counts.cancelled)} cancelled · ${num(job.counts.total)} total`)),
+      job.error ? errorBox(job.error) : null,
+      h("div", { class: "actions" }, h("span", { class: "muted" }, "Download"),
+        dl("jsonl", "JSONL"), dl("csv", "CSV"), dl("parquet", "Parquet")));
+  }
+
+  function renderSummary() {
+    const usage = Object.entries(job.usage || {});
+    replace(summary,
+      section("About",
+        h("dl", { class: "facts" },
+          h("dt", {}, "id"), h("dd", {}, h("code", {}, job.id)),
+          h("dt", {}, "created"), h("dd", {}, ageEl(job.created_at)),
+          h("dt", {}, "running time"), h("dd", {}, duration(job.started_at, job.finished_at)),
+          h("dt", {}, "seed"), h("dd", {}, h("code", {}, String(job.seed))),
+          h("dt", {}, "columns"), h("dd", {}, h("div", { class: "chips" }, (job.columns || []).map((c) => h("code", { class: "chip" }, c)))),
+          job.metadata ? [h("dt", {}, "metadata"), h("dd", {}, jsonTree(job.metadata, 0))] : null)),
+      section("LLM usage", usage.length
+        ? h("table", { class: "compact" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "model alias"), h("th", { scope: "col", class: "num" }, "requests"),
+            h("th", { scope: "col", class: "num" }, "prompt tokens"), h("th", { scope: "col", class: "num" }, "completion tokens"))),
+          h("tbody", {}, usage.map(([alias, u]) => h("tr", {}, h("td", {}, h("code", {}, alias)),
+            h("td", { class: "num" }, num(u.requests)), h("td", { class: "num" }, num(u.prompt_tokens)),
+            h("td", { class: "num" }, num(u.completion_tokens))))))
+        : h("p", { class: "muted" }, "No LLM requests.")),
+      (job.first_errors || []).length
+        ? section("First errors", h("ul", { class: "errors" }, job.first_errors.map((e) => h("li", {},
+          h("a", { href: route("records", e.record_id) }, "record " + e.index), " ",
+          h("code", { class: "tag tag-fail" }, String(e.error.code)),
+          e.error.column ? h("span", {}, " in ", h("code", {}, String(e.error.column))) : null,
+          h("div", { class: "small" }, String(e.error.message))))))
+        : null);
+  }
+
+  async function loadRecords() {
+    const cursor = cursors[cursors.length - 1];
+    const q = new URLSearchParams({ limit: String(PAGE) });
+    if (cursor) q.set("cursor", cursor);
+    if (recFilter) q.set("status", recFilter);
+    const page = await get(`${base}/records?${q}`, signal);
+    nextCursor = page.next_cursor || null;
+    const cols = (job.columns || []).slice(0, 3);
+    const select = h("select", { id: "record-status", onchange: () => {
+      recFilter = select.value; cursors = [null]; loadRecords().catch(showErr);
+    } }, h("option", { value: "" }, "all"), RECORD_STATUSES.map((s) => h("option", { value: s, selected: s === recFilter }, s)));
+    const pageNo = cursors.length;
+    replace(recordsBox,
+      h("div", { class: "toolbar" }, h("label", { for: "record-status" }, "Status "), select,
+        h("span", { class: "spacer" }),
+        h("button", { type: "button", disabled: pageNo === 1, onclick: () => { cursors.pop(); loadRecords().catch(showErr); } }, "← Previous"),
+        h("span", { class: "muted small" }, `page ${pageNo}`),
+        h("button", { type: "button", disabled: !nextCursor, onclick: () => { cursors.push(nextCursor); loadRecords().catch(showErr); } }, "Next →")),
+      page.records.length === 0 ? h("p", { class: "muted" }, "No records" + (recFilter ? ` with status ${recFilter}.` : ".")) :
+        h("div", { class: "table-wrap" }, h("table", { class: "records" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "num" }, "#"), h("th", { scope: "col" }, "status"),
+            h("th", { scope: "col" }, "error"), cols.map((c) => h("th", { scope: "col", class: "hide-narrow" }, c)))),
+          h("tbody", {}, page.records.map((r) => h("tr", { "data-record": r.id },
+            h("td", { class: "num" }, h("a", { href: route("records", r.id) }, String(r.index))),
+            h("td", {}, badge(r.status)),
+            h("td", {}, r.error ? h("code", { class: "tag tag-fail", title: String(r.error.message) }, String(r.error.code)) : ""),
+            cols.map((c) => h("td", { class: "hide-narrow cell-brief" }, r.values && c in r.values ? brief(r.values[c]) : "")))))))); 
+  }
+
+  function showErr(e) {
+    replace(recordsBox, errorBox(e));
+  }
+
+  function renderAll() {
+    renderHead();
+    renderSummary();
+  }
+
+  renderAll();
+  await loadRecords();
+  get(`${base}/config`, signal).then((c) => {
+    replace(configBox, h("div", { class: "json" }, jsonTree(c.config, 2)),
+      Object.keys(c.run_config || {}).length ? [h("h3", {}, "Run config"), jsonTree(c.run_config, 2)] : null);
+  }, (e) => replace(configBox, errorBox(e)));
+
+  if (isActive(job.status)) {
+    let pending = null;
+    events(`${base}/events`, signal, (name, data) => {
+      if (name === "progress") { job.status = data.status; job.counts = data.counts; renderHead(); }
+      if (name === "record" && !pending) {
+        // Many records can finish at once: refresh the page of records at most once a second.
+        pending = setTimeout(() => { pending = null; loadRecords().catch(showErr); }, 1000);
+      }
+      if (name === "done") { job = data; renderAll(); loadRecords().catch(showErr); }
+    }).catch(() => {});
+  }
+}
