@@ -234,6 +234,7 @@ fn script() -> Value {
         {"when": {"user_contains": "fail me"}, "reply": {"status": 400,
             "body": {"error": {"message": "this record is meant to fail"}}}},
         {"when": {"user_contains": "XSS"}, "reply": {"text": XSS}},
+        {"when": {"user_contains": "Slowly"}, "reply": {"text": "done", "delay_ms": 4000}},
         {"when": {"last_is_tool_result": true},
          "reply": {"text": "It is sunny in Lisbon (21 °C); the chart is attached."}},
         {"when": {"has_tools": true}, "reply": {
@@ -323,6 +324,14 @@ async fn the_ui_in_chromium_shows_jobs_traces_and_preview_problems() {
 
     let ctx = json!({
         "mode": "main",
+        // Submitted by the browser script right before it opens the job's page, so the job is
+        // still running there (each answer takes 4 s) and the page must follow its stream.
+        "slow_job_body": {"num_records": 4, "config": {"columns": [
+            {"name": "n", "column_type": "sampler", "sampler_type": "uniform",
+             "params": {"low": 0, "high": 9}},
+            {"name": "said", "column_type": "llm-text", "model_alias": "writer",
+             "prompt": "Slowly count to {{ n }}."}]}},
+        "slow_records": 4,
         "base": format!("http://{}", app.addr),
         "chromium": chromium,
         "screenshots": screenshot_dir(),
@@ -347,6 +356,7 @@ async fn the_ui_in_chromium_shows_jobs_traces_and_preview_problems() {
         &python,
         ctx,
         &[
+            "a_running_job_follows_its_event_stream",
             "jobs_list_shows_a_finished_job",
             "job_view_shows_errors_records_config_downloads",
             "record_shows_tool_call_result_and_images",

@@ -61,6 +61,20 @@ def main_cases(run):
     ctx = run.ctx
     page = run.page()
 
+    def live_progress():
+        # Opened while the job runs; no reload: the event stream moves the bar and the badge.
+        resp = page.request.post(ctx["base"] + "/v1/jobs", data=ctx["slow_job_body"])
+        assert resp.status == 202, resp.text()
+        page.goto(run.url(f"#/jobs/{resp.json()['id']}"))
+        badge = page.locator(".title-row .badge")
+        expect(badge).to_have_text(re.compile("queued|running"))
+        bar = page.locator('.progress-big [role="progressbar"]')
+        expect(bar).to_have_attribute("aria-valuenow", str(ctx["slow_records"]), timeout=60_000)
+        expect(badge).to_have_text("completed")
+        # The records table was refreshed by the stream's record events.
+        expect(page.locator("table.records .badge", has_text="completed")).to_have_count(ctx["slow_records"])
+        assert page.evaluate("() => performance.getEntriesByType('navigation').length") == 1
+
     def jobs_list():
         page.goto(run.url())
         row = page.locator(f'tr[data-job="{ctx["tool_job"]}"]')
@@ -208,6 +222,7 @@ def main_cases(run):
         outline = page.evaluate("() => getComputedStyle(document.activeElement).outlineStyle")
         assert outline not in ("none", ""), outline
 
+    run.check("a_running_job_follows_its_event_stream", live_progress)
     run.check("jobs_list_shows_a_finished_job", jobs_list)
     run.check("job_view_shows_errors_records_config_downloads", job_view)
     run.check("record_shows_tool_call_result_and_images", record_with_tools)
