@@ -171,7 +171,8 @@ pub async fn import_file_digested(
     let meta = new_meta(owner, name, format, digest, source, source_ref);
     let path: PathBuf = path.to_path_buf();
     let limits_owned = limits.clone();
-    run_import(store, meta, limits, move |sink| {
+    let max_row = Some(limits.max_row_bytes);
+    run_import(store, meta, limits, max_row, move |sink| {
         formats::read_file(format, &path, &limits_owned, sink)
     })
     .await
@@ -237,7 +238,8 @@ pub async fn import_rows(
     );
     let limits = DatasetLimits::default();
     let cols = columns.clone();
-    run_import(store, meta, &limits, move |sink| {
+    // Rows already in memory: no row limit (a file's contents may be large).
+    run_import(store, meta, &limits, None, move |sink| {
         for row in rows {
             let full: Map<String, Value> = cols
                 .iter()
@@ -304,6 +306,7 @@ async fn run_import<F>(
     store: &dyn Store,
     meta: DatasetMeta,
     limits: &DatasetLimits,
+    max_row_bytes: Option<usize>,
     parse: F,
 ) -> Result<DatasetMeta, ImportError>
 where
@@ -317,7 +320,7 @@ where
     }
     let id = meta.id;
     store.begin_dataset_import(&meta).await?;
-    let result = write_blocks(store, id, parse).await;
+    let result = write_blocks(store, id, max_row_bytes, parse).await;
     let finished = match result {
         Ok((columns, num_rows)) => store
             .finish_dataset_import(id, &columns, num_rows)
@@ -341,6 +344,7 @@ where
 async fn write_blocks<F>(
     store: &dyn Store,
     id: DatasetId,
+    max_row_bytes: Option<usize>,
     parse: F,
 ) -> Result<(Vec<DatasetColumn>, u64), ImportError>
 where
@@ -348,7 +352,7 @@ where
 {
     let (tx, mut rx) = mpsc::channel::<Batch>(BATCHES_IN_FLIGHT);
     let parser = tokio::task::spawn_blocking(move || {
-        let mut sink = BlockSink::new(tx);
+        let mut sink = BlockSink::new(tx, max_row_bytes);
         let columns = parse(&mut sink)?;
         let rows = sink.finish()?;
         Ok::<_, ImportError>((columns, rows))
@@ -397,12 +401,15 @@ struct BlockSink {
     batch_bytes: usize,
     first: u64,
     rows: u64,
+    /// Largest row as JSON (`None`: no limit).
+    max_row_bytes: Option<usize>,
 }
 
 impl BlockSink {
-    fn new(tx: mpsc::Sender<Batch>) -> Self {
+    fn new(tx: mpsc::Sender<Batch>, max_row_bytes: Option<usize>) -> Self {
         Self {
             tx,
+            max_row_bytes,
             block: Vec::new(),
             rows_in_block: 0,
             batch: Vec::new(),
@@ -451,8 +458,17 @@ impl RowSink for BlockSink {
     fn push(&mut self, row: Map<String, Value>) -> Result<(), ImportError> {
         self.block
             .push(if self.rows_in_block == 0 { b'[' } else { b',' });
+        let start = self.block.len();
         serde_json::to_writer(&mut self.block, &row)
             .map_err(|e| ImportError::internal(format!("encoding a row: {e}")))?;
+        if let Some(max) = self.max_row_bytes
+            && self.block.len() - start > max
+        {
+            return Err(ImportError::invalid(format!(
+                "row {} is larger than {max} bytes as JSON (datasets.max_row_bytes)",
+                self.rows + 1
+            )));
+        }
         self.rows_in_block += 1;
         self.rows += 1;
         if self.rows_in_block == BLOCK_ROWS {

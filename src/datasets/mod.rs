@@ -10,11 +10,14 @@
 //! * [`import`]: the only writer. Parses a file (streamed, in a blocking task) or takes rows
 //!   already in memory, writes blocks in bounded transactions, flips the dataset to `ready`.
 //! * [`formats`]: one reader per file format, and column type inference.
+//! * [`service`]: what the API calls: uploads (spooled to disk while hashed), lists, previews,
+//!   deletes.
 //!
 //! The `Store` methods that read and delete datasets are in [`crate::store`].
 
 pub mod formats;
 pub mod import;
+pub mod service;
 
 use std::fmt;
 
@@ -23,7 +26,10 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 pub use crate::domain::DatasetId;
-pub use import::{DatasetLimits, ImportError, import_file, import_rows};
+pub use import::{
+    DatasetLimits, FileDigest, ImportError, import_file, import_file_digested, import_rows,
+};
+pub use service::DatasetService;
 
 /// Rows per stored block. Part of the storage format: changing it needs a migration.
 pub const BLOCK_ROWS: u64 = 256;

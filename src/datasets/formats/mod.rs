@@ -5,7 +5,7 @@
 //! JSON object with every column, in column order. Readers are blocking code: the importer
 //! runs them in a blocking task.
 //!
-//! CSV and JSONL read the file twice: once to infer each column's type over every row (and to
+//! Parquet is read once: its schema gives the column types. CSV and JSONL read the file twice: once to infer each column's type over every row (and to
 //! reject a malformed file before anything is stored), once to convert and hand over the rows.
 //! Reading twice costs a second sequential read of a file the page cache usually still holds,
 //! and keeps every stored value exactly of its column's type (a CSV column found to be `float`
@@ -13,6 +13,8 @@
 
 pub(crate) mod csv;
 mod infer;
+pub(crate) mod jsonl;
+pub(crate) mod parquet;
 
 use std::path::Path;
 
@@ -70,11 +72,15 @@ pub(crate) fn read_file(
             csv::read(path, &columns, limits, sink)?;
             Ok(columns)
         }
-        DatasetFormat::Jsonl | DatasetFormat::Parquet | DatasetFormat::Listing => {
-            Err(ImportError {
-                code: "unsupported_dataset_format",
-                message: format!("importing {format} files is not supported yet"),
-            })
+        DatasetFormat::Jsonl => {
+            let columns = jsonl::infer(path, limits)?;
+            jsonl::read(path, &columns, limits, sink)?;
+            Ok(columns)
         }
+        DatasetFormat::Parquet => parquet::read(path, limits, sink),
+        DatasetFormat::Listing => Err(ImportError {
+            code: "unsupported_dataset_format",
+            message: "a listing is not a file format; listings are imported as rows".into(),
+        }),
     }
 }
