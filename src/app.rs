@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::datasets::DatasetService;
 use crate::auth::ApiKeys;
 use crate::config::Config;
 use crate::jobs::{Catalog, JobService};
@@ -96,11 +97,19 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "authentication on for /v1 routes"
         );
     }
+    let datasets = DatasetService::new(store.clone(), config.datasets.clone());
+    match datasets.delete_stale_imports().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(datasets = n, "deleted dataset imports left by a crash"),
+        // Only invisible rows are left behind; the next import retries.
+        Err(e) => tracing::warn!(error = %e, "could not delete stale dataset imports"),
+    }
     let shutdown = CancellationToken::new();
     let state = AppState {
         keys,
         tools: tools.clone(),
         jobs,
+        datasets,
         config: config.clone(),
         shutdown: shutdown.clone(),
     };

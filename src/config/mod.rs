@@ -6,6 +6,7 @@
 //! environment overrides (values parsed as YAML scalars, list items addressed by index).
 //! Every error names the key it is about, so an operator can fix it without reading code.
 
+mod datasets;
 mod providers;
 mod sections;
 mod validators;
@@ -23,6 +24,7 @@ pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
     SamplersConfig, ServerConfig, WorkersConfig,
 };
+pub use datasets::DatasetsConfig;
 pub use validators::ValidatorsConfig;
 
 use crate::domain::models::{ModelConfig, ToolConfig};
@@ -58,6 +60,9 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
+    /// Stored datasets (seed files): upload and import limits.
+    #[serde(default)]
+    pub datasets: DatasetsConfig,
     /// LLM request retries.
     #[serde(default)]
     pub llm: LlmConfig,
@@ -162,6 +167,7 @@ impl Config {
         self.auth.problems(&mut out);
         self.llm.problems(&mut out);
         self.validators.problems(&mut out);
+        self.datasets.problems(&mut out);
         providers::problems(self, &mut out);
         providers::allow_list_problems(self, &mut out);
         out
