@@ -49,8 +49,12 @@ pub mod codes {
     pub const UNKNOWN_TOOL: &str = "unknown_tool";
     /// `seed_config` or a `seed-dataset` column is inconsistent with the seed rows.
     pub const INVALID_SEED_CONFIG: &str = "invalid_seed_config";
-    /// A seed source other than inline rows.
+    /// A seed source the server does not serve (`df`, `agent_rollout`, or a server-side
+    /// source the server has not configured).
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
+    /// A `local` seed path that matches no uploaded dataset of the caller and no file in the
+    /// server's seed directories.
+    pub const SEED_DATASET_NOT_FOUND: &str = "seed_dataset_not_found";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
     /// Reserved: once produced for non-empty `constraints`, `processors` or `profilers`, which
@@ -164,7 +168,11 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_SEED_SOURCE,
-        "a seed source other than inline rows (seed_type: inline)",
+        "a seed source the server does not serve (df, agent_rollout, or a server-side source it has not configured)",
+    ),
+    (
+        codes::SEED_DATASET_NOT_FOUND,
+        "a local seed path matches none of the caller's uploaded datasets (upload it: POST /v1/datasets or synthgate submit) and no file in the server's seed directories",
     ),
     (
         codes::SELF_REFERENCE,
@@ -301,7 +309,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 31);
+        assert_eq!(seen.len(), 32);
     }
 
     #[test]
