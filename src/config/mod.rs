@@ -6,6 +6,7 @@
 //! environment overrides (values parsed as YAML scalars, list items addressed by index).
 //! Every error names the key it is about, so an operator can fix it without reading code.
 
+mod datasets;
 mod providers;
 mod sections;
 mod validators;
@@ -15,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use datasets::{DatasetsConfig, HfConfig};
 pub use providers::{
     InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
     SessionScope, resolve_api_key,
@@ -79,6 +81,9 @@ pub struct Config {
     /// What validation columns may run: the ruff executable, remote endpoints.
     #[serde(default)]
     pub validators: ValidatorsConfig,
+    /// Seed datasets: upload limit, allow-listed seed directories, the Hugging Face Hub.
+    #[serde(default)]
+    pub datasets: DatasetsConfig,
 }
 
 /// Why the config could not be loaded. Each message names the key or file concerned.
@@ -144,7 +149,8 @@ impl Config {
             };
             ConfigError::Invalid(vec![format!("config key `{key}`: {}", e.inner())])
         })?;
-        let problems = config.problems();
+        let mut problems = config.problems();
+        config.datasets.env_problems(&lookup, &mut problems);
         if problems.is_empty() {
             Ok(config)
         } else {
@@ -162,6 +168,7 @@ impl Config {
         self.auth.problems(&mut out);
         self.llm.problems(&mut out);
         self.validators.problems(&mut out);
+        self.datasets.problems(&mut out);
         providers::problems(self, &mut out);
         providers::allow_list_problems(self, &mut out);
         out

@@ -55,6 +55,17 @@ pub mod codes {
     /// A `local` seed path that matches no uploaded dataset of the caller and no file in the
     /// server's seed directories.
     pub const SEED_DATASET_NOT_FOUND: &str = "seed_dataset_not_found";
+    /// A seed source carries a secret (an `hf` `token`): secrets come only from the server
+    /// config.
+    pub const SECRET_IN_CONFIG: &str = "secret_in_config";
+    /// An `hf` seed's `endpoint` is not the server's configured Hub endpoint.
+    pub const SEED_ENDPOINT_NOT_ALLOWED: &str = "seed_endpoint_not_allowed";
+    /// A server-side seed could not be fetched or stored: the Hub refused the server's token,
+    /// timed out or failed.
+    pub const SEED_FETCH_FAILED: &str = "seed_fetch_failed";
+    /// A server-side seed is over a size limit: a file over `datasets.max_upload_bytes`, more
+    /// files than `datasets.max_seed_files`, or `file_contents` over `datasets.max_seed_bytes`.
+    pub const SEED_SOURCE_TOO_LARGE: &str = "seed_source_too_large";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
     /// Reserved: once produced for non-empty `constraints`, `processors` or `profilers`, which
@@ -173,6 +184,22 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::SEED_DATASET_NOT_FOUND,
         "a local seed path matches none of the caller's uploaded datasets (upload it: POST /v1/datasets or synthgate submit) and no file in the server's seed directories",
+    ),
+    (
+        codes::SECRET_IN_CONFIG,
+        "a seed source carries a secret (an hf `token`); the server's own token is used",
+    ),
+    (
+        codes::SEED_ENDPOINT_NOT_ALLOWED,
+        "an hf seed's `endpoint` is not the server's configured Hub endpoint (datasets.hf.endpoint)",
+    ),
+    (
+        codes::SEED_FETCH_FAILED,
+        "a server-side seed could not be fetched or stored (the Hub refused access, timed out or failed)",
+    ),
+    (
+        codes::SEED_SOURCE_TOO_LARGE,
+        "a server-side seed is over a limit: a file over datasets.max_upload_bytes, more files than datasets.max_seed_files, or file_contents over datasets.max_seed_bytes",
     ),
     (
         codes::SELF_REFERENCE,
@@ -309,7 +336,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 32);
+        assert_eq!(seen.len(), 36);
     }
 
     #[test]
