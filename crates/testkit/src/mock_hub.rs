@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde_json::{Value, json};
@@ -41,7 +41,7 @@ const LFS_THRESHOLD: usize = 10 * 1024;
 pub struct HubRequest {
     /// `hub` or `cdn`.
     pub server: &'static str,
-    /// The request path (percent-encoded, as sent).
+    /// The request path and query (percent-encoded, as sent).
     pub path: String,
     /// The `Authorization` header, if any.
     pub authorization: Option<String>,
@@ -215,7 +215,10 @@ fn hub_error(status: StatusCode, code: Option<&str>, message: &str) -> Response 
     r
 }
 
-fn record(st: &mut HubState, server: &'static str, path: String, headers: &HeaderMap) {
+fn record(st: &mut HubState, server: &'static str, uri: &Uri, headers: &HeaderMap) {
+    let path = uri
+        .path_and_query()
+        .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned());
     let authorization = headers
         .get(header::AUTHORIZATION)
         .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
@@ -232,7 +235,7 @@ fn visible<'a>(
     headers: &HeaderMap,
     repo_id: &str,
     rev: &str,
-) -> Result<&'a Repo, Response> {
+) -> Result<&'a Repo, Box<Response>> {
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -241,11 +244,11 @@ fn visible<'a>(
         (None, _) => false,
         (Some(g), Some(t)) if g == t => true,
         (Some(_), _) => {
-            return Err(hub_error(
+            return Err(Box::new(hub_error(
                 StatusCode::UNAUTHORIZED,
                 None,
                 "Invalid credentials in Authorization header",
-            ));
+            )));
         }
     };
     let not_found = || {
@@ -255,7 +258,11 @@ fn visible<'a>(
         } else {
             StatusCode::UNAUTHORIZED
         };
-        hub_error(status, Some("RepoNotFound"), "Repository not found")
+        Box::new(hub_error(
+            status,
+            Some("RepoNotFound"),
+            "Repository not found",
+        ))
     };
     let repo = st.repos.get(repo_id).ok_or_else(not_found)?;
     if repo.private && !authed {
@@ -263,11 +270,11 @@ fn visible<'a>(
     }
     if rev != "main" && rev != repo.sha {
         let msg = format!("Invalid rev id: {rev}");
-        return Err(hub_error(
+        return Err(Box::new(hub_error(
             StatusCode::NOT_FOUND,
             Some("RevisionNotFound"),
             &msg,
-        ));
+        )));
     }
     Ok(repo)
 }
@@ -276,10 +283,10 @@ async fn revision_info(
     State(state): State<Shared>,
     Path((owner, name, rev)): Path<(String, String, String)>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
     let mut st = lock(&state);
-    let path = format!("/api/datasets/{owner}/{name}/revision/{rev}");
-    record(&mut st, "hub", path, &headers);
+    record(&mut st, "hub", &uri, &headers);
     let repo_id = format!("{owner}/{name}");
     match visible(&st, &headers, &repo_id, &rev) {
         Ok(repo) => axum::Json(json!({
@@ -293,7 +300,7 @@ async fn revision_info(
             "siblings": repo.files.keys().map(|p| json!({"rfilename": p})).collect::<Vec<_>>(),
         }))
         .into_response(),
-        Err(r) => r,
+        Err(r) => *r,
     }
 }
 
@@ -310,8 +317,16 @@ async fn tree_root(
     Path((owner, name, rev)): Path<(String, String, String)>,
     q: Query<TreeQuery>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
-    tree(state, Path((owner, name, rev, String::new())), q, headers).await
+    tree(
+        state,
+        Path((owner, name, rev, String::new())),
+        q,
+        headers,
+        uri,
+    )
+    .await
 }
 
 async fn tree(
@@ -319,14 +334,14 @@ async fn tree(
     Path((owner, name, rev, dir)): Path<(String, String, String, String)>,
     Query(q): Query<TreeQuery>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
     let mut st = lock(&state);
-    let path = format!("/api/datasets/{owner}/{name}/tree/{rev}/{dir}");
-    record(&mut st, "hub", path, &headers);
+    record(&mut st, "hub", &uri, &headers);
     let repo_id = format!("{owner}/{name}");
     let repo = match visible(&st, &headers, &repo_id, &rev) {
         Ok(r) => r,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let dir = dir.trim_matches('/');
     let recursive = q
@@ -404,10 +419,10 @@ async fn resolve(
     State(state): State<Shared>,
     Path((owner, name, rev, file)): Path<(String, String, String, String)>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
     let mut st = lock(&state);
-    let path = format!("/datasets/{owner}/{name}/resolve/{rev}/{file}");
-    record(&mut st, "hub", path, &headers);
+    record(&mut st, "hub", &uri, &headers);
     let repo_id = format!("{owner}/{name}");
     let (sha, bytes) = match visible(&st, &headers, &repo_id, &rev) {
         Ok(repo) => match repo.files.get(&file) {
@@ -420,7 +435,7 @@ async fn resolve(
                 );
             }
         },
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let etag = format!("\"{}\"", oid(&bytes));
     if is_lfs(&file, &bytes) {
@@ -460,10 +475,10 @@ async fn cdn_object(
     State(state): State<Shared>,
     Path((owner, name, file)): Path<(String, String, String)>,
     headers: HeaderMap,
+    uri: Uri,
 ) -> Response {
     let mut st = lock(&state);
-    let path = format!("/repos/{owner}/{name}/{file}");
-    record(&mut st, "cdn", path, &headers);
+    record(&mut st, "cdn", &uri, &headers);
     let repo_id = format!("{owner}/{name}");
     let Some(bytes) = st
         .repos

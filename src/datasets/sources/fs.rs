@@ -25,11 +25,6 @@ impl Allowed {
         Self { roots }
     }
 
-    /// The canonical allowed directories, in configured order.
-    pub(crate) fn roots(&self) -> &[PathBuf] {
-        &self.roots
-    }
-
     /// Whether canonical path `p` is one of the directories or lies below one.
     pub(crate) fn contains(&self, p: &Path) -> bool {
         self.roots.iter().any(|r| p.starts_with(r))
