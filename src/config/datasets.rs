@@ -1,18 +1,39 @@
-//! The `datasets` section: stored seed datasets, and the server-side sources a seed may be
-//! read from. A job never names a server path outside `seed_dirs`, a Hub endpoint other than
-//! `hf.endpoint`, or a token: those come from here.
+//! The `datasets:` section: uploads and imports of stored datasets (seed files), and the
+//! server-side sources a seed may be read from. A job never names a server path outside
+//! `seed_dirs`, a Hub endpoint other than `hf.endpoint`, or a token: those come from here.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use secrecy::SecretString;
 use serde::Deserialize;
 
-/// Seed datasets and their server-side sources.
+use crate::datasets::DatasetLimits;
+
+/// Limits and places for stored datasets, and the server-side seed sources.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatasetsConfig {
-    /// Largest dataset file accepted, in bytes: an upload, a server file, or a Hub download.
+    /// Largest dataset file accepted, in bytes: `POST /v1/datasets` (413 `dataset_too_large`),
+    /// a server seed file or a Hub download (422 `seed_source_too_large`). Uploads are exempt
+    /// from `server.max_body_bytes`: they stream to disk.
     pub max_upload_bytes: u64,
+    /// Longest row (CSV record, JSONL line, a Parquet row as JSON) in bytes. The importer
+    /// holds a block of 256 rows, so this bounds its memory.
+    pub max_row_bytes: usize,
+    /// Most columns a dataset may have.
+    pub max_columns: usize,
+    /// Where uploads are spooled while they arrive and are parsed (deleted after); the
+    /// system's temporary directory when absent. Needs room for `max_upload_bytes` per
+    /// concurrent upload.
+    pub upload_dir: Option<PathBuf>,
+    /// An upload is exempt from `server.request_timeout_sec` (a large file on a slow link
+    /// takes as long as it takes); instead it fails with 408 when no byte arrives for this
+    /// long.
+    pub upload_idle_timeout_sec: u64,
+    /// An import that wrote nothing for this long died with its process; its rows are
+    /// deleted at start-up and by later imports.
+    pub import_idle_timeout_sec: u64,
     /// Directories whose files `local`, `directory` and `file_contents` seeds may read. A
     /// relative seed path is looked up in each, in order; an absolute one must lie inside one;
     /// nothing outside them is read, whatever `..` or symlinks say. Empty (the default): no
@@ -29,8 +50,14 @@ pub struct DatasetsConfig {
 
 impl Default for DatasetsConfig {
     fn default() -> Self {
+        let limits = DatasetLimits::default();
         Self {
             max_upload_bytes: 1024 * 1024 * 1024,
+            max_row_bytes: limits.max_row_bytes,
+            max_columns: limits.max_columns,
+            upload_dir: None,
+            upload_idle_timeout_sec: 60,
+            import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
             seed_dirs: Vec::new(),
             max_seed_files: 10_000,
             max_seed_bytes: 64 * 1024 * 1024,
@@ -71,9 +98,36 @@ impl Default for HfConfig {
 }
 
 impl DatasetsConfig {
+    /// The importer's limits.
+    pub fn limits(&self) -> DatasetLimits {
+        DatasetLimits {
+            max_row_bytes: self.max_row_bytes,
+            max_columns: self.max_columns,
+            import_idle_timeout: Duration::from_secs(self.import_idle_timeout_sec),
+        }
+    }
+
+    /// Where uploads are spooled.
+    pub fn upload_dir(&self) -> PathBuf {
+        self.upload_dir.clone().unwrap_or_else(std::env::temp_dir)
+    }
+
     pub(super) fn problems(&self, out: &mut Vec<String>) {
         if self.max_upload_bytes == 0 {
             out.push("config key `datasets.max_upload_bytes`: must be at least 1".into());
+        }
+        if self.max_row_bytes < 1024 {
+            out.push("config key `datasets.max_row_bytes`: must be at least 1024".into());
+        }
+        if self.max_columns == 0 {
+            out.push("config key `datasets.max_columns`: must be at least 1".into());
+        }
+        if self.upload_idle_timeout_sec == 0 {
+            out.push("config key `datasets.upload_idle_timeout_sec`: must be at least 1".into());
+        }
+        if self.import_idle_timeout_sec < 10 {
+            // Shorter than the gap between two block writes of a busy import.
+            out.push("config key `datasets.import_idle_timeout_sec`: must be at least 10".into());
         }
         if self.max_seed_files == 0 {
             out.push("config key `datasets.max_seed_files`: must be at least 1".into());
@@ -97,11 +151,10 @@ impl DatasetsConfig {
                 self.hf.endpoint
             )),
         }
-        if self.hf.timeout_sec == 0 || self.hf.timeout_sec > crate::domain::models::MAX_TIMEOUT_SEC
-        {
+        let max = crate::domain::models::MAX_TIMEOUT_SEC;
+        if self.hf.timeout_sec == 0 || self.hf.timeout_sec > max {
             out.push(format!(
-                "config key `datasets.hf.timeout_sec`: must be between 1 and {}",
-                crate::domain::models::MAX_TIMEOUT_SEC
+                "config key `datasets.hf.timeout_sec`: must be between 1 and {max}"
             ));
         }
     }
@@ -127,26 +180,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn problems_name_the_key() {
+    fn seed_source_problems_name_the_key() {
         let mut out = Vec::new();
         DatasetsConfig::default().problems(&mut out);
         assert!(out.is_empty(), "{out:?}");
         let bad = DatasetsConfig {
-            max_upload_bytes: 0,
             seed_dirs: vec![PathBuf::from("/no/such/dir/anywhere")],
             max_seed_files: 0,
-            max_seed_bytes: 0,
             hf: HfConfig {
                 endpoint: "ftp://x".into(),
                 timeout_sec: 0,
                 token_env: Some("SYNTHGATE_TEST_NO_SUCH_VAR".into()),
                 ..HfConfig::default()
             },
+            ..DatasetsConfig::default()
         };
         bad.problems(&mut out);
         bad.env_problems(&|_| None, &mut out);
         let keys = [
-            "datasets.max_upload_bytes",
             "datasets.max_seed_files",
             "datasets.seed_dirs[0]",
             "datasets.hf.endpoint",
@@ -157,5 +208,8 @@ mod tests {
         for (line, key) in out.iter().zip(keys) {
             assert!(line.contains(&format!("`{key}`")), "{line}");
         }
+        let mut none = Vec::new();
+        bad.env_problems(&|_| Some("hf_x".into()), &mut none);
+        assert!(none.is_empty());
     }
 }

@@ -60,6 +60,10 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
+    /// Stored datasets (seed files): upload and import limits, the server-side seed sources
+    /// (allow-listed directories, the Hugging Face Hub).
+    #[serde(default)]
+    pub datasets: DatasetsConfig,
     /// LLM request retries.
     #[serde(default)]
     pub llm: LlmConfig,
@@ -81,9 +85,6 @@ pub struct Config {
     /// What validation columns may run: the ruff executable, remote endpoints.
     #[serde(default)]
     pub validators: ValidatorsConfig,
-    /// Seed datasets: upload limit, allow-listed seed directories, the Hugging Face Hub.
-    #[serde(default)]
-    pub datasets: DatasetsConfig,
 }
 
 /// Why the config could not be loaded. Each message names the key or file concerned.

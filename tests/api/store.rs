@@ -8,6 +8,7 @@
 //! anyway, `store/round_trips.rs` what the job service's reads cost.
 
 mod claims;
+mod datasets;
 mod lifecycle;
 mod queue;
 mod records;
@@ -49,6 +50,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         request_hash: None,
         output_columns: vec!["x".into()],
         max_live_jobs: None,
+        seed_datasets: Vec::new(),
     }
 }
 

@@ -76,7 +76,7 @@ impl SeedSources {
             max_files: d.max_seed_files,
             max_listing_bytes: d.max_seed_bytes,
             max_file_bytes: d.max_upload_bytes,
-            import_limits: DatasetLimits::default(),
+            import_limits: d.limits(),
             hub,
         }
     }
@@ -89,7 +89,7 @@ impl SeedSources {
             max_files: defaults.max_seed_files,
             max_listing_bytes: defaults.max_seed_bytes,
             max_file_bytes: defaults.max_upload_bytes,
-            import_limits: DatasetLimits::default(),
+            import_limits: defaults.limits(),
             hub: None,
         }
     }
