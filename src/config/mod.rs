@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use datasets::{DatasetsConfig, HfConfig};
 pub use providers::{
     InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
     SessionScope, resolve_api_key,
@@ -24,7 +25,6 @@ pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
     SamplersConfig, ServerConfig, WorkersConfig,
 };
-pub use datasets::DatasetsConfig;
 pub use validators::ValidatorsConfig;
 
 use crate::domain::models::{ModelConfig, ToolConfig};
@@ -60,7 +60,8 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
-    /// Stored datasets (seed files): upload and import limits.
+    /// Stored datasets (seed files): upload and import limits, the server-side seed sources
+    /// (allow-listed directories, the Hugging Face Hub).
     #[serde(default)]
     pub datasets: DatasetsConfig,
     /// LLM request retries.
@@ -149,7 +150,8 @@ impl Config {
             };
             ConfigError::Invalid(vec![format!("config key `{key}`: {}", e.inner())])
         })?;
-        let problems = config.problems();
+        let mut problems = config.problems();
+        config.datasets.env_problems(&lookup, &mut problems);
         if problems.is_empty() {
             Ok(config)
         } else {

@@ -49,8 +49,23 @@ pub mod codes {
     pub const UNKNOWN_TOOL: &str = "unknown_tool";
     /// `seed_config` or a `seed-dataset` column is inconsistent with the seed rows.
     pub const INVALID_SEED_CONFIG: &str = "invalid_seed_config";
-    /// A seed source other than inline rows.
+    /// A seed source the server does not serve (`df`, `agent_rollout`, or a server-side
+    /// source the server has not configured).
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
+    /// A `local` seed path that matches no uploaded dataset of the caller and no file in the
+    /// server's seed directories.
+    pub const SEED_DATASET_NOT_FOUND: &str = "seed_dataset_not_found";
+    /// A seed source carries a secret (an `hf` `token`): secrets come only from the server
+    /// config.
+    pub const SECRET_IN_CONFIG: &str = "secret_in_config";
+    /// An `hf` seed's `endpoint` is not the server's configured Hub endpoint.
+    pub const SEED_ENDPOINT_NOT_ALLOWED: &str = "seed_endpoint_not_allowed";
+    /// A server-side seed could not be fetched or stored: the Hub refused the server's token,
+    /// timed out or failed.
+    pub const SEED_FETCH_FAILED: &str = "seed_fetch_failed";
+    /// A server-side seed is over a size limit: a file over `datasets.max_upload_bytes`, more
+    /// files than `datasets.max_seed_files`, or `file_contents` over `datasets.max_seed_bytes`.
+    pub const SEED_SOURCE_TOO_LARGE: &str = "seed_source_too_large";
     /// `skip.when` refers to the column it gates.
     pub const SELF_REFERENCE: &str = "self_reference";
     /// Reserved: once produced for non-empty `constraints`, `processors` or `profilers`, which
@@ -164,7 +179,27 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_SEED_SOURCE,
-        "a seed source other than inline rows (seed_type: inline)",
+        "a seed source the server does not serve (df, agent_rollout, or a server-side source it has not configured)",
+    ),
+    (
+        codes::SEED_DATASET_NOT_FOUND,
+        "a local seed path matches none of the caller's uploaded datasets (upload it: POST /v1/datasets or synthgate submit) and no file in the server's seed directories",
+    ),
+    (
+        codes::SECRET_IN_CONFIG,
+        "a seed source carries a secret (an hf `token`); the server's own token is used",
+    ),
+    (
+        codes::SEED_ENDPOINT_NOT_ALLOWED,
+        "an hf seed's `endpoint` is not the server's configured Hub endpoint (datasets.hf.endpoint)",
+    ),
+    (
+        codes::SEED_FETCH_FAILED,
+        "a server-side seed could not be fetched or stored (the Hub refused access, timed out or failed)",
+    ),
+    (
+        codes::SEED_SOURCE_TOO_LARGE,
+        "a server-side seed is over a limit: a file over datasets.max_upload_bytes, more files than datasets.max_seed_files, or file_contents over datasets.max_seed_bytes",
     ),
     (
         codes::SELF_REFERENCE,
@@ -301,7 +336,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 31);
+        assert_eq!(seen.len(), 36);
     }
 
     #[test]
