@@ -1,5 +1,5 @@
 //! The `synthgate` binary: the service (`serve`), its spec (`openapi`), config checks, and a
-//! small client (`submit`, `records`, `healthcheck`).
+//! small client (`submit`, `records`, `datasets`, `healthcheck`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,8 +33,10 @@ enum Command {
     },
     /// Submit a job from a DataDesigner config file; `--wait` shows a progress bar.
     Submit(synthgate::cli::SubmitArgs),
-    /// Download a job's dataset (JSONL or CSV).
+    /// Download a job's dataset (JSONL, CSV or Parquet).
     Records(synthgate::cli::RecordsArgs),
+    /// Seed datasets on the server: upload, list, show, delete.
+    Datasets(synthgate::cli::DatasetsArgs),
     /// Exit 0 when the service answers on its health URL (for container health checks).
     Healthcheck(synthgate::cli::HealthcheckArgs),
     /// Config file commands.
@@ -69,6 +71,9 @@ fn main() -> ExitCode {
             .unwrap_or_else(report),
         Command::Records(a) => runtime
             .block_on(synthgate::cli::records(a))
+            .unwrap_or_else(report),
+        Command::Datasets(a) => runtime
+            .block_on(synthgate::cli::datasets(a))
             .unwrap_or_else(report),
         Command::Healthcheck(a) => runtime
             .block_on(synthgate::cli::healthcheck(a))

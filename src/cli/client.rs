@@ -152,6 +152,9 @@ pub(crate) use crate::install_crypto_provider;
 /// A configured client for one server.
 pub(crate) struct Api {
     http: reqwest::Client,
+    /// The same without a read timeout, for uploads: the server answers only once a file is
+    /// imported, which for a large one takes longer than [`READ_TIMEOUT`].
+    upload_http: reqwest::Client,
     base: Url,
     api_key: Option<String>,
 }
@@ -164,13 +167,16 @@ impl Api {
             .filter(|u| matches!(u.scheme(), "http" | "https") && u.has_host())
             .ok_or_else(|| RequestError::Local(format!("invalid server URL {:?}", args.url)))?;
         install_crypto_provider();
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .read_timeout(READ_TIMEOUT)
-            .user_agent(concat!("synthgate-cli/", env!("CARGO_PKG_VERSION")))
-            .build()?;
+        let builder = || {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .user_agent(concat!("synthgate-cli/", env!("CARGO_PKG_VERSION")))
+        };
+        let http = builder().read_timeout(READ_TIMEOUT).build()?;
+        let upload_http = builder().build()?;
         Ok(Self {
             http,
+            upload_http,
             base,
             api_key: args.api_key.clone().filter(|k| !k.is_empty()),
         })
@@ -178,7 +184,18 @@ impl Api {
 
     /// A request to `base/segments...`, carrying the API key when one is set.
     pub(crate) fn request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
-        let builder = self.http.request(method, endpoint(&self.base, segments));
+        self.authorized(self.http.request(method, endpoint(&self.base, segments)))
+    }
+
+    /// [`Api::request`] on the client without a read timeout, for sending files.
+    pub(crate) fn upload_request(&self, method: Method, segments: &[&str]) -> RequestBuilder {
+        self.authorized(
+            self.upload_http
+                .request(method, endpoint(&self.base, segments)),
+        )
+    }
+
+    fn authorized(&self, builder: RequestBuilder) -> RequestBuilder {
         match &self.api_key {
             Some(key) => builder.bearer_auth(key),
             None => builder,

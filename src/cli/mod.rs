@@ -1,4 +1,5 @@
-//! The command-line client: `synthgate submit`, `synthgate records` and `synthgate healthcheck`.
+//! The command-line client: `synthgate submit`, `synthgate records`, `synthgate datasets` and
+//! `synthgate healthcheck`.
 //!
 //! Each subcommand is a clap `Args` struct plus an async function that returns the process exit
 //! code, for `main.rs` to wire in:
@@ -6,6 +7,7 @@
 //! ```text
 //! Command::Submit(args)      => cli::submit(args).await,
 //! Command::Records(args)     => cli::records(args).await,
+//! Command::Datasets(args)    => cli::datasets(args).await,
 //! Command::Healthcheck(args) => cli::healthcheck(args).await,
 //! ```
 //!
@@ -16,20 +18,31 @@
 //!
 //! Layout: `client` talks HTTP (URLs, bearer key, the error envelope); `events` decodes the
 //! job payloads and Server-Sent Events; `progress` turns counts into a bar and a summary;
-//! `wait` follows a job's event stream; one file per subcommand.
+//! `wait` follows a job's event stream; `seed_files` finds the local files a config's seed
+//! names and `upload` puts a file on the server once (by content hash), for `submit` and
+//! `datasets upload`; `dataset_view` reads and prints datasets; one file per subcommand.
 
 mod client;
+mod dataset_view;
+mod datasets;
 mod events;
 mod healthcheck;
 mod progress;
 mod records;
+mod seed_files;
 mod submit;
+mod upload;
 mod wait;
 
+#[cfg(test)]
+mod dataset_tests;
 #[cfg(test)]
 mod tests;
 
 pub use client::ServerArgs;
+pub use datasets::{
+    DatasetFormat, DatasetsArgs, DatasetsCommand, IdArgs, ListArgs, UploadArgs, datasets,
+};
 pub use healthcheck::{HealthcheckArgs, healthcheck};
 pub use records::{RecordsArgs, RecordsFormat, records};
 pub use submit::{SubmitArgs, submit};

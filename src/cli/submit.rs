@@ -1,5 +1,6 @@
-//! `synthgate submit CONFIG`: sends a DataDesigner config as a new job, prints its id, and
-//! with `--wait` follows it to the end with a progress bar.
+//! `synthgate submit CONFIG`: uploads the local seed files the config names when the server
+//! lacks them, sends the config (unchanged) as a new job, prints its id, and with `--wait`
+//! follows it to the end with a progress bar.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,8 +10,10 @@ use reqwest::{Method, header};
 use serde_json::json;
 
 use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
+use super::datasets::upload_line;
 use super::events::JobView;
-use super::{progress, wait};
+use super::seed_files::{self, LocalSeed};
+use super::{progress, upload, wait};
 
 /// Arguments of `synthgate submit`.
 #[derive(Debug, Clone, clap::Args)]
@@ -26,6 +29,10 @@ pub struct SubmitArgs {
     /// Follow the job with a progress bar until it finishes; exit 0 only if it completed.
     #[arg(long)]
     pub wait: bool,
+    /// Do not upload the config's local seed files (`seed_type: local`); the server must
+    /// have them already.
+    #[arg(long)]
+    pub no_upload: bool,
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -42,8 +49,14 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
     let contents = tokio::fs::read(&args.config)
         .await
         .map_err(|e| RequestError::Local(format!("cannot read {}: {e}", args.config.display())))?;
+    let config = config_value(&args.config, &contents);
     let request = build_job_request(&args.config, contents, args.num_records, args.seed)?;
     let api = Api::new(&args.server)?;
+    if !args.no_upload
+        && let Some(config) = &config
+    {
+        upload_seed_files(&api, config).await?;
+    }
 
     let http = api
         .request(Method::POST, &["v1", "jobs"])
@@ -73,6 +86,40 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
         eprintln!("  - {error}");
     }
     Ok(ExitCode::from(progress::exit_code(&done)))
+}
+
+/// The config as JSON, to look for seed files in; `None` when it does not parse (the server
+/// then says what is wrong with it).
+fn config_value(path: &Path, contents: &[u8]) -> Option<serde_json::Value> {
+    let extension = path.extension()?.to_str()?.to_ascii_lowercase();
+    match extension.as_str() {
+        "yaml" | "yml" => yaml_serde::from_slice(contents).ok(),
+        "json" => serde_json::from_slice(contents).ok(),
+        _ => None,
+    }
+}
+
+/// Makes sure the server has every local file the config's seed names. A path that matches
+/// nothing here is not an error: the server may have the file already, or find it in an
+/// allow-listed directory, and answers `seed_dataset_not_found` if not.
+async fn upload_seed_files(api: &Api, config: &serde_json::Value) -> Result<(), RequestError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| RequestError::Local(format!("cannot read the current directory: {e}")))?;
+    match seed_files::find_local_seed(config, &cwd, std::env::home_dir().as_deref()) {
+        LocalSeed::None => {}
+        LocalSeed::Missing { path } => eprintln!(
+            "seed file {path} is not here to upload; the server will look for it among your \
+             datasets"
+        ),
+        LocalSeed::Files { files, .. } => {
+            for file in files {
+                let (dataset, outcome) =
+                    upload::ensure_uploaded(api, &file.path, &file.name, None).await?;
+                eprintln!("{}", upload_line(&dataset, outcome));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The body, content type and query string of `POST /v1/jobs` for one config file.

@@ -66,7 +66,7 @@ const CASES: &[(&str, Expect)] = &[
 const NUM_RECORDS: u64 = 3;
 
 /// The interpreter with data_designer, or `None` (reason printed) to skip.
-fn datadesigner_python() -> Option<String> {
+pub fn datadesigner_python() -> Option<String> {
     match std::env::var("SYNTHGATE_TEST_DD_PYTHON") {
         Ok(p) => Some(p),
         Err(_) => {
@@ -303,7 +303,7 @@ fn output_columns(config: &Value) -> Vec<(String, &'static str)> {
 }
 
 /// The JSON kind of a value, named as datadesigner_preview.py names them.
-fn json_kind(v: &Value) -> &'static str {
+pub fn json_kind(v: &Value) -> &'static str {
     match v {
         Value::Object(_) => "object",
         Value::Array(_) => "array",

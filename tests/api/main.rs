@@ -35,6 +35,7 @@ mod samplers;
 mod scheduling;
 mod schemathesis;
 mod secrets;
+mod seed_conformance;
 mod store;
 mod ui;
 mod validation;

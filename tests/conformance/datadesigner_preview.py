@@ -5,7 +5,8 @@ Usage: python datadesigner_preview.py CONFIG_DIR ENDPOINT OUT_JSON
 Each `*.yaml` in CONFIG_DIR is loaded with `DataDesignerConfigBuilder.from_config` and
 previewed (3 records) with one model provider, `mock`, at ENDPOINT. Writes
 `{case: {"ok": bool, "columns": [...], "shapes": {column: json kind of the first row},
-"outputs": [...], "error": str}}` to OUT_JSON, for
+"outputs": [...], "scalars": {column: [value of each row]}, "error": str}}` to OUT_JSON
+(`scalars` has the columns whose values are all strings, numbers or booleans), for
 tests/api/conformance.rs to compare with what synthgate does with the same files. Offline:
 nothing here needs the network (token statistics that need a download only log a warning).
 """
@@ -37,6 +38,16 @@ def kind(value) -> str:
     return "string"
 
 
+def scalars(df) -> dict:
+    """The columns whose every value is a plain string, number or boolean, row by row."""
+    out = {}
+    for column in df.columns:
+        values = [v.item() if hasattr(v, "item") else v for v in df[column]]
+        if all(isinstance(v, (str, int, float, bool)) for v in values):
+            out[str(column)] = values
+    return out
+
+
 def main() -> None:
     config_dir, endpoint, out_path = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     provider = ModelProvider(name="mock", endpoint=endpoint, provider_type="openai", api_key="unused")
@@ -54,6 +65,7 @@ def main() -> None:
                     "columns": list(preview.dataset.columns),
                     "shapes": shapes,
                     "outputs": outputs,
+                    "scalars": scalars(preview.dataset),
                 }
             except Exception as e:  # noqa: BLE001 - every failure is a result to report
                 results[path.stem] = {"ok": False, "error": f"{type(e).__name__}: {e}"[:300]}

@@ -3,14 +3,19 @@
 Usage: python write_configs.py OUT_DIR
 
 tests/api/conformance.rs runs this and submits every file unchanged to synthgate; its table
-says which cases are expected to be accepted. Cases: one per column type, sampler type,
+says which cases are expected to be accepted. The seeded cases (DataDesigner's seeding
+tutorial and its seed-dataset docs examples) go to OUT_DIR/seeded/ with their seed files, for
+tests/api/seed_conformance.rs to submit with `synthgate submit` from that directory, which
+uploads the files first. Cases: one per column type, sampler type,
 constraint type, processor type and profiler DataDesigner 0.9.6 has, one builder with its
 default model configs, and tutorial-style configs rebuilt from the package's documented
 examples. LLM columns use model alias `writer` with provider `mock`, which the test server
 defines (providers never come with a job).
 """
 
+import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from data_designer.config import column_configs as cc
@@ -270,12 +275,169 @@ def cases():
     return out
 
 
+# Seed files with the tutorial's and the docs' columns. The tutorial downloads
+# gretelai_symptom_to_diagnosis.csv (`patient_summary`, `diagnosis`); nothing can be
+# downloaded here, so these rows are made up in its shape, with the commas, quotes and
+# non-ASCII text a real export has.
+SYMPTOM_ROWS = [
+    ("I've had a dry cough for two weeks, and my chest feels tight at night.", "bronchial asthma"),
+    ('My skin itches and there are red, scaly patches on my elbows; "dandruff" too.', "psoriasis"),
+    ("Burning when I urinate, and I need to go all the time.", "urinary tract infection"),
+    ("Headache behind the eyes, fever of 39 °C and aching joints since Monday.", "dengue"),
+    ("My feet tingle and I am always thirsty, even after drinking a lot.", "diabetes"),
+]
+
+PRODUCTS = [
+    [("Trail Runner 2", "shoes", 89.5), ("Rain Shell", "jackets", 120.0)],
+    [("Wool Socks", "socks", 12.25), ("Summit Pack 30L", "bags", 74.0), ("Camp Mug", "kitchen", 9.99)],
+]
+
+
+@contextmanager
+def working_directory(path: Path):
+    """DataDesigner resolves (and checks) a local seed path against the current directory."""
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def write_seed_files(target: Path) -> None:
+    import pandas as pd
+
+    pd.DataFrame(SYMPTOM_ROWS, columns=["patient_summary", "diagnosis"]).to_csv(
+        target / "gretelai_symptom_to_diagnosis.csv", index=False
+    )
+    pd.DataFrame([(d, s) for s, d in SYMPTOM_ROWS], columns=["diagnosis", "symptoms"]).to_csv(
+        target / "symptom_to_diagnosis.csv", index=False
+    )
+    products = target / "data" / "products"
+    products.mkdir(parents=True, exist_ok=True)
+    for i, rows in enumerate(PRODUCTS):
+        df = pd.DataFrame(rows, columns=["product_name", "category", "price"])
+        df.to_parquet(products / f"part-{i}.parquet", index=False)
+
+
+def seeded_cases():
+    """Built in the directory holding the seed files (DataDesigner checks they exist)."""
+    import data_designer.config as dd
+
+    out = {}
+    # docs/notebook_source/3-seeding-with-a-dataset.py, with provider `mock` for `nvidia`.
+    model_alias = "nemotron-nano-v3"
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[
+            dd.ModelConfig(
+                alias=model_alias,
+                model="nvidia/nemotron-3-nano-30b-a3b",
+                provider="mock",
+                inference_parameters=dd.ChatCompletionInferenceParams(
+                    temperature=1.0,
+                    top_p=1.0,
+                    max_tokens=2048,
+                    extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                ),
+            )
+        ]
+    )
+    b.with_seed_dataset(dd.LocalFileSeedSource(path="gretelai_symptom_to_diagnosis.csv"))
+    b.add_column(name="patient_sampler", column_type="sampler", sampler_type="person_from_faker")
+    b.add_column(name="doctor_sampler", column_type="sampler", sampler_type="person_from_faker")
+    b.add_column(
+        name="patient_id",
+        column_type="sampler",
+        sampler_type="uuid",
+        params={"prefix": "PT-", "short_form": True, "uppercase": True},
+    )
+    b.add_column(name="first_name", column_type="expression", expr="{{ patient_sampler.first_name}}")
+    b.add_column(name="last_name", column_type="expression", expr="{{ patient_sampler.last_name }}")
+    b.add_column(name="dob", column_type="expression", expr="{{ patient_sampler.birth_date }}")
+    b.add_column(
+        name="symptom_onset_date",
+        column_type="sampler",
+        sampler_type="datetime",
+        params={"start": "2024-01-01", "end": "2024-12-31"},
+    )
+    b.add_column(
+        name="date_of_visit",
+        column_type="sampler",
+        sampler_type="timedelta",
+        params={"dt_min": 1, "dt_max": 30, "reference_column_name": "symptom_onset_date"},
+    )
+    b.add_column(name="physician", column_type="expression", expr="Dr. {{ doctor_sampler.last_name }}")
+    b.add_column(
+        name="physician_notes",
+        column_type="llm-text",
+        prompt=(
+            "You are a primary-care physician who just had an appointment with {{ first_name }} {{ last_name }},\n"
+            "who has been struggling with symptoms from {{ diagnosis }} since {{ symptom_onset_date }}.\n"
+            "The date of today's visit is {{ date_of_visit }}.\n\n{{ patient_summary }}\n\n"
+            "Write careful notes about your visit with {{ first_name }},\n"
+            "as Dr. {{ doctor_sampler.first_name }} {{ doctor_sampler.last_name }}.\n\n"
+            "Format the notes as a busy doctor might.\nRespond with only the notes, no other text.\n"
+        ),
+        model_alias=model_alias,
+    )
+    out["seeded_tutorial_patient_notes"] = b
+
+    # docs/concepts/seed-datasets.md, "Complete Example".
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="medical-notes", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+    )
+    b.with_seed_dataset(dd.LocalFileSeedSource(path="symptom_to_diagnosis.csv"))
+    b.add_column(
+        dd.SamplerColumnConfig(
+            name="patient",
+            sampler_type=dd.SamplerType.PERSON_FROM_FAKER,
+            params=dd.PersonFromFakerSamplerParams(),
+        )
+    )
+    b.add_column(dd.ExpressionColumnConfig(name="patient_name", expr="{{ patient.first_name }} {{ patient.last_name }}"))
+    b.add_column(
+        dd.LLMTextColumnConfig(
+            name="physician_notes",
+            model_alias="medical-notes",
+            prompt=(
+                "You are a physician writing notes after a patient visit.\n\nPatient: {{ patient_name }}\n"
+                "Diagnosis: {{ diagnosis }}\nReported Symptoms: {{ symptoms }}\n\n"
+                "Write detailed clinical notes for this visit.\n"
+            ),
+        )
+    )
+    out["seeded_docs_physician_notes"] = b
+
+    # docs/concepts/seed-datasets.md, "The Basic Pattern" with its "Parquet files with
+    # wildcard" source.
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="my-model", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+    )
+    b.with_seed_dataset(dd.LocalFileSeedSource(path="data/products/*.parquet"))
+    b.add_column(
+        dd.LLMTextColumnConfig(
+            name="review",
+            model_alias="my-model",
+            prompt="Write a customer review for {{ product_name }}.\nCategory: {{ category }}\nPrice: ${{ price }}\n",
+        )
+    )
+    out["seeded_docs_product_reviews"] = b
+    return out
+
+
 def main() -> None:
     target = Path(sys.argv[1])
     target.mkdir(parents=True, exist_ok=True)
     for name, b in cases().items():
         b.write_config(target / f"{name}.yaml")
     print(f"wrote {len(list(target.glob('*.yaml')))} configs to {target}")
+    seeded = target / "seeded"
+    seeded.mkdir(exist_ok=True)
+    write_seed_files(seeded)
+    with working_directory(seeded):
+        for name, b in seeded_cases().items():
+            b.write_config(seeded / f"{name}.yaml")
+    print(f"wrote {len(list(seeded.glob('*.yaml')))} seeded configs to {seeded}")
 
 
 if __name__ == "__main__":
