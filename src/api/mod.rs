@@ -8,6 +8,7 @@ mod events;
 pub mod extract;
 mod health;
 mod jobs;
+mod models;
 pub mod openapi;
 mod outputs;
 mod preview;
@@ -45,6 +46,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(preview::router())
         .merge(health::router())
         .merge(tools::router())
+        .merge(models::router())
 }
 
 /// The application router with its middleware.
