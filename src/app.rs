@@ -65,6 +65,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the MCP HTTP client")?;
+    // Once at start, which MCP providers exist and how they connect: names and transports
+    // only, since endpoints, commands and headers may carry credentials.
+    for p in &config.mcp_providers {
+        tracing::info!(
+            mcp.provider = %p.name,
+            mcp.transport = p.transport().as_str(),
+            "MCP provider configured"
+        );
+    }
     let tools = ToolHub::new(
         McpPool::new(&config.mcp_providers, tools_http.clone()),
         &config.tools,

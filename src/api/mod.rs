@@ -9,6 +9,7 @@ mod events;
 pub mod extract;
 mod health;
 mod jobs;
+mod models;
 pub mod openapi;
 mod outputs;
 mod preview;
@@ -47,6 +48,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(health::router())
         .merge(tools::router())
         .merge(datasets::router())
+        .merge(models::router())
 }
 
 /// The application router with its middleware.

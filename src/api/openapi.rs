@@ -19,6 +19,7 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
     tags(
         (name = "jobs", description = "Submit, follow and cancel generation jobs"),
         (name = "records", description = "Generated records and datasets"),
+        (name = "models", description = "The model aliases a key may use"),
         (name = "tools", description = "MCP providers and tool configs"),
         (name = "datasets", description = "Stored datasets: seed files for `seed_type: local`"),
         (name = "health", description = "Liveness and readiness"),

@@ -146,6 +146,17 @@ pub enum McpTransport {
     StreamableHttp,
 }
 
+impl McpTransport {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stdio => "stdio",
+            Self::Sse => "sse",
+            Self::StreamableHttp => "streamable_http",
+        }
+    }
+}
+
 /// Who shares an MCP session.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -206,6 +217,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         }
         reserved_fields(&format!("{key}.extra_body"), p.extra_body.as_ref(), out);
     }
+    let mcp_names: HashSet<&str> = cfg.mcp_providers.iter().map(|p| p.name.as_str()).collect();
     let mut aliases = HashSet::new();
     for (i, m) in cfg.model_configs.iter().enumerate() {
         let key = format!("model_configs[{i}]");
@@ -221,6 +233,16 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
                 m.provider,
                 list(&model_providers)
             ));
+        }
+        // The access list filters MCP providers by name: a name that matches none would
+        // silently take tools away from the model, so it is an error, not a no-op.
+        for (j, name) in m.mcp_servers.iter().flatten().enumerate() {
+            if !mcp_names.contains(name.as_str()) {
+                out.push(format!(
+                    "config key `{key}.mcp_servers[{j}]`: unknown MCP provider '{name}' (defined: {})",
+                    list(&mcp_names)
+                ));
+            }
         }
         for p in m.problems() {
             out.push(format!("config key `{key}.{}`: {}", p.field, p.message));

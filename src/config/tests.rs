@@ -132,6 +132,37 @@ fn bounds_reserved_fields_and_allow_lists_are_checked() {
 }
 
 #[test]
+fn a_models_mcp_servers_must_name_configured_mcp_providers() {
+    let cfg = |mcp_servers: Value| {
+        json!({
+            "model_providers": [{"name": "p", "endpoint": "http://h/v1"}],
+            "model_configs": [
+                {"alias": "ok", "model": "x", "provider": "p", "mcp_servers": ["web", "files"]},
+                {"alias": "typo", "model": "x", "provider": "p", "mcp_servers": mcp_servers},
+            ],
+            "mcp_providers": [{"name": "web", "endpoint": "http://h/mcp"},
+                              {"name": "files", "command": "x"}],
+            "tools": [{"name": "calc", "endpoint": "http://h/calc"}],
+        })
+    };
+    for valid in [json!([]), json!(["files"]), Value::Null] {
+        Config::from_value(cfg(valid.clone()), &[]).unwrap_or_else(|e| panic!("{valid}: {e}"));
+    }
+    // A typo, and an inline tool's name (`mcp_servers` filters MCP providers only).
+    let err = Config::from_value(cfg(json!(["web", "fles", "calc"])), &[]).unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(
+        problems,
+        [
+            "config key `model_configs[1].mcp_servers[1]`: unknown MCP provider 'fles' (defined: files, web)",
+            "config key `model_configs[1].mcp_servers[2]`: unknown MCP provider 'calc' (defined: files, web)",
+        ]
+    );
+}
+
+#[test]
 fn llamafarm_spelling_is_accepted() {
     let c = Config::from_value(
         json!({"mcp_providers": [{"name": "h", "transport": "http", "base_url": "http://127.0.0.1:1/mcp"}]}),

@@ -4,6 +4,7 @@
 
 mod bounds;
 mod effective;
+mod models;
 
 use std::time::Duration;
 
