@@ -20,8 +20,8 @@ pub use providers::{
     SessionScope, resolve_api_key,
 };
 pub use sections::{
-    ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
-    SamplersConfig, ServerConfig, WorkersConfig,
+    ApiKeyConfig, AuthConfig, DatabaseConfig, DatasetsConfig, LimitsConfig, LlmConfig, LogFormat,
+    LoggingConfig, SamplersConfig, ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 
@@ -58,6 +58,9 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
+    /// Stored datasets (seeds): the seed block cache.
+    #[serde(default)]
+    pub datasets: DatasetsConfig,
     /// LLM request retries.
     #[serde(default)]
     pub llm: LlmConfig,

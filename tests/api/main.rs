@@ -35,5 +35,6 @@ mod samplers;
 mod scheduling;
 mod schemathesis;
 mod secrets;
+mod seeds;
 mod store;
 mod validation;

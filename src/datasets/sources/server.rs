@@ -5,19 +5,13 @@ use crate::datasets::DatasetMeta;
 use crate::datasets::resolve::ResolveCtx;
 use crate::domain::dataset::{ConfigIssue, FileSystemSource, codes};
 
-/// `local` after no uploaded dataset matched `path`: the stub has no directories to look in.
+/// `local` after no uploaded dataset matched `path`: the stub has no directories to look in,
+/// so nothing matches (`resolve` then reports `seed_dataset_not_found`).
 pub async fn resolve_local(
     _ctx: &ResolveCtx<'_>,
-    path: &str,
+    _path: &str,
 ) -> Result<Vec<DatasetMeta>, Vec<ConfigIssue>> {
-    Err(vec![ConfigIssue::at_field(
-        codes::SEED_DATASET_NOT_FOUND,
-        "seed_config.source.path",
-        format!(
-            "no uploaded dataset matches '{path}'; upload the file first \
-             (POST /v1/datasets, or `synthgate submit`, which uploads it)"
-        ),
-    )])
+    Ok(Vec::new())
 }
 
 /// `directory` (`contents: None`) and `file_contents` (`contents: Some(encoding)`): the stub
