@@ -35,5 +35,7 @@ mod samplers;
 mod scheduling;
 mod schemathesis;
 mod secrets;
+mod seed_sources;
+mod seeds;
 mod store;
 mod validation;
