@@ -13,6 +13,7 @@ use tokio_util::task::TaskTracker;
 use crate::auth::ApiKeys;
 use crate::config::Config;
 use crate::datasets::DatasetService;
+use crate::datasets::sources::SeedSources;
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{LlmClient, RetryPolicy};
 use crate::mcp::McpPool;
@@ -91,6 +92,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.limits.clone(),
         llm,
         tools.clone(),
+    )
+    .with_datasets(
+        config.datasets.seed_cache_bytes,
+        SeedSources::from_config(&config),
     );
     let owner = config
         .workers

@@ -34,6 +34,10 @@ pub struct DatasetsConfig {
     /// An import that wrote nothing for this long died with its process; its rows are
     /// deleted at start-up and by later imports.
     pub import_idle_timeout_sec: u64,
+    /// Bytes of seed rows kept in memory per process: blocks of stored datasets, shared by
+    /// every job (a record reads its row from a cached block, or the block from the database).
+    /// 0 keeps none (every record reads its block).
+    pub seed_cache_bytes: u64,
     /// Directories whose files `local`, `directory` and `file_contents` seeds may read. A
     /// relative seed path is looked up in each, in order; an absolute one must lie inside one;
     /// nothing outside them is read, whatever `..` or symlinks say. Empty (the default): no
@@ -58,6 +62,7 @@ impl Default for DatasetsConfig {
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
+            seed_cache_bytes: crate::jobs::DEFAULT_SEED_CACHE_BYTES,
             seed_dirs: Vec::new(),
             max_seed_files: 10_000,
             max_seed_bytes: 64 * 1024 * 1024,

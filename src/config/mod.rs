@@ -60,8 +60,8 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
-    /// Stored datasets (seed files): upload and import limits, the server-side seed sources
-    /// (allow-listed directories, the Hugging Face Hub).
+    /// Stored datasets (seed files): upload and import limits, the seed block cache, the
+    /// server-side seed sources (allow-listed directories, the Hugging Face Hub).
     #[serde(default)]
     pub datasets: DatasetsConfig,
     /// LLM request retries.

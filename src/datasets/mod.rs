@@ -12,12 +12,19 @@
 //! * [`formats`]: one reader per file format, and column type inference.
 //! * [`service`]: what the API calls: uploads (spooled to disk while hashed), lists, previews,
 //!   deletes.
+//! * [`resolve`]: a job's `seed_config.source` to the datasets it is bound to; [`seed_cache`]:
+//!   their blocks read while records run.
+//! * [`sources`]: server-side seeds (allow-listed directories, the Hugging Face Hub), imported
+//!   as datasets.
 //!
 //! The `Store` methods that read and delete datasets are in [`crate::store`].
 
 pub mod formats;
 pub mod import;
+pub mod resolve;
+pub mod seed_cache;
 pub mod service;
+pub mod sources;
 
 use std::fmt;
 

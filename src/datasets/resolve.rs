@@ -26,16 +26,20 @@
 //! ```
 //!
 //! [`ResolveCtx`] (defined here) carries the store, the caller's owner (`None` when auth is
-//! off) and the [`SeedSources`]. Every returned dataset is `ready` and owned by the caller;
+//! off) and the [`SeedSources`]. `resolve_local` returning `Ok(vec![])` means nothing matched:
+//! [`resolve`] then reports [`not_found`]. Every returned dataset is `ready` and owned by the caller;
 //! several are read concatenated in the order returned and must have the same columns (this
 //! module checks that and reports `invalid_seed_config`). Issues use `seed_config.source.*`
 //! field paths: `seed_dataset_not_found` when nothing matches, `unsupported_seed_source` for
 //! a source the server does not serve.
 
-use crate::datasets::DatasetMeta;
-use crate::datasets::sources::SeedSources;
-use crate::domain::dataset::ConfigIssue;
-use crate::store::Store;
+use std::path::Path;
+
+use crate::datasets::sources::{self, SeedSources};
+use crate::datasets::{ColumnType as DatasetColumnType, DatasetId, DatasetMeta, DatasetQuery};
+use crate::domain::dataset::{ConfigIssue, SeedSource, codes};
+use crate::generate::{ColumnType, StoredSeed};
+use crate::store::{Store, StoreError};
 
 /// What resolving a seed source needs: the store, the caller, and the server's sources.
 pub struct ResolveCtx<'a> {
@@ -47,5 +51,266 @@ pub struct ResolveCtx<'a> {
     pub sources: &'a SeedSources,
 }
 
-#[expect(dead_code, reason = "signature committed before the body, for seed-sources")]
-type Resolved = Result<Vec<DatasetMeta>, Vec<ConfigIssue>>;
+/// A seed source resolved to stored datasets: what the job is bound to and compiled with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedSeed {
+    /// The datasets, in reading order (stored as `jobs.seed_datasets`).
+    pub ids: Vec<DatasetId>,
+    /// Their fields and sizes, for compiling the plan.
+    pub stored: StoredSeed,
+}
+
+/// Why a seed could not be resolved.
+#[derive(Debug)]
+pub enum ResolveError {
+    /// The config's fault: `seed_dataset_not_found`, `unsupported_seed_source`,
+    /// `invalid_seed_config` (datasets of a glob with different columns).
+    Issues(Vec<ConfigIssue>),
+    /// The database failed.
+    Store(StoreError),
+}
+
+impl From<StoreError> for ResolveError {
+    fn from(e: StoreError) -> Self {
+        Self::Store(e)
+    }
+}
+
+/// Resolves `source` (not inline: inline rows need no dataset) to the caller's datasets.
+///
+/// `local`: the file name of the path (after `\` becomes `/`) against the caller's ready
+/// uploaded datasets, newest first among equal names; a glob in the file name takes every
+/// match, in name order; then the server's directories. `hf`, `directory`, `file_contents`:
+/// the server-side sources. `df` and `agent_rollout`: `unsupported_seed_source`.
+pub async fn resolve(
+    ctx: &ResolveCtx<'_>,
+    source: &SeedSource,
+) -> Result<ResolvedSeed, ResolveError> {
+    let datasets = match source {
+        SeedSource::Local { path } => match uploaded(ctx, path).await? {
+            found if !found.is_empty() => found,
+            _ => sources::server::resolve_local(ctx, path)
+                .await
+                .map_err(ResolveError::Issues)?,
+        },
+        SeedSource::Hf {
+            path,
+            token_given,
+            endpoint,
+        } => sources::hf::resolve(ctx, path, endpoint, *token_given)
+            .await
+            .map_err(ResolveError::Issues)?,
+        SeedSource::Directory(files) => sources::server::resolve_directory(ctx, files, None)
+            .await
+            .map_err(ResolveError::Issues)?,
+        SeedSource::FileContents { files, encoding } => {
+            sources::server::resolve_directory(ctx, files, Some(encoding))
+                .await
+                .map_err(ResolveError::Issues)?
+        }
+        SeedSource::Other { seed_type } => {
+            return Err(ResolveError::Issues(vec![unsupported(seed_type)]));
+        }
+        SeedSource::Inline { .. } => {
+            return Err(ResolveError::Issues(vec![ConfigIssue::at_field(
+                codes::INVALID_SEED_CONFIG,
+                "seed_config.source",
+                "inline rows are not a stored dataset",
+            )]));
+        }
+    };
+    if datasets.is_empty()
+        && let SeedSource::Local { path } = source
+    {
+        return Err(ResolveError::Issues(vec![not_found(path)]));
+    }
+    bind(&datasets).map_err(|i| ResolveError::Issues(vec![i]))
+}
+
+/// `seed_dataset_not_found` for a `local` path nothing matched.
+pub fn not_found(path: &str) -> ConfigIssue {
+    ConfigIssue::at_field(
+        codes::SEED_DATASET_NOT_FOUND,
+        "seed_config.source.path",
+        format!(
+            "no dataset matches '{path}': upload the file first (POST /v1/datasets?name=FILE, \
+             or `synthgate submit`, which uploads the seed files a config names); the file \
+             name is matched against your uploaded datasets' names"
+        ),
+    )
+}
+
+/// The seed of `datasets`, which must be at least one and share their column names.
+pub fn bind(datasets: &[DatasetMeta]) -> Result<ResolvedSeed, ConfigIssue> {
+    let Some(first) = datasets.first() else {
+        return Err(ConfigIssue::at_field(
+            codes::SEED_DATASET_NOT_FOUND,
+            "seed_config.source",
+            "the seed source resolved to no dataset",
+        ));
+    };
+    let names = |d: &DatasetMeta| d.columns.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
+    let mut columns: Vec<(String, ColumnType)> = first
+        .columns
+        .iter()
+        .map(|c| (c.name.clone(), column_type(c.r#type)))
+        .collect();
+    for d in &datasets[1..] {
+        if names(d) != names(first) {
+            return Err(ConfigIssue::at_field(
+                codes::INVALID_SEED_CONFIG,
+                "seed_config.source.path",
+                format!(
+                    "the matching datasets have different columns: '{}' has [{}] but '{}' has [{}]; \
+                     every file of a glob needs the same columns",
+                    first.name,
+                    names(first).join(", "),
+                    d.name,
+                    names(d).join(", ")
+                ),
+            ));
+        }
+        for ((_, ty), c) in columns.iter_mut().zip(&d.columns) {
+            *ty = unify(*ty, column_type(c.r#type));
+        }
+    }
+    Ok(ResolvedSeed {
+        ids: datasets.iter().map(|d| d.id).collect(),
+        stored: StoredSeed {
+            columns,
+            num_rows: datasets.iter().map(|d| d.num_rows).collect(),
+        },
+    })
+}
+
+/// The type a dataset column's values take in an export: integers, floats and booleans as
+/// such, everything else (strings, timestamps, objects, arrays, all-null) as text.
+fn column_type(t: DatasetColumnType) -> ColumnType {
+    match t {
+        DatasetColumnType::Integer => ColumnType::Int,
+        DatasetColumnType::Float => ColumnType::Float,
+        DatasetColumnType::Boolean => ColumnType::Bool,
+        DatasetColumnType::String
+        | DatasetColumnType::Timestamp
+        | DatasetColumnType::Object
+        | DatasetColumnType::Array
+        | DatasetColumnType::Null => ColumnType::Text,
+    }
+}
+
+/// The type holding both: the same, float for int and float, else text.
+fn unify(a: ColumnType, b: ColumnType) -> ColumnType {
+    match (a, b) {
+        (a, b) if a == b => a,
+        (ColumnType::Int, ColumnType::Float) | (ColumnType::Float, ColumnType::Int) => {
+            ColumnType::Float
+        }
+        _ => ColumnType::Text,
+    }
+}
+
+/// How many datasets one page of a glob's listing asks for.
+const PAGE: u32 = 500;
+
+/// The caller's ready uploaded datasets matching the file name of `path`: the newest of that
+/// name, or for a glob the newest of each matching name, in name order. Empty: none.
+async fn uploaded(ctx: &ResolveCtx<'_>, path: &str) -> Result<Vec<DatasetMeta>, ResolveError> {
+    let Some(name) = file_name(path) else {
+        return Ok(Vec::new());
+    };
+    if !is_glob(&name) {
+        let q = DatasetQuery {
+            name: Some(name),
+            sha256: None,
+            source_ref: None,
+            before: None,
+            limit: 1,
+        };
+        return Ok(ctx.store.find_datasets(ctx.owner, &q).await?);
+    }
+    let Ok(pattern) = glob::Pattern::new(&name) else {
+        return Err(ResolveError::Issues(vec![ConfigIssue::at_field(
+            codes::INVALID_SEED_CONFIG,
+            "seed_config.source.path",
+            format!("'{name}' is not a valid glob pattern"),
+        )]));
+    };
+    // Newest first, so the first of each name seen is the one that wins.
+    let mut by_name = std::collections::BTreeMap::new();
+    let mut before = None;
+    loop {
+        let q = DatasetQuery {
+            name: None,
+            sha256: None,
+            source_ref: None,
+            before,
+            limit: PAGE,
+        };
+        let page = ctx.store.find_datasets(ctx.owner, &q).await?;
+        let last = page.last().map(|d| d.id);
+        let full = page.len() == PAGE as usize;
+        for d in page {
+            if pattern.matches(&d.name) {
+                by_name.entry(d.name.clone()).or_insert(d);
+            }
+        }
+        match last {
+            Some(id) if full => before = Some(id),
+            _ => break,
+        }
+    }
+    Ok(by_name.into_values().collect())
+}
+
+/// The file name of a config's path, with `\` read as `/` (a path written on Windows).
+fn file_name(path: &str) -> Option<String> {
+    let path = path.replace('\\', "/");
+    Path::new(&path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+}
+
+/// Whether a file name is a glob (DuckDB's, which DataDesigner reads files with: `*`, `?`,
+/// `[...]`).
+fn is_glob(name: &str) -> bool {
+    name.contains(['*', '?', '['])
+}
+
+/// The issue of a `seed_type` no server serves, saying what to use instead.
+fn unsupported(seed_type: &str) -> ConfigIssue {
+    let instead = match seed_type {
+        "df" => {
+            "a DataFrame lives in the client's Python process; write it to a file \
+             (df.to_parquet('seed.parquet')), upload that (POST /v1/datasets or `synthgate \
+             submit`) and use seed_type 'local' with path 'seed.parquet'"
+        }
+        "agent_rollout" => {
+            "agent rollout traces are read from the client's disk; convert them to JSONL rows, \
+             upload the file (POST /v1/datasets) and use seed_type 'local' with its file name"
+        }
+        _ => {
+            "use seed_type 'local' with the file name of an uploaded dataset (POST \
+             /v1/datasets), 'hf', 'directory', 'file_contents', or 'inline' rows"
+        }
+    };
+    ConfigIssue::at_field(
+        codes::UNSUPPORTED_SEED_SOURCE,
+        "seed_config.source.seed_type",
+        format!("seed_type '{seed_type}' is not supported by the service: {instead}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_ignore_directories_of_either_kind() {
+        assert_eq!(file_name("data/seed.csv").as_deref(), Some("seed.csv"));
+        assert_eq!(file_name(r"C:\data\seed.csv").as_deref(), Some("seed.csv"));
+        assert_eq!(file_name("/abs/*.parquet").as_deref(), Some("*.parquet"));
+        assert_eq!(file_name("seed.jsonl").as_deref(), Some("seed.jsonl"));
+        assert_eq!(file_name("data/.."), None);
+        assert!(is_glob("*.parquet") && is_glob("part-?.csv") && !is_glob("a.csv"));
+    }
+}

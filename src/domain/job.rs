@@ -37,6 +37,9 @@ pub struct JobRow {
     /// The columns of a dataset row, in order, as compiled at submit. `None` for jobs stored
     /// before the column list was kept (their plan gives it).
     pub output_columns: Option<Vec<String>>,
+    /// The stored datasets the job's seed was bound to at submit, in reading order; `None`
+    /// for a job without a stored seed.
+    pub seed_datasets: Option<Vec<crate::domain::DatasetId>>,
 }
 
 /// Why a job as a whole failed.

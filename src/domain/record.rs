@@ -224,6 +224,8 @@ named_enum! {
             "a validation column's validator could not run: ruff failed or timed out, the remote endpoint could not be reached or answered an error (after the retries), or a code target holds no text",
         ValidatorInvalidResponse = "validator_invalid_response" in Validation:
             "a remote validator's answer is not DataDesigner's `{\"data\": [{\"is_valid\": ...}]}` for one record, or does not match the column's `output_schema`",
+        SeedReadFailed = "seed_read_failed" in Worker:
+            "the record's seed row could not be read from the dataset the job is bound to: the dataset is gone or its stored rows are damaged (when the database is unreachable the worker puts the record back in the queue instead)",
         InternalError = "internal_error" in Worker:
             "generating the record hit a bug in the service (details only in the log); not retried",
         RecordAbandoned = "record_abandoned" in Worker:

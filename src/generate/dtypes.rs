@@ -50,7 +50,8 @@ impl Plan {
             .collect()
     }
 
-    /// The type of one step's values; seed fields by the values of the inline rows.
+    /// The type of one step's values; seed fields by the stored dataset's column types, or
+    /// by the values of the inline rows.
     fn step_type(&self, kind: &StepKind) -> ColumnType {
         match kind {
             StepKind::Expression { dtype, .. } => match dtype {
@@ -74,9 +75,10 @@ impl Plan {
                     .iter()
                     .fold(dist_type(base), |acc, (_, d)| unify(acc, dist_type(d))),
             },
-            StepKind::Seed { field } => self.seed_rows.as_ref().map_or(ColumnType::Text, |rows| {
-                values_type(rows.field_values(field))
-            }),
+            StepKind::Seed { field } => self
+                .seed_rows
+                .as_ref()
+                .map_or(ColumnType::Text, |rows| rows.field_type(field)),
             StepKind::Llm(_)
             | StepKind::Validation(_)
             | StepKind::Embedding(_)
@@ -104,7 +106,7 @@ fn dist_type(d: &Dist) -> ColumnType {
 
 /// The type of a category's values: one type when they all share it (integers among floats
 /// make floats), else text.
-fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
+pub(super) fn values_type<'a>(mut values: impl Iterator<Item = &'a Value>) -> ColumnType {
     let Some(first) = values.next() else {
         return ColumnType::Text;
     };

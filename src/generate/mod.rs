@@ -62,6 +62,7 @@ use columns::{RecordState, Step, StepEnv};
 pub use dtypes::ColumnType;
 pub use llm::LlmRuntime;
 pub use person::PeopleSource;
+pub use seed::{SeedRow, StoredSeed};
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
 pub use validation::ValidatorEnv;
 
@@ -142,7 +143,8 @@ pub struct Plan {
     steps: Vec<Step>,
     /// Every template of the job, compiled once.
     templates: template::Templates,
-    /// Selected inline seed rows, if the job has a seed config.
+    /// The seed rows records walk (inline rows, or the shape of stored ones), if the job has
+    /// a seed config.
     seed_rows: Option<seed::SeedRows>,
     /// The `schema_transform` processors' datasets, in config order.
     outputs: Vec<processors::OutputDataset>,
@@ -151,7 +153,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Validates `config` fully and compiles it for a job with `seed`.
+    /// Validates `config` fully and compiles it for a job with `seed`. A seed other than
+    /// inline rows is refused: see [`Self::compile_seeded`].
     ///
     /// Returns every issue found: global ones (features, model/tool configs, seed config)
     /// first, then per column in config order, then dependency cycles.
@@ -160,7 +163,19 @@ impl Plan {
         ctx: &PlanContext,
         seed: u64,
     ) -> Result<Self, Vec<ConfigIssue>> {
-        compile::compile(config, ctx, seed, &[])
+        compile::compile(config, ctx, seed, &[], None)
+    }
+
+    /// [`Self::compile`] for a config whose `seed_config.source` was resolved to `stored`
+    /// datasets (ignored for inline rows): seed-dataset columns and templates are checked
+    /// against the datasets' fields, and records take rows by [`Self::seed_row`].
+    pub fn compile_seeded(
+        config: &DatasetConfig,
+        ctx: &PlanContext,
+        seed: u64,
+        stored: Option<&StoredSeed>,
+    ) -> Result<Self, Vec<ConfigIssue>> {
+        compile::compile(config, ctx, seed, &[], stored)
     }
 
     /// [`Self::compile`] for a config whose columns did not all parse: `unparsed` names the
@@ -172,8 +187,9 @@ impl Plan {
         ctx: &PlanContext,
         seed: u64,
         unparsed: &[String],
+        stored: Option<&StoredSeed>,
     ) -> Result<Self, Vec<ConfigIssue>> {
-        compile::compile(config, ctx, seed, unparsed)
+        compile::compile(config, ctx, seed, unparsed, stored)
     }
 
     /// Columns of a dataset row, in order: config order (seed fields first when they are not
@@ -288,13 +304,21 @@ impl Plan {
             .collect()
     }
 
+    /// Where the seed row of record `index` is: `None` without a seed config. A stored row is
+    /// read by the caller (the record runner, through its block cache) and handed to
+    /// [`Self::generate`] or [`Self::generate_with`]; an inline one is handed as it is.
+    pub fn seed_row(&self, index: u64) -> Option<SeedRow<'_>> {
+        self.seed_rows.as_ref().map(|rows| rows.row(index))
+    }
+
     /// Generates record 0 without LLM columns and reports a template that exhausts its
     /// rendering budget (fuel, output size, `range` length). Such a template fails every
     /// record whatever the data, so it is a config error (`422 invalid_template`) rather than
     /// a job of failed records. Other render errors may depend on the record and are left to
-    /// generation. Costs one record (bounded by the fuel) per submit.
-    pub fn probe(&self) -> Option<ConfigIssue> {
-        let RecordOutcome::Failed { error, .. } = self.generate(0) else {
+    /// generation. Costs one record (bounded by the fuel) per submit. `seed_row` is record
+    /// 0's (see [`Self::seed_row`]).
+    pub fn probe(&self, seed_row: Option<&Map<String, Value>>) -> Option<ConfigIssue> {
+        let RecordOutcome::Failed { error, .. } = self.generate(0, seed_row) else {
             return None;
         };
         let message = error
@@ -314,16 +338,17 @@ impl Plan {
             })
     }
 
-    /// Generates record `index`. Deterministic in (seed, index).
+    /// Generates record `index`, whose seed row is `seed_row` (see [`Self::seed_row`]; `None`
+    /// without a seed config). Deterministic in (seed, index).
     ///
     /// A failed record keeps the output values generated before the failing column.
-    pub fn generate(&self, index: u64) -> RecordOutcome {
+    pub fn generate(&self, index: u64, seed_row: Option<&Map<String, Value>>) -> RecordOutcome {
         let mut rec = RecordState::new(&self.names, &self.ctx_slots);
         let env = StepEnv {
             templates: &self.templates,
             seed: self.seed,
             index,
-            seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+            seed_row,
             budget: template::RecordBudget::new(),
         };
         for step in &self.steps {

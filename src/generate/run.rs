@@ -11,15 +11,21 @@ use crate::domain::record::{RecordErrorCode, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 
 impl Plan {
-    /// Generates record `index`, LLM columns included. Deterministic in (seed, index) up to the
-    /// model's answers. Returns the outcome and the traces of the LLM columns that keep one.
-    pub async fn generate_with(&self, index: u64, rt: &LlmRuntime<'_>) -> Generated {
+    /// Generates record `index`, LLM columns included, with `seed_row` as its seed row (see
+    /// [`Plan::seed_row`]). Deterministic in (seed, index) up to the model's answers. Returns
+    /// the outcome and the traces of the LLM columns that keep one.
+    pub async fn generate_with(
+        &self,
+        index: u64,
+        seed_row: Option<&serde_json::Map<String, Value>>,
+        rt: &LlmRuntime<'_>,
+    ) -> Generated {
         let mut rec = RecordState::new(&self.names, &self.ctx_slots);
         let env = StepEnv {
             templates: &self.templates,
             seed: self.seed,
             index,
-            seed_row: self.seed_rows.as_ref().map(|rows| rows.row(index)),
+            seed_row,
             budget: template::RecordBudget::new(),
         };
         let mut spent = Spent::default();

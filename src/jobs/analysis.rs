@@ -91,7 +91,7 @@ impl JobService {
         owner: Option<&str>,
     ) -> Result<DatasetAnalysis, ApiError> {
         let job = self.get(id, owner).await?;
-        let compiled = self.compiled(&job).await.map_err(ApiError::InvalidConfig)?;
+        let compiled = self.compiled(&job).await?;
         let config = DatasetConfig::parse(&job.config).map_err(ApiError::InvalidConfig)?;
         let columns = compiled.plan.output_columns().to_vec();
         let mut acc: Vec<Acc> = columns.iter().map(|_| Acc::default()).collect();

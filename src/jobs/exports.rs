@@ -63,7 +63,12 @@ impl JobService {
                     }
                     cols
                 })
-                .unwrap_or_default(),
+                // A plan that no longer compiles (a seed dataset deleted after the job
+                // finished, say) still has the columns kept at submit: text, untyped.
+                .unwrap_or_else(|_| {
+                    let kept = job.output_columns.clone().unwrap_or_default();
+                    kept.into_iter().map(|c| (c, ColumnType::Text)).collect()
+                }),
         };
         export(self.clone(), id, columns, format, traces, None)
     }
@@ -80,7 +85,7 @@ impl JobService {
         format: ExportFormat,
     ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
         let job = self.get(id, owner).await?;
-        let compiled = self.compiled(&job).await.map_err(ApiError::InvalidConfig)?;
+        let compiled = self.compiled(&job).await?;
         let Some(columns) = compiled.plan.output_dataset_columns(name) else {
             let known = compiled.plan.output_datasets();
             let listed = if known.is_empty() {

@@ -38,6 +38,8 @@ use tokio::sync::Notify;
 
 use crate::config::LimitsConfig;
 use crate::cpu::CpuGate;
+use crate::datasets::seed_cache::SeedBlocks;
+use crate::datasets::sources::SeedSources;
 use crate::llm::ChatModel;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
@@ -45,7 +47,7 @@ use crate::tools::ToolHub;
 pub use analysis::{ColumnStatistics, DatasetAnalysis, JudgeScoreProfile};
 pub use catalog::Catalog;
 pub use exports::ExportFormat;
-pub use plans::{CompiledJob, PlanLookup};
+pub use plans::{CompileError, CompiledJob, PlanLookup};
 pub use preview::{MAX_PREVIEW_RECORDS, Preview};
 pub use progress::{Follower, Progress};
 pub use runner::RecordRunner;
@@ -73,7 +75,13 @@ pub struct JobService {
     /// Where parsing, compiling and generating run: off the runtime threads, one per core.
     cpu: CpuGate,
     runner: RecordRunner,
+    /// Where seeds other than uploaded datasets resolve (allow-listed directories, the Hub).
+    sources: Arc<SeedSources>,
 }
+
+/// The seed block cache's size when the server config does not set one (see
+/// [`JobService::with_datasets`]).
+pub const DEFAULT_SEED_CACHE_BYTES: u64 = 8 << 20;
 
 impl JobService {
     /// A service over `store`, with the server's `catalog`; records are generated with `llm`
@@ -92,6 +100,7 @@ impl JobService {
             cpu.clone(),
             limits.max_prompt_chars,
             limits.max_image_bytes,
+            SeedBlocks::new(store.clone(), DEFAULT_SEED_CACHE_BYTES),
         );
         Self {
             store,
@@ -102,7 +111,17 @@ impl JobService {
             tools,
             cpu,
             runner,
+            sources: Arc::new(SeedSources::none()),
         }
+    }
+
+    /// The same service with a seed block cache of `seed_cache_bytes` (shared by every job of
+    /// the process) and the server-side seed `sources`.
+    pub fn with_datasets(mut self, seed_cache_bytes: u64, sources: SeedSources) -> Self {
+        self.runner
+            .set_seeds(SeedBlocks::new(self.store.clone(), seed_cache_bytes));
+        self.sources = Arc::new(sources);
+        self
     }
 
     /// Notified after each submit on this replica: the worker pool claims at once.

@@ -4,10 +4,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use crate::datasets::DatasetId;
+use crate::datasets::resolve::{ResolvedSeed, bind};
 use crate::domain::JobId;
-use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig};
+use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
 use crate::domain::job::JobRow;
 use crate::domain::models::{ModelConfig, ToolConfig};
+use crate::error::ApiError;
 use crate::generate::Plan;
 use crate::store::StoreError;
 
@@ -26,6 +29,28 @@ pub struct CompiledJob {
     pub tools: HashMap<String, ToolConfig>,
     /// The server's own model and tool configs, which a restricted API key is held to.
     pub catalog: Arc<Catalog>,
+    /// The datasets the seed reads, in order (`jobs.seed_datasets`); empty for inline rows or
+    /// no seed. A stored [`crate::generate::SeedRow`]'s `part` indexes this.
+    pub seed_datasets: Vec<DatasetId>,
+}
+
+/// Why a stored job's plan could not be had.
+#[derive(Debug)]
+pub enum CompileError {
+    /// The stored config no longer compiles (the server config changed since submit, or a
+    /// dataset the job is bound to is gone).
+    Invalid(Vec<ConfigIssue>),
+    /// Reading the job's seed datasets failed.
+    Store(StoreError),
+}
+
+impl From<CompileError> for ApiError {
+    fn from(e: CompileError) -> Self {
+        match e {
+            CompileError::Invalid(issues) => Self::InvalidConfig(issues),
+            CompileError::Store(e) => e.into(),
+        }
+    }
 }
 
 /// Result of [`JobService::compiled_by_id`].
@@ -41,18 +66,58 @@ pub enum PlanLookup {
 
 impl JobService {
     /// The compiled plan of a job, compiling it from the stored config on a cache miss (on
-    /// the [`CpuGate`]).
-    pub async fn compiled(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
+    /// the [`CpuGate`]), with the datasets the job was bound to at submit: every replica reads
+    /// the same seed rows, whatever was uploaded since.
+    pub async fn compiled(&self, job: &JobRow) -> Result<Arc<CompiledJob>, CompileError> {
         if let Some(c) = self.plans.get(job.id) {
             return Ok(c);
         }
-        self.cpu.run(|| self.compile_stored(job)).await
+        let seed = self.bound_seed(job).await?;
+        self.cpu
+            .run(|| self.compile_stored(job, seed))
+            .await
+            .map_err(CompileError::Invalid)
     }
 
-    fn compile_stored(&self, job: &JobRow) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
+    /// The datasets `job` is bound to, read back; one that is gone is a config issue naming
+    /// it, so the job's records fail with a clear error instead of waiting for rows.
+    async fn bound_seed(&self, job: &JobRow) -> Result<Option<ResolvedSeed>, CompileError> {
+        let Some(ids) = job.seed_datasets.as_ref().filter(|ids| !ids.is_empty()) else {
+            return Ok(None);
+        };
+        let found = self
+            .store
+            .get_datasets(ids)
+            .await
+            .map_err(CompileError::Store)?;
+        let mut ordered = Vec::with_capacity(ids.len());
+        for id in ids {
+            let Some(d) = found.iter().find(|d| d.id == *id) else {
+                return Err(CompileError::Invalid(vec![ConfigIssue::at_field(
+                    codes::SEED_DATASET_NOT_FOUND,
+                    "seed_config.source",
+                    format!(
+                        "seed dataset {id}, which this job was bound to at submit, no longer \
+                         exists; submit the job again after uploading its seed file"
+                    ),
+                )]));
+            };
+            ordered.push(d.clone());
+        }
+        bind(&ordered)
+            .map(Some)
+            .map_err(|i| CompileError::Invalid(vec![i]))
+    }
+
+    fn compile_stored(
+        &self,
+        job: &JobRow,
+        seed: Option<ResolvedSeed>,
+    ) -> Result<Arc<CompiledJob>, Vec<ConfigIssue>> {
         let dataset = DatasetConfig::parse(&job.config)?;
         let run_config = RunConfig::parse(&job.run_config)?;
-        let plan = Plan::compile(&dataset, self.catalog.plan_context(), job.seed)?;
+        let stored = seed.as_ref().map(|s| &s.stored);
+        let plan = Plan::compile_seeded(&dataset, self.catalog.plan_context(), job.seed, stored)?;
         let used = plan.model_aliases();
         let (models, tools) = self.catalog.resolve(&dataset, &used, &job.id.to_string())?;
         let compiled = Arc::new(CompiledJob {
@@ -61,6 +126,7 @@ impl JobService {
             models,
             tools,
             catalog: self.catalog.clone(),
+            seed_datasets: seed.map(|s| s.ids).unwrap_or_default(),
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)
@@ -75,10 +141,11 @@ impl JobService {
         let Some(job) = self.store.get_job(id, None).await? else {
             return Ok(PlanLookup::Missing);
         };
-        Ok(match self.compiled(&job).await {
-            Ok(c) => PlanLookup::Ready(c),
-            Err(issues) => PlanLookup::Invalid(issues),
-        })
+        match self.compiled(&job).await {
+            Ok(c) => Ok(PlanLookup::Ready(c)),
+            Err(CompileError::Invalid(issues)) => Ok(PlanLookup::Invalid(issues)),
+            Err(CompileError::Store(e)) => Err(e),
+        }
     }
 }
 

@@ -4,7 +4,8 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
-use crate::domain::record::RecordOutcome;
+use crate::datasets::seed_cache::SeedReadError;
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
 use crate::error::ApiError;
 use crate::generate::Generated;
 use crate::mcp::CallScope;
@@ -32,12 +33,14 @@ impl JobService {
     /// (the client went away) cancels the LLM calls in flight and closes the preview's MCP
     /// sessions.
     pub async fn preview(&self, req: SubmitRequest, caller: &Caller) -> Result<Preview, ApiError> {
+        let seed = self.resolve_seed(&req.config, caller.owner()).await?;
         let v = self
             .cpu
-            .run(|| self.validate(&req, MAX_PREVIEW_RECORDS))
+            .run(|| self.validate(&req, MAX_PREVIEW_RECORDS, seed.as_ref()))
             .await?;
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
+        self.probe(&v.compiled).await?;
         // One scope per preview: its `per_job` MCP sessions live as long as the request.
         let preview_id = uuid::Uuid::new_v4();
         let _sessions = Sessions::Job(&self.tools, preview_id);
@@ -51,7 +54,19 @@ impl JobService {
             self.runner
                 .run(&v.compiled, i, scope, self.runner.llm(), &cancel)
         });
-        let mut records = futures::future::join_all(runs).await;
+        let mut records = Vec::with_capacity(v.num_records as usize);
+        for run in futures::future::join_all(runs).await {
+            records.push(match run {
+                Ok(generated) => generated,
+                // The database failed: the preview as a whole is unavailable.
+                Err(SeedReadError::Store { source, .. }) => return Err(source.into()),
+                Err(e) => Generated::failed(RecordError::new(
+                    RecordErrorCode::SeedReadFailed,
+                    None,
+                    e.to_string(),
+                )),
+            });
+        }
         records.iter_mut().for_each(inline_media);
         Ok(Preview {
             columns: v.compiled.plan.output_columns().to_vec(),

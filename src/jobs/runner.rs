@@ -6,7 +6,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cpu::CpuGate;
-use crate::generate::{Generated, LlmRuntime};
+use crate::datasets::seed_cache::{BlockRow, SeedBlocks, SeedReadError};
+use crate::generate::{Generated, LlmRuntime, SeedRow};
 use crate::llm::ChatModel;
 use crate::mcp::CallScope;
 use crate::tools::ToolHub;
@@ -23,6 +24,28 @@ pub struct RecordRunner {
     max_prompt_chars: usize,
     /// `limits.max_image_bytes`.
     max_image_bytes: usize,
+    /// Stored seed rows, read by block and cached for every job of the process.
+    seeds: SeedBlocks,
+}
+
+/// A record's seed row, held while it generates.
+pub(super) enum HeldRow<'a> {
+    /// No seed config.
+    None,
+    /// An inline row of the plan.
+    Inline(&'a serde_json::Map<String, serde_json::Value>),
+    /// A row of a cached block.
+    Stored(BlockRow),
+}
+
+impl HeldRow<'_> {
+    pub(super) fn get(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        match self {
+            Self::None => None,
+            Self::Inline(row) => Some(row),
+            Self::Stored(row) => Some(row.get()),
+        }
+    }
 }
 
 impl RecordRunner {
@@ -32,6 +55,7 @@ impl RecordRunner {
         cpu: CpuGate,
         max_prompt_chars: usize,
         max_image_bytes: usize,
+        seeds: SeedBlocks,
     ) -> Self {
         Self {
             llm,
@@ -39,7 +63,31 @@ impl RecordRunner {
             cpu,
             max_prompt_chars,
             max_image_bytes,
+            seeds,
         }
+    }
+
+    pub(super) fn set_seeds(&mut self, seeds: SeedBlocks) {
+        self.seeds = seeds;
+    }
+
+    /// The seed row of record `index` of `job`: inline, or read from its dataset's block.
+    pub(super) async fn seed_row<'j>(
+        &self,
+        job: &'j CompiledJob,
+        index: u64,
+    ) -> Result<HeldRow<'j>, SeedReadError> {
+        Ok(match job.plan.seed_row(index) {
+            None => HeldRow::None,
+            Some(SeedRow::Inline(row)) => HeldRow::Inline(row),
+            Some(SeedRow::Stored { part, row }) => {
+                // A plan with stored rows is compiled with its dataset ids (one per part).
+                let Some(&dataset) = job.seed_datasets.get(part) else {
+                    return Err(SeedReadError::Unbound { part });
+                };
+                HeldRow::Stored(self.seeds.row(dataset, row).await?)
+            }
+        })
     }
 
     /// The LLM client records call.
@@ -51,6 +99,9 @@ impl RecordRunner {
     /// or a wrapper of it) and tools in `scope` (its `per_record` MCP sessions are closed when
     /// the run ends, however it ends: finished, cancelled by dropping the future, or
     /// panicked). `cancel` ends LLM calls in flight.
+    ///
+    /// The record's seed row is read first (stored seeds: from the block cache, or the
+    /// database); a failed read is the error, and nothing is generated.
     pub async fn run(
         &self,
         job: &CompiledJob,
@@ -58,8 +109,9 @@ impl RecordRunner {
         scope: CallScope,
         chat: &dyn ChatModel,
         cancel: &CancellationToken,
-    ) -> Generated {
+    ) -> Result<Generated, SeedReadError> {
         let _sessions = Sessions::Record(&self.tools, scope.record);
+        let row = self.seed_row(job, u64::from(index)).await?;
         let rc = &job.run_config;
         let rt = LlmRuntime {
             chat,
@@ -75,7 +127,10 @@ impl RecordRunner {
             scope: Some(scope),
             cpu: &self.cpu,
         };
-        job.plan.generate_with(u64::from(index), &rt).await
+        Ok(job
+            .plan
+            .generate_with(u64::from(index), row.get(), &rt)
+            .await)
     }
 }
 

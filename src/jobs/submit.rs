@@ -8,8 +8,10 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::auth::Caller;
+use crate::datasets::resolve::{ResolveCtx, ResolveError, ResolvedSeed, resolve};
+use crate::datasets::seed_cache::SeedReadError;
 use crate::domain::JobId;
-use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, codes};
+use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, SeedSource, codes};
 use crate::domain::job::{JobCounts, JobSummary};
 use crate::domain::models::{GenerationType, ModelConfig};
 use crate::error::ApiError;
@@ -77,15 +79,17 @@ impl JobService {
         req.owner = caller.owner().map(str::to_owned);
         let id = JobId::new();
         let max = self.limits.max_num_records;
+        let seed = self.resolve_seed(&req.config, caller.owner()).await?;
         let v = self
             .cpu
             .run(|| {
                 check_storable(&req)?;
-                self.validate_scoped(&req, max, &id.to_string())
+                self.validate_scoped(&req, max, &id.to_string(), seed.as_ref())
             })
             .await?;
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
+        self.probe(&v.compiled).await?;
         let request_hash = request_hash(&req, &v.config);
         let num_records = v.num_records;
         let seed = v.seed;
@@ -101,7 +105,7 @@ impl JobService {
             request_hash: Some(request_hash.clone()),
             output_columns: v.compiled.plan.output_columns().to_vec(),
             max_live_jobs: self.limits.max_jobs_in_flight_per_key,
-            seed_datasets: Vec::new(),
+            seed_datasets: v.compiled.seed_datasets.clone(),
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -148,8 +152,60 @@ impl JobService {
     /// Validates a request fully: count within `1..=max`, metadata size, config, run config,
     /// model and tool configs. A job's own concurrency caps get a scope of their own (a
     /// preview's, say); see [`Self::validate_scoped`].
-    pub(super) fn validate(&self, req: &SubmitRequest, max: u32) -> Result<Validated, ApiError> {
-        self.validate_scoped(req, max, &JobId::new().to_string())
+    /// The seed must be resolved first (see [`Self::resolve_seed`]); the template probe
+    /// comes after (see [`Self::probe`]).
+    pub(super) fn validate(
+        &self,
+        req: &SubmitRequest,
+        max: u32,
+        seed: Option<&ResolvedSeed>,
+    ) -> Result<Validated, ApiError> {
+        self.validate_scoped(req, max, &JobId::new().to_string(), seed)
+    }
+
+    /// Resolves the config's seed source, unless it has none or inline rows: the datasets it
+    /// names, which the job is then compiled with and bound to. Its issues (an unknown file
+    /// name, say) are the 422 on their own: the rest of the config would only add noise about
+    /// seed fields nobody could look up.
+    pub(super) async fn resolve_seed(
+        &self,
+        config: &Value,
+        owner: Option<&str>,
+    ) -> Result<Option<ResolvedSeed>, ApiError> {
+        let Some(seed_config) = DatasetConfig::seed_config_of(config) else {
+            return Ok(None);
+        };
+        // Inline rows need no dataset. A NUL character cannot be looked up in the database;
+        // the validation that follows refuses it as `unstorable_value`.
+        if matches!(seed_config.source, SeedSource::Inline { .. })
+            || crate::store::storable::find_nul(config).is_some()
+        {
+            return Ok(None);
+        }
+        let ctx = ResolveCtx {
+            store: self.store.as_ref(),
+            owner,
+            sources: &self.sources,
+        };
+        match resolve(&ctx, &seed_config.source).await {
+            Ok(seed) => Ok(Some(seed)),
+            Err(ResolveError::Issues(issues)) => Err(ApiError::InvalidConfig(issues)),
+            Err(ResolveError::Store(e)) => Err(e.into()),
+        }
+    }
+
+    /// Generates record 0 without LLM columns to find a template that can never render (see
+    /// [`Plan::probe`]); reads its seed row first.
+    pub(super) async fn probe(&self, compiled: &CompiledJob) -> Result<(), ApiError> {
+        let row = match self.runner.seed_row(compiled, 0).await {
+            Ok(row) => row,
+            Err(SeedReadError::Store { source, .. }) => return Err(source.into()),
+            Err(e) => return Err(ApiError::Internal(e.to_string())),
+        };
+        match self.cpu.run(|| compiled.plan.probe(row.get())).await {
+            Some(issue) => Err(ApiError::InvalidConfig(vec![issue])),
+            None => Ok(()),
+        }
     }
 
     /// [`Self::validate`], with the job's own `max_parallel_requests` scoped to `scope` (the
@@ -159,6 +215,7 @@ impl JobService {
         req: &SubmitRequest,
         max: u32,
         scope: &str,
+        bound: Option<&ResolvedSeed>,
     ) -> Result<Validated, ApiError> {
         if let Some(metadata) = &req.metadata {
             check_metadata(metadata, self.limits.max_metadata_bytes)?;
@@ -192,9 +249,11 @@ impl JobService {
             .extend(partial.unparsed_model_aliases.iter().cloned());
         ctx.tool_aliases
             .extend(partial.unparsed_tool_aliases.iter().cloned());
-        let plan = Plan::compile_with_placeholders(dataset, &ctx, seed, &partial.unparsed_columns)
-            .map_err(|i| issues.extend(i.into_iter().map(|i| partial.locate(i))))
-            .ok();
+        let stored = bound.map(|s| &s.stored);
+        let plan =
+            Plan::compile_with_placeholders(dataset, &ctx, seed, &partial.unparsed_columns, stored)
+                .map_err(|i| issues.extend(i.into_iter().map(|i| partial.locate(i))))
+                .ok();
         let used: HashSet<String> = match &plan {
             Some(plan) => plan.model_aliases(),
             None => dataset.llm_model_aliases(),
@@ -214,10 +273,6 @@ impl JobService {
         else {
             return Err(ApiError::InvalidConfig(issues));
         };
-        // Last: costs a record, and only a config with no other problem is worth it.
-        if let Some(issue) = plan.probe() {
-            return Err(ApiError::InvalidConfig(vec![issue]));
-        }
         Ok(Validated {
             num_records,
             seed,
@@ -229,6 +284,7 @@ impl JobService {
                 models,
                 tools,
                 catalog: self.catalog.clone(),
+                seed_datasets: bound.map(|s| s.ids.clone()).unwrap_or_default(),
             },
         })
     }

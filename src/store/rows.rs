@@ -14,7 +14,7 @@ use super::{
     ClaimedRecord, FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
     RecordErrorCode, RecordRow, RecordStage, StoreError, TraceRow,
 };
-use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
 
 /// Columns of a job, in [`JobDb`] order. A macro so that `concat!` can build `&'static str`
 /// queries from it.
@@ -22,7 +22,7 @@ macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
-         output_columns"
+         output_columns, seed_datasets"
     };
 }
 pub(crate) use job_columns;
@@ -121,6 +121,7 @@ pub(crate) struct JobDb<J, T> {
     started_at: Option<T>,
     finished_at: Option<T>,
     output_columns: Option<J>,
+    seed_datasets: Option<J>,
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
@@ -152,6 +153,17 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
                 .map(serde_json::from_value)
                 .transpose()
                 .map_err(|e| StoreError::Corrupt(format!("jobs.output_columns: {e}")))?,
+            seed_datasets: opt_json(r.seed_datasets, "jobs.seed_datasets")?
+                .map(serde_json::from_value::<Vec<String>>)
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("jobs.seed_datasets: {e}")))?
+                .map(|ids| {
+                    ids.iter()
+                        .map(|id| id.parse::<DatasetId>())
+                        .collect::<Result<Vec<_>, _>>()
+                })
+                .transpose()
+                .map_err(|e| StoreError::Corrupt(format!("jobs.seed_datasets: {e}")))?,
         })
     }
 }

@@ -292,7 +292,25 @@ async fn run_record(
                     job: rec.job_id.0,
                     record: rec.id.0,
                 };
-                runner.run(&compiled, rec.index, scope, &chat, &cut).await
+                match runner.run(&compiled, rec.index, scope, &chat, &cut).await {
+                    Ok(generated) => generated,
+                    // The database was away: the record goes back to the queue, to be read
+                    // again by the next claim.
+                    Err(e) if e.is_transient() => {
+                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
+                            "reading the record's seed row failed; the record will be re-claimed");
+                        return None;
+                    }
+                    Err(e) => {
+                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
+                            "the record's seed row cannot be read; the record fails");
+                        Generated::failed(RecordError::new(
+                            RecordErrorCode::SeedReadFailed,
+                            None,
+                            e.to_string(),
+                        ))
+                    }
+                }
             }
             Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError::new(
                 RecordErrorCode::InvalidConfig,

@@ -36,6 +36,8 @@ mod scheduling;
 mod schemathesis;
 mod secrets;
 mod seed_conformance;
+mod seed_sources;
+mod seeds;
 mod store;
 mod ui;
 mod validation;

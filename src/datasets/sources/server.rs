@@ -26,28 +26,15 @@ const ENCODING: &str = "seed_config.source.encoding";
 
 /// `local` after no uploaded dataset matched `path`: the file (or the files a glob matches,
 /// in path order) in the first allowed directory that has it, each imported once per
-/// version of the file.
+/// version of the file. Empty when nothing inside the allowed directories matches.
 pub async fn resolve_local(
     ctx: &ResolveCtx<'_>,
     path: &str,
 ) -> Result<Vec<DatasetMeta>, Vec<ConfigIssue>> {
-    let not_found = || {
-        vec![ConfigIssue::at_field(
-            codes::SEED_DATASET_NOT_FOUND,
-            PATH,
-            format!(
-                "no uploaded dataset matches '{path}'{}; upload the file first \
-                 (POST /v1/datasets, or `synthgate submit`, which uploads it)",
-                if ctx.sources.dirs.is_empty() {
-                    ""
-                } else {
-                    ", and the server's seed directories have no such file"
-                }
-            ),
-        )]
-    };
+    // Nothing here: `resolve` answers `seed_dataset_not_found`, the same for a missing file
+    // and for one outside the allowed directories.
     if ctx.sources.dirs.is_empty() {
-        return Err(not_found());
+        return Ok(Vec::new());
     }
     let wanted = path.replace('\\', "/");
     let dirs = ctx.sources.dirs.clone();
@@ -56,7 +43,6 @@ pub async fn resolve_local(
         .await
         .map_err(|e| vec![server_failure(PATH, &e.to_string())])?;
     let files = match found {
-        Ok(files) if files.is_empty() => return Err(not_found()),
         Ok(files) => files,
         Err(LocalError::BadGlob(msg)) => {
             return Err(vec![ConfigIssue::at_field(

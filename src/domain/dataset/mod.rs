@@ -112,6 +112,15 @@ impl DatasetConfig {
     pub fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIssue>> {
         parse::parse_partial(value)
     }
+
+    /// The `seed_config` of a raw config (wrapped or inner), when it parses: lets a seed be
+    /// resolved (an async lookup of stored datasets) before the full validation, which
+    /// reports its problems with the rest.
+    pub fn seed_config_of(value: &Value) -> Option<SeedConfig> {
+        let inner = value.get("data_designer").unwrap_or(value);
+        let seed_config = inner.get("seed_config").filter(|v| !v.is_null())?;
+        seed::parse_seed_config(seed_config, &mut Vec::new())
+    }
 }
 
 #[cfg(test)]

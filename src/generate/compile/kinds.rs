@@ -21,9 +21,14 @@ impl Compiler<'_> {
         rows: Option<&seed::SeedRows>,
     ) -> Option<StepKind> {
         let problem = match (&config.seed_config, rows) {
-            (None, _) => Some("seed-dataset columns need seed_config with inline rows".to_owned()),
+            (None, _) => Some("seed-dataset columns need a seed_config".to_owned()),
             (Some(_), Some(rows)) if !rows.keys().contains(&col.name) => Some(format!(
-                "the seed rows have no field '{}'; fields: {}",
+                "the seed {} no field '{}'; fields: {}",
+                if rows.is_stored() {
+                    "dataset has"
+                } else {
+                    "rows have"
+                },
                 col.name,
                 rows.keys().join(", ")
             )),

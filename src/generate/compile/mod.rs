@@ -59,13 +59,14 @@ pub(crate) fn compile(
     ctx: &PlanContext,
     seed: u64,
     placeholders: &[String],
+    stored: Option<&seed::StoredSeed>,
 ) -> Result<Plan, Vec<ConfigIssue>> {
     let mut issues = Vec::new();
     validate::model_and_tool_configs(config, &mut issues);
     let seed_rows = config
         .seed_config
         .as_ref()
-        .and_then(|sc| seed::compile(sc, seed, &mut issues));
+        .and_then(|sc| seed::compile(sc, seed, stored, &mut issues));
 
     // Without listed seed-dataset columns, every seed field becomes a column (first).
     let listed_seed = config

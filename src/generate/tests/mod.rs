@@ -47,9 +47,19 @@ pub(super) fn column_issues(columns: Value) -> Vec<ConfigIssue> {
     issues(json!({ "columns": columns }))
 }
 
+/// Generates record `index` of a plan without stored seed rows.
+pub(super) fn generate(plan: &Plan, index: u64) -> RecordOutcome {
+    let row = match plan.seed_row(index) {
+        Some(crate::generate::SeedRow::Inline(row)) => Some(row),
+        Some(stored) => panic!("a stored seed row needs a reader: {stored:?}"),
+        None => None,
+    };
+    plan.generate(index, row)
+}
+
 /// The values of a completed record.
 pub(super) fn row(plan: &Plan, index: u64) -> Map<String, Value> {
-    match plan.generate(index) {
+    match generate(plan, index) {
         RecordOutcome::Completed {
             values: Value::Object(m),
         } => m,
@@ -59,7 +69,7 @@ pub(super) fn row(plan: &Plan, index: u64) -> Map<String, Value> {
 
 /// The error and partial values of a failed record.
 pub(super) fn failure(plan: &Plan, index: u64) -> (RecordError, Map<String, Value>) {
-    match plan.generate(index) {
+    match generate(plan, index) {
         RecordOutcome::Failed {
             values: Some(Value::Object(m)),
             error,
