@@ -12,6 +12,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::ApiKeys;
 use crate::config::Config;
+use crate::datasets::DatasetService;
 use crate::datasets::sources::SeedSources;
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{LlmClient, RetryPolicy};
@@ -101,11 +102,19 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "authentication on for /v1 routes"
         );
     }
+    let datasets = DatasetService::new(store.clone(), config.datasets.clone());
+    match datasets.delete_stale_imports().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(datasets = n, "deleted dataset imports left by a crash"),
+        // Only invisible rows are left behind; the next import retries.
+        Err(e) => tracing::warn!(error = %e, "could not delete stale dataset imports"),
+    }
     let shutdown = CancellationToken::new();
     let state = AppState {
         keys,
         tools: tools.clone(),
         jobs,
+        datasets,
         config: config.clone(),
         shutdown: shutdown.clone(),
     };

@@ -103,6 +103,25 @@ pub enum ApiError {
     /// The key already has `limits.max_jobs_in_flight_per_key` jobs queued or running.
     #[error("{0}")]
     TooManyJobs(String),
+    /// No such dataset (or not visible to this caller).
+    #[error("dataset {0} not found")]
+    DatasetNotFound(String),
+    /// The dataset is read by live jobs, so it cannot be deleted; the message names them.
+    #[error("{0}")]
+    DatasetInUse(String),
+    /// An upload over `datasets.max_upload_bytes`.
+    #[error("the dataset file exceeds the limit of {0} bytes (datasets.max_upload_bytes)")]
+    DatasetTooLarge(u64),
+    /// A dataset file that cannot be read; the message names the row and column.
+    #[error("{0}")]
+    InvalidDataset(String),
+    /// A dataset format that is neither given nor recognised from the file name.
+    #[error("{0}")]
+    UnsupportedDatasetFormat(String),
+    /// A seed names a dataset the caller does not have; the message names the field and says
+    /// how to upload it.
+    #[error("{0}")]
+    SeedDatasetNotFound(String),
     /// A bug or an unexpected failure; details are in the log only.
     #[error("internal error")]
     Internal(String),
@@ -120,16 +139,22 @@ impl ApiError {
             | Self::InvalidConfig(_)
             | Self::NumRecordsOutOfRange(_)
             | Self::UnstorableValue(_)
-            | Self::MetadataTooLarge(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            | Self::MetadataTooLarge(_)
+            | Self::InvalidDataset(_)
+            | Self::UnsupportedDatasetFormat(_)
+            | Self::SeedDatasetNotFound(_) => StatusCode::UNPROCESSABLE_ENTITY,
             Self::InvalidCursor(_) | Self::InvalidId(_) => StatusCode::BAD_REQUEST,
             Self::JobNotFound(_)
             | Self::RecordNotFound(_)
             | Self::TraceNotFound(_)
             | Self::OutputNotFound(_)
             | Self::MediaNotFound(_)
+            | Self::DatasetNotFound(_)
             | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::JobFinished { .. } | Self::IdempotencyConflict(_) => StatusCode::CONFLICT,
-            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::JobFinished { .. } | Self::IdempotencyConflict(_) | Self::DatasetInUse(_) => {
+                StatusCode::CONFLICT
+            }
+            Self::PayloadTooLarge(_) | Self::DatasetTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
             Self::Unavailable(_) | Self::McpUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -170,6 +195,12 @@ impl ApiError {
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden(_) => "alias_not_allowed",
             Self::TooManyJobs(_) => "too_many_jobs",
+            Self::DatasetNotFound(_) => "dataset_not_found",
+            Self::DatasetInUse(_) => "dataset_in_use",
+            Self::DatasetTooLarge(_) => "dataset_too_large",
+            Self::InvalidDataset(_) => "invalid_dataset",
+            Self::UnsupportedDatasetFormat(_) => "unsupported_dataset_format",
+            Self::SeedDatasetNotFound(_) => "seed_dataset_not_found",
             Self::Internal(_) => "internal",
         }
     }

@@ -46,6 +46,7 @@ pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod cpu;
+pub mod datasets;
 pub mod domain;
 pub mod error;
 pub mod generate;

@@ -16,6 +16,8 @@ pub struct AppState {
     pub tools: crate::tools::ToolHub,
     /// The one door to jobs, records, traces, exports and progress.
     pub jobs: JobService,
+    /// Uploads, lists, previews and deletes of stored datasets.
+    pub datasets: crate::datasets::DatasetService,
     /// The validated server config.
     pub config: Arc<Config>,
     /// Cancelled on shutdown; long-lived responses (event streams) end when it fires.

@@ -1,6 +1,7 @@
 //! The HTTP API: `router(state)` merges the resource routers and wraps them in the middleware
 //! stack (request id, trace, timeout, body limit, panic catcher, error envelope).
 
+mod datasets;
 mod decode;
 pub mod dto;
 mod events;
@@ -43,6 +44,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(preview::router())
         .merge(health::router())
         .merge(tools::router())
+        .merge(datasets::router())
 }
 
 /// The application router with its middleware.
@@ -92,10 +94,12 @@ pub fn router(state: AppState) -> Router {
 }
 
 /// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
-/// because they are long by design.
+/// because they are long by design, and dataset uploads because a large file on a slow link
+/// takes as long as it takes (they time out when the client stalls instead).
 async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
+        || datasets::is_upload(req.method(), req.uri().path())
     {
         return next.run(req).await;
     }

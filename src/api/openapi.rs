@@ -20,6 +20,7 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
         (name = "jobs", description = "Submit, follow and cancel generation jobs"),
         (name = "records", description = "Generated records and datasets"),
         (name = "tools", description = "MCP providers and tool configs"),
+        (name = "datasets", description = "Stored datasets: seed files for `seed_type: local`"),
         (name = "health", description = "Liveness and readiness"),
     ),
     // Schemas only query parameters refer to: `IntoParams` emits a `$ref` to them but does not

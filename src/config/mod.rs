@@ -6,6 +6,7 @@
 //! environment overrides (values parsed as YAML scalars, list items addressed by index).
 //! Every error names the key it is about, so an operator can fix it without reading code.
 
+mod datasets;
 mod providers;
 mod sections;
 mod validators;
@@ -15,13 +16,14 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use datasets::DatasetsConfig;
 pub use providers::{
     InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
     SessionScope, resolve_api_key,
 };
 pub use sections::{
-    ApiKeyConfig, AuthConfig, DatabaseConfig, DatasetsConfig, LimitsConfig, LlmConfig, LogFormat,
-    LoggingConfig, SamplersConfig, ServerConfig, WorkersConfig,
+    ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
+    SamplersConfig, ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 
@@ -58,7 +60,7 @@ pub struct Config {
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
-    /// Stored datasets (seeds): the seed block cache.
+    /// Stored datasets (seed files): upload and import limits, the seed block cache.
     #[serde(default)]
     pub datasets: DatasetsConfig,
     /// LLM request retries.
@@ -165,6 +167,7 @@ impl Config {
         self.auth.problems(&mut out);
         self.llm.problems(&mut out);
         self.validators.problems(&mut out);
+        self.datasets.problems(&mut out);
         providers::problems(self, &mut out);
         providers::allow_list_problems(self, &mut out);
         out

@@ -350,24 +350,6 @@ pub struct SamplersConfig {
     pub managed_assets_dir: Option<std::path::PathBuf>,
 }
 
-/// Stored datasets: how seed rows are read while records run.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct DatasetsConfig {
-    /// Bytes of seed rows kept in memory per process: blocks of stored datasets, shared by
-    /// every job (a record reads its row from a cached block, or the block from the database).
-    /// 0 keeps none (every record reads its block).
-    pub seed_cache_bytes: u64,
-}
-
-impl Default for DatasetsConfig {
-    fn default() -> Self {
-        Self {
-            seed_cache_bytes: crate::jobs::DEFAULT_SEED_CACHE_BYTES,
-        }
-    }
-}
-
 /// Log output.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

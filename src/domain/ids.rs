@@ -55,3 +55,7 @@ id_newtype!(
     /// Identifies one record (row) of a job's dataset.
     RecordId
 );
+id_newtype!(
+    /// Identifies a stored dataset (a seed file imported into the database).
+    DatasetId
+);

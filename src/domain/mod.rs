@@ -13,5 +13,5 @@ pub mod record;
 pub mod status;
 pub mod usage;
 
-pub use ids::{JobId, RecordId};
+pub use ids::{DatasetId, JobId, RecordId};
 pub use status::{JobStatus, RecordStatus};

@@ -130,6 +130,14 @@ impl JobService {
                 "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {}); wait for one to finish",
                 self.limits.max_jobs_in_flight_per_key.unwrap_or_default()
             ))),
+            CreateOutcome::SeedDatasetsMissing(ids) => Err(ApiError::SeedDatasetNotFound(format!(
+                "seed_config.source: dataset {} was deleted while the job was being submitted; \
+                 upload it again (POST /v1/datasets or `synthgate submit`)",
+                ids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))),
             CreateOutcome::Existing(row) => {
                 if row.request_hash.as_deref() != Some(request_hash.as_str()) {
                     return Err(ApiError::IdempotencyConflict(

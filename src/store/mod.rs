@@ -5,6 +5,7 @@
 //! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
 //! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
 
+mod dataset_rows;
 mod expired;
 mod fair;
 mod open;
@@ -23,6 +24,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
+use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 pub use crate::domain::job::{FailedRecord, JobCounts, JobError, JobRow, JobSummary};
 pub use crate::domain::record::{
     FinishedRecord, RecordError, RecordErrorCode, RecordOutcome, RecordRow, RecordStage, Trace,
@@ -92,6 +94,10 @@ pub struct NewJob {
     /// jobs than this. Checked in the inserting transaction, serialized per owner, so two
     /// concurrent submits cannot both slip under the cap.
     pub max_live_jobs: Option<u32>,
+    /// The stored datasets the job's seed resolved to (empty: none). Each must be `ready`
+    /// when the job is inserted (checked in the inserting transaction, which also holds off a
+    /// concurrent delete of them until it commits), else nothing is inserted.
+    pub seed_datasets: Vec<DatasetId>,
 }
 
 /// Which jobs [`Store::job_summaries`] reads.
@@ -120,6 +126,9 @@ pub enum CreateOutcome {
         /// The owner's live jobs.
         live: u64,
     },
+    /// These of `NewJob::seed_datasets` are gone (deleted since the seed was resolved);
+    /// nothing was inserted.
+    SeedDatasetsMissing(Vec<DatasetId>),
 }
 
 /// A record handed to a worker by [`Store::claim`].
@@ -364,6 +373,74 @@ pub trait Store: Send + Sync + 'static {
 
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
+
+    /// `ready` datasets visible to `owner` (all when `None`: auth is off) matching `q`,
+    /// newest first.
+    async fn find_datasets(
+        &self,
+        owner: Option<&str>,
+        q: &DatasetQuery,
+    ) -> Result<Vec<DatasetMeta>, StoreError>;
+
+    /// A `ready` dataset by id; `owner: Some(k)` restricts to datasets owned by `k`.
+    async fn get_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<Option<DatasetMeta>, StoreError>;
+
+    /// `ready` datasets by id, whoever owns them (workers read the datasets a job was bound
+    /// to), in no particular order; missing ids are left out.
+    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError>;
+
+    /// The rows of block `block` of a dataset (rows `block * BLOCK_ROWS ..`), in order;
+    /// empty past the last block. Does not check the dataset's status or owner: callers got
+    /// the id from a `ready` dataset.
+    async fn read_dataset_block(
+        &self,
+        id: DatasetId,
+        block: u64,
+    ) -> Result<Vec<serde_json::Map<String, Value>>, StoreError>;
+
+    /// Deletes a `ready` dataset (`owner` as for [`Store::get_dataset`]) and its rows, unless
+    /// a queued, running or cancelling job lists it in `seed_datasets` (checked in the
+    /// deleting transaction).
+    async fn delete_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<DeleteDataset, StoreError>;
+
+    /// Inserts `meta` as an `importing` dataset with no rows (its `num_rows` and `columns`
+    /// are set by [`Store::finish_dataset_import`]). Invisible to every reader until then.
+    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError>;
+
+    /// Writes blocks `first_block..` of an importing dataset (each the UTF-8 bytes of a JSON
+    /// array of row objects) in one transaction, and marks the import alive. `false` when the
+    /// dataset is no longer importing (removed as stale): nothing was written.
+    async fn write_dataset_blocks(
+        &self,
+        id: DatasetId,
+        first_block: u64,
+        blocks: &[Vec<u8>],
+    ) -> Result<bool, StoreError>;
+
+    /// Flips an importing dataset to `ready` with its final columns and row count. `None`
+    /// when it is no longer importing.
+    async fn finish_dataset_import(
+        &self,
+        id: DatasetId,
+        columns: &[DatasetColumn],
+        num_rows: u64,
+    ) -> Result<Option<DatasetMeta>, StoreError>;
+
+    /// Deletes an importing dataset and the blocks written so far (a failed import).
+    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError>;
+
+    /// Deletes `importing` datasets idle (no block written) for longer than `idle`: imports
+    /// whose process died. Returns how many. Live imports of other replicas write blocks far
+    /// more often than any sensible `idle`.
+    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError>;
 
     /// Closes the connection pool.
     async fn close(&self);

@@ -65,6 +65,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         request_hash: None,
         output_columns: vec!["x".into()],
         max_live_jobs: None,
+        seed_datasets: Vec::new(),
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");

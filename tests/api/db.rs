@@ -118,6 +118,33 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// The single integer `sql` (a `select count(*) ...`, no binds) returns, read over a
+    /// connection of its own: for checking rows no store method shows.
+    pub async fn count(&self, sql: &'static str) -> i64 {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut conn = sqlx::sqlite::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("connect to the SQLite test database");
+                sqlx::query_scalar(sql)
+                    .fetch_one(&mut conn)
+                    .await
+                    .expect(sql)
+            }
+            Backend::Postgres => {
+                let mut conn = PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect to the test database");
+                sqlx::query_scalar(sql)
+                    .fetch_one(&mut conn)
+                    .await
+                    .expect(sql)
+            }
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Cleanup::Postgres { admin_url, name } = &self.cleanup else {

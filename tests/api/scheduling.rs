@@ -137,6 +137,7 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
             request_hash: None,
             output_columns: Vec::new(),
             max_live_jobs: None,
+            seed_datasets: Vec::new(),
         })
         .await
         .unwrap()

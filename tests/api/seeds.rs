@@ -81,7 +81,10 @@ async fn blocks_read(app: &TestApp) -> u64 {
         .map_or(0, |v| v.trim().parse::<f64>().unwrap() as u64)
 }
 
-backends!(uploaded_csv_seed, seed_from_an_uploaded_csv_in_order_and_shuffled);
+backends!(
+    uploaded_csv_seed,
+    seed_from_an_uploaded_csv_in_order_and_shuffled
+);
 async fn seed_from_an_uploaded_csv_in_order_and_shuffled(backend: Backend) {
     let app = spawn_app(backend).await;
     upload(&app, "people.csv", "name,age\nann,30\nbob,41\ncid,25\n").await;
@@ -168,7 +171,10 @@ async fn selection_strategies_pick_datadesigners_rows(backend: Backend) {
     app.stop().await;
 }
 
-backends!(million_row_seed, a_million_row_seed_is_read_a_block_at_a_time);
+backends!(
+    million_row_seed,
+    a_million_row_seed_is_read_a_block_at_a_time
+);
 async fn a_million_row_seed_is_read_a_block_at_a_time(backend: Backend) {
     let app = spawn_app(backend).await;
     let dataset = upload(&app, "big.csv", numbers_csv(1_000_000)).await;
@@ -254,7 +260,10 @@ async fn a_glob_reads_every_matching_upload_in_name_order(backend: Backend) {
     app.stop().await;
 }
 
-backends!(unknown_seed_file, an_unknown_seed_file_is_a_422_naming_the_path);
+backends!(
+    unknown_seed_file,
+    an_unknown_seed_file_is_a_422_naming_the_path
+);
 async fn an_unknown_seed_file_is_a_422_naming_the_path(backend: Backend) {
     let app = spawn_app(backend).await;
     upload(&app, "known.csv", "a\n1\n").await;
@@ -313,7 +322,10 @@ async fn an_unknown_seed_file_is_a_422_naming_the_path(backend: Backend) {
     app.stop().await;
 }
 
-backends!(bound_seed_delete, a_bound_dataset_cannot_be_deleted_while_its_job_runs);
+backends!(
+    bound_seed_delete,
+    a_bound_dataset_cannot_be_deleted_while_its_job_runs
+);
 async fn a_bound_dataset_cannot_be_deleted_while_its_job_runs(backend: Backend) {
     // Slow model answers keep the job running while the delete is tried.
     let (app, _mock) = app_with_mock_llm(backend, json!({"faults": {"latency_ms": 300}}), |c| {

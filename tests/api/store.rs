@@ -8,11 +8,13 @@
 //! anyway, `store/round_trips.rs` what the job service's reads cost.
 
 mod claims;
+mod datasets;
 mod lifecycle;
 mod queue;
 mod records;
 mod refusing;
 mod round_trips;
+mod seed_cache;
 mod spy;
 mod writes;
 
@@ -49,6 +51,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         request_hash: None,
         output_columns: vec!["x".into()],
         max_live_jobs: None,
+        seed_datasets: Vec::new(),
     }
 }
 

@@ -10,6 +10,7 @@
 //!
 //! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
 
+mod datasets;
 mod queue;
 mod usage;
 
@@ -31,6 +32,7 @@ use super::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
+use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, RecordId, RecordStatus};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
@@ -124,8 +126,8 @@ impl Store for PgStore {
         // concurrent insert of the same key waits for the first transaction to finish.
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
-             run_config, idempotency_key, request_hash, output_columns) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10) \
+             run_config, idempotency_key, request_hash, output_columns, seed_datasets) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -141,6 +143,9 @@ impl Store for PgStore {
         .bind(job.idempotency_key.as_deref())
         .bind(job.request_hash.as_deref())
         .bind(serde_json::Value::from(job.output_columns.clone()))
+        .bind(crate::store::dataset_rows::seed_datasets_json(
+            &job.seed_datasets,
+        ))
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -157,6 +162,23 @@ impl Store for PgStore {
             .await?;
             return Ok(CreateOutcome::Existing(existing.try_into()?));
         };
+        if !job.seed_datasets.is_empty() {
+            // `for share` holds off a concurrent `delete_dataset` (which locks the row `for
+            // update` before checking for jobs that list it) until this job is committed, and
+            // waits for one already under way: then the row is gone and the job refused.
+            let ids: Vec<Uuid> = job.seed_datasets.iter().map(|id| id.0).collect();
+            let found: Vec<Uuid> = sqlx::query_scalar(
+                "select id from datasets where status = 'ready' and id = any($1) for share",
+            )
+            .bind(&ids)
+            .fetch_all(&mut *tx)
+            .await?;
+            let missing = crate::store::dataset_rows::missing_datasets(&job.seed_datasets, &found);
+            if !missing.is_empty() {
+                // Dropping the transaction rolls the insert back.
+                return Ok(CreateOutcome::SeedDatasetsMissing(missing));
+            }
+        }
         if let Some(max) = job.max_live_jobs {
             // The new job counts itself; its records are not inserted yet, so a refusal is cheap.
             let live: i64 = sqlx::query_scalar(
@@ -447,6 +469,73 @@ impl Store for PgStore {
         .fetch_all(&self.pool)
         .await?;
         Ok(ids.into_iter().map(JobId).collect())
+    }
+
+    async fn find_datasets(
+        &self,
+        owner: Option<&str>,
+        q: &DatasetQuery,
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        self.find_datasets_impl(owner, q).await
+    }
+
+    async fn get_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        self.get_dataset_impl(id, owner).await
+    }
+
+    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {
+        self.get_datasets_impl(ids).await
+    }
+
+    async fn read_dataset_block(
+        &self,
+        id: DatasetId,
+        block: u64,
+    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
+        self.read_dataset_block_impl(id, block).await
+    }
+
+    async fn delete_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<DeleteDataset, StoreError> {
+        self.delete_dataset_impl(id, owner).await
+    }
+
+    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {
+        self.begin_dataset_import_impl(meta).await
+    }
+
+    async fn write_dataset_blocks(
+        &self,
+        id: DatasetId,
+        first_block: u64,
+        blocks: &[Vec<u8>],
+    ) -> Result<bool, StoreError> {
+        self.write_dataset_blocks_impl(id, first_block, blocks)
+            .await
+    }
+
+    async fn finish_dataset_import(
+        &self,
+        id: DatasetId,
+        columns: &[DatasetColumn],
+        num_rows: u64,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        self.finish_dataset_import_impl(id, columns, num_rows).await
+    }
+
+    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError> {
+        self.abort_dataset_import_impl(id).await
+    }
+
+    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
+        self.delete_stale_imports_impl(idle).await
     }
 
     async fn close(&self) {

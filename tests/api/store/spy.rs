@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId, RecordStatus};
 use synthgate::store::{
     CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
@@ -236,6 +237,76 @@ impl Store for Spy {
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
         self.note("live_jobs");
         self.inner.live_jobs().await
+    }
+    async fn find_datasets(
+        &self,
+        owner: Option<&str>,
+        q: &DatasetQuery,
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        self.note("find_datasets");
+        self.inner.find_datasets(owner, q).await
+    }
+    async fn get_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        self.note("get_dataset");
+        self.inner.get_dataset(id, owner).await
+    }
+    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {
+        self.note("get_datasets");
+        self.inner.get_datasets(ids).await
+    }
+    async fn read_dataset_block(
+        &self,
+        id: DatasetId,
+        block: u64,
+    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
+        self.note("read_dataset_block");
+        self.inner.read_dataset_block(id, block).await
+    }
+    async fn delete_dataset(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<DeleteDataset, StoreError> {
+        self.note("delete_dataset");
+        self.inner.delete_dataset(id, owner).await
+    }
+    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {
+        self.note("begin_dataset_import");
+        self.inner.begin_dataset_import(meta).await
+    }
+    async fn write_dataset_blocks(
+        &self,
+        id: DatasetId,
+        first_block: u64,
+        blocks: &[Vec<u8>],
+    ) -> Result<bool, StoreError> {
+        self.note("write_dataset_blocks");
+        self.inner
+            .write_dataset_blocks(id, first_block, blocks)
+            .await
+    }
+    async fn finish_dataset_import(
+        &self,
+        id: DatasetId,
+        columns: &[DatasetColumn],
+        num_rows: u64,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        self.note("finish_dataset_import");
+        self.inner
+            .finish_dataset_import(id, columns, num_rows)
+            .await
+    }
+    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError> {
+        self.note("abort_dataset_import");
+        self.inner.abort_dataset_import(id).await
+    }
+    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
+        self.note("delete_stale_imports");
+        self.inner.delete_stale_imports(idle).await
     }
     async fn close(&self) {
         self.note("close");

@@ -1,0 +1,293 @@
+//! `DatasetService`: the one door the API uses for datasets: spooling an upload to disk while
+//! hashing it, the idempotent re-upload check, importing, listing, previews and deletes.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncWriteExt;
+
+use super::import::{FileDigest, ImportError, import_file_digested};
+use super::{
+    DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind, DeleteDataset,
+};
+use crate::config::DatasetsConfig;
+use crate::error::ApiError;
+use crate::store::Store;
+
+/// Rows a dataset's `preview` shows.
+pub const PREVIEW_ROWS: usize = 10;
+
+/// Longest dataset name accepted, in bytes (a file name on common file systems).
+const MAX_NAME_BYTES: usize = 255;
+
+/// Datasets for the API.
+#[derive(Clone)]
+pub struct DatasetService {
+    store: Arc<dyn Store>,
+    config: Arc<DatasetsConfig>,
+}
+
+/// A page of datasets, newest first; `more` when another page follows.
+#[derive(Debug)]
+pub struct DatasetPage {
+    pub items: Vec<DatasetMeta>,
+    pub more: bool,
+}
+
+impl DatasetService {
+    pub fn new(store: Arc<dyn Store>, config: DatasetsConfig) -> Self {
+        Self {
+            store,
+            config: Arc::new(config),
+        }
+    }
+
+    /// Deletes imports left `importing` by a process that died (idle for longer than
+    /// `datasets.import_idle_timeout_sec`). Run at start-up.
+    pub async fn delete_stale_imports(&self) -> Result<u64, ApiError> {
+        let idle = Duration::from_secs(self.config.import_idle_timeout_sec);
+        Ok(self.store.delete_stale_imports(idle).await?)
+    }
+
+    /// Stores an uploaded file: spools `body` to a temporary file (hashing it, at most
+    /// `datasets.max_upload_bytes`, failing when no byte arrives for
+    /// `datasets.upload_idle_timeout_sec`), then returns the caller's ready dataset of the same
+    /// name and sha256 (`false`: nothing new stored) or imports the file (`true`).
+    pub async fn upload<S, E>(
+        &self,
+        owner: Option<&str>,
+        name: &str,
+        format: Option<&str>,
+        content_length: Option<u64>,
+        body: S,
+    ) -> Result<(DatasetMeta, bool), ApiError>
+    where
+        S: Stream<Item = Result<Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let name = file_name(name)?;
+        let format = dataset_format(format, &name)?;
+        let max = self.config.max_upload_bytes;
+        if content_length.is_some_and(|n| n > max) {
+            return Err(ApiError::DatasetTooLarge(max));
+        }
+        let dir = self.config.upload_dir();
+        let spool = tempfile::Builder::new()
+            .prefix("synthgate-upload-")
+            .tempfile_in(&dir)
+            .map_err(|e| {
+                ApiError::Internal(format!("creating an upload file in {}: {e}", dir.display()))
+            })?;
+        let idle = Duration::from_secs(self.config.upload_idle_timeout_sec);
+        let digest = spool_body(spool.path(), body, max, idle).await?;
+        if digest.size_bytes == 0 {
+            return Err(ApiError::InvalidDataset(
+                "the file is empty: the request body holds the file's bytes".into(),
+            ));
+        }
+        let same = DatasetQuery {
+            name: Some(name.clone()),
+            sha256: Some(digest.sha256.clone()),
+            limit: 1,
+            ..Default::default()
+        };
+        if let Some(existing) = self.store.find_datasets(owner, &same).await?.pop() {
+            return Ok((existing, false));
+        }
+        let meta = import_file_digested(
+            &*self.store,
+            owner,
+            &name,
+            format,
+            spool.path(),
+            digest,
+            DatasetSourceKind::Upload,
+            None,
+            &self.config.limits(),
+        )
+        .await
+        .map_err(api_error)?;
+        tracing::info!(
+            dataset.id = %meta.id,
+            dataset.rows = meta.num_rows,
+            dataset.size_bytes = meta.size_bytes,
+            "dataset imported"
+        );
+        // `spool` is deleted here, on drop.
+        Ok((meta, true))
+    }
+
+    /// A page of the caller's datasets, newest first, optionally by name or sha256.
+    pub async fn list(
+        &self,
+        owner: Option<&str>,
+        mut q: DatasetQuery,
+    ) -> Result<DatasetPage, ApiError> {
+        let limit = q.limit;
+        q.limit = limit.saturating_add(1);
+        let mut items = self.store.find_datasets(owner, &q).await?;
+        let more = items.len() > limit as usize;
+        items.truncate(limit as usize);
+        Ok(DatasetPage { items, more })
+    }
+
+    /// A dataset and its first [`PREVIEW_ROWS`] rows.
+    pub async fn get(
+        &self,
+        owner: Option<&str>,
+        id: DatasetId,
+    ) -> Result<(DatasetMeta, Vec<Map<String, Value>>), ApiError> {
+        let meta = self
+            .store
+            .get_dataset(id, owner)
+            .await?
+            .ok_or_else(|| ApiError::DatasetNotFound(id.to_string()))?;
+        let mut rows = self.store.read_dataset_block(id, 0).await?;
+        rows.truncate(PREVIEW_ROWS);
+        Ok((meta, rows))
+    }
+
+    /// Deletes a dataset unless a queued or running job reads it.
+    pub async fn delete(&self, owner: Option<&str>, id: DatasetId) -> Result<(), ApiError> {
+        match self.store.delete_dataset(id, owner).await? {
+            DeleteDataset::Deleted => {
+                tracing::info!(dataset.id = %id, "dataset deleted");
+                Ok(())
+            }
+            DeleteDataset::Missing => Err(ApiError::DatasetNotFound(id.to_string())),
+            DeleteDataset::InUse(jobs) => {
+                let shown: Vec<String> = jobs.iter().take(10).map(ToString::to_string).collect();
+                let more = jobs.len().saturating_sub(shown.len());
+                let tail = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                Err(ApiError::DatasetInUse(format!(
+                    "dataset {id} is read by jobs that are queued or running: {}{tail}; \
+                     cancel them or wait for them to finish",
+                    shown.join(", ")
+                )))
+            }
+        }
+    }
+}
+
+/// Writes `body` to `path`, hashing it; at most `max` bytes, each chunk within `idle`.
+async fn spool_body<S, E>(
+    path: &Path,
+    mut body: S,
+    max: u64,
+    idle: Duration,
+) -> Result<FileDigest, ApiError>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let io = |e: std::io::Error| ApiError::Internal(format!("writing the upload to disk: {e}"));
+    let mut file = tokio::io::BufWriter::with_capacity(
+        256 * 1024,
+        tokio::fs::File::create(path).await.map_err(io)?,
+    );
+    let mut hasher = Sha256::new();
+    let mut size = 0u64;
+    loop {
+        let chunk = match tokio::time::timeout(idle, body.next()).await {
+            Err(_) => return Err(ApiError::Timeout),
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "the upload did not arrive whole: {e}"
+                )));
+            }
+            Ok(Some(Ok(chunk))) => chunk,
+        };
+        size += chunk.len() as u64;
+        if size > max {
+            return Err(ApiError::DatasetTooLarge(max));
+        }
+        hasher.update(&chunk);
+        file.write_all(&chunk).await.map_err(io)?;
+    }
+    file.flush().await.map_err(io)?;
+    Ok(FileDigest {
+        size_bytes: size,
+        sha256: hex::encode(hasher.finalize()),
+    })
+}
+
+/// The dataset name from the `name` parameter: its last path component (`\` counts as `/`).
+fn file_name(raw: &str) -> Result<String, ApiError> {
+    let normalized = raw.replace('\\', "/");
+    let name = normalized.rsplit('/').next().unwrap_or_default();
+    let bad = |why: &str| ApiError::InvalidRequest(format!("query parameter 'name': {why}"));
+    if name.is_empty() || name == "." || name == ".." {
+        return Err(bad("must be the file's name, e.g. `name=people.csv`"));
+    }
+    if name.len() > MAX_NAME_BYTES {
+        return Err(bad(&format!("longer than {MAX_NAME_BYTES} bytes")));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(bad("must not contain control characters"));
+    }
+    Ok(name.to_owned())
+}
+
+/// The format from the `format` parameter, else the name's extension.
+fn dataset_format(param: Option<&str>, name: &str) -> Result<DatasetFormat, ApiError> {
+    match param {
+        Some(raw) => match DatasetFormat::parse(&raw.to_ascii_lowercase()) {
+            Some(DatasetFormat::Listing) | None => Err(ApiError::UnsupportedDatasetFormat(
+                format!("query parameter 'format': '{raw}' is not one of csv, jsonl, parquet"),
+            )),
+            Some(f) => Ok(f),
+        },
+        None => DatasetFormat::from_file_name(name).ok_or_else(|| {
+            ApiError::UnsupportedDatasetFormat(format!(
+                "cannot tell the format of '{name}': name a .csv, .jsonl, .ndjson or .parquet \
+                 file, or pass `format=csv|jsonl|parquet`"
+            ))
+        }),
+    }
+}
+
+/// An import failure as the API reports it.
+pub fn api_error(e: ImportError) -> ApiError {
+    match e.code {
+        "invalid_dataset" => ApiError::InvalidDataset(e.message),
+        "unsupported_dataset_format" => ApiError::UnsupportedDatasetFormat(e.message),
+        _ => ApiError::Internal(e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_lose_their_directories() {
+        assert_eq!(file_name("data/people.csv").unwrap(), "people.csv");
+        assert_eq!(file_name(r"C:\seeds\a.jsonl").unwrap(), "a.jsonl");
+        assert!(file_name("dir/").is_err());
+        assert!(file_name("..").is_err());
+        assert!(file_name("a\nb.csv").is_err());
+    }
+
+    #[test]
+    fn format_from_param_or_extension() {
+        assert_eq!(dataset_format(None, "a.csv").unwrap(), DatasetFormat::Csv);
+        assert_eq!(
+            dataset_format(Some("PARQUET"), "a.bin").unwrap(),
+            DatasetFormat::Parquet
+        );
+        let e = dataset_format(None, "a.txt").unwrap_err();
+        assert_eq!(e.code(), "unsupported_dataset_format");
+        let e = dataset_format(Some("listing"), "a.csv").unwrap_err();
+        assert_eq!(e.code(), "unsupported_dataset_format");
+    }
+}

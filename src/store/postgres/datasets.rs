@@ -1,0 +1,243 @@
+//! Datasets on Postgres: metadata rows and blocks of rows. See `migrations/postgres/0006`.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::{Map, Value};
+use sqlx::{Postgres, QueryBuilder};
+use uuid::Uuid;
+
+use super::PgStore;
+use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
+use crate::domain::JobId;
+use crate::store::StoreError;
+use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+
+type Dataset = DatasetDb<Value, DateTime<Utc>>;
+
+impl PgStore {
+    pub(super) async fn find_datasets_impl(
+        &self,
+        owner: Option<&str>,
+        q: &DatasetQuery,
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready'"
+        ));
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        if let Some(name) = &q.name {
+            qb.push(" and name = ").push_bind(name);
+        }
+        if let Some(sha256) = &q.sha256 {
+            qb.push(" and sha256 = ").push_bind(sha256);
+        }
+        if let Some(source_ref) = &q.source_ref {
+            qb.push(" and source_ref = ").push_bind(source_ref);
+        }
+        if let Some(before) = q.before {
+            qb.push(" and id < ").push_bind(before.0);
+        }
+        qb.push(" order by id desc limit ")
+            .push_bind(i64::from(q.limit));
+        let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(DatasetMeta::try_from).collect()
+    }
+
+    pub(super) async fn get_dataset_impl(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        let mut qb = QueryBuilder::<Postgres>::new(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready' and id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        let row: Option<Dataset> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(DatasetMeta::try_from).transpose()
+    }
+
+    pub(super) async fn get_datasets_impl(
+        &self,
+        ids: &[DatasetId],
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let rows: Vec<Dataset> = sqlx::query_as(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready' and id = any($1)"
+        ))
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.into_iter().map(DatasetMeta::try_from).collect()
+    }
+
+    pub(super) async fn read_dataset_block_impl(
+        &self,
+        id: DatasetId,
+        block: u64,
+    ) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
+            "select rows from dataset_blocks where dataset_id = $1 and block_index = $2",
+        )
+        .bind(id.0)
+        .bind(to_i64(block))
+        .fetch_optional(&self.pool)
+        .await?;
+        decode_block(bytes)
+    }
+
+    pub(super) async fn delete_dataset_impl(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<DeleteDataset, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // `for update` waits for a submit holding the row `for share` to commit, so the job
+        // check below sees that job; a submit that comes later finds the row gone.
+        let mut qb = QueryBuilder::<Postgres>::new(
+            "select id from datasets where status = 'ready' and id = ",
+        );
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        qb.push(" for update");
+        let found: Option<Uuid> = qb.build_query_scalar().fetch_optional(&mut *tx).await?;
+        if found.is_none() {
+            return Ok(DeleteDataset::Missing);
+        }
+        // Read committed: this statement sees every job committed before it started.
+        let users: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('queued', 'running', 'cancelling') \
+             and seed_datasets @> jsonb_build_array($1::text) order by id",
+        )
+        .bind(id.to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        if !users.is_empty() {
+            return Ok(DeleteDataset::InUse(users.into_iter().map(JobId).collect()));
+        }
+        // The blocks go with it (`on delete cascade`).
+        sqlx::query("delete from datasets where id = $1")
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(DeleteDataset::Deleted)
+    }
+
+    pub(super) async fn begin_dataset_import_impl(
+        &self,
+        meta: &DatasetMeta,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "insert into datasets (id, owner, name, format, columns, num_rows, size_bytes, \
+             sha256, source, source_ref, status) \
+             values ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, 'importing')",
+        )
+        .bind(meta.id.0)
+        .bind(meta.owner.as_deref())
+        .bind(&meta.name)
+        .bind(meta.format.as_str())
+        .bind(columns_json(&meta.columns))
+        .bind(to_i64(meta.size_bytes))
+        .bind(&meta.sha256)
+        .bind(meta.source.as_str())
+        .bind(meta.source_ref.as_deref())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn write_dataset_blocks_impl(
+        &self,
+        id: DatasetId,
+        first_block: u64,
+        blocks: &[Vec<u8>],
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // Also locks the row, so a concurrent stale-import cleanup waits for these blocks.
+        let alive = sqlx::query(
+            "update datasets set updated_at = now() where id = $1 and status = 'importing'",
+        )
+        .bind(id.0)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if alive == 0 {
+            return Ok(false);
+        }
+        if !blocks.is_empty() {
+            let indexes: Vec<i64> = (0..blocks.len() as u64)
+                .map(|i| to_i64(first_block + i))
+                .collect();
+            // One statement whatever the batch size: the blocks travel as two arrays.
+            sqlx::query(
+                "insert into dataset_blocks (dataset_id, block_index, rows) \
+                 select $1, b.idx, b.rows from unnest($2::bigint[], $3::bytea[]) as b(idx, rows)",
+            )
+            .bind(id.0)
+            .bind(&indexes)
+            .bind(blocks)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub(super) async fn finish_dataset_import_impl(
+        &self,
+        id: DatasetId,
+        columns: &[DatasetColumn],
+        num_rows: u64,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        let row: Option<Dataset> = sqlx::query_as(concat!(
+            "update datasets set status = 'ready', columns = $2, num_rows = $3, \
+             updated_at = now() where id = $1 and status = 'importing' returning ",
+            dataset_columns!()
+        ))
+        .bind(id.0)
+        .bind(columns_json(columns))
+        .bind(to_i64(num_rows))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(DatasetMeta::try_from).transpose()
+    }
+
+    pub(super) async fn abort_dataset_import_impl(&self, id: DatasetId) -> Result<(), StoreError> {
+        sqlx::query("delete from datasets where id = $1 and status = 'importing'")
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn delete_stale_imports_impl(
+        &self,
+        idle: Duration,
+    ) -> Result<u64, StoreError> {
+        let deleted = sqlx::query(
+            "delete from datasets where status = 'importing' \
+             and updated_at <= now() - make_interval(secs => $1)",
+        )
+        .bind(idle.as_secs_f64())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(deleted)
+    }
+}

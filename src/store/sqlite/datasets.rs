@@ -1,0 +1,238 @@
+//! Datasets on SQLite: metadata rows and blocks of rows. See `migrations/sqlite/0006`.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+use sqlx::{QueryBuilder, Sqlite};
+use uuid::Uuid;
+
+use super::{SqliteStore, now_us, push_ids};
+use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
+use crate::domain::JobId;
+use crate::store::StoreError;
+use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+
+type Dataset = DatasetDb<String, i64>;
+
+impl SqliteStore {
+    pub(super) async fn find_datasets_impl(
+        &self,
+        owner: Option<&str>,
+        q: &DatasetQuery,
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready'"
+        ));
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        if let Some(name) = &q.name {
+            qb.push(" and name = ").push_bind(name);
+        }
+        if let Some(sha256) = &q.sha256 {
+            qb.push(" and sha256 = ").push_bind(sha256);
+        }
+        if let Some(source_ref) = &q.source_ref {
+            qb.push(" and source_ref = ").push_bind(source_ref);
+        }
+        if let Some(before) = q.before {
+            qb.push(" and id < ").push_bind(before.0);
+        }
+        qb.push(" order by id desc limit ")
+            .push_bind(i64::from(q.limit));
+        let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(DatasetMeta::try_from).collect()
+    }
+
+    pub(super) async fn get_dataset_impl(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready' and id = "
+        ));
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        let row: Option<Dataset> = qb.build_query_as().fetch_optional(&self.pool).await?;
+        row.map(DatasetMeta::try_from).transpose()
+    }
+
+    pub(super) async fn get_datasets_impl(
+        &self,
+        ids: &[DatasetId],
+    ) -> Result<Vec<DatasetMeta>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+            "select ",
+            dataset_columns!(),
+            " from datasets where status = 'ready' and id in "
+        ));
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
+        rows.into_iter().map(DatasetMeta::try_from).collect()
+    }
+
+    pub(super) async fn read_dataset_block_impl(
+        &self,
+        id: DatasetId,
+        block: u64,
+    ) -> Result<Vec<Map<String, Value>>, StoreError> {
+        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
+            "select rows from dataset_blocks where dataset_id = $1 and block_index = $2",
+        )
+        .bind(id.0)
+        .bind(to_i64(block))
+        .fetch_optional(&self.pool)
+        .await?;
+        decode_block(bytes)
+    }
+
+    pub(super) async fn delete_dataset_impl(
+        &self,
+        id: DatasetId,
+        owner: Option<&str>,
+    ) -> Result<DeleteDataset, StoreError> {
+        // `immediate`: holds the write lock from the check to the delete, so no job that
+        // lists the dataset can be inserted in between.
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let mut qb =
+            QueryBuilder::<Sqlite>::new("select id from datasets where status = 'ready' and id = ");
+        qb.push_bind(id.0);
+        if let Some(owner) = owner {
+            qb.push(" and owner = ").push_bind(owner);
+        }
+        let found: Option<Uuid> = qb.build_query_scalar().fetch_optional(&mut *tx).await?;
+        if found.is_none() {
+            return Ok(DeleteDataset::Missing);
+        }
+        let users: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('queued', 'running', 'cancelling') \
+             and seed_datasets is not null \
+             and exists (select 1 from json_each(jobs.seed_datasets) where value = $1) \
+             order by id",
+        )
+        .bind(id.to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        if !users.is_empty() {
+            return Ok(DeleteDataset::InUse(users.into_iter().map(JobId).collect()));
+        }
+        // The blocks go with it (`on delete cascade`).
+        sqlx::query("delete from datasets where id = $1")
+            .bind(id.0)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(DeleteDataset::Deleted)
+    }
+
+    pub(super) async fn begin_dataset_import_impl(
+        &self,
+        meta: &DatasetMeta,
+    ) -> Result<(), StoreError> {
+        let now = now_us();
+        sqlx::query(
+            "insert into datasets (id, owner, name, format, columns, num_rows, size_bytes, \
+             sha256, source, source_ref, status, created_at, updated_at) \
+             values ($1, $2, $3, $4, $5, 0, $6, $7, $8, $9, 'importing', $10, $10)",
+        )
+        .bind(meta.id.0)
+        .bind(meta.owner.as_deref())
+        .bind(&meta.name)
+        .bind(meta.format.as_str())
+        .bind(columns_json(&meta.columns).to_string())
+        .bind(to_i64(meta.size_bytes))
+        .bind(&meta.sha256)
+        .bind(meta.source.as_str())
+        .bind(meta.source_ref.as_deref())
+        .bind(now)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub(super) async fn write_dataset_blocks_impl(
+        &self,
+        id: DatasetId,
+        first_block: u64,
+        blocks: &[Vec<u8>],
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let alive = sqlx::query(
+            "update datasets set updated_at = $2 where id = $1 and status = 'importing'",
+        )
+        .bind(id.0)
+        .bind(now_us())
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if alive == 0 {
+            return Ok(false);
+        }
+        if !blocks.is_empty() {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "insert into dataset_blocks (dataset_id, block_index, rows) ",
+            );
+            qb.push_values(blocks.iter().enumerate(), |mut row, (i, bytes)| {
+                row.push_bind(id.0)
+                    .push_bind(to_i64(first_block + i as u64))
+                    .push_bind(bytes.as_slice());
+            });
+            qb.build().execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    pub(super) async fn finish_dataset_import_impl(
+        &self,
+        id: DatasetId,
+        columns: &[DatasetColumn],
+        num_rows: u64,
+    ) -> Result<Option<DatasetMeta>, StoreError> {
+        let row: Option<Dataset> = sqlx::query_as(concat!(
+            "update datasets set status = 'ready', columns = $2, num_rows = $3, \
+             updated_at = $4 where id = $1 and status = 'importing' returning ",
+            dataset_columns!()
+        ))
+        .bind(id.0)
+        .bind(columns_json(columns).to_string())
+        .bind(to_i64(num_rows))
+        .bind(now_us())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(DatasetMeta::try_from).transpose()
+    }
+
+    pub(super) async fn abort_dataset_import_impl(&self, id: DatasetId) -> Result<(), StoreError> {
+        sqlx::query("delete from datasets where id = $1 and status = 'importing'")
+            .bind(id.0)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub(super) async fn delete_stale_imports_impl(
+        &self,
+        idle: Duration,
+    ) -> Result<u64, StoreError> {
+        let idle_us = i64::try_from(idle.as_micros()).unwrap_or(i64::MAX);
+        let cutoff = now_us().saturating_sub(idle_us);
+        let deleted =
+            sqlx::query("delete from datasets where status = 'importing' and updated_at <= $1")
+                .bind(cutoff)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+        Ok(deleted)
+    }
+}
