@@ -14,6 +14,7 @@ mod queue;
 mod records;
 mod refusing;
 mod round_trips;
+mod seed_cache;
 mod spy;
 mod writes;
 
