@@ -10,9 +10,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::datasets::DatasetService;
 use crate::auth::ApiKeys;
 use crate::config::Config;
+use crate::datasets::DatasetService;
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{LlmClient, RetryPolicy};
 use crate::mcp::McpPool;

@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use datasets::DatasetsConfig;
 pub use providers::{
     InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
     SessionScope, resolve_api_key,
@@ -24,7 +25,6 @@ pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
     SamplersConfig, ServerConfig, WorkersConfig,
 };
-pub use datasets::DatasetsConfig;
 pub use validators::ValidatorsConfig;
 
 use crate::domain::models::{ModelConfig, ToolConfig};

@@ -15,7 +15,10 @@ use crate::datasets::DatasetColumn;
 use crate::datasets::import::{DatasetLimits, ImportError, json_kind};
 
 /// Pass 1: checks every line and infers the columns and their types.
-pub(crate) fn infer(path: &Path, limits: &DatasetLimits) -> Result<Vec<DatasetColumn>, ImportError> {
+pub(crate) fn infer(
+    path: &Path,
+    limits: &DatasetLimits,
+) -> Result<Vec<DatasetColumn>, ImportError> {
     let mut names: Vec<String> = Vec::new();
     let mut kinds: Vec<KindSet> = Vec::new();
     let rows = for_each_object(path, limits, |line, object| {
@@ -47,7 +50,9 @@ pub(crate) fn infer(path: &Path, limits: &DatasetLimits) -> Result<Vec<DatasetCo
         Ok(())
     })?;
     if rows == 0 {
-        return Err(ImportError::invalid("no rows: the file holds no JSON objects"));
+        return Err(ImportError::invalid(
+            "no rows: the file holds no JSON objects",
+        ));
     }
     check_column_names(&names, limits)?;
     Ok(names

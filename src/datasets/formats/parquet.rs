@@ -48,9 +48,8 @@ fn read_inner(
     sink: &mut dyn RowSink,
 ) -> Result<Vec<DatasetColumn>, ImportError> {
     let file = File::open(path).map_err(|e| ImportError::internal(format!("open {e}")))?;
-    let reader = SerializedFileReader::new(file).map_err(|e| {
-        ImportError::invalid(format!("not a readable Parquet file: {}", short(&e)))
-    })?;
+    let reader = SerializedFileReader::new(file)
+        .map_err(|e| ImportError::invalid(format!("not a readable Parquet file: {}", short(&e))))?;
     let meta = reader.metadata().file_metadata();
     let fields = meta.schema_descr().root_schema().get_fields().to_vec();
     // (position in the row, column) of every column kept.
@@ -69,15 +68,15 @@ fn read_inner(
     let names: Vec<String> = kept.iter().map(|(_, c, _)| c.name.clone()).collect();
     check_column_names(&names, limits)?;
     if meta.num_rows() <= 0 {
-        return Err(ImportError::invalid("no rows: the Parquet file holds no rows"));
+        return Err(ImportError::invalid(
+            "no rows: the Parquet file holds no rows",
+        ));
     }
     let rows = reader.get_row_iter(None).map_err(|e| {
         ImportError::invalid(format!("the Parquet file cannot be read: {}", short(&e)))
     })?;
     for (n, row) in rows.enumerate() {
-        let row = row.map_err(|e| {
-            ImportError::invalid(format!("row {}: {}", n + 1, short(&e)))
-        })?;
+        let row = row.map_err(|e| ImportError::invalid(format!("row {}: {}", n + 1, short(&e))))?;
         let fields = row.into_columns();
         let mut out = Map::with_capacity(kept.len());
         for (i, column, unit) in &kept {
@@ -155,11 +154,10 @@ fn column_type(t: &Type) -> ColumnType {
 /// A value as JSON, timestamps and dates as ISO 8601.
 fn to_json(field: &Field) -> Value {
     match field {
-        Field::TimestampMillis(ms) => {
-            DateTime::from_timestamp_millis(*ms).map_or(Value::Null, |t| {
+        Field::TimestampMillis(ms) => DateTime::from_timestamp_millis(*ms)
+            .map_or(Value::Null, |t| {
                 Value::String(t.to_rfc3339_opts(SecondsFormat::AutoSi, true))
-            })
-        }
+            }),
         Field::TimestampMicros(us) => timestamp_string(*us, TimeUnit::MICROS),
         Field::Group(row) => Value::Object(
             row.get_column_iter()
