@@ -145,6 +145,27 @@ impl TestDb {
     }
 }
 
+impl TestDb {
+    /// Runs one statement (no binds) over a connection of its own: for putting rows in states
+    /// no store method produces, such as a crash long ago.
+    pub async fn execute(&self, sql: &'static str) {
+        match self.backend {
+            Backend::Sqlite => {
+                let mut conn = sqlx::sqlite::SqliteConnection::connect(&self.url)
+                    .await
+                    .expect("connect to the SQLite test database");
+                sqlx::query(sql).execute(&mut conn).await.expect(sql);
+            }
+            Backend::Postgres => {
+                let mut conn = PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect to the test database");
+                sqlx::query(sql).execute(&mut conn).await.expect(sql);
+            }
+        }
+    }
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Cleanup::Postgres { admin_url, name } = &self.cleanup else {

@@ -4,6 +4,7 @@ mod auth;
 mod config_cli;
 mod conformance;
 mod connections;
+mod datasets;
 mod db;
 mod db_faults;
 mod errors;

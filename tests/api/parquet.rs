@@ -14,7 +14,7 @@ use crate::db::Backend;
 use crate::helpers::{TestApp, app_with_mock_llm};
 
 /// An interpreter with pyarrow, or `None` (reason printed) to skip.
-fn pyarrow_python() -> Option<PathBuf> {
+pub(crate) fn pyarrow_python() -> Option<PathBuf> {
     if let Ok(p) = std::env::var("SYNTHGATE_TEST_DD_PYTHON") {
         return Some(p.into());
     }
