@@ -6,9 +6,10 @@
 //! `[...]` within a directory and `**` across directories (`datasets/o/r/**/*.parquet`).
 //!
 //! What a job may not choose: the token (a job's `token` is refused with `secret_in_config`;
-//! the server's comes from `datasets.hf.token_env`) and the endpoint (any other than the
-//! configured one is refused with `seed_endpoint_not_allowed`, so a job cannot make the server
-//! fetch from an address of its choosing).
+//! the server's comes from `datasets.hf.token_env`) and the endpoint (DataDesigner's default
+//! `https://huggingface.co`, which its serialized configs always carry, means the configured
+//! Hub; any other than the configured one is refused with `seed_endpoint_not_allowed`, so a
+//! job cannot make the server fetch from an address of its choosing).
 //!
 //! Each file is cached by `source_ref` = endpoint, repository, resolved commit sha and path:
 //! a second job at the same commit reuses the stored dataset and downloads nothing; a new
@@ -23,6 +24,9 @@ use crate::datasets::{DatasetMeta, DatasetSourceKind, import_file};
 use crate::domain::dataset::{ConfigIssue, codes};
 
 const PATH: &str = "seed_config.source.path";
+
+/// `HuggingFaceSeedSource.endpoint`'s default.
+const DATADESIGNER_ENDPOINT: &str = "https://huggingface.co";
 
 /// A parsed `hf` path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,13 +62,17 @@ pub async fn resolve(
              file and upload it (POST /v1/datasets), then use seed_type 'local' with its name",
         )]);
     };
-    if endpoint.trim_end_matches('/') != hub.endpoint() {
+    // DataDesigner writes its default endpoint into every serialized `hf` source, so that
+    // value means "the Hub" and is served from the configured one (a mirror, say); any other
+    // endpoint would let a job choose where the server fetches from.
+    let given = endpoint.trim_end_matches('/');
+    if given != DATADESIGNER_ENDPOINT && given != hub.endpoint() {
         return Err(vec![ConfigIssue::at_field(
             codes::SEED_ENDPOINT_NOT_ALLOWED,
             "seed_config.source.endpoint",
             format!(
-                "this server fetches Hugging Face seeds from {} only; remove `endpoint` or set \
-                 it to that",
+                "this server fetches Hugging Face seeds from {} only; remove `endpoint` (or \
+                 leave DataDesigner's default {DATADESIGNER_ENDPOINT})",
                 hub.endpoint()
             ),
         )]);

@@ -237,7 +237,7 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
     assert_eq!(issue.code, "secret_in_config");
     assert_eq!(issue.field.as_deref(), Some("seed_config.source.token"));
 
-    let issue = one_issue(resolve(&cx, path, "https://huggingface.co", false).await);
+    let issue = one_issue(resolve(&cx, path, "https://hub.attacker.example", false).await);
     assert_eq!(issue.code, "seed_endpoint_not_allowed");
     assert_eq!(issue.field.as_deref(), Some("seed_config.source.endpoint"));
     let issue = one_issue(resolve(&cx, path, "http://169.254.169.254", false).await);
@@ -247,6 +247,11 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
         "nothing was fetched for a refused job"
     );
 
+    // DataDesigner's default (what its configs carry) means the configured Hub.
+    let dd_default = resolve(&cx, path, "https://huggingface.co", false)
+        .await
+        .unwrap();
+    assert_eq!(dd_default[0].num_rows, 2);
     // A trailing slash is the same endpoint.
     let ok = resolve(&cx, path, &format!("{}/", hub.endpoint()), false)
         .await
