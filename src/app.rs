@@ -81,6 +81,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tools_http,
         config.limits.max_tool_result_chars,
     );
+    if config.mcp.connect_on_start {
+        connect_mcp_providers(&tools, &config).await;
+    }
     let llm = Arc::new(
         LlmClient::new(&config.model_providers, RetryPolicy::from(&config.llm))
             .context("building the LLM client (config key `model_providers`)")?,
@@ -178,4 +181,26 @@ fn default_replica_id() -> String {
         .unwrap_or_else(|| "synthgate".into());
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     format!("{host}-{}", &suffix[..8])
+}
+
+/// `mcp.connect_on_start`: connects every MCP provider and lists its tools, all at once, each
+/// bounded by its own `connect_timeout_sec`. A failure is logged and leaves the provider
+/// `unavailable` (as `/readyz` shows); it never stops the start, since jobs that do not use
+/// the provider can still run and the pool retries it on first use.
+async fn connect_mcp_providers(tools: &ToolHub, config: &Config) {
+    let connects = config.mcp_providers.iter().map(|p| async move {
+        match tools.pool().tools(&p.name, None).await {
+            Ok(list) => tracing::info!(
+                mcp.provider = %p.name,
+                tools = list.tools.len(),
+                "MCP provider connected at start"
+            ),
+            Err(error) => tracing::warn!(
+                mcp.provider = %p.name,
+                error = %error,
+                "MCP provider could not be connected at start; it is retried on first use"
+            ),
+        }
+    });
+    futures::future::join_all(connects).await;
 }

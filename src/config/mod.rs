@@ -23,7 +23,7 @@ pub use providers::{
 };
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
-    SamplersConfig, ServerConfig, WorkersConfig,
+    McpConfig, SamplersConfig, ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 
@@ -73,6 +73,9 @@ pub struct Config {
     /// Model aliases every job may use.
     #[serde(default)]
     pub model_configs: Vec<ModelConfig>,
+    /// The MCP client: `connect_on_start`.
+    #[serde(default)]
+    pub mcp: McpConfig,
     /// MCP servers with their commands, URLs and secrets. Only the server defines these.
     #[serde(default)]
     pub mcp_providers: Vec<McpProviderConfig>,

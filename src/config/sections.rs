@@ -382,6 +382,17 @@ pub enum LogFormat {
     Json,
 }
 
+/// The MCP client as a whole (each server is an `mcp_providers` entry).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpConfig {
+    /// Connect to every MCP provider and list its tools before serving, so a broken provider
+    /// shows in the log and `/readyz` at once rather than at the first job that needs it. A
+    /// failure is logged and the service starts anyway (each connect is bounded by the
+    /// provider's `connect_timeout_sec`). Off by default: providers connect on first use.
+    pub connect_on_start: bool,
+}
+
 /// How LLM requests are retried (429, 5xx, timeouts, connection errors).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

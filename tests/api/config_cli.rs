@@ -64,3 +64,68 @@ fn env_override_errors_name_the_key_and_serve_refuses_to_start() {
         "{out}"
     );
 }
+
+#[test]
+fn a_models_mcp_servers_typo_stops_serve_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("typo.yaml");
+    std::fs::write(
+        &path,
+        "model_providers: [{name: p, endpoint: 'http://127.0.0.1:9/v1'}]\n\
+         model_configs: [{alias: m, model: x, provider: p, mcp_servers: [serach]}]\n\
+         mcp_providers: [{name: search, command: /bin/true}]\n",
+    )
+    .unwrap();
+    let (code, out) = synthgate(&["serve", "--config", path.to_str().unwrap()], &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("config key `model_configs[0].mcp_servers[0]`: unknown MCP provider 'serach' (defined: search)"),
+        "{out}"
+    );
+}
+
+/// Each MCP provider is logged once at start with its transport, and nothing it holds that
+/// may be secret (endpoint, api key, headers, command, env) reaches the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_logs_each_mcp_providers_transport_once_without_secrets() {
+    use crate::process::{free_port, start_serve, wait_ready};
+    synthgate::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mcp.yaml");
+    std::fs::write(
+        &path,
+        "logging: {level: info}\n\
+         mcp_providers:\n\
+         - {name: web, provider_type: streamable_http, endpoint: 'http://127.0.0.1:9/mcp-endpoint-secret',\n\
+         \x20  api_key: mcp-key-secret, headers: {X-Auth: mcp-header-secret}}\n\
+         - {name: files, command: /bin/command-secret, env: {TOKEN: env-secret}}\n",
+    )
+    .unwrap();
+    let db = dir.path().join("db.sqlite");
+    let log = dir.path().join("serve.log");
+    let mut service = start_serve(
+        free_port(),
+        Some(&path),
+        &[("SYNTHGATE__DATABASE__SQLITE_PATH", db.to_str().unwrap())],
+        &log,
+    );
+    wait_ready(&reqwest::Client::new(), &service.base).await;
+    service.child.kill().await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("MCP provider configured"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    assert!(
+        lines[0].contains("web") && lines[0].contains("streamable_http"),
+        "{text}"
+    );
+    assert!(
+        lines[1].contains("files") && lines[1].contains("stdio"),
+        "{text}"
+    );
+    for secret in ["secret", "127.0.0.1:9"] {
+        assert!(!text.contains(secret), "{secret} in the log:\n{text}");
+    }
+}

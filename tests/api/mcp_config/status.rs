@@ -313,3 +313,36 @@ async fn secrets_appear_nowhere(backend: Backend) {
 }
 
 backends!(secrets, secrets_appear_nowhere);
+
+/// `mcp.connect_on_start`: every provider is connected and listed before the service answers;
+/// one that cannot connect is `unavailable` and the service starts and is ready all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_on_start_lists_tools_before_serving_and_survives_a_broken_provider() {
+    let events = Events::new();
+    let (app, _llm) = app_with_tools(
+        Backend::Sqlite,
+        echo_script(),
+        vec![
+            mock_mcp_stdio("mock", &events.path),
+            json!({"name": "broken", "command": "/nonexistent"}),
+        ],
+        vec![json!({"tool_alias": "t", "providers": ["mock"]})],
+        |c| c.mcp.connect_on_start = true,
+    )
+    .await;
+
+    // No request has used a tool yet: the start connected and listed.
+    assert_eq!(events.count("init"), 1, "{:?}", events.lines());
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(
+        ready["checks"]["mcp"],
+        json!({"broken": "unavailable", "mock": "connected"}),
+        "{ready}"
+    );
+    // And the connected session is the one jobs use: no second handshake.
+    let job = run_job(&app, &tool_job("t", 1), JOB_TIMEOUT).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    assert_eq!(events.count("init"), 1, "{:?}", events.lines());
+    app.stop().await;
+}
