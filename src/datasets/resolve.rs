@@ -36,7 +36,9 @@
 use std::path::Path;
 
 use crate::datasets::sources::{self, SeedSources};
-use crate::datasets::{ColumnType as DatasetColumnType, DatasetId, DatasetMeta, DatasetQuery};
+use crate::datasets::{
+    ColumnType as DatasetColumnType, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind,
+};
 use crate::domain::dataset::{ConfigIssue, SeedSource, codes};
 use crate::generate::{ColumnType, StoredSeed};
 use crate::store::{Store, StoreError};
@@ -219,14 +221,29 @@ async fn uploaded(ctx: &ResolveCtx<'_>, path: &str) -> Result<Vec<DatasetMeta>, 
         return Ok(Vec::new());
     };
     if !is_glob(&name) {
-        let q = DatasetQuery {
-            name: Some(name),
-            sha256: None,
-            source_ref: None,
-            before: None,
-            limit: 1,
-        };
-        return Ok(ctx.store.find_datasets(ctx.owner, &q).await?);
+        // Only uploads count here: a server file or Hub file imported under the same name is
+        // the seed sources' cache, checked for changes by them (mtime, revision), not a
+        // dataset the caller sent.
+        let mut before = None;
+        loop {
+            let q = DatasetQuery {
+                name: Some(name.clone()),
+                sha256: None,
+                source_ref: None,
+                before,
+                limit: PAGE,
+            };
+            let page = ctx.store.find_datasets(ctx.owner, &q).await?;
+            let full = page.len() == PAGE as usize;
+            let last = page.last().map(|d| d.id);
+            if let Some(d) = page.into_iter().find(is_upload) {
+                return Ok(vec![d]);
+            }
+            match last {
+                Some(id) if full => before = Some(id),
+                _ => return Ok(Vec::new()),
+            }
+        }
     }
     let Ok(pattern) = glob::Pattern::new(&name) else {
         return Err(ResolveError::Issues(vec![ConfigIssue::at_field(
@@ -250,7 +267,7 @@ async fn uploaded(ctx: &ResolveCtx<'_>, path: &str) -> Result<Vec<DatasetMeta>, 
         let last = page.last().map(|d| d.id);
         let full = page.len() == PAGE as usize;
         for d in page {
-            if pattern.matches(&d.name) {
+            if is_upload(&d) && pattern.matches(&d.name) {
                 by_name.entry(d.name.clone()).or_insert(d);
             }
         }
@@ -260,6 +277,11 @@ async fn uploaded(ctx: &ResolveCtx<'_>, path: &str) -> Result<Vec<DatasetMeta>, 
         }
     }
     Ok(by_name.into_values().collect())
+}
+
+/// Whether a dataset was uploaded by the caller (not imported by a seed source).
+fn is_upload(d: &DatasetMeta) -> bool {
+    d.source == DatasetSourceKind::Upload
 }
 
 /// The file name of a config's path, with `\` read as `/` (a path written on Windows).
