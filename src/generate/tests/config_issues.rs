@@ -85,8 +85,11 @@ fn seed_issues() {
         json!({}),
     ));
     assert_eq!(codes(&i), ["unsupported_seed_source"]);
+    // Compiled without resolution (submit always resolves file sources first), the message
+    // says both ways to give the rows.
     assert!(i[0].message.contains(
-        "synthgate takes seed rows inline: seed_config.source = {seed_type: inline, rows: [...]}"
+        "give the rows inline (seed_config.source = {seed_type: inline, rows: [...]}) or upload \
+         them as a dataset"
     ));
     let rows = |rows: Value| json!({"seed_type": "inline", "rows": rows});
     let cases = [
