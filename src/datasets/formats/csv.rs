@@ -91,14 +91,7 @@ pub(crate) fn infer(
         }
         Ok(())
     })?;
-    Ok(names
-        .into_iter()
-        .zip(kinds)
-        .map(|(name, set)| DatasetColumn {
-            name,
-            r#type: set.column_type(),
-        })
-        .collect())
+    Ok(super::infer::columns(names, kinds))
 }
 
 /// Pass 2: hands every row to `sink`, each value converted to its column's type.

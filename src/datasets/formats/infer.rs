@@ -1,6 +1,18 @@
 //! Column type inference: the kinds of value seen in a column, and the type they make.
 
-use super::super::ColumnType;
+use super::super::{ColumnType, DatasetColumn};
+
+/// The columns of a file: each name with the type its values' kinds make.
+pub(crate) fn columns(names: Vec<String>, kinds: Vec<KindSet>) -> Vec<DatasetColumn> {
+    names
+        .into_iter()
+        .zip(kinds)
+        .map(|(name, set)| DatasetColumn {
+            name,
+            r#type: set.column_type(),
+        })
+        .collect()
+}
 
 /// The kind of one non-null value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

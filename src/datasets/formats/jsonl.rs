@@ -55,14 +55,7 @@ pub(crate) fn infer(
         ));
     }
     check_column_names(&names, limits)?;
-    Ok(names
-        .into_iter()
-        .zip(kinds)
-        .map(|(name, set)| DatasetColumn {
-            name,
-            r#type: set.column_type(),
-        })
-        .collect())
+    Ok(super::infer::columns(names, kinds))
 }
 
 /// Pass 2: hands every object to `sink` with every column, in column order.
