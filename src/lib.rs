@@ -5,13 +5,16 @@
 //! ```text
 //! POST /v1/jobs ─► api::jobs ─► jobs::JobService::submit
 //!                               (parse + validate the DataDesigner config into a generate::Plan,
-//!                                insert the job and its pending records in one transaction)
+//!                                resolve its seed to stored datasets (datasets::resolve),
+//!                                insert the job, bound to them, and its pending records in one
+//!                                transaction)
 //!                                        │ notify
 //!                                        ▼
 //!                  worker::WorkerPool ─ claim a batch of records under a lease (store)
 //!                                        │ per record
 //!                                        ▼
-//!                  jobs::RecordRunner ─ generate::Plan: samplers, expressions, seed rows (on
+//!                  jobs::RecordRunner ─ the record's seed row (datasets::seed_cache), then
+//!                                       generate::Plan: samplers, expressions (on
 //!                                       cpu::CpuGate), LLM columns (llm) and their tools
 //!                                       (tools, mcp), embedding, image and validation
 //!                                       columns; the same runner serves previews
@@ -30,8 +33,11 @@
 //!
 //! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), and the web UI's static page
 //!   (`api::ui`, embedded from `ui/`). Every job, record, trace, export and progress question
-//!   goes to [`jobs`]; it never touches the store.
+//!   goes to [`jobs`], every dataset question to [`datasets`]; it never touches the store.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
+//! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,
+//!   a config's seed resolved to the datasets a job is bound to, the block cache records read
+//!   seed rows through, and the server-side sources (allow-listed directories, the Hub).
 //! * [`worker`]: the queue of one replica: claims, leases, the batch writer.
 //! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool
 //!   calls, the MCP session pool and tool-list cache, LLM providers.
