@@ -1,12 +1,14 @@
 //! The `Store` trait the rest of the code uses for jobs, records and traces, and its two
 //! backends: embedded SQLite (the default) and Postgres.
 //!
-//! The database row is the source of truth for every job and record. Workers claim records
-//! under a lease (owner + expiry); every write that finishes a record is fenced by the lease
-//! owner, so a worker whose lease was taken over can never overwrite the newer run's result.
+//! The database row is the source of truth for every job and record. Workers claim chunks of
+//! a job's record indexes under a lease (owner + expiry); a record becomes a row when it has a
+//! result, in a write fenced by its chunk's lease owner, so a worker whose lease was taken
+//! over can never write over the newer run's result. See `chunks` for the rules shared by both
+//! backends.
 
+mod chunks;
 mod dataset_rows;
-mod expired;
 mod fair;
 mod open;
 pub mod postgres;
@@ -67,7 +69,7 @@ impl StoreError {
     }
 }
 
-/// A job to insert, with its `num_records` pending records.
+/// A job to insert; its `num_records` records are claimed in chunks later.
 #[derive(Debug, Clone)]
 pub struct NewJob {
     /// The new job's id.
@@ -116,7 +118,7 @@ pub enum JobSelect<'a> {
 /// Result of `create_job`.
 #[derive(Debug, Clone)]
 pub enum CreateOutcome {
-    /// The job and its records were inserted.
+    /// The job was inserted.
     Created(JobRow),
     /// A job with the same owner and idempotency key already existed; nothing was inserted.
     Existing(JobRow),
@@ -131,39 +133,57 @@ pub enum CreateOutcome {
     SeedDatasetsMissing(Vec<DatasetId>),
 }
 
-/// A record handed to a worker by [`Store::claim`].
+/// A chunk of a job's record indexes, `[start, ..)`: the unit of a lease. A job's chunks never
+/// overlap, so the job and the first index name one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ChunkKey {
+    pub job_id: JobId,
+    pub start: u32,
+}
+
+/// A record handed to a worker by [`Store::claim`]: one index of a leased chunk that has no
+/// result yet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRecord {
+    /// A fresh id for this attempt; the record keeps the id of the attempt whose result is
+    /// written (only one can be: writes are fenced by the chunk's lease).
     pub id: RecordId,
     pub job_id: JobId,
     pub index: u32,
-    /// Including this claim.
+    /// The leased chunk it belongs to.
+    pub chunk: ChunkKey,
+    /// How many records of that chunk this claim handed out: every index of the chunk without
+    /// a result (the claim cuts chunks so that this holds). The chunk is done, and deleted by
+    /// the store, once that many of its records are written.
+    pub chunk_todo: u32,
+    /// Claims of the chunk, including this one.
     pub attempts: u32,
-    /// How many times a lease on this record expired (its worker died, hung or lost the
+    /// How many times a lease on the chunk expired (its worker died, hung or lost the
     /// database while running it), including the one this claim took over. Releases at drain
     /// do not count.
     pub lease_expiries: u32,
-    /// The record's lease expired at least [`RUN_ALONE_AFTER_EXPIRIES`] times: it may be what
-    /// kills its workers, so it is handed out only to a claimer with nothing else in flight
-    /// (and then alone), and the claimer takes no other work until it is done. A record that
-    /// crashes the process then takes nothing else down with it.
+    /// The chunk's lease expired at least [`RUN_ALONE_AFTER_EXPIRIES`] times: one of its
+    /// records may be what kills its workers, so it is handed out one record at a time, only
+    /// to a claimer with nothing else in flight, and the claimer takes no other work until it
+    /// is done. A record that crashes the process then takes nothing else down with it, and
+    /// the one that does is known: the first of its chunk without a result.
     pub alone: bool,
 }
 
-/// A record whose lease expired this many times runs alone (see [`ClaimedRecord::alone`]).
+/// A chunk whose lease expired this many times runs alone (see [`ClaimedRecord::alone`]).
 ///
 /// Two, not one: the first expiry is usually an ordinary crash, deploy or SIGKILL that cut every
-/// record in flight, and running all of those one at a time would make every restart slow. A
-/// record that dies a second time is suspect; the records that merely ran next to it the second
-/// time are suspect too, but only once more, alone, where an innocent record completes.
+/// chunk in flight, and running all of those one record at a time would make every restart
+/// slow. A chunk that dies a second time is suspect.
 pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
 
 /// How a claim treats records whose worker died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {
-    /// A record whose lease has expired this many times is not claimed again: the claim that
-    /// finds its lease expired once more fails it with `record_abandoned` (stage `worker`).
-    /// At least 1.
+    /// A chunk whose lease has expired this many times is not run again as it is: the claim
+    /// that finds its lease expired once more fails the records it was running with
+    /// `record_abandoned` (stage `worker`): the one record it held when it ran alone, else
+    /// every record of it without a result. At least 1.
     pub max_lease_expiries: u32,
     /// The claimer has nothing in flight, so it may be handed a record that must run alone
     /// (then that record only).
@@ -175,8 +195,8 @@ pub struct ClaimPolicy {
 pub struct Claim {
     /// The records claimed, sorted by job, then index.
     pub records: Vec<ClaimedRecord>,
-    /// Records this claim failed with `record_abandoned` instead of claiming, with their
-    /// jobs, so the caller can finalize those jobs.
+    /// Records this claim failed with `record_abandoned` (written as failed rows) instead of
+    /// running them again, with their jobs, so the caller can finalize those jobs.
     pub abandoned: Vec<(RecordId, JobId)>,
     /// Records that must run alone are waiting and were not handed out because the claimer
     /// was not alone. The claimer should let its work in flight finish and claim again alone,
@@ -187,7 +207,15 @@ pub struct Claim {
 /// A finished record, written by `complete_records`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordResult {
+    /// The id the claim gave this attempt.
     pub id: RecordId,
+    /// Its job and index.
+    pub job_id: JobId,
+    pub index: u32,
+    /// The leased chunk it belongs to: the write is fenced by that chunk's lease.
+    pub chunk: ChunkKey,
+    /// Claims of the chunk, including the one that ran this attempt.
+    pub attempts: u32,
     pub outcome: RecordOutcome,
     /// Replaces any trace stored for the same record and column.
     pub traces: Vec<Trace>,
@@ -221,8 +249,9 @@ pub trait Store: Send + Sync + 'static {
     /// The database's clock, so progress streams compare timestamps on one clock.
     async fn now(&self) -> Result<DateTime<Utc>, StoreError>;
 
-    /// Inserts the job and its `num_records` pending records in one transaction.
-    /// If `(owner, idempotency_key)` already exists, inserts nothing and returns the existing job.
+    /// Inserts the job (one row, whatever `num_records`: its records are carved into chunks by
+    /// later claims). If `(owner, idempotency_key)` already exists, inserts nothing and returns
+    /// the existing job.
     async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError>;
 
     /// A job by id; `owner: Some(k)` restricts to jobs owned by `k`.
@@ -237,34 +266,38 @@ pub trait Store: Send + Sync + 'static {
         first_errors: u32,
     ) -> Result<Vec<JobSummary>, StoreError>;
 
-    /// Record counts by status.
+    /// Record counts by status: completed and failed records are rows, records in progress
+    /// are those of its leased chunks without a result, and the rest are pending while the job
+    /// runs, cancelled once it stopped (cancelled, cancelling or failed).
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
 
-    /// Cancels a `queued`/`running` job, deciding in one transaction against its records: its
-    /// pending records become `cancelled` and the job `cancelling`, then it is finalized like
-    /// `finalize_jobs` would (`cancelled` at once when nothing is in flight). A job with no
-    /// pending record and nothing in flight has finished already: it becomes `completed` and
-    /// the answer is [`CancelOutcome::Finished`], as for a job already terminal.
+    /// Cancels a `queued`/`running` job, deciding in one transaction against its chunks: the
+    /// job becomes `cancelling` (no claim carves or takes over its chunks any more, so its
+    /// pending records count as cancelled), then it is finalized like `finalize_jobs` would
+    /// (`cancelled` at once when nothing is in flight). A job with no pending record and
+    /// nothing in flight has finished already: it becomes `completed` and the answer is
+    /// [`CancelOutcome::Finished`], as for a job already terminal.
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError>;
 
-    /// Claims up to `limit` records for `owner` with a lease of `lease`: pending records of
-    /// `queued`/`running` jobs, and in-progress records of those jobs whose lease expired (a
-    /// dead worker's).
+    /// Claims up to `limit` records for `owner` with a lease of `lease`, as chunks: chunks of
+    /// `queued`/`running` jobs whose lease expired (a dead worker's) or that were given back,
+    /// then new chunks carved off the jobs' unclaimed indexes.
     ///
-    /// Expired leases come first (oldest job first, then by index), within `policy`: a record
-    /// whose lease expired `policy.max_lease_expiries` times is failed with
-    /// `record_abandoned` instead (a poison pill: it killed every worker that ran it), and
-    /// one that must run alone is handed out only when `policy.alone`, and then by itself.
+    /// Expired and given-back chunks come first (oldest job first, then by index), cut to the
+    /// limit (the rest stays a chunk of its own, given back), within `policy`: a chunk whose
+    /// lease expired `policy.max_lease_expiries` times has the records it was running failed
+    /// with `record_abandoned` instead (a poison pill: it killed every worker that ran it), and
+    /// one that must run alone is handed out only when `policy.alone`, one record at a time.
     ///
-    /// Pending records are shared fairly: the claim goes round the jobs with pending work,
+    /// New chunks are shared fairly: the claim goes round the jobs with unclaimed records,
     /// each time to the job whose owner (API key), then the job itself, has the fewest records
-    /// in progress (across every replica), oldest job first on ties; within a job, by index.
-    /// So a key with one small job is served next to a key with a large one, instead of after
-    /// it.
+    /// in progress (across every replica), oldest job first on ties; each job's share is one
+    /// new chunk. So a key with one small job is served next to a key with a large one,
+    /// instead of after it.
     ///
-    /// Increments `attempts`; marks the jobs `running` (setting `started_at` the first time).
-    /// Lease expiry is judged on the database clock. Safe to call concurrently from many
-    /// workers and replicas: a record is never handed to two live leases.
+    /// Marks the jobs `running` (setting `started_at` the first time). Lease expiry is judged
+    /// on the database clock. Safe to call concurrently from many workers and replicas: a
+    /// chunk is never held by two live leases, and no index is in two chunks.
     async fn claim(
         &self,
         owner: &str,
@@ -273,23 +306,23 @@ pub trait Store: Send + Sync + 'static {
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError>;
 
-    /// Extends `owner`'s leases on `ids`, the records it is still working on. Returns how many
-    /// of them it still holds. Records `owner` holds but no longer works on (a result the
+    /// Extends `owner`'s leases on `chunks`, the chunks it is still working on. Returns how
+    /// many of them it still holds. Chunks `owner` holds but no longer works on (a result the
     /// writer gave up on) are left to expire, so a claim takes them over.
     async fn renew_leases(
         &self,
         owner: &str,
-        ids: &[RecordId],
+        chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError>;
 
-    /// Writes finished records, their traces and their LLM usage in one transaction, each only
-    /// if `owner` still holds its lease (and the record is still in progress). Returns the ids
-    /// written, in the order of `results` (the others were taken over or already finished, and
-    /// are ignored, their usage with them). A written record's traces replace all its earlier
-    /// ones: the stored traces are those of the final attempt. If `results` names a record
-    /// twice, the first result wins. So a job's usage is exactly the sum over its written
-    /// results, whatever crashes in between.
+    /// Inserts finished records, their traces, media and LLM usage in one transaction, each
+    /// only if `owner` still holds the lease on its chunk and its index has no result yet.
+    /// Returns the ids written, in the order of `results` (the others were taken over or
+    /// already written, and are ignored, their usage with them). A chunk whose every record is
+    /// written is deleted in the same transaction. If `results` names an index twice, the
+    /// first result wins. So a job's usage is exactly the sum over its written results,
+    /// whatever crashes in between.
     ///
     /// Values no backend can store (a NUL character) fail their own record with
     /// `unstorable_value`; see [`storable`]. The rest of the batch is written as it is.
@@ -299,21 +332,24 @@ pub trait Store: Send + Sync + 'static {
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError>;
 
-    /// Gives records back to the queue (`pending`, lease cleared) if `owner` holds them; used on
-    /// shutdown for records that did not finish in time.
-    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError>;
+    /// Gives chunks back to the queue (lease cleared, claimable at once, not counted as an
+    /// expiry) if `owner` holds them; used on shutdown for records that did not finish in
+    /// time, and for records that could not be run now.
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError>;
 
     /// Moves jobs with nothing left to do to their terminal status: `queued`/`running` →
-    /// `completed`, `cancelling` → `cancelled` if any of its records was cancelled, else
+    /// `completed` once every index was claimed and no chunk is left, `cancelling` →
+    /// `cancelled` once no chunk is left if any of its records never got a result, else
     /// `completed` (a cancel that came too late to stop anything), setting `finished_at`. In a
-    /// `cancelling` job, pending records and in-progress records whose lease expired (they
-    /// would never finish) become `cancelled` first. Returns the jobs that changed, sorted;
+    /// `cancelling` job, chunks whose lease expired or that were given back (they would never
+    /// finish) are dropped first: their records without a result count as cancelled. Returns the jobs that changed, sorted;
     /// when replicas race, each job is reported by exactly one caller, so the caller that gets
     /// it can announce it.
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
 
     /// Fails a `queued` or `running` job (`error_rate_exceeded`, ...): status `failed` with the
-    /// error and `finished_at`, pending records cancelled; in-flight records may still land.
+    /// error and `finished_at`; its unclaimed records count as cancelled, and records in
+    /// flight may still land.
     /// A job in any other status (including `cancelling`: the user's cancel stands) is left as
     /// it is.
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError>;
@@ -325,7 +361,8 @@ pub trait Store: Send + Sync + 'static {
         owner: Option<&str>,
     ) -> Result<Option<RecordRow>, StoreError>;
 
-    /// A job's records by index, strictly after `after_index` when given, optionally one status.
+    /// A job's records (those with a result) by index, strictly after `after_index` when
+    /// given, optionally one status (only `completed` and `failed` records are rows).
     async fn list_records(
         &self,
         job_id: JobId,

@@ -11,7 +11,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{
-    ClaimedRecord, FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
+    FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
     RecordErrorCode, RecordRow, RecordStage, StoreError, TraceRow,
 };
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
@@ -210,32 +210,6 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
     }
 }
 
-/// A claimed record: `returning id, job_id, idx, attempts, lease_expiries`.
-#[derive(sqlx::FromRow)]
-pub(crate) struct ClaimedDb {
-    id: Uuid,
-    job_id: Uuid,
-    idx: i64,
-    attempts: i64,
-    lease_expiries: i64,
-}
-
-impl TryFrom<ClaimedDb> for ClaimedRecord {
-    type Error = StoreError;
-
-    fn try_from(r: ClaimedDb) -> Result<Self, StoreError> {
-        Ok(ClaimedRecord {
-            id: RecordId(r.id),
-            job_id: JobId(r.job_id),
-            index: to_u32(r.idx, "records.idx")?,
-            attempts: to_u32(r.attempts, "records.attempts")?,
-            lease_expiries: crate::store::expired::to_count(r.lease_expiries),
-            // Set by the claim that hands the record out alone.
-            alone: false,
-        })
-    }
-}
-
 /// A finished record: `select id, idx, status, error_code, updated_at`.
 #[derive(sqlx::FromRow)]
 pub(crate) struct FinishedDb<T> {
@@ -355,9 +329,11 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
                 .collect(),
             _ => return Err(corrupt("usage")),
         };
+        let job: JobRow = r.job.try_into()?;
+        let counts = job_counts(&job, counts)?;
         Ok(JobSummary {
-            job: r.job.try_into()?,
-            counts: job_counts(counts)?,
+            job,
+            counts,
             first_errors,
             usage: super::usage::from_rows(usage),
         })
@@ -401,21 +377,29 @@ pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
     }
 }
 
-/// Folds per-status counts into [`super::JobCounts`].
-pub(crate) fn job_counts(rows: Vec<CountDb>) -> Result<super::JobCounts, StoreError> {
-    let mut c = super::JobCounts::default();
+/// A job's counts from its stored rows: `rows` holds `completed` and `failed` (record rows by
+/// status) and `in_progress` (records of its leased chunks without a result); the rest follows
+/// from the job (see [`super::chunks::counts`]).
+pub(crate) fn job_counts(job: &JobRow, rows: Vec<CountDb>) -> Result<super::JobCounts, StoreError> {
+    let (mut completed, mut failed, mut in_progress) = (0, 0, 0);
     for row in rows {
         let n = u64::try_from(row.n)
             .map_err(|_| StoreError::Corrupt(format!("records: negative count {}", row.n)))?;
         match record_status(&row.status)? {
-            RecordStatus::Pending => c.pending = n,
-            RecordStatus::InProgress => c.in_progress = n,
-            RecordStatus::Completed => c.completed = n,
-            RecordStatus::Failed => c.failed = n,
-            RecordStatus::Cancelled => c.cancelled = n,
+            RecordStatus::Completed => completed = n,
+            RecordStatus::Failed => failed = n,
+            RecordStatus::InProgress => in_progress = n,
+            // Not stored as rows since migration 0007; a row left from before counts nowhere.
+            RecordStatus::Pending | RecordStatus::Cancelled => {}
         }
     }
-    Ok(c)
+    Ok(super::chunks::counts(
+        job.status,
+        u64::from(job.num_records),
+        completed,
+        failed,
+        in_progress,
+    ))
 }
 
 /// Converts every raw row, stopping at the first corrupt one.
@@ -468,12 +452,14 @@ impl<'a> From<&'a super::RecordOutcome> for Written<'a> {
     }
 }
 
-/// The results to write, first occurrence per record id: a batch should not name a record
-/// twice, and if it does the first result wins on both backends (the second would be fenced
-/// out anyway, its record no longer being in progress).
+/// The results to write, first occurrence per record (job and index): a batch should not
+/// name a record twice, and if it does the first result wins on both backends.
 pub(crate) fn dedup_results(results: &[super::RecordResult]) -> Vec<&super::RecordResult> {
     let mut seen = std::collections::HashSet::new();
-    results.iter().filter(|r| seen.insert(r.id)).collect()
+    results
+        .iter()
+        .filter(|r| seen.insert((r.job_id, r.index)))
+        .collect()
 }
 
 /// A record's traces with one entry per column, the last one winning.

@@ -272,8 +272,13 @@ mod tests {
     use crate::domain::RecordId;
 
     fn result(values: Value) -> RecordResult {
+        let job_id = crate::domain::JobId::new();
         RecordResult {
             id: RecordId::new(),
+            job_id,
+            index: 0,
+            chunk: crate::store::ChunkKey { job_id, start: 0 },
+            attempts: 1,
             outcome: RecordOutcome::Completed { values },
             traces: Vec::new(),
             usage: Default::default(),

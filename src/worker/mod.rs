@@ -27,7 +27,7 @@ mod slot;
 mod tests;
 mod writer;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,12 +38,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
-use crate::domain::RecordId;
 use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
 use crate::mcp::CallScope;
-use crate::store::{ClaimPolicy, ClaimedRecord, RecordResult, Store};
+use crate::store::{ChunkKey, ClaimPolicy, ClaimedRecord, RecordResult, Store};
 
 pub use writer::Finished;
 
@@ -59,15 +58,64 @@ pub(crate) struct Inner {
     pub(crate) cfg: WorkersConfig,
     /// Lease owner name of this replica.
     pub(crate) owner: String,
-    /// Records claimed by this replica and not yet written.
-    pub(crate) in_flight: Mutex<HashSet<RecordId>>,
+    /// Chunks leased by this replica with records not yet settled (written, or given up).
+    pub(crate) in_flight: Mutex<HashMap<ChunkKey, InFlight>>,
+}
+
+/// A leased chunk's records on this replica.
+#[derive(Debug, Default)]
+pub(crate) struct InFlight {
+    /// Handed out by the claim and not yet settled.
+    outstanding: u32,
+    /// Some settled record was not written (not generated, or its write was given up).
+    unwritten: bool,
 }
 
 impl Inner {
-    pub(crate) fn forget_in_flight(&self, ids: &[RecordId]) {
-        let mut set = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        for id in ids {
-            set.remove(id);
+    fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<ChunkKey, InFlight>> {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Notes claimed records as in flight.
+    fn hold(&self, records: &[ClaimedRecord]) {
+        let mut map = self.in_flight();
+        for r in records {
+            map.entry(r.chunk).or_default().outstanding += 1;
+        }
+    }
+
+    /// Settles records: `(chunk, written)` each. Returns the chunks whose last record here was
+    /// settled with one of them unwritten: they must be given back, so that a claim runs the
+    /// rest (a chunk all of whose records were written is gone from the store already).
+    /// Settled chunks are no longer renewed.
+    pub(crate) fn settle(&self, records: impl IntoIterator<Item = (ChunkKey, bool)>) -> Vec<ChunkKey> {
+        let mut map = self.in_flight();
+        let mut release = Vec::new();
+        for (chunk, written) in records {
+            let Some(f) = map.get_mut(&chunk) else {
+                continue;
+            };
+            f.outstanding = f.outstanding.saturating_sub(1);
+            f.unwritten |= !written;
+            if f.outstanding == 0 {
+                if f.unwritten {
+                    release.push(chunk);
+                }
+                map.remove(&chunk);
+            }
+        }
+        release
+    }
+
+    /// Gives `chunks` back to the queue, best effort: one that stays leased is taken over once
+    /// its lease lapses (settled chunks are not renewed).
+    pub(crate) async fn release(&self, chunks: &[ChunkKey]) {
+        if chunks.is_empty() {
+            return;
+        }
+        if let Err(e) = self.store.release_chunks(&self.owner, chunks).await {
+            tracing::warn!(error = %e, chunks = chunks.len(),
+                "giving chunks back to the queue failed; they are re-claimed when their lease expires");
         }
     }
 }
@@ -89,7 +137,7 @@ impl WorkerPool {
                 jobs,
                 cfg,
                 owner,
-                in_flight: Mutex::new(HashSet::new()),
+                in_flight: Mutex::new(HashMap::new()),
             }),
             wake,
         }
@@ -192,10 +240,7 @@ impl WorkerPool {
                     }
                     let claimed = claim.records;
                     tracing::debug!(claimed = claimed.len(), "claimed records");
-                    {
-                        let mut set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-                        set.extend(claimed.iter().map(|r| r.id));
-                    }
+                    inner.hold(&claimed);
                     let mut lease = Some(lease);
                     for (rec, permit) in claimed.into_iter().zip(permits) {
                         // A record that runs alone (it comes by itself) keeps every lease, so
@@ -244,15 +289,12 @@ impl WorkerPool {
         }
         drop(tx);
         let _ = writer.await;
-        let left: Vec<RecordId> = {
-            let set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            set.iter().copied().collect()
-        };
+        let left: Vec<ChunkKey> = inner.in_flight().keys().copied().collect();
         if !left.is_empty() {
-            match inner.store.release_records(&inner.owner, &left).await {
-                Ok(n) => tracing::info!(released = n, "unfinished records returned to the queue"),
-                Err(e) => tracing::warn!(error = %e, records = left.len(),
-                    "could not return records to the queue; they are re-claimed when their lease expires"),
+            match inner.store.release_chunks(&inner.owner, &left).await {
+                Ok(n) => tracing::info!(released = n, "unfinished chunks returned to the queue"),
+                Err(e) => tracing::warn!(error = %e, chunks = left.len(),
+                    "could not return chunks to the queue; they are re-claimed when their lease expires"),
             }
         }
         stop_renew.cancel();
@@ -353,20 +395,21 @@ async fn run_record(
         }
     };
     let Some(generated) = outcome else {
-        // Not generated (the job could not be loaded). Give it back now: otherwise lease
-        // renewal would keep it claimed, and unworked, for as long as this replica runs.
-        if let Err(e) = inner.store.release_records(&inner.owner, &[rec.id]).await {
-            tracing::warn!(record.id = %rec.id, error = %e,
-                "returning a record to the queue failed; it is re-claimed when its lease expires");
-        }
-        // Not renewed any more either way, so its lease lapses if the release did not land.
-        inner.forget_in_flight(&[rec.id]);
+        // Not generated (the job could not be loaded). Its chunk goes back once its other
+        // records here are settled: otherwise lease renewal would keep it claimed, and this
+        // record unworked, for as long as this replica runs.
+        let release = inner.settle([(rec.chunk, false)]);
+        inner.release(&release).await;
         return;
     };
     let finished = Finished {
         job_id: rec.job_id,
         result: RecordResult {
             id: rec.id,
+            job_id: rec.job_id,
+            index: rec.index,
+            chunk: rec.chunk,
+            attempts: rec.attempts,
             outcome: generated.outcome,
             traces: generated.traces,
             usage: generated.usage,
@@ -381,10 +424,10 @@ async fn run_record(
     drop(held);
 }
 
-/// Extends the leases of the records in flight every third of the lease time.
+/// Extends the leases of the chunks in flight every third of the lease time.
 ///
-/// Only those: a record this replica still holds in the database but no longer works on (the
-/// writer gave up on its result while the database was away) must be left to expire, so a
+/// Only those: a chunk this replica still holds in the database but no longer works on (the
+/// writer gave up on its results while the database was away) must be left to expire, so a
 /// claim takes it over. Renewing every lease of the owner kept such records `in_progress` for
 /// as long as the replica lived, and their job never finished.
 async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
@@ -395,11 +438,8 @@ async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
             () = tokio::time::sleep(every) => {}
             () = stop.cancelled() => return,
         }
-        let ids: Vec<RecordId> = {
-            let set = inner.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            set.iter().copied().collect()
-        };
-        if let Err(e) = inner.store.renew_leases(&inner.owner, &ids, ttl).await {
+        let chunks: Vec<ChunkKey> = inner.in_flight().keys().copied().collect();
+        if let Err(e) = inner.store.renew_leases(&inner.owner, &chunks, ttl).await {
             tracing::warn!(error = %e, "renewing leases failed");
         }
     }

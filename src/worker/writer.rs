@@ -1,17 +1,17 @@
 //! The batch writer: collects finished records and writes them in one transaction per batch,
 //! then reports the batch to the job service (early shutdown on the error rate, finalizing).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::Inner;
-use crate::domain::JobId;
+use crate::domain::{JobId, RecordId};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
 use crate::store::storable::make_storable;
-use crate::store::{RecordResult, UsageCounts};
+use crate::store::{ChunkKey, RecordResult, UsageCounts};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
@@ -57,6 +57,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         // error rate) see the record as the store writes it.
         make_storable(&mut result);
         batch_meta.push(Meta {
+            id: result.id,
             job_id: f.job_id,
             error_code: match &result.outcome {
                 RecordOutcome::Completed { .. } => None,
@@ -67,18 +68,20 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         results.push(result);
     }
     let mut batch = batch_meta;
-    let ids: Vec<_> = results.iter().map(|r| r.id).collect();
+    let settle: Vec<(RecordId, ChunkKey)> = results.iter().map(|r| (r.id, r.chunk)).collect();
+    let mut written: HashSet<RecordId> = HashSet::new();
     let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
     let mut backoff = Duration::from_millis(100);
     loop {
         match inner.store.complete_records(&inner.owner, &results).await {
-            Ok(written) => {
-                if written.len() < results.len() {
+            Ok(ids) => {
+                if ids.len() < results.len() {
                     tracing::warn!(
-                        lost = results.len() - written.len(),
+                        lost = results.len() - ids.len(),
                         "some records were taken over by another worker; their results were discarded"
                     );
                 }
+                written.extend(ids);
                 break;
             }
             // The database refused a value the checks above did not foresee: retrying the
@@ -86,7 +89,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             Err(e) if e.is_data_error() => {
                 tracing::warn!(error = %e, records = results.len(),
                     "the database refused a value in the batch; writing its records one by one");
-                write_each(inner, results, &mut batch).await;
+                written = write_each(inner, results, &mut batch).await;
                 break;
             }
             Err(e) if tokio::time::Instant::now() < give_up => {
@@ -101,7 +104,17 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             }
         }
     }
-    inner.forget_in_flight(&ids);
+    let release = inner.settle(
+        settle
+            .into_iter()
+            .map(|(id, chunk)| (chunk, written.contains(&id))),
+    );
+    inner.release(&release).await;
+    // Only what was written counts: a result fenced out or given up on is run again.
+    let batch: Vec<Meta> = batch
+        .into_iter()
+        .filter(|m| written.contains(&m.id))
+        .collect();
     count_metrics(inner, &batch);
 
     let jobs: BTreeSet<JobId> = batch.iter().map(|f| f.job_id).collect();
@@ -117,6 +130,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
 
 /// What the bookkeeping after a write needs of one finished record.
 struct Meta {
+    id: RecordId,
     job_id: JobId,
     /// The record error code, when it failed.
     error_code: Option<RecordErrorCode>,
@@ -151,15 +165,23 @@ fn count_metrics(inner: &Inner, batch: &[Meta]) {
 /// Writes `results` one at a time, after a batch failed on a value the database refused. A
 /// record it refuses alone fails with `unstorable_value` (values and traces dropped, usage
 /// kept: the requests were made), so the others are written and no record is retried forever.
-/// Any other error leaves that record to be re-run once its lease lapses.
-async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta]) {
+/// Any other error leaves that record to be re-run. Returns the ids written.
+async fn write_each(
+    inner: &Inner,
+    results: Vec<RecordResult>,
+    batch: &mut [Meta],
+) -> HashSet<RecordId> {
+    let mut written = HashSet::new();
     for (result, meta) in results.into_iter().zip(batch.iter_mut()) {
         let e = match inner
             .store
             .complete_records(&inner.owner, std::slice::from_ref(&result))
             .await
         {
-            Ok(_) => continue,
+            Ok(ids) => {
+                written.extend(ids);
+                continue;
+            }
             Err(e) if e.is_data_error() => e,
             Err(e) => {
                 tracing::warn!(record.id = %result.id, error = %e,
@@ -171,6 +193,10 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             "the database refused the record's result; failing it with unstorable_value");
         let refused = RecordResult {
             id: result.id,
+            job_id: result.job_id,
+            index: result.index,
+            chunk: result.chunk,
+            attempts: result.attempts,
             outcome: RecordOutcome::Failed {
                 values: None,
                 error: RecordError::new(
@@ -188,9 +214,13 @@ async fn write_each(inner: &Inner, results: Vec<RecordResult>, batch: &mut [Meta
             .complete_records(&inner.owner, std::slice::from_ref(&refused))
             .await
         {
-            Ok(_) => meta.error_code = Some(RecordErrorCode::UnstorableValue),
+            Ok(ids) => {
+                meta.error_code = Some(RecordErrorCode::UnstorableValue);
+                written.extend(ids);
+            }
             Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
         }
     }
+    written
 }

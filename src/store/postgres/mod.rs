@@ -1,12 +1,9 @@
 //! Postgres store, for deployments where several replicas share one database.
 //!
-//! Claims use `for update skip locked`, so concurrent claimers (in one process or many) take
-//! disjoint records without waiting on each other. Every timestamp, lease expiry included, comes
-//! from the database clock (`now()`), so replicas whose clocks disagree still agree on when a
-//! lease has expired.
-//!
-//! Locks are always taken records first, then jobs (claim, cancel, fail, finalize), so two of
-//! these transactions can never wait on each other in a cycle.
+//! Claims take over stale chunks with `for update skip locked` and carve new ones under the
+//! job row's lock, so concurrent claimers (in one process or many) take disjoint chunks. Every
+//! timestamp, lease expiry included, comes from the database clock (`now()`), so replicas whose
+//! clocks disagree still agree on when a lease has expired. See `queue.rs` for the lock order.
 //!
 //! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
 
@@ -29,7 +26,7 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
@@ -39,24 +36,6 @@ static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 type Job = JobDb<Value, DateTime<Utc>>;
 type Record = RecordDb<Value, DateTime<Utc>>;
-
-/// Record ids per insert statement, bound as one `uuid[]` (16 bytes each).
-const RECORD_CHUNK: u32 = 50_000;
-
-/// Jobs at least this large refresh the planner's statistics on `records` once inserted.
-const ANALYZE_AFTER: u32 = 10_000;
-
-/// Refreshes the planner's statistics on `records`, best effort. Until autovacuum gets to it
-/// (up to a minute, or never for a job under 10% of a large table), the planner does not know
-/// the new job's records exist and may sort all of them for a page of 100 (bitmap scan plus
-/// sort instead of an ordered index scan). Samples a fixed number of rows: about 0.3 s at 1M.
-async fn analyze_records(pool: &PgPool) {
-    if let Err(e) = sqlx::query("analyze records").execute(pool).await {
-        // Needs table ownership: a deployment whose role does not own the tables still works,
-        // it just waits for autovacuum.
-        tracing::warn!(error = %e, "could not analyze records after a large insert");
-    }
-}
 
 /// The Postgres store.
 #[derive(Debug, Clone)]
@@ -196,26 +175,7 @@ impl Store for PgStore {
             }
         }
 
-        for start in (0..job.num_records).step_by(RECORD_CHUNK as usize) {
-            let end = start.saturating_add(RECORD_CHUNK).min(job.num_records);
-            let ids: Vec<Uuid> = (start..end).map(|_| RecordId::new().0).collect();
-            // One array parameter per chunk instead of a multi-row `values`: a fixed statement
-            // (prepared once) and no bind limit. `ordinality` numbers the ids from 1.
-            sqlx::query(
-                "insert into records (id, job_id, idx, status) \
-                 select r.id, $1, $2 + r.n - 1, 'pending' \
-                 from unnest($3::uuid[]) with ordinality as r(id, n)",
-            )
-            .bind(job.id.0)
-            .bind(i64::from(start))
-            .bind(ids)
-            .execute(&mut *tx)
-            .await?;
-        }
         tx.commit().await?;
-        if job.num_records >= ANALYZE_AFTER {
-            analyze_records(&self.pool).await;
-        }
         Ok(CreateOutcome::Created(inserted.try_into()?))
     }
 
@@ -243,7 +203,10 @@ impl Store for PgStore {
             job_columns!(),
             ", (select coalesce(json_object_agg(c.status, c.n), '{}'::json) from \
                  (select status, count(*) as n from records where job_id = jobs.id \
-                  group by status) c) as counts, \
+                  group by status \
+                  union all \
+                  select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0)::bigint \
+                  from chunks where job_id = jobs.id and lease_owner is not null) c) as counts, \
                (select coalesce(json_agg(json_build_array(e.id::text, e.idx, e.error_code, \
                  e.error_message, e.error_column, e.error_stage) order by e.idx), '[]'::json) from \
                  (select id, idx, error_code, error_message, error_column, error_stage from records \
@@ -263,13 +226,19 @@ impl Store for PgStore {
     }
 
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
+        let Some(job) = self.get_job(id, None).await? else {
+            return Ok(JobCounts::default());
+        };
         let rows: Vec<CountDb> = sqlx::query_as(
-            "select status, count(*) as n from records where job_id = $1 group by status",
+            "select status, count(*) as n from records where job_id = $1 group by status \
+             union all \
+             select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0)::bigint \
+             from chunks where job_id = $1 and lease_owner is not null",
         )
         .bind(id.0)
         .fetch_all(&self.pool)
         .await?;
-        rows::job_counts(rows)
+        rows::job_counts(&job, rows)
     }
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
@@ -289,23 +258,10 @@ impl Store for PgStore {
     async fn renew_leases(
         &self,
         owner: &str,
-        ids: &[RecordId],
+        chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let done = sqlx::query(
-            "update records set lease_expires_at = now() + $2, updated_at = now() \
-             where id = any($3) and lease_owner = $1 and status = 'in_progress'",
-        )
-        .bind(owner)
-        .bind(lease)
-        .bind(ids)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        self.renew(owner, chunks, lease).await
     }
 
     async fn complete_records(
@@ -316,22 +272,8 @@ impl Store for PgStore {
         self.complete(owner, results).await
     }
 
-    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let done = sqlx::query(
-            "update records \
-             set status = 'pending', lease_owner = null, lease_expires_at = null, \
-                 updated_at = now() \
-             where id = any($2) and lease_owner = $1 and status = 'in_progress'",
-        )
-        .bind(owner)
-        .bind(ids)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
+        self.release(owner, chunks).await
     }
 
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
@@ -393,7 +335,7 @@ impl Store for PgStore {
         let rows: Vec<FinishedDb<DateTime<Utc>>> = sqlx::query_as(
             "select id, idx, status, error_code, updated_at from records \
              where job_id = $1 and updated_at >= $2 \
-               and status in ('completed', 'failed', 'cancelled') \
+               and status in ('completed', 'failed') \
              order by updated_at, idx",
         )
         .bind(job_id.0)

@@ -1,12 +1,13 @@
-//! The Postgres work queue: claims, completions, cancellation and job finalization.
+//! The Postgres work queue: chunk claims, completions, cancellation and job finalization.
 //!
-//! Each operation is one read-committed transaction. Claims lock the rows they pick with
-//! `for update skip locked`; the other writers re-check their `where` clause on the latest row
-//! version after waiting for a lock, which is what makes the fencing and status guards hold
-//! under concurrency.
+//! Each operation is one read-committed transaction. Claims lock the stale chunks they look at
+//! with `for update skip locked` and the job row they carve a new chunk from with `for update`;
+//! writers lock their own chunks in key order. Every statement that could wait on a chunk
+//! while holding a job row (cancel, finalize) skips locked chunks instead, so no two of these
+//! transactions can wait on each other in a cycle.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -15,99 +16,94 @@ use uuid::Uuid;
 
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
-use crate::store::expired::{EXPIRED_MARGIN, SortedExpired, abandoned_message, to_count};
+use crate::store::chunks::{
+    self, EXPIRED_SCAN, Plan, Rest, Stale, abandoned_message, records_of, to_count,
+};
 use crate::store::fair::{ClaimableJob, shares};
 use crate::store::rows::job_columns;
-use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces};
+use crate::store::rows::{self, Written, dedup_results, dedup_traces};
 use crate::store::{
-    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode, RecordResult,
-    RecordStage, StoreError, storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode,
+    RecordResult, RecordStage, StoreError, storable, usage,
 };
 
-// The picking `select` carries the `limit` and the `skip locked`, so a claimer that meets rows
-// locked by another one walks past them to the next free rows instead of coming back empty.
-// `materialized` keeps the planner from inlining it into the update and re-running it.
-
-/// In-progress records of live jobs whose lease expired (their worker died), locked. The
-/// caller decides per record: fail it (abandoned), hand it out alone, or take it over.
-const EXPIRED: &str = "\
-    select r.id, r.lease_expiries from records r \
-    where r.status = 'in_progress' and r.lease_expires_at <= now() \
-      and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-    order by r.job_id, r.idx \
+/// Chunks of live jobs whose lease expired (their worker died) or that were given back,
+/// locked; the claim decides per chunk (see `chunks::plan`). The table holds only chunks in
+/// flight, so this scan stays small however large the jobs.
+const STALE: &str = "\
+    select c.job_id, c.start_idx, c.end_idx, c.lease_owner is null as released, \
+           c.lease_expiries, c.attempts \
+    from chunks c \
+    where (c.lease_owner is null or c.lease_expires_at <= now()) \
+      and c.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+    order by c.job_id, c.start_idx \
     limit $1 \
-    for update of r skip locked";
+    for update of c skip locked";
 
-/// Takes over the expired records `$3` (locked by `EXPIRED` in the same transaction).
-const TAKE_OVER: &str = "\
-    update records r \
-    set lease_owner = $1, lease_expires_at = now() + $2, attempts = r.attempts + 1, \
-        lease_expiries = r.lease_expiries + 1, updated_at = now() \
-    where r.id = any($3) \
-    returning r.id, r.job_id, r.idx, r.attempts, r.lease_expiries";
+/// Indexes of `[$2, $3)` of job `$1` that have a result.
+const WRITTEN: &str = "\
+    select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx";
 
-/// Fails the expired records `$1` that killed their workers too often.
-const ABANDON: &str = "\
-    update records r \
-    set status = 'failed', \"values\" = null, error_code = $2, error_message = $3, \
-        error_column = null, error_stage = $4, lease_owner = null, \
-        lease_expires_at = null, lease_expiries = r.lease_expiries + 1, updated_at = now() \
-    where r.id = any($1) \
-    returning r.id, r.job_id";
-
-/// Live jobs with pending records, oldest first (ids are UUIDv7), with their owner and records
-/// in progress, for fair shares. Small: one row per live job. A scalar subquery with `limit 1`
-/// rather than `exists`: `exists` may become a semi-join that reads every pending record
-/// (220 ms at 1M); the subquery is one probe of `records_pending` per live job (its `order by`
-/// steers the planner to that index). The count reads the job's in-progress range of
-/// `records_job_status`: at most what the workers hold.
+/// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
+/// records in progress, for fair shares. One row per live job.
 const CLAIMABLE_JOBS: &str = "\
     select j.id, j.owner, \
-           (select count(*) from records r \
-            where r.job_id = j.id and r.status = 'in_progress') as busy \
+           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
+                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy \
     from jobs j \
-    where j.status in ('queued', 'running') \
-      and (select r.idx from records r \
-           where r.job_id = j.id and r.status = 'pending' \
-           order by r.idx limit 1) is not null \
+    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
     order by j.id";
 
-/// Claims pending records of one job by index. Asked one job at a time, the planner always
-/// walks `records_pending` in order and stops at the limit; a single query over all live jobs
-/// ordered by `(job_id, idx)` is only planned that way with fresh statistics, and right after
-/// a large insert (before autovacuum analyzes) it sorted every pending row on each claim.
-const CLAIM_PENDING: &str = "\
-    with picked as materialized ( \
-        select r.id from records r \
-        where r.job_id = $3 and r.status = 'pending' \
-        order by r.idx \
-        limit $4 \
-        for update skip locked) \
-    update records r \
-    set status = 'in_progress', lease_owner = $1, lease_expires_at = now() + $2, \
-        attempts = r.attempts + 1, updated_at = now() \
-    from picked where r.id = picked.id \
-    returning r.id, r.job_id, r.idx, r.attempts, r.lease_expiries";
+/// Carves the next chunk of up to `$2` indexes off job `$1` and leases it to `$3` for `$4`.
+/// The job row's lock serializes carvers of one job; `for update` re-reads `claimed_upto` on
+/// the latest row version after waiting, so no index is carved twice.
+const CARVE: &str = "\
+    with picked as ( \
+        select id, claimed_upto as lo, least(claimed_upto + $2, num_records) as hi from jobs \
+        where id = $1 and status in ('queued', 'running') and claimed_upto < num_records \
+        for update), \
+    moved as ( \
+        update jobs j \
+        set claimed_upto = p.hi, status = 'running', \
+            started_at = coalesce(j.started_at, now()), updated_at = now() \
+        from picked p where j.id = p.id \
+        returning p.lo, p.hi) \
+    insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at) \
+    select $1, lo, hi, $3, now() + $4 from moved \
+    returning start_idx, end_idx";
 
-/// Writes a batch of results, each only while `$1` still holds its lease (fencing).
-const COMPLETE_RECORDS: &str = "\
-    update records r \
-    set status = v.status, \"values\" = v.vals, error_code = v.error_code, \
-        error_message = v.error_message, error_column = v.error_column, \
-        error_stage = v.error_stage, lease_owner = null, lease_expires_at = null, \
-        updated_at = now() \
-    from unnest($2::uuid[], $3::text[], $4::jsonb[], $5::text[], $6::text[], $7::text[], \
-                $8::text[]) \
-         as v(id, status, vals, error_code, error_message, error_column, error_stage) \
-    where r.id = v.id and r.lease_owner = $1 and r.status = 'in_progress' \
-    returning r.id, r.job_id";
+/// Inserts a given-back chunk (the rest of a cut one).
+const INSERT_REST: &str = "\
+    insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at, attempts, \
+                        lease_expiries, written) \
+    values ($1, $2, $3, null, null, $4, $5, $6)";
 
-/// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
-/// and fail.
-const CANCEL_PENDING: &str = "\
-    update records set status = 'cancelled', updated_at = now() \
-    where job_id = $1 and status = 'pending' \
-      and exists (select 1 from jobs where id = $1 and status in ('queued', 'running'))";
+/// Takes over a stale chunk, cut to `[start, $3)`.
+const TAKE_OVER: &str = "\
+    update chunks \
+    set end_idx = $3, lease_owner = $4, lease_expires_at = now() + $5, \
+        attempts = attempts + 1, lease_expiries = $6, written = $7, updated_at = now() \
+    where job_id = $1 and start_idx = $2 \
+    returning attempts";
+
+/// Inserts results (only the new ones: an index written before keeps its first result).
+const INSERT_RECORDS: &str = "\
+    insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
+                         error_message, error_column, error_stage) \
+    select * from unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::jsonb[], \
+                         $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[]) \
+    on conflict (job_id, idx) do nothing \
+    returning id, job_id, idx";
+
+/// Chunks of the jobs `$1` that will never finish now that the job is `cancelling`: their
+/// lease expired, or they were given back. Locked ones (a claim is looking at them) are
+/// skipped: the transaction holding this job's row must not wait on a chunk.
+const DROP_DEAD_CHUNKS: &str = "\
+    delete from chunks where (job_id, start_idx) in ( \
+        select c.job_id, c.start_idx from chunks c \
+        where c.job_id = any($1) and (c.lease_owner is null or c.lease_expires_at <= now()) \
+          and c.job_id in (select id from jobs where id = any($1) and status = 'cancelling') \
+        for update of c skip locked)";
 
 impl PgStore {
     pub(super) async fn claim(
@@ -118,84 +114,144 @@ impl PgStore {
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError> {
         let mut out = Claim::default();
+        let mut claimed: Vec<ClaimedRecord> = Vec::new();
+        let mut left = limit as usize;
+        let mut alone = false;
         let mut tx = self.pool.begin().await?;
-        // Pin the index scans the claim queries are written for; they hold whatever the
-        // statistics say. Without statistics (a new table, or a big job inserted before
-        // autovacuum analyzes it) the planner guessed a handful of rows and chose a bitmap scan
-        // plus a sort of every pending row: 400 ms per claim at 1M records, against 0.3 ms for
-        // the ordered index scan. With stale ones it may seq-scan for "any pending record".
-        // (`set_config(.., true)` is `set local`, as one statement a prepared query accepts.)
-        sqlx::query(
-            "select set_config('enable_bitmapscan', 'off', true), \
-                    set_config('enable_seqscan', 'off', true)",
-        )
-        .execute(&mut *tx)
-        .await?;
-        // Expired leases first: they are older work, and usually few. Separate statements,
-        // because `for update` cannot sit under a `union`, and one `or` would defeat the indexes.
-        // Abandoned records do not count against the limit, hence the margin.
-        let expired: Vec<(Uuid, i64)> = sqlx::query_as(EXPIRED)
-            .bind(i64::from(limit) + EXPIRED_MARGIN)
+        // Stale chunks first: they are older work, and usually few.
+        let stale: Vec<(Uuid, i64, i64, bool, i64, i64)> = sqlx::query_as(STALE)
+            .bind(EXPIRED_SCAN)
             .fetch_all(&mut *tx)
             .await?;
-        let sorted = SortedExpired::new(
-            expired.into_iter().map(|(id, n)| (id, to_count(n))),
-            limit,
-            policy,
-        );
-        out.alone_waiting = sorted.alone_waiting;
-        if !sorted.abandon.is_empty() {
-            let code = RecordErrorCode::RecordAbandoned;
-            let stage = code.stage();
-            let rows: Vec<(Uuid, Uuid)> = sqlx::query_as(ABANDON)
-                .bind(&sorted.abandon)
-                .bind(code.as_str())
-                .bind(abandoned_message(policy.max_lease_expiries))
-                .bind(stage.as_ref().map(RecordStage::as_str))
+        for (job, start, end, released, expiries, attempts) in stale {
+            let chunk = Stale {
+                start: to_count(start),
+                end: to_count(end),
+                released,
+                lease_expiries: to_count(expiries),
+            };
+            let written: Vec<i64> = sqlx::query_scalar(WRITTEN)
+                .bind(job)
+                .bind(start)
+                .bind(end)
                 .fetch_all(&mut *tx)
                 .await?;
-            out.abandoned = rows
-                .into_iter()
-                .map(|(r, j)| (RecordId(r), JobId(j)))
-                .collect();
+            let written: Vec<u32> = written.into_iter().map(to_count).collect();
+            let may_alone = policy.alone && claimed.is_empty();
+            match chunks::plan(chunk, &written, left, policy, may_alone) {
+                Plan::Done => {
+                    delete_chunk(&mut tx, job, start).await?;
+                }
+                Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
+                Plan::Abandon { indexes, rest } => {
+                    let after = chunk.lease_expiries.saturating_add(1);
+                    delete_chunk(&mut tx, job, start).await?;
+                    if let Some(rest) = rest {
+                        insert_rest(&mut tx, job, rest, attempts, after).await?;
+                    }
+                    let code = RecordErrorCode::RecordAbandoned;
+                    let stage = code.stage();
+                    let n = indexes.len();
+                    let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(INSERT_RECORDS)
+                        .bind((0..n).map(|_| RecordId::new().0).collect::<Vec<_>>())
+                        .bind(vec![job; n])
+                        .bind(indexes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
+                        .bind(vec!["failed"; n])
+                        .bind(vec![None::<Value>; n])
+                        .bind(vec![attempts; n])
+                        .bind(vec![Some(code.as_str()); n])
+                        .bind(vec![Some(abandoned_message(policy.max_lease_expiries)); n])
+                        .bind(vec![None::<&str>; n])
+                        .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
+                        .fetch_all(&mut *tx)
+                        .await?;
+                    out.abandoned
+                        .extend(inserted.into_iter().map(|(r, j, _)| (RecordId(r), JobId(j))));
+                }
+                Plan::Take {
+                    end: cut,
+                    todo,
+                    written,
+                    lease_expiries,
+                    alone: is_alone,
+                    rest,
+                } => {
+                    if let Some(rest) = rest {
+                        insert_rest(&mut tx, job, rest, attempts, lease_expiries).await?;
+                    }
+                    let attempts: i64 = sqlx::query_scalar(TAKE_OVER)
+                        .bind(job)
+                        .bind(start)
+                        .bind(i64::from(cut))
+                        .bind(owner)
+                        .bind(lease)
+                        .bind(i64::from(lease_expiries))
+                        .bind(i64::from(written))
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    // A job whose chunk is taken over is running already, but for one whose
+                    // chunk was created by migration 0007.
+                    sqlx::query(
+                        "update jobs set status = 'running', \
+                         started_at = coalesce(started_at, now()), updated_at = now() \
+                         where id = $1 and status = 'queued'",
+                    )
+                    .bind(job)
+                    .execute(&mut *tx)
+                    .await?;
+                    left = left.saturating_sub(todo.len());
+                    let key = ChunkKey {
+                        job_id: JobId(job),
+                        start: chunk.start,
+                    };
+                    claimed.extend(records_of(
+                        key,
+                        &todo,
+                        to_count(attempts),
+                        lease_expiries,
+                        is_alone,
+                    ));
+                    if is_alone {
+                        alone = true;
+                        break;
+                    }
+                }
+            }
         }
-        let mut claimed: Vec<ClaimedDb> = Vec::new();
-        if !sorted.take.is_empty() {
-            claimed = sqlx::query_as(TAKE_OVER)
-                .bind(owner)
-                .bind(lease)
-                .bind(&sorted.take)
-                .fetch_all(&mut *tx)
-                .await?;
-        }
-        // Pending records, unless the claim hands out a record that must run alone.
-        let mut left = if sorted.alone {
-            0
-        } else {
-            limit as usize - claimed.len()
-        };
-        if left > 0 {
+        // New chunks, unless the claim hands out a record that must run alone.
+        if !alone && left > 0 {
             let mut jobs: Vec<ClaimableJob> =
                 sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
-            // Rounds: a job that yields less than its share (its pending records are locked
-            // by other claimers, or fewer than asked) drops out, and the next round shares
-            // what is left among the others.
+            // Rounds: a job that yields less than its share (fewer indexes left than asked)
+            // drops out, and the next round shares what is left among the others.
             while left > 0 && !jobs.is_empty() {
                 let mut dry = Vec::new();
                 for (i, want) in shares(&jobs, left) {
-                    let got: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
-                        .bind(owner)
-                        .bind(lease)
+                    let carved: Option<(i64, i64)> = sqlx::query_as(CARVE)
                         .bind(jobs[i].id)
                         .bind(want as i64)
-                        .fetch_all(&mut *tx)
+                        .bind(owner)
+                        .bind(lease)
+                        .fetch_optional(&mut *tx)
                         .await?;
-                    if got.len() < want {
+                    let got = match carved {
+                        Some((lo, hi)) => {
+                            let (lo, hi) = (to_count(lo), to_count(hi));
+                            let key = ChunkKey {
+                                job_id: JobId(jobs[i].id),
+                                start: lo,
+                            };
+                            let todo: Vec<u32> = (lo..hi).collect();
+                            claimed.extend(records_of(key, &todo, 1, 0, false));
+                            todo.len()
+                        }
+                        None => 0,
+                    };
+                    if got < want {
                         dry.push(i);
                     }
-                    jobs[i].busy += got.len() as i64;
-                    left -= got.len();
-                    claimed.extend(got);
+                    jobs[i].busy += got as i64;
+                    left -= got;
                 }
                 let mut i = 0;
                 jobs.retain(|_| {
@@ -204,30 +260,7 @@ impl PgStore {
                 });
             }
         }
-        let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
-        if sorted.alone {
-            for c in &mut claimed {
-                c.alone = true;
-            }
-        }
-        if !claimed.is_empty() {
-            let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
-            jobs.sort_unstable();
-            jobs.dedup();
-            // Only the first claim of a job waits on its row lock: later ones find it
-            // `running` already and match nothing.
-            sqlx::query(
-                "update jobs \
-                 set status = 'running', started_at = coalesce(started_at, now()), \
-                     updated_at = now() \
-                 where id = any($1) and status = 'queued'",
-            )
-            .bind(jobs)
-            .execute(&mut *tx)
-            .await?;
-        }
         tx.commit().await?;
-        // `returning` gives no order.
         claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
         out.records = claimed;
         Ok(out)
@@ -245,61 +278,123 @@ impl PgStore {
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let n = results.len();
-        let (mut ids, mut statuses, mut values) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let (mut codes, mut messages, mut columns, mut stages) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for result in &results {
-            let w = Written::from(&result.outcome);
-            ids.push(result.id.0);
-            statuses.push(w.status.as_str());
-            values.push(w.values);
-            codes.push(w.error.map(|e| e.code.as_str()));
-            messages.push(w.error.map(|e| e.message.as_str()));
-            columns.push(w.error.and_then(|e| e.column.as_deref()));
-            stages.push(
-                w.error
-                    .and_then(|e| e.stage.as_ref())
-                    .map(RecordStage::as_str),
-            );
-        }
+        let mut keys: Vec<ChunkKey> = results.iter().map(|r| r.chunk).collect();
+        keys.sort_unstable();
+        keys.dedup();
 
         let mut tx = self.pool.begin().await?;
-        let written: Vec<(Uuid, Uuid)> = sqlx::query_as(COMPLETE_RECORDS)
-            .bind(owner)
-            .bind(ids)
-            .bind(statuses)
-            .bind(values)
-            .bind(codes)
-            .bind(messages)
-            .bind(columns)
-            .bind(stages)
-            .fetch_all(&mut *tx)
-            .await?;
-
-        let written: HashMap<Uuid, JobId> = written
+        // The fence: the chunks `owner` still holds, locked in key order (the only statement
+        // that locks several chunks and waits), so a claim cannot take one over mid-write.
+        let held: Vec<(Uuid, i64)> = sqlx::query_as(
+            "select c.job_id, c.start_idx from chunks c \
+             join unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
+               on c.job_id = k.job_id and c.start_idx = k.start_idx \
+             where c.lease_owner = $1 \
+             order by c.job_id, c.start_idx \
+             for update of c",
+        )
+        .bind(owner)
+        .bind(keys.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
+        .bind(keys.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
+        .fetch_all(&mut *tx)
+        .await?;
+        let held: std::collections::HashSet<ChunkKey> = held
             .into_iter()
-            .map(|(id, job)| (id, JobId(job)))
+            .map(|(j, s)| ChunkKey {
+                job_id: JobId(j),
+                start: to_count(s),
+            })
             .collect();
-        if !written.is_empty() {
-            let written_ids: Vec<Uuid> = written.keys().copied().collect();
-            // The traces of the final attempt replace all earlier ones, including columns
-            // this attempt did not reach.
-            sqlx::query("delete from traces where record_id = any($1)")
-                .bind(&written_ids)
+        let fenced: Vec<&RecordResult> = results
+            .iter()
+            .map(|r| r.as_ref())
+            .filter(|r| held.contains(&r.chunk))
+            .collect();
+        let mut written: HashMap<Uuid, JobId> = HashMap::new();
+        if !fenced.is_empty() {
+            let n = fenced.len();
+            let mut ids = Vec::with_capacity(n);
+            let mut jobs = Vec::with_capacity(n);
+            let mut idxs = Vec::with_capacity(n);
+            let mut statuses = Vec::with_capacity(n);
+            let mut values = Vec::with_capacity(n);
+            let mut attempts = Vec::with_capacity(n);
+            let (mut codes, mut messages, mut columns, mut stages) = (
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+                Vec::with_capacity(n),
+            );
+            for result in &fenced {
+                let w = Written::from(&result.outcome);
+                ids.push(result.id.0);
+                jobs.push(result.job_id.0);
+                idxs.push(i64::from(result.index));
+                statuses.push(w.status.as_str());
+                values.push(w.values);
+                attempts.push(i64::from(result.attempts));
+                codes.push(w.error.map(|e| e.code.as_str()));
+                messages.push(w.error.map(|e| e.message.as_str()));
+                columns.push(w.error.and_then(|e| e.column.as_deref()));
+                stages.push(
+                    w.error
+                        .and_then(|e| e.stage.as_ref())
+                        .map(RecordStage::as_str),
+                );
+            }
+            let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(INSERT_RECORDS)
+                .bind(ids)
+                .bind(jobs)
+                .bind(idxs)
+                .bind(statuses)
+                .bind(values)
+                .bind(attempts)
+                .bind(codes)
+                .bind(messages)
+                .bind(columns)
+                .bind(stages)
+                .fetch_all(&mut *tx)
+                .await?;
+            written = inserted
+                .iter()
+                .map(|(id, job, _)| (*id, JobId(*job)))
+                .collect();
+            // Count the new rows on their chunks; a chunk with all of its records written is
+            // done and goes.
+            let mut per_chunk: BTreeMap<ChunkKey, i64> = BTreeMap::new();
+            for r in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
+                *per_chunk.entry(r.chunk).or_default() += 1;
+            }
+            if !per_chunk.is_empty() {
+                let (cj, cs, cn): (Vec<Uuid>, Vec<i64>, Vec<i64>) = per_chunk
+                    .iter()
+                    .map(|(k, n)| (k.job_id.0, i64::from(k.start), *n))
+                    .collect();
+                sqlx::query(
+                    "update chunks c set written = c.written + k.n, updated_at = now() \
+                     from unnest($1::uuid[], $2::bigint[], $3::bigint[]) as k(job_id, start_idx, n) \
+                     where c.job_id = k.job_id and c.start_idx = k.start_idx",
+                )
+                .bind(&cj)
+                .bind(&cs)
+                .bind(cn)
                 .execute(&mut *tx)
                 .await?;
+                sqlx::query(
+                    "delete from chunks c \
+                     using unnest($1::uuid[], $2::bigint[]) as k(job_id, start_idx) \
+                     where c.job_id = k.job_id and c.start_idx = k.start_idx \
+                       and c.written >= c.end_idx - c.start_idx",
+                )
+                .bind(cj)
+                .bind(cs)
+                .execute(&mut *tx)
+                .await?;
+            }
+            // Traces and media of the new rows (a new row has none yet).
             let (mut record_ids, mut names, mut traces): (Vec<Uuid>, Vec<&str>, Vec<&Value>) =
                 Default::default();
-            for result in results.iter().filter(|r| written.contains_key(&r.id.0)) {
+            for result in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
                 for t in dedup_traces(&result.traces) {
                     record_ids.push(result.id.0);
                     names.push(t.column.as_str());
@@ -317,12 +412,7 @@ impl PgStore {
                 .execute(&mut *tx)
                 .await?;
             }
-            // Media likewise: the final attempt's images replace all earlier ones.
-            sqlx::query("delete from media where record_id = any($1)")
-                .bind(written_ids)
-                .execute(&mut *tx)
-                .await?;
-            for result in results.iter().filter(|r| written.contains_key(&r.id.0)) {
+            for result in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
                 for m in &result.media {
                     sqlx::query(
                         "insert into media (record_id, column_name, idx, mime_type, data) \
@@ -340,7 +430,7 @@ impl PgStore {
             // Usage of the written results only, in their transaction: exact whatever crashes,
             // and a retried batch whose first commit did land counts nothing twice.
             let deltas = usage::sum(
-                results
+                fenced
                     .iter()
                     .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.usage))),
             );
@@ -357,11 +447,6 @@ impl PgStore {
 
     pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
-        // Records first, then the job, as everywhere (see the module docs of `postgres`).
-        sqlx::query(CANCEL_PENDING)
-            .bind(id.0)
-            .execute(&mut *tx)
-            .await?;
         let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = now() \
              where id = $1 and status in ('queued', 'running') returning id",
@@ -371,12 +456,7 @@ impl PgStore {
         .await?;
         if live.is_some() {
             // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
-            // flight, `completed` if nothing was left to cancel. This locks expired in-progress
-            // records after the job row, against the usual order; no cycle can follow: those
-            // records' holders never wait for this job's row (a claim of expired records only
-            // updates `queued` jobs, and such a job has none; a completion does not touch
-            // jobs; a finalize locks them only once the job is `cancelling`, which this
-            // transaction has not committed yet).
+            // flight, `completed` if nothing was left to cancel.
             finalize_in(&mut tx, &[id.0]).await?;
         }
         let job: Option<Job> = sqlx::query_as(concat!(
@@ -395,11 +475,7 @@ impl PgStore {
     }
 
     pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await?;
-        sqlx::query(CANCEL_PENDING)
-            .bind(id.0)
-            .execute(&mut *tx)
-            .await?;
+        // No chunk is touched: claims skip a failed job, and records in flight may still land.
         sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
              finished_at = now(), updated_at = now() \
@@ -408,9 +484,8 @@ impl PgStore {
         .bind(id.0)
         .bind(&error.code)
         .bind(&error.message)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
@@ -427,6 +502,90 @@ impl PgStore {
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
     }
+
+    pub(super) async fn release(
+        &self,
+        owner: &str,
+        chunks: &[ChunkKey],
+    ) -> Result<u64, StoreError> {
+        if chunks.is_empty() {
+            return Ok(0);
+        }
+        let done = sqlx::query(
+            "update chunks c \
+             set lease_owner = null, lease_expires_at = null, updated_at = now() \
+             from unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
+             where c.job_id = k.job_id and c.start_idx = k.start_idx and c.lease_owner = $1",
+        )
+        .bind(owner)
+        .bind(chunks.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub(super) async fn renew(
+        &self,
+        owner: &str,
+        chunks: &[ChunkKey],
+        lease: Duration,
+    ) -> Result<u64, StoreError> {
+        if chunks.is_empty() {
+            return Ok(0);
+        }
+        // Skips chunks locked by a write under way: waiting here could deadlock with the
+        // writer's locks in another order, and the next renewal (a third of a lease later)
+        // gets them.
+        let done = sqlx::query(
+            "update chunks set lease_expires_at = now() + $2, updated_at = now() \
+             where (job_id, start_idx) in ( \
+                 select c.job_id, c.start_idx from chunks c \
+                 join unnest($3::uuid[], $4::bigint[]) as k(job_id, start_idx) \
+                   on c.job_id = k.job_id and c.start_idx = k.start_idx \
+                 where c.lease_owner = $1 \
+                 for update of c skip locked)",
+        )
+        .bind(owner)
+        .bind(lease)
+        .bind(chunks.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
+        .bind(chunks.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+}
+
+async fn delete_chunk(
+    tx: &mut Transaction<'_, Postgres>,
+    job: Uuid,
+    start: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("delete from chunks where job_id = $1 and start_idx = $2")
+        .bind(job)
+        .bind(start)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_rest(
+    tx: &mut Transaction<'_, Postgres>,
+    job: Uuid,
+    rest: Rest,
+    attempts: i64,
+    lease_expiries: u32,
+) -> Result<(), StoreError> {
+    sqlx::query(INSERT_REST)
+        .bind(job)
+        .bind(i64::from(rest.start))
+        .bind(i64::from(rest.end))
+        .bind(attempts)
+        .bind(i64::from(lease_expiries))
+        .bind(i64::from(rest.written))
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
 }
 
 /// Finalizes the jobs `ids` (sorted) in `tx`; returns those that changed. See
@@ -435,32 +594,26 @@ async fn finalize_in(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[Uuid],
 ) -> Result<Vec<Uuid>, StoreError> {
-    // In a cancelling job, records that will never run become cancelled: pending ones, and
-    // in-progress ones whose lease expired (their worker died, and claims skip the job).
-    sqlx::query(
-        "update records \
-         set status = 'cancelled', lease_owner = null, lease_expires_at = null, \
-             updated_at = now() \
-         where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= now())) \
-           and job_id in (select id from jobs where id = any($1) and status = 'cancelling')",
-    )
-    .bind(ids)
-    .execute(&mut **tx)
-    .await?;
-    // A live job with nothing pending or in flight is done. When two replicas race, the
-    // second waits for the first's row lock, re-checks `status` on the new row version,
-    // matches nothing and returns nothing. A cancelling job none of whose records was
-    // cancelled (the cancel came when all were in flight) ran to the end: `completed`.
+    sqlx::query(DROP_DEAD_CHUNKS)
+        .bind(ids)
+        .execute(&mut **tx)
+        .await?;
+    // A live job with every index claimed and no chunk left, or a cancelling one with no
+    // chunk left, is done. When two replicas race, the second waits for the first's row lock,
+    // re-checks the `where` on the new row version, matches nothing and returns nothing. A
+    // cancelling job all of whose records got a result (the cancel came when all were in
+    // flight) ran to the end: `completed`.
     let done: Vec<Uuid> = sqlx::query_scalar(
         "update jobs \
          set status = case when status = 'cancelling' \
-                             and exists (select 1 from records r where r.job_id = jobs.id \
-                                         and r.status = 'cancelled') \
+                             and (claimed_upto < num_records \
+                                  or (select count(*) from records r \
+                                      where r.job_id = jobs.id) < num_records) \
                            then 'cancelled' else 'completed' end, \
              finished_at = now(), updated_at = now() \
          where id = any($1) and status in ('queued', 'running', 'cancelling') \
-           and not exists (select 1 from records r where r.job_id = jobs.id \
-                           and r.status in ('pending', 'in_progress')) \
+           and (status = 'cancelling' or claimed_upto >= num_records) \
+           and not exists (select 1 from chunks c where c.job_id = jobs.id) \
          returning id",
     )
     .bind(ids)

@@ -3,7 +3,7 @@
 //! One file in WAL mode: readers never block the writer, and writes are serialized by SQLite.
 //! Every multi-statement write runs in a transaction begun `immediate`, which takes the write
 //! lock up front: two connections (or two processes sharing the file) can then never both read
-//! the same pending rows and claim them, and a transaction never fails half-way when it tries
+//! the same stale chunk or `claimed_upto` and claim them, and a transaction never fails half-way when it tries
 //! to upgrade a read lock. `busy_timeout` makes waiting writers queue instead of failing.
 //!
 //! Timestamps are integer microseconds from the application clock, which is the database clock
@@ -31,7 +31,7 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
 };
 use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
@@ -40,7 +40,8 @@ use crate::domain::{JobId, RecordId, RecordStatus};
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// How long a connection waits for the write lock before failing with `SQLITE_BUSY`. Generous:
-/// a large `create_job` holds the lock for seconds, and waiting beats failing a claim.
+/// a large dataset import or export holds the database busy for a while, and waiting beats
+/// failing a claim.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 type Job = JobDb<String, i64>;
@@ -143,9 +144,6 @@ fn push_ids<I: IntoIterator<Item = uuid::Uuid>>(qb: &mut QueryBuilder<Sqlite>, i
     list.push_unseparated(")");
 }
 
-/// Inserts records per statement: 2 binds each, well under SQLite's 32,766-variable limit.
-const RECORD_CHUNK: u32 = 5_000;
-
 #[async_trait]
 impl Store for SqliteStore {
     async fn ping(&self) -> Result<(), StoreError> {
@@ -232,26 +230,6 @@ impl Store for SqliteStore {
             }
         }
 
-        for start in (0..job.num_records).step_by(RECORD_CHUNK as usize) {
-            let end = start.saturating_add(RECORD_CHUNK).min(job.num_records);
-            // The shared values are bound once; each row binds only its id and index
-            // (`column1`, `column2` are SQLite's names for the columns of a `values` list).
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "insert into records (id, job_id, idx, status, attempts, created_at, updated_at) \
-                 select v.column1, ",
-            );
-            qb.push_bind(job.id.0)
-                .push(", v.column2, 'pending', 0, ")
-                .push_bind(now)
-                .push(", ")
-                .push_bind(now)
-                .push(" from (");
-            qb.push_values(start..end, |mut row, idx| {
-                row.push_bind(RecordId::new().0).push_bind(i64::from(idx));
-            });
-            qb.push(") as v");
-            qb.build().execute(&mut *tx).await?;
-        }
         tx.commit().await?;
         Ok(CreateOutcome::Created(inserted.try_into()?))
     }
@@ -279,7 +257,10 @@ impl Store for SqliteStore {
             "select ",
             job_columns!(),
             ", (select json_group_object(status, n) from \
-                 (select status, count(*) as n from records where job_id = jobs.id group by status)) \
+                 (select status, count(*) as n from records where job_id = jobs.id group by status \
+                  union all \
+                  select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
+                  from chunks where job_id = jobs.id and lease_owner is not null)) \
                  as counts, \
                (select json_group_array(json_array(lower(hex(id)), idx, error_code, error_message, \
                  error_column, error_stage)) from \
@@ -299,13 +280,19 @@ impl Store for SqliteStore {
     }
 
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError> {
+        let Some(job) = self.get_job(id, None).await? else {
+            return Ok(JobCounts::default());
+        };
         let rows: Vec<CountDb> = sqlx::query_as(
-            "select status, count(*) as n from records where job_id = $1 group by status",
+            "select status, count(*) as n from records where job_id = $1 group by status \
+             union all \
+             select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
+             from chunks where job_id = $1 and lease_owner is not null",
         )
         .bind(id.0)
         .fetch_all(&self.pool)
         .await?;
-        rows::job_counts(rows)
+        rows::job_counts(&job, rows)
     }
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
@@ -325,10 +312,10 @@ impl Store for SqliteStore {
     async fn renew_leases(
         &self,
         owner: &str,
-        ids: &[RecordId],
+        chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError> {
-        self.renew(owner, ids, lease).await
+        self.renew(owner, chunks, lease).await
     }
 
     async fn complete_records(
@@ -339,8 +326,8 @@ impl Store for SqliteStore {
         self.complete(owner, results).await
     }
 
-    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        self.release(owner, ids).await
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
+        self.release(owner, chunks).await
     }
 
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
@@ -402,7 +389,7 @@ impl Store for SqliteStore {
         let rows: Vec<FinishedDb<i64>> = sqlx::query_as(
             "select id, idx, status, error_code, updated_at from records \
              where job_id = $1 and updated_at >= $2 \
-               and status in ('completed', 'failed', 'cancelled') \
+               and status in ('completed', 'failed') \
              order by updated_at, idx",
         )
         .bind(job_id.0)

@@ -1,9 +1,11 @@
-//! The SQLite work queue: claims, completions, cancellation and job finalization.
+//! The SQLite work queue: chunk claims, completions, cancellation and job finalization.
 //!
 //! Each operation is one transaction begun `immediate`, so its reads and writes see no other
-//! writer in between: that is what makes a claim exclusive without `for update skip locked`.
+//! writer in between: that is what makes a claim exclusive without `for update skip locked`,
+//! and a completion's lease check (the fence) hold until its commit.
 
 use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::{QueryBuilder, Sqlite, Transaction};
@@ -11,61 +13,43 @@ use uuid::Uuid;
 
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
-use crate::store::expired::{EXPIRED_MARGIN, SortedExpired, abandoned_message, to_count};
+use crate::store::chunks::{
+    self, EXPIRED_SCAN, Plan, Rest, Stale, abandoned_message, records_of, to_count,
+};
 use crate::store::fair::{ClaimableJob, shares};
-use crate::store::rows::{self, ClaimedDb, Written, dedup_results, dedup_traces, job_columns};
+use crate::store::rows::{self, Written, dedup_results, dedup_traces, job_columns};
 use crate::store::{
-    CancelOutcome, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode, RecordResult,
-    RecordStage, StoreError, storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode,
+    RecordResult, RecordStage, StoreError, storable, usage,
 };
 
-/// In-progress records of live jobs whose lease expired (their worker died). `$1` is now. The
-/// caller decides per record: fail it (abandoned), hand it out alone, or take it over.
-const EXPIRED: &str = "\
-    select r.id, r.lease_expiries from records r \
-    where r.status = 'in_progress' and r.lease_expires_at <= $1 \
-      and r.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-    order by r.job_id, r.idx \
+/// Chunks of live jobs whose lease expired (their worker died) or that were given back; `$1`
+/// is now. The claim decides per chunk (see `chunks::plan`).
+const STALE: &str = "\
+    select c.job_id, c.start_idx, c.end_idx, c.lease_owner is null as released, \
+           c.lease_expiries, c.attempts \
+    from chunks c \
+    where (c.lease_owner is null or c.lease_expires_at <= $1) \
+      and c.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+    order by c.job_id, c.start_idx \
     limit $2";
 
-/// Live jobs with pending records, oldest first (ids are UUIDv7), with their owner and records
-/// in progress, for fair shares. Both subqueries are ranges of `records_job_status`.
+/// Indexes of `[$2, $3)` of job `$1` that have a result.
+const WRITTEN: &str = "\
+    select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx";
+
+/// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
+/// records in progress, for fair shares.
 const CLAIMABLE_JOBS: &str = "\
     select j.id, j.owner, \
-           (select count(*) from records r \
-            where r.job_id = j.id and r.status = 'in_progress') as busy \
+           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
+                     where c.job_id = j.id and c.lease_owner is not null), 0) as busy \
     from jobs j \
-    where j.status in ('queued', 'running') \
-      and exists (select 1 from records r where r.job_id = j.id and r.status = 'pending') \
+    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
     order by j.id";
 
-/// Claims pending records of one job (`$5`) by index: one ordered range of
-/// `records_job_status`, stopping at the limit.
-const CLAIM_PENDING: &str = "\
-    update records \
-    set status = 'in_progress', lease_owner = $1, lease_expires_at = $2, \
-        attempts = attempts + 1, updated_at = $3 \
-    where id in ( \
-        select r.id from records r \
-        where r.job_id = $5 and r.status = 'pending' \
-        order by r.idx \
-        limit $4) \
-    returning id, job_id, idx, attempts, lease_expiries";
-
-/// Fenced: written only while `owner` still holds the lease.
-const COMPLETE_RECORD: &str = "\
-    update records \
-    set status = $3, \"values\" = $4, error_code = $5, error_message = $6, error_column = $7, \
-        error_stage = $8, lease_owner = null, lease_expires_at = null, updated_at = $9 \
-    where id = $1 and lease_owner = $2 and status = 'in_progress' \
-    returning job_id";
-
-/// Cancels the pending records of a job that is still `queued` or `running`; shared by cancel
-/// and fail. `$2` is now.
-const CANCEL_PENDING: &str = "\
-    update records set status = 'cancelled', updated_at = $2 \
-    where job_id = $1 and status = 'pending' \
-      and exists (select 1 from jobs where id = $1 and status in ('queued', 'running'))";
+/// Rows per multi-row insert of records: 12 binds each, well under SQLite's 32,766.
+const INSERT_ROWS: usize = 1_000;
 
 impl SqliteStore {
     pub(super) async fn claim(
@@ -78,90 +62,189 @@ impl SqliteStore {
         let mut out = Claim::default();
         let now = now_us();
         let expires = expiry_us(now, lease);
+        let mut claimed: Vec<ClaimedRecord> = Vec::new();
+        let mut left = limit as usize;
+        let mut alone = false;
         let mut tx = self.pool.begin_with("begin immediate").await?;
-        // Expired leases first: they are older work, and usually few. Abandoned records do not
-        // count against the limit, hence the margin.
-        let expired: Vec<(Uuid, i64)> = sqlx::query_as(EXPIRED)
+        // Stale chunks first: they are older work, and usually few.
+        let stale: Vec<(Uuid, i64, i64, bool, i64, i64)> = sqlx::query_as(STALE)
             .bind(now)
-            .bind(i64::from(limit) + EXPIRED_MARGIN)
+            .bind(EXPIRED_SCAN)
             .fetch_all(&mut *tx)
             .await?;
-        let sorted = SortedExpired::new(
-            expired.into_iter().map(|(id, n)| (id, to_count(n))),
-            limit,
-            policy,
-        );
-        out.alone_waiting = sorted.alone_waiting;
-        if !sorted.abandon.is_empty() {
-            let code = RecordErrorCode::RecordAbandoned;
-            let stage = code.stage();
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "update records set status = 'failed', \"values\" = null, error_code = ",
-            );
-            qb.push_bind(code.as_str())
-                .push(", error_message = ")
-                .push_bind(abandoned_message(policy.max_lease_expiries))
-                .push(", error_column = null, error_stage = ")
-                .push_bind(stage.as_ref().map(RecordStage::as_str))
-                .push(
-                    ", lease_owner = null, \
-                     lease_expires_at = null, lease_expiries = lease_expiries + 1, updated_at = ",
-                )
-                .push_bind(now)
-                .push(" where id in ");
-            push_ids(&mut qb, sorted.abandon.iter().copied());
-            qb.push(" returning id, job_id");
-            let rows: Vec<(Uuid, Uuid)> = qb.build_query_as().fetch_all(&mut *tx).await?;
-            out.abandoned = rows
-                .into_iter()
-                .map(|(r, j)| (RecordId(r), JobId(j)))
-                .collect();
+        for (job, start, end, released, expiries, attempts) in stale {
+            let chunk = Stale {
+                start: to_count(start),
+                end: to_count(end),
+                released,
+                lease_expiries: to_count(expiries),
+            };
+            let written: Vec<i64> = sqlx::query_scalar(WRITTEN)
+                .bind(job)
+                .bind(start)
+                .bind(end)
+                .fetch_all(&mut *tx)
+                .await?;
+            let written: Vec<u32> = written.into_iter().map(to_count).collect();
+            let may_alone = policy.alone && claimed.is_empty();
+            match chunks::plan(chunk, &written, left, policy, may_alone) {
+                Plan::Done => delete_chunk(&mut tx, job, start).await?,
+                Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
+                Plan::Abandon { indexes, rest } => {
+                    let after = chunk.lease_expiries.saturating_add(1);
+                    delete_chunk(&mut tx, job, start).await?;
+                    if let Some(rest) = rest {
+                        insert_rest(&mut tx, job, rest, attempts, after, now).await?;
+                    }
+                    let code = RecordErrorCode::RecordAbandoned;
+                    let stage = code.stage();
+                    let message = abandoned_message(policy.max_lease_expiries);
+                    let mut qb = QueryBuilder::<Sqlite>::new(
+                        "insert into records (id, job_id, idx, status, \"values\", attempts, \
+                         error_code, error_message, error_column, error_stage, created_at, \
+                         updated_at) ",
+                    );
+                    qb.push_values(&indexes, |mut row, &idx| {
+                        row.push_bind(RecordId::new().0)
+                            .push_bind(job)
+                            .push_bind(i64::from(idx))
+                            .push_bind("failed")
+                            .push_bind(None::<String>)
+                            .push_bind(attempts)
+                            .push_bind(code.as_str())
+                            .push_bind(message.as_str())
+                            .push_bind(None::<String>)
+                            .push_bind(stage.as_ref().map(RecordStage::as_str))
+                            .push_bind(now)
+                            .push_bind(now);
+                    });
+                    qb.push(" on conflict (job_id, idx) do nothing returning id, job_id");
+                    let rows: Vec<(Uuid, Uuid)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    out.abandoned
+                        .extend(rows.into_iter().map(|(r, j)| (RecordId(r), JobId(j))));
+                }
+                Plan::Take {
+                    end: cut,
+                    todo,
+                    written,
+                    lease_expiries,
+                    alone: is_alone,
+                    rest,
+                } => {
+                    if let Some(rest) = rest {
+                        insert_rest(&mut tx, job, rest, attempts, lease_expiries, now).await?;
+                    }
+                    let attempts: i64 = sqlx::query_scalar(
+                        "update chunks \
+                         set end_idx = $3, lease_owner = $4, lease_expires_at = $5, \
+                             attempts = attempts + 1, lease_expiries = $6, written = $7, \
+                             updated_at = $8 \
+                         where job_id = $1 and start_idx = $2 \
+                         returning attempts",
+                    )
+                    .bind(job)
+                    .bind(start)
+                    .bind(i64::from(cut))
+                    .bind(owner)
+                    .bind(expires)
+                    .bind(i64::from(lease_expiries))
+                    .bind(i64::from(written))
+                    .bind(now)
+                    .fetch_one(&mut *tx)
+                    .await?;
+                    // A job whose chunk is taken over is running already, but for one whose
+                    // chunk was created by migration 0007.
+                    sqlx::query(
+                        "update jobs set status = 'running', \
+                         started_at = coalesce(started_at, $2), updated_at = $2 \
+                         where id = $1 and status = 'queued'",
+                    )
+                    .bind(job)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+                    left = left.saturating_sub(todo.len());
+                    let key = ChunkKey {
+                        job_id: JobId(job),
+                        start: chunk.start,
+                    };
+                    claimed.extend(records_of(
+                        key,
+                        &todo,
+                        to_count(attempts),
+                        lease_expiries,
+                        is_alone,
+                    ));
+                    if is_alone {
+                        alone = true;
+                        break;
+                    }
+                }
+            }
         }
-        let mut claimed: Vec<ClaimedDb> = Vec::new();
-        if !sorted.take.is_empty() {
-            let mut qb = QueryBuilder::<Sqlite>::new("update records set lease_owner = ");
-            qb.push_bind(owner)
-                .push(", lease_expires_at = ")
-                .push_bind(expires)
-                .push(
-                    ", attempts = attempts + 1, lease_expiries = lease_expiries + 1, \
-                     updated_at = ",
-                )
-                .push_bind(now)
-                .push(" where id in ");
-            push_ids(&mut qb, sorted.take.iter().copied());
-            qb.push(" returning id, job_id, idx, attempts, lease_expiries");
-            claimed = qb.build_query_as().fetch_all(&mut *tx).await?;
-        }
-        // Pending records, unless the claim hands out a record that must run alone.
-        let mut left = if sorted.alone {
-            0
-        } else {
-            limit as usize - claimed.len()
-        };
-        if left > 0 {
+        // New chunks, unless the claim hands out a record that must run alone.
+        if !alone && left > 0 {
             let mut jobs: Vec<ClaimableJob> =
                 sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
             // Rounds, as on Postgres: inside this transaction a job yields less than its share
-            // only when it has fewer pending records left; it drops out and the next round
+            // only when it has fewer unclaimed indexes left; it drops out and the next round
             // shares the rest among the others.
             while left > 0 && !jobs.is_empty() {
                 let mut dry = Vec::new();
                 for (i, want) in shares(&jobs, left) {
-                    let got: Vec<ClaimedDb> = sqlx::query_as(CLAIM_PENDING)
-                        .bind(owner)
-                        .bind(expires)
-                        .bind(now)
-                        .bind(want as i64)
+                    // Under the write lock: nothing moves `claimed_upto` in between.
+                    let carved: Option<(i64, i64)> = sqlx::query_as(
+                        "select claimed_upto, min(claimed_upto + $2, num_records) from jobs \
+                         where id = $1 and status in ('queued', 'running') \
+                           and claimed_upto < num_records",
+                    )
+                    .bind(jobs[i].id)
+                    .bind(want as i64)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                    if let Some((_, hi)) = carved {
+                        sqlx::query(
+                            "update jobs set claimed_upto = $2, status = 'running', \
+                             started_at = coalesce(started_at, $3), updated_at = $3 \
+                             where id = $1",
+                        )
                         .bind(jobs[i].id)
-                        .fetch_all(&mut *tx)
+                        .bind(hi)
+                        .bind(now)
+                        .execute(&mut *tx)
                         .await?;
-                    if got.len() < want {
+                    }
+                    let got = match carved {
+                        Some((lo, hi)) => {
+                            sqlx::query(
+                                "insert into chunks (job_id, start_idx, end_idx, lease_owner, \
+                                 lease_expires_at, created_at, updated_at) \
+                                 values ($1, $2, $3, $4, $5, $6, $6)",
+                            )
+                            .bind(jobs[i].id)
+                            .bind(lo)
+                            .bind(hi)
+                            .bind(owner)
+                            .bind(expires)
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await?;
+                            let (lo, hi) = (to_count(lo), to_count(hi));
+                            let key = ChunkKey {
+                                job_id: JobId(jobs[i].id),
+                                start: lo,
+                            };
+                            let todo: Vec<u32> = (lo..hi).collect();
+                            claimed.extend(records_of(key, &todo, 1, 0, false));
+                            todo.len()
+                        }
+                        None => 0,
+                    };
+                    if got < want {
                         dry.push(i);
                     }
-                    jobs[i].busy += got.len() as i64;
-                    left -= got.len();
-                    claimed.extend(got);
+                    jobs[i].busy += got as i64;
+                    left -= got;
                 }
                 let mut i = 0;
                 jobs.retain(|_| {
@@ -170,28 +253,7 @@ impl SqliteStore {
                 });
             }
         }
-        let mut claimed: Vec<ClaimedRecord> = rows::convert(claimed)?;
-        if sorted.alone {
-            for c in &mut claimed {
-                c.alone = true;
-            }
-        }
-        if !claimed.is_empty() {
-            let mut jobs: Vec<Uuid> = claimed.iter().map(|c| c.job_id.0).collect();
-            jobs.sort_unstable();
-            jobs.dedup();
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "update jobs set status = 'running', started_at = coalesce(started_at, ",
-            );
-            qb.push_bind(now)
-                .push("), updated_at = ")
-                .push_bind(now)
-                .push(" where status = 'queued' and id in ");
-            push_ids(&mut qb, jobs);
-            qb.build().execute(&mut *tx).await?;
-        }
         tx.commit().await?;
-        // `returning` gives no order.
         claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
         out.records = claimed;
         Ok(out)
@@ -200,37 +262,40 @@ impl SqliteStore {
     pub(super) async fn renew(
         &self,
         owner: &str,
-        ids: &[RecordId],
+        chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError> {
-        if ids.is_empty() {
+        if chunks.is_empty() {
             return Ok(0);
         }
         let now = now_us();
-        let mut qb = QueryBuilder::<Sqlite>::new("update records set lease_expires_at = ");
+        let mut qb = QueryBuilder::<Sqlite>::new("update chunks set lease_expires_at = ");
         qb.push_bind(expiry_us(now, lease))
             .push(", updated_at = ")
             .push_bind(now)
-            .push(" where status = 'in_progress' and lease_owner = ")
+            .push(" where lease_owner = ")
             .push_bind(owner)
-            .push(" and id in ");
-        push_ids(&mut qb, ids.iter().map(|id| id.0));
+            .push(" and (job_id, start_idx) in ");
+        push_keys(&mut qb, chunks);
         Ok(qb.build().execute(&self.pool).await?.rows_affected())
     }
 
-    pub(super) async fn release(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        if ids.is_empty() {
+    pub(super) async fn release(
+        &self,
+        owner: &str,
+        chunks: &[ChunkKey],
+    ) -> Result<u64, StoreError> {
+        if chunks.is_empty() {
             return Ok(0);
         }
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "update records set status = 'pending', lease_owner = null, lease_expires_at = null, \
-             updated_at = ",
+            "update chunks set lease_owner = null, lease_expires_at = null, updated_at = ",
         );
         qb.push_bind(now_us())
-            .push(" where status = 'in_progress' and lease_owner = ")
+            .push(" where lease_owner = ")
             .push_bind(owner)
-            .push(" and id in ");
-        push_ids(&mut qb, ids.iter().map(|id| id.0));
+            .push(" and (job_id, start_idx) in ");
+        push_keys(&mut qb, chunks);
         Ok(qb.build().execute(&self.pool).await?.rows_affected())
     }
 
@@ -246,62 +311,117 @@ impl SqliteStore {
         if results.is_empty() {
             return Ok(Vec::new());
         }
+        let mut keys: Vec<ChunkKey> = results.iter().map(|r| r.chunk).collect();
+        keys.sort_unstable();
+        keys.dedup();
         let now = now_us();
-        let mut written = Vec::with_capacity(results.len());
-        let mut written_usage = Vec::new();
         let mut tx = self.pool.begin_with("begin immediate").await?;
-        for result in &results {
-            let w = Written::from(&result.outcome);
-            let job: Option<Uuid> = sqlx::query_scalar(COMPLETE_RECORD)
-                .bind(result.id.0)
-                .bind(owner)
-                .bind(w.status.as_str())
-                .bind(w.values.map(|v| v.to_string()))
-                .bind(w.error.map(|e| e.code.as_str()))
-                .bind(w.error.map(|e| e.message.as_str()))
-                .bind(w.error.and_then(|e| e.column.as_deref()))
-                .bind(
-                    w.error
-                        .and_then(|e| e.stage.as_ref())
-                        .map(RecordStage::as_str),
-                )
-                .bind(now)
-                .fetch_optional(&mut *tx)
-                .await?;
-            let Some(job) = job else {
-                continue; // taken over by another worker: its run wins
-            };
-            // The traces of the final attempt replace all earlier ones, including columns
-            // this attempt did not reach.
-            sqlx::query("delete from traces where record_id = $1")
-                .bind(result.id.0)
-                .execute(&mut *tx)
-                .await?;
-            let traces = dedup_traces(&result.traces);
-            if !traces.is_empty() {
-                let mut qb = QueryBuilder::<Sqlite>::new(
-                    "insert into traces (record_id, column_name, messages, created_at, updated_at) ",
-                );
-                qb.push_values(traces, |mut row, t| {
-                    row.push_bind(result.id.0)
-                        .push_bind(t.column.as_str())
-                        .push_bind(t.messages.to_string())
-                        .push_bind(now)
-                        .push_bind(now);
-                });
-                qb.build().execute(&mut *tx).await?;
-            }
-            // Media likewise: the final attempt's images replace all earlier ones.
-            sqlx::query("delete from media where record_id = $1")
-                .bind(result.id.0)
-                .execute(&mut *tx)
-                .await?;
-            for m in &result.media {
+        // The fence: the chunks `owner` still holds. Under the write lock, nothing can take
+        // them over before the commit.
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "select job_id, start_idx from chunks where lease_owner = ",
+        );
+        qb.push_bind(owner).push(" and (job_id, start_idx) in ");
+        push_keys(&mut qb, &keys);
+        let held: Vec<(Uuid, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        let held: HashSet<ChunkKey> = held
+            .into_iter()
+            .map(|(j, s)| ChunkKey {
+                job_id: JobId(j),
+                start: to_count(s),
+            })
+            .collect();
+        let fenced: Vec<&RecordResult> = results
+            .iter()
+            .map(|r| r.as_ref())
+            .filter(|r| held.contains(&r.chunk))
+            .collect();
+        let mut written: HashSet<Uuid> = HashSet::new();
+        for part in fenced.chunks(INSERT_ROWS) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
+                 error_message, error_column, error_stage, created_at, updated_at) ",
+            );
+            qb.push_values(part, |mut row, r| {
+                let w = Written::from(&r.outcome);
+                row.push_bind(r.id.0)
+                    .push_bind(r.job_id.0)
+                    .push_bind(i64::from(r.index))
+                    .push_bind(w.status.as_str())
+                    .push_bind(w.values.map(|v| v.to_string()))
+                    .push_bind(i64::from(r.attempts))
+                    .push_bind(w.error.map(|e| e.code.as_str()))
+                    .push_bind(w.error.map(|e| e.message.as_str()))
+                    .push_bind(w.error.and_then(|e| e.column.as_deref()))
+                    .push_bind(
+                        w.error
+                            .and_then(|e| e.stage.as_ref())
+                            .map(RecordStage::as_str),
+                    )
+                    .push_bind(now)
+                    .push_bind(now);
+            });
+            qb.push(" on conflict (job_id, idx) do nothing returning id");
+            let ids: Vec<Uuid> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+            written.extend(ids);
+        }
+        let new: Vec<&RecordResult> = fenced
+            .iter()
+            .copied()
+            .filter(|r| written.contains(&r.id.0))
+            .collect();
+        // Count the new rows on their chunks; a chunk with all of its records written is done
+        // and goes.
+        let mut per_chunk: BTreeMap<ChunkKey, i64> = BTreeMap::new();
+        for r in &new {
+            *per_chunk.entry(r.chunk).or_default() += 1;
+        }
+        for (key, n) in &per_chunk {
+            sqlx::query(
+                "update chunks set written = written + $3, updated_at = $4 \
+                 where job_id = $1 and start_idx = $2",
+            )
+            .bind(key.job_id.0)
+            .bind(i64::from(key.start))
+            .bind(n)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        }
+        if !per_chunk.is_empty() {
+            let keys: Vec<ChunkKey> = per_chunk.keys().copied().collect();
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "delete from chunks where written >= end_idx - start_idx \
+                 and (job_id, start_idx) in ",
+            );
+            push_keys(&mut qb, &keys);
+            qb.build().execute(&mut *tx).await?;
+        }
+        // Traces and media of the new rows (a new row has none yet).
+        let mut traces = Vec::new();
+        for r in &new {
+            traces.extend(dedup_traces(&r.traces).into_iter().map(|t| (r.id, t)));
+        }
+        for part in traces.chunks(INSERT_ROWS) {
+            let mut qb = QueryBuilder::<Sqlite>::new(
+                "insert into traces (record_id, column_name, messages, created_at, updated_at) ",
+            );
+            qb.push_values(part, |mut row, (id, t)| {
+                row.push_bind(id.0)
+                    .push_bind(t.column.as_str())
+                    .push_bind(t.messages.to_string())
+                    .push_bind(now)
+                    .push_bind(now);
+            });
+            qb.build().execute(&mut *tx).await?;
+        }
+        for r in &new {
+            for m in &r.media {
                 sqlx::query(
-                    "insert or ignore into media (record_id, column_name, idx, mime_type, data, created_at) \
-                     values ($1, $2, $3, $4, $5, $6)",
+                    "insert or ignore into media (record_id, column_name, idx, mime_type, data, \
+                     created_at) values ($1, $2, $3, $4, $5, $6)",
                 )
-                .bind(result.id.0)
+                .bind(r.id.0)
                 .bind(m.column.as_str())
                 .bind(i64::from(m.index))
                 .bind(m.mime_type.as_str())
@@ -310,23 +430,26 @@ impl SqliteStore {
                 .execute(&mut *tx)
                 .await?;
             }
-            written.push(result.id);
-            written_usage.push((JobId(job), &result.usage));
         }
         // Usage of the written results only, in their transaction: exact whatever crashes.
-        super::usage::add(&mut tx, &usage::sum(written_usage), now).await?;
+        let by_job: HashMap<RecordId, JobId> = new.iter().map(|r| (r.id, r.job_id)).collect();
+        let deltas = usage::sum(
+            new.iter()
+                .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.usage))),
+        );
+        super::usage::add(&mut tx, &deltas, now).await?;
         tx.commit().await?;
-        Ok(written)
+        // In the order of `results`, like the Postgres store.
+        Ok(results
+            .iter()
+            .filter(|r| written.contains(&r.id.0))
+            .map(|r| r.id)
+            .collect())
     }
 
     pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let now = now_us();
         let mut tx = self.pool.begin_with("begin immediate").await?;
-        sqlx::query(CANCEL_PENDING)
-            .bind(id.0)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
         let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = $2 \
              where id = $1 and status in ('queued', 'running') returning id",
@@ -356,13 +479,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
-        let now = now_us();
-        let mut tx = self.pool.begin_with("begin immediate").await?;
-        sqlx::query(CANCEL_PENDING)
-            .bind(id.0)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        // No chunk is touched: claims skip a failed job, and records in flight may still land.
         sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
              finished_at = $4, updated_at = $4 \
@@ -371,10 +488,9 @@ impl SqliteStore {
         .bind(id.0)
         .bind(&error.code)
         .bind(&error.message)
-        .bind(now)
-        .execute(&mut *tx)
+        .bind(now_us())
+        .execute(&self.pool)
         .await?;
-        tx.commit().await?;
         Ok(())
     }
 
@@ -394,6 +510,59 @@ impl SqliteStore {
     }
 }
 
+/// Appends `((?, ?), ...)`: one `(job_id, start_idx)` row value per chunk. Callers never pass
+/// an empty list.
+fn push_keys(qb: &mut QueryBuilder<Sqlite>, keys: &[ChunkKey]) {
+    qb.push("(");
+    let mut list = qb.separated(", ");
+    for k in keys {
+        list.push("(")
+            .push_bind_unseparated(k.job_id.0)
+            .push_unseparated(", ")
+            .push_bind_unseparated(i64::from(k.start))
+            .push_unseparated(")");
+    }
+    list.push_unseparated(")");
+}
+
+async fn delete_chunk(
+    tx: &mut Transaction<'_, Sqlite>,
+    job: Uuid,
+    start: i64,
+) -> Result<(), StoreError> {
+    sqlx::query("delete from chunks where job_id = $1 and start_idx = $2")
+        .bind(job)
+        .bind(start)
+        .execute(&mut **tx)
+        .await?;
+    Ok(())
+}
+
+async fn insert_rest(
+    tx: &mut Transaction<'_, Sqlite>,
+    job: Uuid,
+    rest: Rest,
+    attempts: i64,
+    lease_expiries: u32,
+    now: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(
+        "insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at, \
+         attempts, lease_expiries, written, created_at, updated_at) \
+         values ($1, $2, $3, null, null, $4, $5, $6, $7, $7)",
+    )
+    .bind(job)
+    .bind(i64::from(rest.start))
+    .bind(i64::from(rest.end))
+    .bind(attempts)
+    .bind(i64::from(lease_expiries))
+    .bind(i64::from(rest.written))
+    .bind(now)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
 /// Finalizes the jobs `ids` (sorted, not empty) in `tx` at `now`; returns those that changed.
 /// See `Store::finalize_jobs`.
 async fn finalize_in(
@@ -401,29 +570,27 @@ async fn finalize_in(
     ids: &[Uuid],
     now: i64,
 ) -> Result<Vec<Uuid>, StoreError> {
-    // In a cancelling job, records that will never run become cancelled: pending ones, and
-    // in-progress ones whose lease expired (their worker died, and claims skip the job).
+    // In a cancelling job, chunks that will never finish go: those whose lease expired (their
+    // worker died, and claims skip the job) and those given back.
     let mut qb = QueryBuilder::<Sqlite>::new(
-        "update records set status = 'cancelled', lease_owner = null, \
-         lease_expires_at = null, updated_at = ",
+        "delete from chunks where (lease_owner is null or lease_expires_at <= ",
     );
     qb.push_bind(now)
-        .push(" where (status = 'pending' or (status = 'in_progress' and lease_expires_at <= ")
-        .push_bind(now)
-        .push(")) and job_id in (select id from jobs where status = 'cancelling' and id in ");
+        .push(") and job_id in (select id from jobs where status = 'cancelling' and id in ");
     push_ids(&mut qb, ids.iter().copied());
     qb.push(")");
     qb.build().execute(&mut **tx).await?;
 
-    // A live job with nothing pending or in flight is done. The status check in the
-    // `where` makes a second caller (another replica) change nothing and return nothing. A
-    // cancelling job none of whose records was cancelled (the cancel came when all were in
-    // flight) ran to the end: `completed`.
+    // A live job with every index claimed and no chunk left, or a cancelling one with no chunk
+    // left, is done. The status check in the `where` makes a second caller (another replica)
+    // change nothing and return nothing. A cancelling job all of whose records got a result
+    // (the cancel came when all were in flight) ran to the end: `completed`.
     let mut qb = QueryBuilder::<Sqlite>::new(
         "update jobs \
          set status = case when status = 'cancelling' \
-                             and exists (select 1 from records r where r.job_id = jobs.id \
-                                         and r.status = 'cancelled') \
+                             and (claimed_upto < num_records \
+                                  or (select count(*) from records r \
+                                      where r.job_id = jobs.id) < num_records) \
                            then 'cancelled' else 'completed' end, \
              finished_at = ",
     );
@@ -432,8 +599,8 @@ async fn finalize_in(
         .push_bind(now)
         .push(
             " where status in ('queued', 'running', 'cancelling') \
-             and not exists (select 1 from records r where r.job_id = jobs.id \
-                             and r.status in ('pending', 'in_progress')) \
+             and (status = 'cancelling' or claimed_upto >= num_records) \
+             and not exists (select 1 from chunks c where c.job_id = jobs.id) \
              and id in ",
         );
     push_ids(&mut qb, ids.iter().copied());
