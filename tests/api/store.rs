@@ -117,9 +117,14 @@ fn idx_attempts(claimed: &[ClaimedRecord]) -> Vec<(u32, u32)> {
     claimed.iter().map(|c| (c.index, c.attempts)).collect()
 }
 
-fn completed(id: RecordId, values: Value) -> RecordResult {
+/// The result of a claimed record.
+fn completed(c: &ClaimedRecord, values: Value) -> RecordResult {
     RecordResult {
-        id,
+        id: c.id,
+        job_id: c.job_id,
+        index: c.index,
+        chunk: c.chunk,
+        attempts: c.attempts,
         outcome: RecordOutcome::Completed { values },
         traces: Vec::new(),
         usage: Default::default(),
@@ -127,9 +132,13 @@ fn completed(id: RecordId, values: Value) -> RecordResult {
     }
 }
 
-fn failed(id: RecordId, code: &str) -> RecordResult {
+fn failed(c: &ClaimedRecord, code: &str) -> RecordResult {
     RecordResult {
-        id,
+        id: c.id,
+        job_id: c.job_id,
+        index: c.index,
+        chunk: c.chunk,
+        attempts: c.attempts,
         outcome: RecordOutcome::Failed {
             values: Some(json!({"x": 1})),
             // The store keeps any code, including ones this build does not produce.
@@ -191,13 +200,13 @@ async fn create_then_get(db: TestDb) {
             ..Default::default()
         }
     );
-    let records = store.list_records(new.id, None, None, 10).await.unwrap();
-    let indexes: Vec<u32> = records.iter().map(|r| r.index).collect();
-    assert_eq!(indexes, [0, 1, 2]);
+    // No record row until a record has a result.
     assert!(
-        records
-            .iter()
-            .all(|r| r.attempts == 0 && r.values.is_none())
+        store
+            .list_records(new.id, None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
     );
 
     // Without metadata, and an unknown id.
@@ -221,6 +230,12 @@ async fn owner_isolation(db: TestDb) {
     assert_eq!(store.get_job(none.id, Some("a")).await.unwrap(), None);
     assert_eq!(store.get_job(b.id, None).await.unwrap(), Some(b.clone()));
 
+    let c = claim(store, "w", 1, LONG).await;
+    assert_eq!(c[0].job_id, a.id);
+    store
+        .complete_records("w", &[completed(&c[0], json!({}))])
+        .await
+        .unwrap();
     let rec = store.list_records(a.id, None, None, 1).await.unwrap()[0].clone();
     assert_eq!(
         store.get_record(rec.id, Some("a")).await.unwrap(),
@@ -332,7 +347,7 @@ async fn live_jobs_lists_unfinished(db: TestDb) {
     let c = claim(store, "w", 1, LONG).await;
     assert_eq!(c[0].job_id, done);
     let written = store
-        .complete_records("w", &[completed(c[0].id, json!({}))])
+        .complete_records("w", &[completed(&c[0], json!({}))])
         .await
         .unwrap();
     assert_eq!(written, [c[0].id]);

@@ -1,4 +1,4 @@
-//! Claim policy: fair shares across keys and jobs, and records whose worker keeps dying.
+//! Claim policy: fair shares across keys and jobs, and chunks whose worker keeps dying.
 
 use std::time::Duration;
 
@@ -68,7 +68,6 @@ async fn a_record_that_keeps_killing_its_worker_is_abandoned(db: TestDb) {
     // A crash with all three records in flight: their leases expire.
     let first = claim_with(store, "dead-1", 3, EXPIRED, false).await;
     assert_eq!(idx_attempts(&first.records), [(0, 1), (1, 1), (2, 1)]);
-    let poison = first.records[0].id;
 
     // The first expiry is an ordinary crash: taken over together, as before. They crash again.
     let second = claim_with(store, "dead-2", 3, EXPIRED, false).await;
@@ -84,28 +83,32 @@ async fn a_record_that_keeps_killing_its_worker_is_abandoned(db: TestDb) {
     let busy = claim_with(store, "busy", 3, LONG, false).await;
     assert!(busy.records.is_empty() && busy.abandoned.is_empty());
     assert!(busy.alone_waiting);
-    // A claimer with nothing in flight gets one, by itself.
+    // A claimer with nothing in flight gets one record of the chunk, by itself, in a chunk cut
+    // right after it (the rest is given back, still suspect).
     let third = claim_with(store, "dead-3", 3, EXPIRED, true).await;
     assert_eq!(idx_attempts(&third.records), [(0, 3)]);
-    assert_eq!(third.records[0].id, poison);
     assert!(third.records[0].alone);
     assert_eq!(third.records[0].lease_expiries, 2);
+    assert_eq!(third.records[0].chunk_todo, 1);
 
     // It kills its worker a third time: the next claim fails it instead of running it, and
     // hands out the next suspect, alone (it completes: it was only next to the poison).
     let fourth = claim_with(store, "w", 3, LONG, true).await;
-    assert_eq!(fourth.abandoned, [(poison, j.id)]);
+    assert_eq!(fourth.abandoned.len(), 1);
+    let (poison, poison_job) = fourth.abandoned[0];
+    assert_eq!(poison_job, j.id);
     assert_eq!(idx_attempts(&fourth.records), [(1, 3)]);
     assert!(fourth.records[0].alone);
-    let ok = completed(fourth.records[0].id, json!({"x": 1}));
+    let ok = completed(&fourth.records[0], json!({"x": 1}));
     assert_eq!(store.complete_records("w", &[ok]).await.unwrap().len(), 1);
     let fifth = claim_with(store, "w", 3, LONG, true).await;
     assert!(fifth.abandoned.is_empty());
     assert_eq!(idx_attempts(&fifth.records), [(2, 3)]);
-    let ok = completed(fifth.records[0].id, json!({"x": 2}));
+    let ok = completed(&fifth.records[0], json!({"x": 2}));
     assert_eq!(store.complete_records("w", &[ok]).await.unwrap().len(), 1);
 
     let rec = store.get_record(poison, None).await.unwrap().unwrap();
+    assert_eq!(rec.index, 0);
     assert_eq!(rec.status, RecordStatus::Failed);
     assert_eq!(rec.attempts, 3, "never run a fourth time");
     let e = rec.error.expect("error");
@@ -136,8 +139,8 @@ async fn a_release_at_drain_is_not_an_expiry(db: TestDb) {
         assert_eq!(idx_attempts(&c.records), [(0, round)]);
         assert_eq!(c.records[0].lease_expiries, 0);
         assert!(c.abandoned.is_empty());
-        let ids = [c.records[0].id];
-        assert_eq!(store.release_records("w", &ids).await.unwrap(), 1);
+        let chunks = [c.records[0].chunk];
+        assert_eq!(store.release_chunks("w", &chunks).await.unwrap(), 1);
     }
     let c = claim_with(store, "w", 1, EXPIRED, false).await;
     assert_eq!(c.records[0].lease_expiries, 0);

@@ -1,7 +1,7 @@
 //! Job lifecycle: cancel, finalize, fail.
 
 use serde_json::json;
-use synthgate::domain::{JobId, JobStatus, RecordStatus};
+use synthgate::domain::{JobId, JobStatus};
 use synthgate::store::{CancelOutcome, JobCounts, JobError, JobRow, Store};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, failed, job, new_job};
@@ -50,13 +50,13 @@ async fn cancel_keeps_in_flight_records(db: TestDb) {
     assert_eq!(again, after);
 
     // In-flight records finish normally; the job is cancelled once the last one has.
-    let one = [completed(held[0].id, json!({"x": 0}))];
+    let one = [completed(&held[0], json!({"x": 0}))];
     assert_eq!(
         store.complete_records("w", &one).await.unwrap(),
         [held[0].id]
     );
     assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
-    let two = [failed(held[1].id, "boom")];
+    let two = [failed(&held[1], "boom")];
     assert_eq!(
         store.complete_records("w", &two).await.unwrap(),
         [held[1].id]
@@ -87,7 +87,7 @@ async fn cancel_of_a_finished_or_missing_job(db: TestDb) {
     let j = create(store, &new_job(None, 1)).await;
     let c = claim(store, "w", 1, LONG).await;
     store
-        .complete_records("w", &[completed(c[0].id, json!({}))])
+        .complete_records("w", &[completed(&c[0], json!({}))])
         .await
         .unwrap();
     assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
@@ -120,8 +120,8 @@ async fn finalize_completes_once(db: TestDb) {
 
     let held = claim(store, "w", 3, LONG).await;
     let results = [
-        completed(held[0].id, json!({"x": 0})),
-        failed(held[1].id, "bad_output"),
+        completed(&held[0], json!({"x": 0})),
+        failed(&held[1], "bad_output"),
     ];
     store.complete_records("w", &results).await.unwrap();
     // `a` is done (one record failed, still completed); `b` still has a record in flight.
@@ -154,7 +154,7 @@ async fn finalize_races_between_replicas(db: TestDb) {
         let j = create(&*db.store, &new_job(None, 1)).await;
         let c = claim(&*db.store, "w", 1, LONG).await;
         db.store
-            .complete_records("w", &[completed(c[0].id, json!({}))])
+            .complete_records("w", &[completed(&c[0], json!({}))])
             .await
             .unwrap();
         ids.push(j.id);
@@ -179,10 +179,10 @@ async fn finalize_cancels_abandoned_records(db: TestDb) {
     let dead = claim(store, "dead", 1, EXPIRED).await;
     store.request_cancel(j.id).await.unwrap();
 
-    // The dead worker's record will never finish: finalize cancels it. The live one is kept.
+    // The dead worker's chunk will never finish: it is dropped, and its record counts as
+    // cancelled (it has no row). The live one is kept.
     assert!(store.finalize_jobs(&[j.id]).await.unwrap().is_empty());
-    let rec = store.get_record(dead[0].id, None).await.unwrap().unwrap();
-    assert_eq!(rec.status, RecordStatus::Cancelled);
+    assert_eq!(store.get_record(dead[0].id, None).await.unwrap(), None);
     assert_eq!(
         counts(store, j.id).await,
         JobCounts {
@@ -191,7 +191,7 @@ async fn finalize_cancels_abandoned_records(db: TestDb) {
             ..Default::default()
         }
     );
-    let late = [completed(dead[0].id, json!({}))];
+    let late = [completed(&dead[0], json!({}))];
     assert!(
         store
             .complete_records("dead", &late)
@@ -200,7 +200,7 @@ async fn finalize_cancels_abandoned_records(db: TestDb) {
             .is_empty()
     );
 
-    let ok = [completed(live[0].id, json!({}))];
+    let ok = [completed(&live[0], json!({}))];
     assert_eq!(
         store.complete_records("live", &ok).await.unwrap(),
         [live[0].id]
@@ -233,7 +233,7 @@ async fn fail_job_stops_the_job(db: TestDb) {
     );
     // Nothing more is claimed; the in-flight record may still land; the job stays failed.
     assert!(claim(store, "w2", 10, LONG).await.is_empty());
-    let last = [completed(held[0].id, json!({}))];
+    let last = [completed(&held[0], json!({}))];
     assert_eq!(
         store.complete_records("w", &last).await.unwrap(),
         [held[0].id]
@@ -278,7 +278,7 @@ async fn workers_race_a_cancel(db: TestDb) {
                 }
                 let results: Vec<_> = batch
                     .iter()
-                    .map(|c| completed(c.id, json!({"i": c.index})))
+                    .map(|c| completed(&c, json!({"i": c.index})))
                     .collect();
                 let written = store
                     .complete_records(&owner, &results)
@@ -353,8 +353,8 @@ async fn cancel_after_every_record_finished(db: TestDb) {
     let j = create(store, &new_job(None, 2)).await;
     let held = claim(store, "w", 2, LONG).await;
     let results = [
-        completed(held[0].id, json!({"x": 0})),
-        failed(held[1].id, "boom"),
+        completed(&held[0], json!({"x": 0})),
+        failed(&held[1], "boom"),
     ];
     assert_eq!(
         store.complete_records("w", &results).await.unwrap().len(),
@@ -387,8 +387,8 @@ async fn cancel_with_every_record_in_flight(db: TestDb) {
     let held = claim(store, "w", 2, LONG).await;
     assert_eq!(accepted(store, j.id).await.status, JobStatus::Cancelling);
     let results = [
-        completed(held[0].id, json!({"x": 0})),
-        completed(held[1].id, json!({"x": 1})),
+        completed(&held[0], json!({"x": 0})),
+        completed(&held[1], json!({"x": 1})),
     ];
     assert_eq!(
         store.complete_records("w", &results).await.unwrap().len(),
@@ -408,7 +408,7 @@ async fn cancel_races_the_last_write(db: TestDb) {
         let held = claim(&*db.store, "w", 1, LONG).await;
         assert_eq!(held[0].job_id, j.id);
         let write = async {
-            let one = [completed(held[0].id, json!({"round": round}))];
+            let one = [completed(&held[0], json!({"round": round}))];
             db.store.complete_records("w", &one).await.unwrap();
             db.store.finalize_jobs(&[j.id]).await.unwrap()
         };

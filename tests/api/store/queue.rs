@@ -1,11 +1,11 @@
-//! Claims, leases and fencing.
+//! Chunk claims, leases and fencing.
 
 use std::collections::HashSet;
 use std::time::Instant;
 
 use serde_json::json;
-use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::store::JobCounts;
+use synthgate::domain::JobStatus;
+use synthgate::store::{ChunkKey, JobCounts};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, idx_attempts, job, new_job, trace};
 use crate::db::{TestDb, both_backends};
@@ -14,8 +14,9 @@ both_backends!(
     claim_order_and_limit,
     no_double_claim_under_concurrency,
     expired_lease_is_reclaimed,
+    takeover_cuts_a_chunk_and_skips_written_records,
     fencing_ignores_the_old_owner,
-    release_returns_records_to_the_queue,
+    release_returns_chunks_to_the_queue,
     renew_extends_leases,
 );
 
@@ -26,20 +27,26 @@ async fn claim_order_and_limit(db: TestDb) {
     let newer = create(store, &new_job(None, 5)).await;
     assert!(claim(store, "w", 0, LONG).await.is_empty());
 
-    // Round robin across the jobs, oldest job first, then by index, up to the limit.
+    // Round robin across the jobs, oldest job first, then by index, up to the limit: one
+    // chunk per job.
     let first = claim(store, "w1", 4, LONG).await;
     let got: Vec<_> = first
         .iter()
-        .map(|c| (c.job_id, c.index, c.attempts))
+        .map(|c| (c.job_id, c.index, c.attempts, c.chunk.start, c.chunk_todo))
         .collect();
     assert_eq!(
         got,
         [
-            (older.id, 0, 1),
-            (older.id, 1, 1),
-            (newer.id, 0, 1),
-            (newer.id, 1, 1)
+            (older.id, 0, 1, 0, 2),
+            (older.id, 1, 1, 0, 2),
+            (newer.id, 0, 1, 0, 2),
+            (newer.id, 1, 1, 0, 2)
         ]
+    );
+    assert_eq!(
+        first.iter().map(|c| c.id).collect::<HashSet<_>>().len(),
+        4,
+        "each record gets its own id"
     );
 
     // Both jobs are running, started once.
@@ -64,9 +71,15 @@ async fn claim_order_and_limit(db: TestDb) {
         }
     );
 
-    let rec = store.get_record(first[0].id, None).await.unwrap().unwrap();
-    assert_eq!(rec.status, RecordStatus::InProgress);
-    assert_eq!(rec.attempts, 1);
+    // A record in progress has no row yet: it becomes one with its result.
+    assert_eq!(store.get_record(first[0].id, None).await.unwrap(), None);
+    assert!(
+        store
+            .list_records(older.id, None, None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 async fn no_double_claim_under_concurrency(db: TestDb) {
@@ -91,7 +104,7 @@ async fn no_double_claim_under_concurrency(db: TestDb) {
                     return mine;
                 }
                 assert!(batch.iter().all(|c| c.attempts == 1));
-                mine.extend(batch.into_iter().map(|c| c.id));
+                mine.extend(batch.into_iter().map(|c| c.index));
             }
         });
     }
@@ -101,13 +114,14 @@ async fn no_double_claim_under_concurrency(db: TestDb) {
     }
     let elapsed = started.elapsed();
     eprintln!(
-        "{:?}: 8 claimers took {RECORDS} records in batches of 7 in {elapsed:?} ({:.0} records/s)",
+        "{:?}: 8 claimers took {RECORDS} records in chunks of 7 in {elapsed:?} ({:.0} records/s)",
         db.backend,
         f64::from(RECORDS) / elapsed.as_secs_f64()
     );
 
-    assert_eq!(all.len(), RECORDS as usize);
-    assert_eq!(all.iter().collect::<HashSet<_>>().len(), RECORDS as usize);
+    // Every index exactly once.
+    all.sort_unstable();
+    assert_eq!(all, (0..RECORDS).collect::<Vec<_>>());
     assert_eq!(
         counts(&*db.store, job.id).await,
         JobCounts {
@@ -127,26 +141,64 @@ async fn expired_lease_is_reclaimed(db: TestDb) {
     let dead = claim(store, "dead", 1, EXPIRED).await;
     assert_eq!(idx_attempts(&dead), [(1, 1)]);
 
-    // The expired record comes back first, on its second attempt; then pending work.
+    // The expired chunk comes back first, on its second attempt; then a new chunk.
     let taken = claim(store, "new", 5, LONG).await;
     assert_eq!(idx_attempts(&taken), [(1, 2), (2, 1)]);
-    assert_eq!(taken[0].id, dead[0].id);
+    assert_eq!(taken[0].chunk, dead[0].chunk);
+    assert_eq!(taken[0].lease_expiries, 1);
+    assert_ne!(taken[0].id, dead[0].id, "a new attempt, a new id");
     assert!(claim(store, "other", 5, LONG).await.is_empty());
-    let rec = store.get_record(dead[0].id, None).await.unwrap().unwrap();
-    assert_eq!((rec.status, rec.attempts), (RecordStatus::InProgress, 2));
     assert_eq!(counts(store, job.id).await.in_progress, 3);
+}
+
+async fn takeover_cuts_a_chunk_and_skips_written_records(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 10)).await;
+    let dead = claim(store, "dead", 10, EXPIRED).await;
+    assert_eq!(dead.len(), 10);
+    // The dead worker wrote 1 and 4 before its lease lapsed (on SQLite and Postgres alike a
+    // write checks only the owner: a lapsed lease not yet taken over still writes).
+    let early = [completed(&dead[1], json!({})), completed(&dead[4], json!({}))];
+    assert_eq!(store.complete_records("dead", &early).await.unwrap().len(), 2);
+
+    // A claim with room for 3 runs 0, 2, 3: the chunk is cut after 3, the rest given back.
+    let a = claim(store, "a", 3, LONG).await;
+    assert_eq!(idx_attempts(&a), [(0, 2), (2, 2), (3, 2)]);
+    assert!(a.iter().all(|c| c.chunk_todo == 3 && c.chunk.start == 0));
+    // The rest, without 4: its own chunk, claimable at once, not counted as an expiry.
+    let b = claim(store, "b", 100, LONG).await;
+    assert_eq!(
+        b.iter().map(|c| c.index).collect::<Vec<_>>(),
+        [5, 6, 7, 8, 9]
+    );
+    assert!(b.iter().all(|c| c.chunk
+        == ChunkKey {
+            job_id: j.id,
+            start: 4
+        }
+        && c.lease_expiries == 1
+        && c.attempts == 2));
+    let c = counts(store, j.id).await;
+    assert_eq!((c.completed, c.in_progress, c.pending), (2, 8, 0));
+
+    // Both chunks written: gone, and the job finishes.
+    let all: Vec<_> = a.iter().chain(&b).map(|c| completed(c, json!({}))).collect();
+    assert_eq!(store.complete_records("a", &all[..3]).await.unwrap().len(), 3);
+    assert_eq!(store.complete_records("b", &all[3..]).await.unwrap().len(), 5);
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+    let c = counts(store, j.id).await;
+    assert_eq!((c.completed, c.total()), (10, 10));
 }
 
 async fn fencing_ignores_the_old_owner(db: TestDb) {
     let store = &*db.store;
-    create(store, &new_job(None, 1)).await;
+    let j = create(store, &new_job(None, 1)).await;
     let old = claim(store, "old", 1, EXPIRED).await;
-    let id = old[0].id;
     let new = claim(store, "new", 1, LONG).await;
     assert_eq!(idx_attempts(&new), [(0, 2)]);
 
     // The old worker finishes late: its write is ignored, traces included.
-    let mut late = completed(id, json!({"x": "old"}));
+    let mut late = completed(&old[0], json!({"x": "old"}));
     late.traces = vec![trace("summary", "old")];
     assert!(
         store
@@ -155,21 +207,22 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
             .unwrap()
             .is_empty()
     );
-    let rec = store.get_record(id, None).await.unwrap().unwrap();
-    assert_eq!((rec.status, rec.values), (RecordStatus::InProgress, None));
-    assert!(store.get_traces(id, None).await.unwrap().is_empty());
+    assert_eq!(store.get_record(old[0].id, None).await.unwrap(), None);
+    assert!(store.get_traces(old[0].id, None).await.unwrap().is_empty());
     // Nor can it release or renew what it no longer holds.
-    assert_eq!(store.release_records("old", &[id]).await.unwrap(), 0);
-    assert_eq!(store.renew_leases("old", &[id], LONG).await.unwrap(), 0);
+    let chunk = [old[0].chunk];
+    assert_eq!(store.release_chunks("old", &chunk).await.unwrap(), 0);
+    assert_eq!(store.renew_leases("old", &chunk, LONG).await.unwrap(), 0);
 
-    let mut current = completed(id, json!({"x": "new"}));
+    let id = new[0].id;
+    let mut current = completed(&new[0], json!({"x": "new"}));
     current.traces = vec![trace("summary", "new")];
     assert_eq!(
         store.complete_records("new", &[current]).await.unwrap(),
         [id]
     );
     let rec = store.get_record(id, None).await.unwrap().unwrap();
-    assert_eq!(rec.status, RecordStatus::Completed);
+    assert_eq!((rec.job_id, rec.index), (j.id, 0));
     assert_eq!(rec.values, Some(json!({"x": "new"})));
     assert_eq!(rec.attempts, 2);
     let traces = store.get_traces(id, None).await.unwrap();
@@ -179,8 +232,8 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
         json!([{"role": "user", "content": "new"}])
     );
 
-    // A finished record is never written again, even by its last owner.
-    let again = completed(id, json!({"x": "again"}));
+    // A finished record is never written again, even by its last owner (its chunk is gone).
+    let again = completed(&new[0], json!({"x": "again"}));
     assert!(
         store
             .complete_records("new", &[again])
@@ -189,45 +242,55 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
             .is_empty()
     );
     assert!(claim(store, "any", 1, EXPIRED).await.is_empty());
+    let rows = store.list_records(j.id, None, None, 10).await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].values, Some(json!({"x": "new"})));
 }
 
-async fn release_returns_records_to_the_queue(db: TestDb) {
+async fn release_returns_chunks_to_the_queue(db: TestDb) {
     let store = &*db.store;
-    let job = create(store, &new_job(None, 3)).await;
-    let held = claim(store, "a", 2, LONG).await;
-    let ids: Vec<_> = held.iter().map(|c| c.id).collect();
-    assert_eq!(store.release_records("b", &ids).await.unwrap(), 0);
-    assert_eq!(store.release_records("a", &[]).await.unwrap(), 0);
-    assert_eq!(store.release_records("a", &ids).await.unwrap(), 2);
+    let job = create(store, &new_job(None, 4)).await;
+    let held = claim(store, "a", 3, LONG).await;
+    let chunk = [held[0].chunk];
+    // One record written, then the chunk is given back with the other two.
+    let one = [completed(&held[1], json!({}))];
+    assert_eq!(store.complete_records("a", &one).await.unwrap().len(), 1);
+    assert_eq!(store.release_chunks("b", &chunk).await.unwrap(), 0);
+    assert_eq!(store.release_chunks("a", &[]).await.unwrap(), 0);
+    assert_eq!(store.release_chunks("a", &chunk).await.unwrap(), 1);
     assert_eq!(
         counts(store, job.id).await,
         JobCounts {
             pending: 3,
+            completed: 1,
             ..Default::default()
         }
     );
-    // Back in order; a release still counts as an attempt.
+    // Back in order, without the written one; a release still counts as an attempt, not as
+    // an expiry.
     let again = claim(store, "c", 3, LONG).await;
-    assert_eq!(idx_attempts(&again), [(0, 2), (1, 2), (2, 1)]);
+    assert_eq!(idx_attempts(&again), [(0, 2), (2, 2), (3, 1)]);
+    assert!(again.iter().all(|c| c.lease_expiries == 0));
 }
 
 async fn renew_extends_leases(db: TestDb) {
     let store = &*db.store;
     create(store, &new_job(None, 3)).await;
-    // `b` first: a claim takes expired leases before pending records.
+    // `b` first: a claim takes expired leases before new chunks.
     claim(store, "b", 1, LONG).await;
-    let held: Vec<_> = claim(store, "a", 2, EXPIRED)
-        .await
-        .iter()
-        .map(|c| c.id)
-        .collect();
-    // Renewed before anyone took them over: nobody can claim them now.
+    // Two chunks for `a`, whose leases lapse at once; renewed before anyone took them over,
+    // nobody can claim them.
+    let mut held: Vec<ChunkKey> = Vec::new();
+    for _ in 0..2 {
+        held.extend(claim(store, "a", 1, LONG).await.iter().map(|c| c.chunk));
+    }
+    assert_eq!(store.renew_leases("a", &held, EXPIRED).await.unwrap(), 2);
     assert_eq!(store.renew_leases("a", &held, LONG).await.unwrap(), 2);
     assert!(claim(store, "c", 5, LONG).await.is_empty());
     assert_eq!(store.renew_leases("nobody", &held, LONG).await.unwrap(), 0);
     assert_eq!(store.renew_leases("a", &[], LONG).await.unwrap(), 0);
     // Shortened to nothing, they are claimable again; except the one `a` renews again: only
-    // the records named are renewed, so a lease its owner stopped renewing lapses.
+    // the chunks named are renewed, so a lease its owner stopped renewing lapses.
     assert_eq!(store.renew_leases("a", &held, EXPIRED).await.unwrap(), 2);
     assert_eq!(store.renew_leases("a", &held[..1], LONG).await.unwrap(), 1);
     assert_eq!(idx_attempts(&claim(store, "c", 5, LONG).await), [(2, 2)]);

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId, RecordStatus};
 use synthgate::store::{
-    CancelOutcome, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
     JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError,
     TraceRow, UsageCounts,
 };
@@ -150,11 +150,11 @@ impl Store for Spy {
     async fn renew_leases(
         &self,
         owner: &str,
-        ids: &[RecordId],
+        chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError> {
         self.note("renew_leases");
-        self.inner.renew_leases(owner, ids, lease).await
+        self.inner.renew_leases(owner, chunks, lease).await
     }
     async fn complete_records(
         &self,
@@ -170,9 +170,9 @@ impl Store for Spy {
         }
         self.inner.complete_records(owner, results).await
     }
-    async fn release_records(&self, owner: &str, ids: &[RecordId]) -> Result<u64, StoreError> {
-        self.note("release_records");
-        self.inner.release_records(owner, ids).await
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
+        self.note("release_chunks");
+        self.inner.release_chunks(owner, chunks).await
     }
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
         self.note("finalize_jobs");

@@ -44,10 +44,10 @@ async fn usage_is_written_with_its_record(db: TestDb) {
     let dead = claim(store, "dead", 1, EXPIRED).await;
     let live = claim(store, "live", 4, LONG).await;
     assert_eq!(live.len(), 4);
-    assert_eq!(live[0].id, dead[0].id);
+    assert_eq!((live[0].chunk, live[0].index), (dead[0].chunk, dead[0].index));
 
     // The dead worker's late result is fenced out, and so is its usage.
-    let mut late = completed(dead[0].id, json!({}));
+    let mut late = completed(&dead[0], json!({}));
     late.usage = usage("m", 100, 100, 100);
     assert!(
         store
@@ -62,9 +62,9 @@ async fn usage_is_written_with_its_record(db: TestDb) {
     let mut results = Vec::new();
     for (i, c) in live.iter().enumerate() {
         let mut r = if i == 2 {
-            failed(c.id, "boom")
+            failed(&c, "boom")
         } else {
-            completed(c.id, json!({"i": c.index}))
+            completed(&c, json!({"i": c.index}))
         };
         r.usage = usage("m", 1, 10 + i as u64, 5);
         if i == 1 {
@@ -123,7 +123,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
     assert_eq!(held[3].job_id, theirs.id);
 
     let mut bad_value = completed(
-        held[0].id,
+        &held[0],
         json!({"topic": "ok", "answer": {"text": "a\u{0}b"}, "n": 1}),
     );
     bad_value.traces = vec![trace("answer", "said a\u{0}b")];
@@ -134,10 +134,14 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
             ..Default::default()
         },
     )]);
-    let mut bad_trace = completed(held[1].id, json!({"topic": "ok"}));
+    let mut bad_trace = completed(&held[1], json!({"topic": "ok"}));
     bad_trace.traces = vec![trace("answer", "\u{0}")];
     let bad_error = RecordResult {
         id: held[2].id,
+        job_id: held[2].job_id,
+        index: held[2].index,
+        chunk: held[2].chunk,
+        attempts: held[2].attempts,
         outcome: RecordOutcome::Failed {
             values: None,
             error: RecordError::new(
@@ -150,7 +154,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
         usage: BTreeMap::new(),
         media: Vec::new(),
     };
-    let clean = completed(held[3].id, json!({"topic": "theirs"}));
+    let clean = completed(&held[3], json!({"topic": "theirs"}));
     let results = [bad_value, bad_trace, bad_error, clean];
 
     let written = store.complete_records("w", &results).await.unwrap();
