@@ -195,8 +195,8 @@ pub struct Once {
 }
 
 /// Asserts, in SQL, that job `id` has exactly `n` records with distinct indices `0..n`, each
-/// `completed`, none leased; and that every record has exactly one trace of `answer`, the one
-/// of the run whose values were stored.
+/// `completed`, no chunk left leased; and that every record has exactly one trace of `answer`,
+/// the one of the run whose values were stored.
 pub async fn assert_exactly_once(pool: &PgPool, id: &str, n: i64) -> Once {
     let job = Uuid::parse_str(id).unwrap();
     let (rows, distinct, completed, leased, min_idx, max_idx, reruns): (
@@ -209,7 +209,7 @@ pub async fn assert_exactly_once(pool: &PgPool, id: &str, n: i64) -> Once {
         i64,
     ) = sqlx::query_as(
         "select count(*), count(distinct idx), count(*) filter (where status = 'completed'), \
-                count(*) filter (where lease_owner is not null), min(idx), max(idx), \
+                (select count(*) from chunks where job_id = $1), min(idx), max(idx), \
                 count(*) filter (where attempts > 1) \
          from records where job_id = $1",
     )
@@ -221,7 +221,7 @@ pub async fn assert_exactly_once(pool: &PgPool, id: &str, n: i64) -> Once {
     assert_eq!(distinct, n, "a record index appears twice");
     assert_eq!((min_idx, max_idx), (Some(0), Some(n - 1)), "index range");
     assert_eq!(completed, n, "records not completed");
-    assert_eq!(leased, 0, "finished records still hold a lease");
+    assert_eq!(leased, 0, "chunks left after the job finished");
 
     let traces: Vec<(String, i64, i64)> = sqlx::query_as(
         "select t.column_name, count(*), count(distinct t.record_id) \

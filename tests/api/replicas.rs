@@ -33,11 +33,14 @@ fn named(url: &str, name: &str) -> String {
     format!("{url}{sep}application_name={name}")
 }
 
-/// Ids of the job's records that `owner` holds in progress right now.
-async fn held_by(pool: &PgPool, job: Uuid, owner: &str) -> Vec<Uuid> {
+/// Indexes of the job's records that `owner` holds in progress right now: those of its
+/// leased chunks that have no result yet.
+async fn held_by(pool: &PgPool, job: Uuid, owner: &str) -> Vec<i64> {
     sqlx::query_scalar(
-        "select id from records \
-         where job_id = $1 and status = 'in_progress' and lease_owner = $2",
+        "select i from chunks c, generate_series(c.start_idx, c.end_idx - 1) as i \
+         where c.job_id = $1 and c.lease_owner = $2 \
+           and not exists (select 1 from records r where r.job_id = c.job_id and r.idx = i) \
+         order by i",
     )
     .bind(job)
     .bind(owner)
@@ -165,8 +168,9 @@ async fn sigkill_one_of_three_replicas_loses_and_doubles_nothing() {
     // Every record the victim held was finished by a survivor, after a new claim.
     let rerun: i64 = sqlx::query_scalar(
         "select count(*) from records \
-         where id = any($1) and status = 'completed' and attempts >= 2",
+         where job_id = $1 and idx = any($2) and status = 'completed' and attempts >= 2",
     )
+    .bind(job)
     .bind(&orphaned)
     .fetch_one(&pool)
     .await
@@ -177,7 +181,7 @@ async fn sigkill_one_of_three_replicas_loses_and_doubles_nothing() {
     // One LLM request per record, plus at most one for each record the victim had in flight
     // (sent but never written). Without the takeover fencing, a survivor and a slow writer
     // would both run records, and this would grow.
-    let in_flight: HashSet<Uuid> = before.iter().chain(&orphaned).copied().collect();
+    let in_flight: HashSet<i64> = before.iter().chain(&orphaned).copied().collect();
     let requests = mock.stats().total_requests;
     assert!(
         (N as u64..=N as u64 + in_flight.len() as u64).contains(&requests),
@@ -282,29 +286,41 @@ async fn sigterm_drains_within_the_shutdown_timeout() {
         "shutdown took {exited:?}, past the 3 s drain plus margin\n{}",
         log_tail(&first.log)
     );
-    // Nothing finished, and nothing is left claimed: the cut records went back to the queue.
-    let (pending, other): (i64, i64) = sqlx::query_as(
-        "select count(*) filter (where status = 'pending' and lease_owner is null), \
-                count(*) filter (where status <> 'pending' or lease_owner is not null) \
-         from records where job_id = $1",
-    )
-    .bind(job)
-    .fetch_one(&pool)
-    .await
-    .unwrap();
-    let odd: Vec<(i64, String, Option<String>, Option<String>)> = sqlx::query_as(
-        "select idx, status, lease_owner, error_code from records \
-         where job_id = $1 and (status <> 'pending' or lease_owner is not null) order by idx",
+    // Nothing finished, and nothing is left claimed: the cut records went back to the queue
+    // (their chunks given back, no lease), and none has a row.
+    let leased: Vec<(i64, i64, Option<String>)> = sqlx::query_as(
+        "select start_idx, end_idx, lease_owner from chunks \
+         where job_id = $1 and lease_owner is not null order by start_idx",
     )
     .bind(job)
     .fetch_all(&pool)
     .await
     .unwrap();
+    assert!(leased.is_empty(), "chunks still leased after the drain: {leased:?}");
+    let odd: Vec<(i64, String, Option<String>)> = sqlx::query_as(
+        "select idx, status, error_code from records where job_id = $1 order by idx",
+    )
+    .bind(job)
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert!(odd.is_empty(), "records written though cut at the drain: {odd:?}");
+    let given_back: i64 = sqlx::query_scalar(
+        "select coalesce(sum(end_idx - start_idx), 0)::bigint from chunks where job_id = $1",
+    )
+    .bind(job)
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    let claimed: i64 = sqlx::query_scalar("select claimed_upto from jobs where id = $1")
+        .bind(job)
+        .fetch_one(&pool)
+        .await
+        .unwrap();
     assert_eq!(
-        (pending, other),
-        (RECORDS, 0),
-        "records after the drain; not back in the queue (index, status, lease owner, error): \
-         {odd:?}"
+        RECORDS - claimed + given_back,
+        RECORDS,
+        "every record is back in the queue: unclaimed, or in a chunk given back"
     );
 
     // A new process, with a fast LLM, finishes the job.
