@@ -6,11 +6,10 @@
 //! POST /v1/jobs ─► api::jobs ─► jobs::JobService::submit
 //!                               (parse + validate the DataDesigner config into a generate::Plan,
 //!                                resolve its seed to stored datasets (datasets::resolve),
-//!                                insert the job, bound to them, and its pending records in one
-//!                                transaction)
+//!                                insert the job, bound to them: one row, whatever its size)
 //!                                        │ notify
 //!                                        ▼
-//!                  worker::WorkerPool ─ claim a batch of records under a lease (store)
+//!                  worker::WorkerPool ─ claim chunks of record indexes under a lease (store)
 //!                                        │ per record
 //!                                        ▼
 //!                  jobs::RecordRunner ─ the record's seed row (datasets::seed_cache), then
@@ -20,7 +19,7 @@
 //!                                       columns; the same runner serves previews
 //!                                        │ result + traces + images + usage
 //!                                        ▼
-//!                  worker writer ─ batch completion, fenced by lease owner ─► store
+//!                  worker writer ─ batch insert of results, fenced by chunk lease ─► store
 //!                                        │ reports the batch
 //!                                        ▼
 //!                  jobs::JobService ─ early shutdown on the error rate, finalizing

@@ -315,7 +315,8 @@ pub struct ListRecordsQuery {
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,
-    /// Only records in this status (`json` only; exports hold completed records).
+    /// Only records in this status, `completed` or `failed` (`json` only; exports hold
+    /// completed records). Other statuses are refused: such records have no result to list.
     pub status: Option<RecordStatus>,
     /// Add `{column}__trace` (the column's message list) to each row, for LLM columns that keep
     /// a trace.

@@ -259,7 +259,7 @@ pub async fn get_job_config(
 
 /// Cancel a job
 ///
-/// No further record is claimed and pending records become `cancelled`; records in flight
+/// No further record is claimed and pending records count as `cancelled`; records in flight
 /// finish. The job is `cancelling` until they have, then `cancelled`, or `completed` if the
 /// cancel stopped nothing (every record was already in flight). A job that has finished, or
 /// whose records have all finished, is not cancelled: `409 job_finished`, decided in the same

@@ -19,6 +19,7 @@ use super::dto::{
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
 use crate::auth::Caller;
+use crate::domain::RecordStatus;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::ExportFormat;
 use crate::state::AppState;
@@ -45,7 +46,8 @@ pub(super) fn is_streaming(path: &str, query: Option<&str>) -> bool {
 /// List a job's records, or export its dataset
 ///
 /// `format=json` (default) returns a page of records with status, values and errors, ordered by
-/// index. `format=jsonl`, `format=csv` and `format=parquet` stream the whole dataset (the
+/// index. A record is listed once it has a result: `completed` or `failed` (records pending, in
+/// progress or cancelled are counts on the job; `status` takes `completed` or `failed`). `format=jsonl`, `format=csv` and `format=parquet` stream the whole dataset (the
 /// values of completed records, by index) without buffering it. Parquet is written one row
 /// group per chunk of records, its columns typed from the config: `INT64`, `DOUBLE`,
 /// `BOOLEAN`, or UTF8 text (nested values as JSON text).
@@ -80,6 +82,15 @@ pub async fn list_job_records(
         return Err(ApiError::InvalidRequest(
             "'cursor', 'limit' and 'status' apply to format=json only; exports stream every completed record".into(),
         ));
+    }
+    if let Some(status) = q.status
+        && !matches!(status, RecordStatus::Completed | RecordStatus::Failed)
+    {
+        return Err(ApiError::InvalidRequest(format!(
+            "status: a record is listed once it has a result (completed or failed); {} \
+             records have none yet, and are counted in the job's `counts`",
+            status.as_str()
+        )));
     }
     let export = match format {
         RecordsFormat::Json => {

@@ -62,7 +62,10 @@ pub(crate) enum Plan {
     Leave { alone_waiting: bool },
     /// Fail `indexes` with `record_abandoned`; `rest`, if any, is given back (still suspect);
     /// the chunk itself is deleted.
-    Abandon { indexes: Vec<u32>, rest: Option<Rest> },
+    Abandon {
+        indexes: Vec<u32>,
+        rest: Option<Rest>,
+    },
     /// Lease `[start, end)` and run `todo` (its indexes without a result, all of them);
     /// `rest`, if any, is given back.
     Take {
@@ -268,28 +271,62 @@ mod tests {
         );
         // Room for all of it: no cut.
         let p = plan(stale(10, 20, false, 0), &[11, 14], 50, POLICY, false);
-        assert!(matches!(p, Plan::Take { end: 20, rest: None, written: 2, .. }), "{p:?}");
+        assert!(
+            matches!(
+                p,
+                Plan::Take {
+                    end: 20,
+                    rest: None,
+                    written: 2,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
         // No room.
         let p = plan(stale(10, 20, false, 0), &[], 0, POLICY, false);
-        assert_eq!(p, Plan::Leave { alone_waiting: false });
+        assert_eq!(
+            p,
+            Plan::Leave {
+                alone_waiting: false
+            }
+        );
     }
 
     #[test]
     fn a_released_chunk_counts_no_expiry() {
         let p = plan(stale(0, 4, true, 1), &[], 10, POLICY, false);
-        assert!(matches!(p, Plan::Take { lease_expiries: 1, alone: false, .. }), "{p:?}");
+        assert!(
+            matches!(
+                p,
+                Plan::Take {
+                    lease_expiries: 1,
+                    alone: false,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
     }
 
     #[test]
     fn a_fully_written_chunk_is_done() {
-        assert_eq!(plan(stale(0, 3, false, 2), &[0, 1, 2], 5, POLICY, true), Plan::Done);
+        assert_eq!(
+            plan(stale(0, 3, false, 2), &[0, 1, 2], 5, POLICY, true),
+            Plan::Done
+        );
     }
 
     #[test]
     fn a_suspect_chunk_runs_alone_one_record_at_a_time() {
         // Second expiry: suspect. Not alone: it waits.
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, false);
-        assert_eq!(p, Plan::Leave { alone_waiting: true });
+        assert_eq!(
+            p,
+            Plan::Leave {
+                alone_waiting: true
+            }
+        );
         // Alone: its first record without a result, cut right after it.
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, true);
         assert_eq!(

@@ -11,8 +11,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{
-    FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError,
-    RecordErrorCode, RecordRow, RecordStage, StoreError, TraceRow,
+    FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError, RecordErrorCode,
+    RecordRow, RecordStage, StoreError, TraceRow,
 };
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
 

@@ -1,5 +1,8 @@
-//! The worker pool of one replica: claims records under a lease, generates them, and hands
-//! results to the batch writer. Several replicas share one queue through the store.
+//! The worker pool of one replica: claims chunks of records under a lease, generates their
+//! records, and hands results to the batch writer. Several replicas share one queue through the
+//! store. The pool tracks each leased chunk's records until they are settled (written, or given
+//! up), renews the leases of those chunks only, and gives a chunk back when its last record here
+//! is settled without all of them written (see [`Inner::settle`]).
 //!
 //! Each resource is bounded in one place:
 //!
@@ -18,8 +21,9 @@
 //! No record can take the pool down. A panic in a record's task fails that record with
 //! `internal_error` (stage `worker`) and frees its lease and slot. A record that kills the
 //! whole process (an abort) loses its lease at every crash; past `workers.max_lease_expiries`
-//! the next claim fails it with `record_abandoned` instead of running it again, and once it
-//! is suspect it runs alone, so the records that ran next to it are not failed with it.
+//! the next claim fails it with `record_abandoned` instead of running it again, and once its
+//! chunk is suspect it runs one record at a time, alone, so the records that ran next to it are
+//! not failed with it.
 
 mod faults;
 mod slot;
@@ -88,7 +92,10 @@ impl Inner {
     /// settled with one of them unwritten: they must be given back, so that a claim runs the
     /// rest (a chunk all of whose records were written is gone from the store already).
     /// Settled chunks are no longer renewed.
-    pub(crate) fn settle(&self, records: impl IntoIterator<Item = (ChunkKey, bool)>) -> Vec<ChunkKey> {
+    pub(crate) fn settle(
+        &self,
+        records: impl IntoIterator<Item = (ChunkKey, bool)>,
+    ) -> Vec<ChunkKey> {
         let mut map = self.in_flight();
         let mut release = Vec::new();
         for (chunk, written) in records {

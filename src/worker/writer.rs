@@ -8,8 +8,8 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::Inner;
-use crate::domain::{JobId, RecordId};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
+use crate::domain::{JobId, RecordId};
 use crate::store::storable::make_storable;
 use crate::store::{ChunkKey, RecordResult, UsageCounts};
 

@@ -82,6 +82,19 @@ async fn bomb_in_later_records(backend: Backend) {
         let message = r["error"]["message"].as_str().unwrap();
         assert!(message.contains("rendering budget exceeded"), "{message}");
     }
+    // Only records with a result are rows: a filter on any other status says so.
+    for other in ["pending", "in_progress", "cancelled"] {
+        let (status, err) = app
+            .get(&format!("/v1/jobs/{id}/records?status={other}"))
+            .await;
+        assert_eq!(status, 422, "{err}");
+        assert_eq!(err["error"]["code"], "invalid_request", "{err}");
+        let message = err["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with("status:") && message.contains(other),
+            "{message}"
+        );
+    }
     let (status, _) = app.get("/healthz").await;
     assert_eq!(status, 200);
 }

@@ -296,7 +296,10 @@ async fn sigterm_drains_within_the_shutdown_timeout() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert!(leased.is_empty(), "chunks still leased after the drain: {leased:?}");
+    assert!(
+        leased.is_empty(),
+        "chunks still leased after the drain: {leased:?}"
+    );
     let odd: Vec<(i64, String, Option<String>)> = sqlx::query_as(
         "select idx, status, error_code from records where job_id = $1 order by idx",
     )
@@ -304,7 +307,10 @@ async fn sigterm_drains_within_the_shutdown_timeout() {
     .fetch_all(&pool)
     .await
     .unwrap();
-    assert!(odd.is_empty(), "records written though cut at the drain: {odd:?}");
+    assert!(
+        odd.is_empty(),
+        "records written though cut at the drain: {odd:?}"
+    );
     let given_back: i64 = sqlx::query_scalar(
         "select coalesce(sum(end_idx - start_idx), 0)::bigint from chunks where job_id = $1",
     )

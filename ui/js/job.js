@@ -7,7 +7,8 @@ import { ageEl, duration, jsonTree, num, shortId } from "./format.js";
 import { isActive, progressBar } from "./jobs.js";
 
 const PAGE = 25;
-const RECORD_STATUSES = ["pending", "in_progress", "completed", "failed", "cancelled"];
+// A record is listed once it has a result; the others are counts on the job.
+const RECORD_STATUSES = ["completed", "failed"];
 
 /** A value cut to one short line for the records table. */
 function brief(v) {

@@ -165,8 +165,11 @@ impl PgStore {
                         .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
                         .fetch_all(&mut *tx)
                         .await?;
-                    out.abandoned
-                        .extend(inserted.into_iter().map(|(r, j, _)| (RecordId(r), JobId(j))));
+                    out.abandoned.extend(
+                        inserted
+                            .into_iter()
+                            .map(|(r, j, _)| (RecordId(r), JobId(j))),
+                    );
                 }
                 Plan::Take {
                     end: cut,
@@ -519,7 +522,12 @@ impl PgStore {
         )
         .bind(owner)
         .bind(chunks.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
+        .bind(
+            chunks
+                .iter()
+                .map(|k| i64::from(k.start))
+                .collect::<Vec<_>>(),
+        )
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())
@@ -549,7 +557,12 @@ impl PgStore {
         .bind(owner)
         .bind(lease)
         .bind(chunks.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
-        .bind(chunks.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
+        .bind(
+            chunks
+                .iter()
+                .map(|k| i64::from(k.start))
+                .collect::<Vec<_>>(),
+        )
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected())

@@ -31,8 +31,9 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError, TraceRow,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts,
+    JobError, JobRow, JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError,
+    TraceRow,
 };
 use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, RecordId, RecordStatus};

@@ -278,7 +278,7 @@ async fn workers_race_a_cancel(db: TestDb) {
                 }
                 let results: Vec<_> = batch
                     .iter()
-                    .map(|c| completed(&c, json!({"i": c.index})))
+                    .map(|c| completed(c, json!({"i": c.index})))
                     .collect();
                 let written = store
                     .complete_records(&owner, &results)

@@ -158,8 +158,14 @@ async fn takeover_cuts_a_chunk_and_skips_written_records(db: TestDb) {
     assert_eq!(dead.len(), 10);
     // The dead worker wrote 1 and 4 before its lease lapsed (on SQLite and Postgres alike a
     // write checks only the owner: a lapsed lease not yet taken over still writes).
-    let early = [completed(&dead[1], json!({})), completed(&dead[4], json!({}))];
-    assert_eq!(store.complete_records("dead", &early).await.unwrap().len(), 2);
+    let early = [
+        completed(&dead[1], json!({})),
+        completed(&dead[4], json!({})),
+    ];
+    assert_eq!(
+        store.complete_records("dead", &early).await.unwrap().len(),
+        2
+    );
 
     // A claim with room for 3 runs 0, 2, 3: the chunk is cut after 3, the rest given back.
     let a = claim(store, "a", 3, LONG).await;
@@ -182,9 +188,19 @@ async fn takeover_cuts_a_chunk_and_skips_written_records(db: TestDb) {
     assert_eq!((c.completed, c.in_progress, c.pending), (2, 8, 0));
 
     // Both chunks written: gone, and the job finishes.
-    let all: Vec<_> = a.iter().chain(&b).map(|c| completed(c, json!({}))).collect();
-    assert_eq!(store.complete_records("a", &all[..3]).await.unwrap().len(), 3);
-    assert_eq!(store.complete_records("b", &all[3..]).await.unwrap().len(), 5);
+    let all: Vec<_> = a
+        .iter()
+        .chain(&b)
+        .map(|c| completed(c, json!({})))
+        .collect();
+    assert_eq!(
+        store.complete_records("a", &all[..3]).await.unwrap().len(),
+        3
+    );
+    assert_eq!(
+        store.complete_records("b", &all[3..]).await.unwrap().len(),
+        5
+    );
     assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
     let c = counts(store, j.id).await;
     assert_eq!((c.completed, c.total()), (10, 10));

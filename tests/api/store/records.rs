@@ -28,8 +28,8 @@ async fn list_records_by_index_and_status(db: TestDb) {
     let results: Vec<RecordResult> = held
         .iter()
         .map(|c| match c.index % 2 {
-            0 => completed(&c, json!({"i": c.index})),
-            _ => failed(&c, "bad_output"),
+            0 => completed(c, json!({"i": c.index})),
+            _ => failed(c, "bad_output"),
         })
         .collect();
     assert_eq!(
@@ -319,9 +319,9 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
         .iter()
         .map(|r| {
             let mut res = if r.index == 0 {
-                completed(&r, json!({"x": 0}))
+                completed(r, json!({"x": 0}))
             } else {
-                failed(&r, &format!("code_{}", r.index))
+                failed(r, &format!("code_{}", r.index))
             };
             res.usage.insert(
                 format!("m{}", r.index % 2),

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId, RecordStatus};
 use synthgate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts, JobError, JobRow,
-    JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store, StoreError,
-    TraceRow, UsageCounts,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts,
+    JobError, JobRow, JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store,
+    StoreError, TraceRow, UsageCounts,
 };
 
 use synthgate::config::LimitsConfig;

@@ -44,7 +44,10 @@ async fn usage_is_written_with_its_record(db: TestDb) {
     let dead = claim(store, "dead", 1, EXPIRED).await;
     let live = claim(store, "live", 4, LONG).await;
     assert_eq!(live.len(), 4);
-    assert_eq!((live[0].chunk, live[0].index), (dead[0].chunk, dead[0].index));
+    assert_eq!(
+        (live[0].chunk, live[0].index),
+        (dead[0].chunk, dead[0].index)
+    );
 
     // The dead worker's late result is fenced out, and so is its usage.
     let mut late = completed(&dead[0], json!({}));
@@ -62,9 +65,9 @@ async fn usage_is_written_with_its_record(db: TestDb) {
     let mut results = Vec::new();
     for (i, c) in live.iter().enumerate() {
         let mut r = if i == 2 {
-            failed(&c, "boom")
+            failed(c, "boom")
         } else {
-            completed(&c, json!({"i": c.index}))
+            completed(c, json!({"i": c.index}))
         };
         r.usage = usage("m", 1, 10 + i as u64, 5);
         if i == 1 {
