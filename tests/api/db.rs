@@ -100,6 +100,83 @@ impl TestDb {
         }
     }
 
+    /// A database at an older schema: a fresh one with only the migrations numbered up to
+    /// `upto` applied, then `seed(url)` run on it (rows as that version of the service wrote
+    /// them), then the store opened, which applies the rest: what an upgrade does.
+    pub async fn upgraded_from<F, Fut>(backend: Backend, upto: i64, seed: F) -> TestDb
+    where
+        F: FnOnce(String) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let old = dir.path().join("migrations");
+        std::fs::create_dir(&old).unwrap();
+        let folder = match backend {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+        };
+        let all = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("migrations")
+            .join(folder);
+        for entry in std::fs::read_dir(&all).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().into_owned();
+            let version: i64 = name.split('_').next().unwrap().parse().unwrap();
+            if version <= upto {
+                std::fs::copy(&path, old.join(&name)).unwrap();
+            }
+        }
+        let migrator = sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .expect("read the old migrations");
+        let (url, cleanup) = match backend {
+            Backend::Sqlite => {
+                let url = format!("sqlite://{}", dir.path().join("synthgate.db").display());
+                let options = std::str::FromStr::from_str(&url)
+                    .map(|o: sqlx::sqlite::SqliteConnectOptions| o.create_if_missing(true))
+                    .unwrap();
+                let mut conn = sqlx::sqlite::SqliteConnection::connect_with(&options)
+                    .await
+                    .unwrap();
+                migrator.run(&mut conn).await.expect("old migrations");
+                let _ = conn.close().await;
+                (url, Cleanup::Sqlite(dir))
+            }
+            Backend::Postgres => {
+                let admin_url = std::env::var("SYNTHGATE_TEST_PG_URL")
+                    .unwrap_or_else(|_| DEFAULT_PG_URL.to_owned());
+                let name = format!("synthgate_test_{}", uuid::Uuid::new_v4().simple());
+                let mut admin = PgConnection::connect(&admin_url).await.unwrap();
+                // `name` is generated from a UUID, never input.
+                sqlx::query(AssertSqlSafe(format!("create database {name}")))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+                let _ = admin.close().await;
+                let url = with_database(&admin_url, &name);
+                let mut conn = PgConnection::connect(&url).await.unwrap();
+                migrator.run(&mut conn).await.expect("old migrations");
+                let _ = conn.close().await;
+                (url, Cleanup::Postgres { admin_url, name })
+            }
+        };
+        seed(url.clone()).await;
+        let store: Arc<dyn Store> = match backend {
+            Backend::Sqlite => Arc::new(SqliteStore::open(&url, MAX_CONNECTIONS).await.unwrap()),
+            Backend::Postgres => Arc::new(
+                PgStore::connect(&url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
+                    .await
+                    .expect("migrate the old database"),
+            ),
+        };
+        TestDb {
+            backend,
+            url,
+            store,
+            cleanup,
+        }
+    }
+
     /// Opens another store on the same database, as a second replica (or, for SQLite, a second
     /// process) would.
     pub async fn open_another(&self) -> Arc<dyn Store> {

@@ -1,15 +1,17 @@
 //! The store test suite: every test runs on SQLite and on Postgres (see `db::both_backends!`).
 //!
-//! This file holds the shared helpers and the job tests; `store/queue.rs` covers claims and
-//! leases, `store/claims.rs` fair shares and records whose worker keeps dying,
+//! This file holds the shared helpers and the job tests; `store/queue.rs` covers chunk claims,
+//! leases and fencing, `store/claims.rs` fair shares and chunks whose worker keeps dying,
 //! `store/lifecycle.rs` cancel, finalize and fail, `store/records.rs` record reads, traces and
-//! bulk inserts, `store/writes.rs` what a completion writes besides the record (usage) and what
-//! it cannot write (NUL), `store/refusing.rs` the writer when the database refuses a value
-//! anyway, `store/round_trips.rs` what the job service's reads cost.
+//! large jobs, `store/migration.rs` upgrading a database written before chunks,
+//! `store/writes.rs` what a completion writes besides the record (usage) and what it cannot
+//! write (NUL), `store/refusing.rs` the writer when the database refuses a value anyway,
+//! `store/round_trips.rs` what the job service's reads cost.
 
 mod claims;
 mod datasets;
 mod lifecycle;
+mod migration;
 mod queue;
 mod records;
 mod refusing;
