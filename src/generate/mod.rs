@@ -304,6 +304,14 @@ impl Plan {
             .collect()
     }
 
+    /// Whether every column is CPU work (samplers, expressions, seed columns): no LLM,
+    /// embedding, image or validation column, so [`Self::generate`] produces exactly what
+    /// [`Self::generate_with`] would, and a chunk of records can be generated together in one
+    /// CPU section.
+    pub fn is_cpu_only(&self) -> bool {
+        !self.steps.iter().any(columns::Step::is_io)
+    }
+
     /// Where the seed row of record `index` is: `None` without a seed config. A stored row is
     /// read by the caller (the record runner, through its block cache) and handed to
     /// [`Self::generate`] or [`Self::generate_with`]; an inline one is handed as it is.

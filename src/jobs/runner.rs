@@ -134,6 +134,51 @@ impl RecordRunner {
     }
 }
 
+impl RecordRunner {
+    /// Generates records `indexes` of `job`, whose plan is CPU work only (see
+    /// [`crate::generate::Plan::is_cpu_only`]), together: their seed rows are read first, then
+    /// all of them are generated in one section of the CPU gate, rather than a task, a gate
+    /// admission and a thread hand-off per record (which cost more than generating a record of
+    /// samplers and expressions). Results come in the order of `indexes`. A record whose
+    /// generation panics gets `panicked(index, payload)` instead, and the others are kept.
+    pub async fn run_cpu_chunk(
+        &self,
+        job: &CompiledJob,
+        indexes: &[u32],
+        panicked: impl Fn(u32, &(dyn std::any::Any + Send)) -> Generated,
+    ) -> Vec<Result<Generated, SeedReadError>> {
+        let mut rows = Vec::with_capacity(indexes.len());
+        for &index in indexes {
+            rows.push(self.seed_row(job, u64::from(index)).await);
+        }
+        self.cpu
+            .run(|| {
+                rows.into_iter()
+                    .zip(indexes)
+                    .map(|(row, &index)| {
+                        let row = row?;
+                        // `AssertUnwindSafe`: a panic leaves nothing half-changed that is used
+                        // after it (each record builds its own state).
+                        let outcome =
+                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                job.plan.generate(u64::from(index), row.get())
+                            }));
+                        Ok(match outcome {
+                            Ok(outcome) => Generated {
+                                outcome,
+                                traces: Vec::new(),
+                                usage: Default::default(),
+                                media: Vec::new(),
+                            },
+                            Err(payload) => panicked(index, payload.as_ref()),
+                        })
+                    })
+                    .collect()
+            })
+            .await
+    }
+}
+
 /// Closes MCP sessions when dropped: a record's `per_record` ones, or a job's (a preview's)
 /// `per_job` ones.
 pub(super) enum Sessions<'a> {

@@ -25,6 +25,7 @@
 //! chunk is suspect it runs one record at a time, alone, so the records that ran next to it are
 //! not failed with it.
 
+mod chunk;
 mod faults;
 mod slot;
 #[cfg(test)]
@@ -42,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
+use crate::datasets::seed_cache::SeedReadError;
 use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
@@ -112,6 +114,13 @@ impl Inner {
             }
         }
         release
+    }
+
+    /// Whether `job`'s plan is CPU work only, so a chunk of it is generated together. `false`
+    /// when the plan cannot be had now: the records then take the path that reports why.
+    async fn cpu_only(&self, job: crate::domain::JobId) -> bool {
+        matches!(self.jobs.compiled_by_id(job).await,
+            Ok(PlanLookup::Ready(c)) if c.plan.is_cpu_only())
     }
 
     /// Gives `chunks` back to the queue, best effort: one that stays leased is taken over once
@@ -249,28 +258,60 @@ impl WorkerPool {
                     tracing::debug!(claimed = claimed.len(), "claimed records");
                     inner.hold(&claimed);
                     let mut lease = Some(lease);
-                    for (rec, permit) in claimed.into_iter().zip(permits) {
-                        // A record that runs alone (it comes by itself) keeps every lease, so
-                        // nothing else is claimed until it is done.
-                        let own = if rec.alone {
-                            tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
+                    let mut permits = permits.into_iter();
+                    let mut claimed = claimed.into_iter().peekable();
+                    while let Some(first) = claimed.next() {
+                        // The records of one chunk come together (sorted by job and index).
+                        let mut group = vec![first];
+                        while let Some(r) = claimed.next_if(|r| r.chunk == group[0].chunk) {
+                            group.push(r);
+                        }
+                        if group.len() > 1 && inner.cpu_only(group[0].job_id).await {
+                            // One task and one slot for the chunk: its records are generated
+                            // together in one CPU section (see `chunk`).
+                            let own = lease.as_mut().and_then(|l| l.split(group.len()));
+                            let own =
+                                own.expect("the claim asked for at most one record per lease");
+                            let mut mine = permits.by_ref().take(group.len());
+                            let permit = mine.next().expect("a slot per claimed record");
+                            drop(mine.collect::<Vec<_>>());
+                            records.spawn(chunk::run_cpu_chunk(
+                                inner.clone(),
+                                group,
+                                Held {
+                                    _lease: own,
+                                    slot: slot::Slot::new(slots.clone(), permit),
+                                },
+                                tx.clone(),
+                                cut.clone(),
+                            ));
+                            continue;
+                        }
+                        for rec in group {
+                            let permit = permits.next().expect("a slot per claimed record");
+                            // A record that runs alone (it comes by itself) keeps every lease, so
+                            // nothing else is claimed until it is done.
+                            let own = if rec.alone {
+                                tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
                                 lease_expiries = rec.lease_expiries,
                                 "running a record alone: its worker died while generating it before");
-                            lease.take()
-                        } else {
-                            lease.as_mut().and_then(|l| l.split(1))
-                        };
-                        let own = own.expect("the claim asked for at most one record per lease");
-                        records.spawn(run_record(
-                            inner.clone(),
-                            rec,
-                            Held {
-                                _lease: own,
-                                slot: slot::Slot::new(slots.clone(), permit),
-                            },
-                            tx.clone(),
-                            cut.clone(),
-                        ));
+                                lease.take()
+                            } else {
+                                lease.as_mut().and_then(|l| l.split(1))
+                            };
+                            let own =
+                                own.expect("the claim asked for at most one record per lease");
+                            records.spawn(run_record(
+                                inner.clone(),
+                                rec,
+                                Held {
+                                    _lease: own,
+                                    slot: slot::Slot::new(slots.clone(), permit),
+                                },
+                                tx.clone(),
+                                cut.clone(),
+                            ));
+                        }
                     }
                 }
                 Err(e) => {
@@ -343,22 +384,7 @@ async fn run_record(
                 };
                 match runner.run(&compiled, rec.index, scope, &chat, &cut).await {
                     Ok(generated) => generated,
-                    // The database was away: the record goes back to the queue, to be read
-                    // again by the next claim.
-                    Err(e) if e.is_transient() => {
-                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
-                            "reading the record's seed row failed; the record will be re-claimed");
-                        return None;
-                    }
-                    Err(e) => {
-                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
-                            "the record's seed row cannot be read; the record fails");
-                        Generated::failed(RecordError::new(
-                            RecordErrorCode::SeedReadFailed,
-                            None,
-                            e.to_string(),
-                        ))
-                    }
+                    Err(e) => return seed_read_failed(&rec, &e),
                 }
             }
             Ok(PlanLookup::Invalid(issues)) => Generated::failed(RecordError::new(
@@ -402,14 +428,46 @@ async fn run_record(
         }
     };
     let Some(generated) = outcome else {
-        // Not generated (the job could not be loaded). Its chunk goes back once its other
-        // records here are settled: otherwise lease renewal would keep it claimed, and this
-        // record unworked, for as long as this replica runs.
-        let release = inner.settle([(rec.chunk, false)]);
-        inner.release(&release).await;
+        not_generated(&inner, &rec).await;
         return;
     };
-    let finished = Finished {
+    // The writer outlives every record task, so a closed channel means shutdown raced us; the
+    // record stays in flight and is released.
+    let _ = tx.send(finished(rec, generated)).await;
+    // The lease and slot free only once the result is queued, so the writer's backlog bounds
+    // claiming.
+    drop(held);
+}
+
+/// A record whose seed row could not be read: `None` when the database was away (the record
+/// goes back to the queue, to be read again by a later claim), else failed with
+/// `seed_read_failed` (the dataset is gone or damaged: reading again cannot help).
+fn seed_read_failed(rec: &ClaimedRecord, e: &SeedReadError) -> Option<Generated> {
+    if e.is_transient() {
+        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
+            "reading the record's seed row failed; the record will be re-claimed");
+        return None;
+    }
+    tracing::warn!(record.id = %rec.id, job.id = %rec.job_id, error = %e,
+        "the record's seed row cannot be read; the record fails");
+    Some(Generated::failed(RecordError::new(
+        RecordErrorCode::SeedReadFailed,
+        None,
+        e.to_string(),
+    )))
+}
+
+/// Settles a record that was not generated (its job could not be loaded, its seed row not
+/// read). Its chunk goes back once its other records here are settled: otherwise lease
+/// renewal would keep it claimed, and this record unworked, for as long as this replica runs.
+async fn not_generated(inner: &Inner, rec: &ClaimedRecord) {
+    let release = inner.settle([(rec.chunk, false)]);
+    inner.release(&release).await;
+}
+
+/// A generated record, on its way to the writer.
+fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
+    Finished {
         job_id: rec.job_id,
         result: RecordResult {
             id: rec.id,
@@ -422,13 +480,7 @@ async fn run_record(
             usage: generated.usage,
             media: generated.media,
         },
-    };
-    // The writer outlives every record task, so a closed channel means shutdown raced us; the
-    // record stays in flight and is released.
-    let _ = tx.send(finished).await;
-    // The lease and slot free only once the result is queued, so the writer's backlog bounds
-    // claiming.
-    drop(held);
+    }
 }
 
 /// Extends the leases of the chunks in flight every third of the lease time.

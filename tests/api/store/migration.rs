@@ -10,6 +10,15 @@ use uuid::Uuid;
 use super::{LONG, claim, completed, counts, job};
 use crate::db::{Backend, TestDb};
 
+/// `(job, index, status, values, error_code)` of a record row as written before 0007.
+type OldRecord = (
+    Uuid,
+    i64,
+    &'static str,
+    Option<&'static str>,
+    Option<&'static str>,
+);
+
 /// Rows as the service before 0007 wrote them: a running job (one record completed with a
 /// trace, one failed, one in progress on a worker that is gone, two pending), a completed job
 /// and a cancelled one (one completed, two cancelled rows).
@@ -30,16 +39,8 @@ impl Old {
         }
     }
 
-    /// `(job, index, status, values, error_code, lease_owner)` of every record row.
-    fn records(
-        &self,
-    ) -> Vec<(
-        Uuid,
-        i64,
-        &'static str,
-        Option<&'static str>,
-        Option<&'static str>,
-    )> {
+    /// Every record row.
+    fn records(&self) -> Vec<OldRecord> {
         vec![
             (self.running, 0, "completed", Some(r#"{"x":0}"#), None),
             (self.running, 1, "failed", None, Some("bad_output")),
