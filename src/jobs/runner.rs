@@ -134,13 +134,20 @@ impl RecordRunner {
     }
 }
 
+/// How long one CPU section of a chunk runs before it gives its permit back. Long enough that
+/// records of samplers and expressions (microseconds each) share a section by the hundred;
+/// short enough that a chunk of heavy templates does not hold the gate from a request that
+/// needs it (a body to parse, a preview) for longer than one record, as per-record sections did.
+const CHUNK_SLICE: std::time::Duration = std::time::Duration::from_millis(2);
+
 impl RecordRunner {
     /// Generates records `indexes` of `job`, whose plan is CPU work only (see
     /// [`crate::generate::Plan::is_cpu_only`]), together: their seed rows are read first, then
-    /// all of them are generated in one section of the CPU gate, rather than a task, a gate
-    /// admission and a thread hand-off per record (which cost more than generating a record of
-    /// samplers and expressions). Results come in the order of `indexes`. A record whose
-    /// generation panics gets `panicked(index, payload)` instead, and the others are kept.
+    /// the records are generated in as few sections of the CPU gate as [`CHUNK_SLICE`] allows,
+    /// rather than a task, a gate admission and a thread hand-off per record (which cost more
+    /// than generating a record of samplers and expressions). Results come in the order of
+    /// `indexes`. A record whose generation panics gets `panicked(index, payload)` instead,
+    /// and the others are kept.
     pub async fn run_cpu_chunk(
         &self,
         job: &CompiledJob,
@@ -151,31 +158,37 @@ impl RecordRunner {
         for &index in indexes {
             rows.push(self.seed_row(job, u64::from(index)).await);
         }
-        self.cpu
-            .run(|| {
-                rows.into_iter()
-                    .zip(indexes)
-                    .map(|(row, &index)| {
-                        let row = row?;
-                        // `AssertUnwindSafe`: a panic leaves nothing half-changed that is used
-                        // after it (each record builds its own state).
-                        let outcome =
-                            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut out = Vec::with_capacity(indexes.len());
+        let mut todo = rows.into_iter().zip(indexes).peekable();
+        while todo.peek().is_some() {
+            self.cpu
+                .run(|| {
+                    let started = std::time::Instant::now();
+                    for (row, &index) in todo.by_ref() {
+                        out.push(row.map(|row| {
+                            // `AssertUnwindSafe`: a panic leaves nothing half-changed that is
+                            // used after it (each record builds its own state).
+                            let generate = std::panic::AssertUnwindSafe(|| {
                                 job.plan.generate(u64::from(index), row.get())
-                            }));
-                        Ok(match outcome {
-                            Ok(outcome) => Generated {
-                                outcome,
-                                traces: Vec::new(),
-                                usage: Default::default(),
-                                media: Vec::new(),
-                            },
-                            Err(payload) => panicked(index, payload.as_ref()),
-                        })
-                    })
-                    .collect()
-            })
-            .await
+                            });
+                            match std::panic::catch_unwind(generate) {
+                                Ok(outcome) => Generated {
+                                    outcome,
+                                    traces: Vec::new(),
+                                    usage: Default::default(),
+                                    media: Vec::new(),
+                                },
+                                Err(payload) => panicked(index, payload.as_ref()),
+                            }
+                        }));
+                        if started.elapsed() >= CHUNK_SLICE {
+                            break;
+                        }
+                    }
+                })
+                .await;
+        }
+        out
     }
 }
 

@@ -397,6 +397,12 @@ async fn open_picks_the_backend() {
         .fetch_one(sqlite.pool())
         .await
         .unwrap();
+    // The page cache is bounded per connection (1 MiB, in KiB when negative).
+    let cache: i64 = sqlx::query_scalar("pragma cache_size")
+        .fetch_one(sqlite.pool())
+        .await
+        .unwrap();
+    assert_eq!(cache, -1024);
     assert_eq!(fk, 1);
     sqlite.close().await;
     // Reopening an existing database applies no migration twice.
