@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""Throughput at scale (issue 13): one scenario per row of bench/README.md's scale table.
+
+Each scenario starts its own `target/release/synthgate serve` (and the test doubles it needs:
+`mock-llm`, `mock-mcp`) on a fresh database: a temp SQLite file, or a new Postgres database
+when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per run.
+
+  tools-cpu   LLM + tools job (3 LLM calls, 2 MCP tool calls per record), mock at 0 ms,
+              --in-flight 64: service CPU ms per record (utime+stime of synthgate only)
+  latency     llm-text job with the mock at --latency-ms (200), --in-flight (512, or 2048):
+              records/s against the bound in_flight / latency, and GET /healthz and
+              GET /v1/jobs/{id} latency (p50/p99/max) sampled from a side thread meanwhile
+  rss         LLM + tools job at each -n (5000 20000 50000 by default), a fresh service each:
+              peak RSS (VmHWM)
+  quickstart  config/examples/quickstart.yaml (samplers + expressions), -n 100000: wall time
+              and service CPU
+  submit      POST of a -n 1000000 record job: round trip, database size right after
+              (SQLite db + wal files, or pg_database_size), then the job is cancelled
+
+--in-flight N sets workers.count, workers.max_in_flight and the model's
+max_parallel_requests all to N. Build first with `cargo build --release --workspace`.
+Standard library only; traffic stays on 127.0.0.1; every run stops by itself.
+"""
+import argparse, http.client, json, os, signal, subprocess, sys, tempfile, threading, time, uuid
+
+from llm import ROOT, cpu_s, free_port, get, peak_rss_mib, release_bin, ts, wait_ready
+
+TERMINAL = ("completed", "failed", "cancelled")
+# --synthgate PATH: another build of the service (before/after comparisons); the doubles stay.
+SYNTHGATE = None
+# --perf FILE: `perf record` the service from ready to stop (its CPU figures then include perf).
+PERF = None
+
+TEXT_JOB = {"columns": [
+    {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+     "params": {"values": ["math", "history", "art"]}},
+    {"name": "answer", "column_type": "llm-text", "model_alias": "writer",
+     "prompt": "Write one sentence about {{ topic }}.", "with_trace": "all_messages"},
+]}
+
+TOOLS_JOB = {"columns": [
+    {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+     "params": {"values": ["math", "history", "art"]}},
+    {"name": "answer", "column_type": "llm-text", "model_alias": "writer", "tool_alias": "tools",
+     "prompt": "Use the tools, then write one sentence about {{ topic }}.",
+     "with_trace": "all_messages"},
+]}
+
+# The mock asks for two tool turns (echo, then add), then answers: 3 LLM calls, 2 tool calls.
+TOOLS_RULES = [
+    {"when": {"assistant_turns": 0},
+     "reply": {"tool_calls": [{"name": "echo", "arguments": {"text": "first turn"}}]}},
+    {"when": {"assistant_turns": 1},
+     "reply": {"tool_calls": [{"name": "add", "arguments": {"a": 2, "b": 3}}]}},
+    {"reply": {"text": "The answer is 5."}},
+]
+
+
+class Service:
+    """synthgate (plus mock-llm and mock-mcp when asked) on a fresh database; a context
+    manager that stops them all and drops the Postgres database on exit."""
+
+    def __init__(self, pg=None, llm=False, tools=False, latency_ms=0, in_flight=None, extra=""):
+        self.pg, self.tmp = pg, tempfile.mkdtemp(prefix="synthgate-scale-")
+        self.procs, self.dbname, self.mport = [], None, None
+        sport = free_port()
+        self.base = f"http://127.0.0.1:{sport}"
+        if pg:
+            self.dbname = "synthgate_bench_" + uuid.uuid4().hex[:12]
+            subprocess.run(["psql", pg, "-qc", f"create database {self.dbname}"], check=True)
+            self.db_url = pg.rsplit("/", 1)[0] + "/" + self.dbname
+            db = f"  url: {self.db_url}\n"
+        else:
+            self.sqlite = os.path.join(self.tmp, "bench.db")
+            db = f"  sqlite_path: {self.sqlite}\n"
+        cfg = f"server: {{port: {sport}}}\nlogging: {{level: warn}}\ndatabase:\n{db}"
+        if in_flight:
+            cfg += f"workers: {{count: {in_flight}, max_in_flight: {in_flight}}}\n"
+        if llm:
+            self.mport = free_port()
+            script = os.path.join(self.tmp, "script.json")
+            with open(script, "w") as f:
+                json.dump({"history_limit": 0, "faults": {"latency_ms": latency_ms},
+                           **({"rules": TOOLS_RULES} if tools else {})}, f)
+            self.procs.append(subprocess.Popen(
+                [release_bin("mock-llm"), "--port", str(self.mport), "--script", script],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            cfg += f"""model_providers:
+  - {{name: mock, endpoint: "http://127.0.0.1:{self.mport}/v1"}}
+model_configs:
+  - alias: writer
+    model: mock-writer
+    provider: mock
+    inference_parameters: {{max_parallel_requests: {in_flight}}}
+"""
+        if tools:
+            self.events = os.path.join(self.tmp, "mcp-events.log")
+            cfg += f"""mcp_providers:
+  - name: mock
+    provider_type: stdio
+    command: {release_bin("mock-mcp")}
+    args: [stdio]
+    env: {{MOCK_MCP_EVENTS: {self.events}}}
+tool_configs:
+  - {{tool_alias: tools, providers: [mock]}}
+"""
+        cfg += extra
+        path = os.path.join(self.tmp, "synthgate.yaml")
+        with open(path, "w") as f:
+            f.write(cfg)
+        self.svc = subprocess.Popen([SYNTHGATE or release_bin("synthgate"), "serve", "--config", path],
+                                    cwd=ROOT, stdout=subprocess.DEVNULL)
+        self.procs.append(self.svc)
+
+    def __enter__(self):
+        try:
+            wait_ready(self.base + "/readyz")
+            if self.mport:
+                wait_ready(f"http://127.0.0.1:{self.mport}/_mock/stats")
+            if PERF:
+                self.perf = subprocess.Popen(
+                    ["perf", "record", "-F", "499", "--call-graph", "dwarf,16384", "-o", PERF,
+                     "-p", str(self.svc.pid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(1)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if getattr(self, "perf", None):
+            self.perf.send_signal(signal.SIGINT)
+            self.perf.wait(timeout=120)
+        for p in reversed(self.procs):
+            p.terminate()
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if self.dbname:
+            subprocess.run(["psql", self.pg, "-qc", f"drop database {self.dbname} with (force)"])
+
+    @property
+    def backend(self):
+        return "postgres" if self.pg else "sqlite"
+
+    def cpu(self):
+        return cpu_s(self.svc.pid)
+
+    def rss_mib(self):
+        return round(peak_rss_mib(self.svc.pid), 1)
+
+    def submit(self, config, n):
+        return get(self.base + "/v1/jobs", {"config": config, "num_records": n, "seed": 1},
+                   timeout=600)
+
+    def wait(self, job, n, deadline_s=1800):
+        deadline = time.time() + deadline_s
+        while job["status"] not in TERMINAL:
+            if time.time() > deadline:
+                sys.exit(f"job not finished: {job}")
+            time.sleep(0.1)
+            job = get(f"{self.base}/v1/jobs/{job['id']}")
+        if job["status"] != "completed" or job["counts"]["completed"] != n:
+            sys.exit(f"job did not complete: {json.dumps(job)[:2000]}")
+        return job
+
+    def db_bytes(self):
+        """The database's size on disk: SQLite's db + wal files, or pg_database_size."""
+        if self.pg:
+            out = subprocess.run(["psql", self.db_url, "-Atqc",
+                                  "select pg_database_size(current_database())"],
+                                 check=True, capture_output=True, text=True).stdout
+            return {"pg_database_bytes": int(out.strip())}
+        size = lambda p: os.path.getsize(p) if os.path.exists(p) else 0
+        return {"sqlite_db_bytes": size(self.sqlite), "sqlite_wal_bytes": size(self.sqlite + "-wal")}
+
+    def mock_stats(self):
+        return get(f"http://127.0.0.1:{self.mport}/_mock/stats")["models"]["mock-writer"]
+
+
+def run_secs(job):
+    return (ts(job["finished_at"]) - ts(job["started_at"])).total_seconds()
+
+
+def emit(row):
+    print(json.dumps(row), flush=True)
+
+
+def tools_cpu(a):
+    with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
+        cpu0 = s.cpu()
+        job = s.wait(s.submit(TOOLS_JOB, a.n), a.n)
+        cpu = s.cpu() - cpu0
+        secs = run_secs(job)
+        with open(s.events) as f:
+            calls = sum(1 for l in f if l.startswith("call"))
+        emit({"scenario": "tools-cpu", "backend": s.backend, "records": a.n,
+              "in_flight": a.in_flight, "seconds": round(secs, 2),
+              "records_per_s": round(a.n / secs, 1),
+              "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
+              "llm_requests": s.mock_stats()["requests"], "mcp_tool_calls": calls,
+              "peak_rss_mib": s.rss_mib()})
+
+
+class Sampler(threading.Thread):
+    """Times GET /healthz and GET /v1/jobs/{id} in turn, one request every `every_s`, on one
+    keep-alive connection per path, until stopped."""
+
+    def __init__(self, base, job_id, every_s=0.05):
+        super().__init__(daemon=True)
+        self.host, self.port = base.rsplit("/", 1)[1].split(":")
+        self.paths = {"healthz": "/healthz", "job": f"/v1/jobs/{job_id}"}
+        self.samples = {k: [] for k in self.paths}
+        self.errors = 0
+        self.every_s = every_s
+        self.stop = threading.Event()
+
+    def run(self):
+        conns = {k: http.client.HTTPConnection(self.host, int(self.port), timeout=30)
+                 for k in self.paths}
+        while not self.stop.is_set():
+            for k, path in self.paths.items():
+                t0 = time.perf_counter()
+                try:
+                    conns[k].request("GET", path)
+                    r = conns[k].getresponse()
+                    r.read()
+                    if r.status != 200:
+                        self.errors += 1
+                except (OSError, http.client.HTTPException):
+                    self.errors += 1
+                    conns[k].close()
+                    continue
+                self.samples[k].append((time.perf_counter() - t0) * 1000)
+            self.stop.wait(self.every_s)
+        for c in conns.values():
+            c.close()
+
+    def summary(self):
+        def pct(v, q):
+            return round(v[min(len(v) - 1, int(q * len(v)))], 2) if v else None
+        out = {"sample_errors": self.errors}
+        for k, v in self.samples.items():
+            v = sorted(v)
+            out[f"{k}_ms"] = {"n": len(v), "p50": pct(v, 0.50), "p99": pct(v, 0.99),
+                              "max": round(v[-1], 2) if v else None}
+        return out
+
+
+def latency(a):
+    with Service(a.pg, llm=True, latency_ms=a.latency_ms, in_flight=a.in_flight) as s:
+        cpu0 = s.cpu()
+        job = s.submit(TEXT_JOB, a.n)
+        sampler = Sampler(s.base, job["id"])
+        sampler.start()
+        try:
+            job = s.wait(job, a.n)
+        finally:
+            sampler.stop.set()
+            sampler.join()
+        cpu = s.cpu() - cpu0
+        secs = run_secs(job)
+        # One LLM call per record: at most in_flight calls finish every latency seconds.
+        bound = a.in_flight / (a.latency_ms / 1000) if a.latency_ms else None
+        stats = s.mock_stats()
+        emit({"scenario": "latency", "backend": s.backend, "records": a.n,
+              "latency_ms": a.latency_ms, "in_flight": a.in_flight, "seconds": round(secs, 2),
+              "records_per_s": round(a.n / secs, 1),
+              "bound_records_per_s": bound and round(bound, 1),
+              "of_bound": bound and round(a.n / secs / bound, 3),
+              "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
+              "mock_requests": stats["requests"], "mock_max_in_flight": stats["max_in_flight"],
+              "peak_rss_mib": s.rss_mib(), **sampler.summary()})
+
+
+def rss(a):
+    for n in a.sizes:
+        with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
+            cpu0 = s.cpu()
+            job = s.wait(s.submit(TOOLS_JOB, n), n)
+            cpu = s.cpu() - cpu0
+            secs = run_secs(job)
+            emit({"scenario": "rss", "backend": s.backend, "records": n,
+                  "in_flight": a.in_flight, "seconds": round(secs, 2),
+                  "records_per_s": round(n / secs, 1),
+                  "cpu_ms_per_record": round(cpu * 1000 / n, 3), "peak_rss_mib": s.rss_mib()})
+
+
+def quickstart(a):
+    with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
+        yaml = f.read()
+    with Service(a.pg) as s:
+        cpu0 = s.cpu()
+        t0 = time.time()
+        r = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1", yaml,
+                         "application/yaml")
+        job = s.wait(r, a.n, deadline_s=3600)
+        wall = time.time() - t0
+        cpu = s.cpu() - cpu0
+        secs = run_secs(job)
+        emit({"scenario": "quickstart", "backend": s.backend, "records": a.n,
+              "wall_s": round(wall, 2), "generate_s": round(secs, 2),
+              "records_per_s": round(a.n / secs, 1), "cpu_s": round(cpu, 2),
+              "cpu_us_per_record": round(cpu * 1e6 / a.n, 1), "peak_rss_mib": s.rss_mib(),
+              **s.db_bytes()})
+
+
+def http_request(base, method, path, body, ctype):
+    host, port = base.rsplit("/", 1)[1].split(":")
+    c = http.client.HTTPConnection(host, int(port), timeout=600)
+    try:
+        c.request(method, path, body=body, headers={"content-type": ctype})
+        r = c.getresponse()
+        data = r.read()
+        if r.status >= 300:
+            sys.exit(f"{method} {path}: {r.status} {data[:500]!r}")
+        return json.loads(data)
+    finally:
+        c.close()
+
+
+def submit(a):
+    # The quickstart config: no model, so nothing runs but the samplers before the cancel.
+    with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
+        yaml = f.read()
+    with Service(a.pg) as s:
+        before = s.db_bytes()
+        t0 = time.perf_counter()
+        job = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1", yaml,
+                           "application/yaml")
+        post_s = time.perf_counter() - t0
+        after = s.db_bytes()
+        t1 = time.perf_counter()
+        cancelled = http_request(s.base, "POST", f"/v1/jobs/{job['id']}/cancel", b"",
+                                 "application/json")
+        cancel_s = time.perf_counter() - t1
+        emit({"scenario": "submit", "backend": s.backend, "records": a.n,
+              "post_s": round(post_s, 3), "db_before": before, "db_after_submit": after,
+              "cancel_s": round(cancel_s, 3), "status_after_cancel": cancelled["status"],
+              "completed_before_cancel": cancelled["counts"]["completed"],
+              "peak_rss_mib": s.rss_mib()})
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("scenario", choices=["tools-cpu", "latency", "rss", "quickstart", "submit"])
+    ap.add_argument("-n", type=int, action="append",
+                    help="records (rss: repeat for several sizes)")
+    ap.add_argument("--in-flight", type=int, default=None,
+                    help="workers.count = workers.max_in_flight = max_parallel_requests "
+                         "(latency: 512; tools-cpu, rss: 64; others: the default workers config)")
+    ap.add_argument("--latency-ms", type=int, default=200, help="latency: the mock's added latency")
+    ap.add_argument("--pg", help="admin URL of a Postgres server; a fresh database is created")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="record the service with `perf record --call-graph dwarf` into FILE")
+    ap.add_argument("--synthgate", help="the service binary (default target/release/synthgate)")
+    a = ap.parse_args()
+    global SYNTHGATE, PERF
+    SYNTHGATE, PERF = a.synthgate, a.perf
+    defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
+                "quickstart": [100000], "submit": [1000000]}
+    a.sizes = a.n or defaults[a.scenario]
+    a.n = a.sizes[0]
+    if a.in_flight is None and a.scenario in ("latency", "tools-cpu", "rss"):
+        a.in_flight = 512 if a.scenario == "latency" else 64
+    {"tools-cpu": tools_cpu, "latency": latency, "rss": rss, "quickstart": quickstart,
+     "submit": submit}[a.scenario](a)
+
+
+if __name__ == "__main__":
+    main()
