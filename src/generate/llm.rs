@@ -21,7 +21,9 @@ use super::code::extract_code;
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::domain::record::RecordErrorCode;
-use crate::llm::{ChatMessage, ChatModel, ChatRequest, ContentBlock, LlmError, Usage};
+use crate::llm::{
+    ChatMessage, ChatModel, ChatRequest, ChatResponse, ContentBlock, LlmError, ToolSpec, Usage,
+};
 use crate::mcp::CallScope;
 use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
 
@@ -175,7 +177,12 @@ impl LlmStep {
                 message: format!("model alias '{}' is not defined", self.column.model_alias),
             })?;
         self.check_prompt_size(rt, system.as_deref(), &user)?;
-        let toolset = self.toolset(rt, model).await?;
+        let mut toolset = self.toolset(rt, model).await?;
+        // The offered tools move into each request and back (see `ask`).
+        let mut specs = toolset
+            .as_mut()
+            .map(|ts| std::mem::take(&mut ts.specs))
+            .unwrap_or_default();
         let prompt_based =
             toolset.is_some() && model.tool_call_strategy == Some(ToolCallStrategy::PromptBased);
         let mut base = Vec::with_capacity(2);
@@ -199,20 +206,22 @@ impl LlmStep {
         let mut requests = 0;
         let mut last_error = String::new();
         // DataDesigner restarts from the conversation after the last tool turn: completed tool
-        // calls are not run again.
-        let mut checkpoint = (base, 0u32);
+        // calls are not run again. The conversation only grows between checkpoints, so a
+        // checkpoint is its length and a restart cuts back to it (a copy per tool turn, kept
+        // for a restart that text columns never make, cost more than the turn itself).
+        let mut messages = base;
+        let mut checkpoint = (messages.len(), 0u32);
         for _restart in 0..=rt.max_restarts {
-            let (mut messages, mut turns) = checkpoint.clone();
+            messages.truncate(checkpoint.0);
+            let mut turns = checkpoint.1;
             let mut corrections = 0;
             loop {
-                let req = request(&messages, toolset.as_ref(), prompt_based, turns);
-                // A forced choice holds until the first tool turn (DataDesigner 0.9.7).
-                let req = if turns == 0 && !req.tools.is_empty() {
-                    req.with_tool_choice(model.inference_parameters.tool_choice.clone())
-                } else {
-                    req
+                let turn = Turn {
+                    toolset: toolset.as_ref(),
+                    prompt_based,
+                    turns,
                 };
-                let resp = rt.chat.chat(model, &req, rt.cancel).await?;
+                let resp = turn.ask(rt, model, &mut messages, &mut specs).await?;
                 requests += 1;
                 add_usage(&mut usage, &resp.usage);
                 let mut msg = resp.message;
@@ -225,7 +234,7 @@ impl LlmStep {
                 }
                 if let Some(ts) = toolset.as_ref().filter(|_| !msg.tool_calls.is_empty()) {
                     turns = tool_turn(ts, rt, msg, &mut messages, turns).await?;
-                    checkpoint = (messages.clone(), turns);
+                    checkpoint = (messages.len(), turns);
                     continue;
                 }
                 // A final answer (tool calls from a column without tools are not acted on).
@@ -404,26 +413,51 @@ async fn tool_turn(
     Ok(turns)
 }
 
-/// The request for the next turn. Past the budget the tools stay defined (providers insist
-/// while the conversation holds tool calls) but calling them is forbidden; prompt-based models
-/// get the conversation lowered to plain text turns instead.
-fn request(
-    messages: &[ChatMessage],
-    toolset: Option<&Toolset>,
+/// One request of the tool loop.
+struct Turn<'t> {
+    toolset: Option<&'t Toolset>,
     prompt_based: bool,
+    /// Tool turns taken so far.
     turns: u32,
-) -> ChatRequest {
-    let Some(ts) = toolset else {
-        return ChatRequest::new(messages.to_vec());
-    };
-    if prompt_based {
-        return ChatRequest::new(prompt::lower(messages, &ts.specs));
-    }
-    let req = ChatRequest::new(messages.to_vec()).with_tools(ts.specs.clone());
-    if turns > ts.max_turns {
-        req.forbidding_tool_calls()
-    } else {
-        req
+}
+
+impl Turn<'_> {
+    /// Sends the request for the next turn. Past the budget the tools stay defined (providers
+    /// insist while the conversation holds tool calls) but calling them is forbidden;
+    /// prompt-based models get the conversation lowered to plain text turns instead.
+    ///
+    /// The conversation and the tool specs move into the request and come back after the
+    /// call (the client only borrows the request), so no turn copies them: cloning both on
+    /// every turn was the tool loop's largest cost of its own in the bench profile.
+    async fn ask(
+        &self,
+        rt: &LlmRuntime<'_>,
+        model: &ModelConfig,
+        messages: &mut Vec<ChatMessage>,
+        specs: &mut Vec<ToolSpec>,
+    ) -> Result<ChatResponse, LlmError> {
+        let Some(ts) = self.toolset else {
+            let req = ChatRequest::new(std::mem::take(messages));
+            let resp = rt.chat.chat(model, &req, rt.cancel).await;
+            *messages = req.messages;
+            return resp;
+        };
+        if self.prompt_based {
+            let req = ChatRequest::new(prompt::lower(messages, specs));
+            return rt.chat.chat(model, &req, rt.cancel).await;
+        }
+        let mut req = ChatRequest::new(std::mem::take(messages)).with_tools(std::mem::take(specs));
+        if self.turns > ts.max_turns {
+            req = req.forbidding_tool_calls();
+        }
+        // A forced choice holds until the first tool turn (DataDesigner 0.9.7).
+        if self.turns == 0 && !req.tools.is_empty() {
+            req = req.with_tool_choice(model.inference_parameters.tool_choice.clone());
+        }
+        let resp = rt.chat.chat(model, &req, rt.cancel).await;
+        *messages = req.messages;
+        *specs = req.tools;
+        resp
     }
 }
 

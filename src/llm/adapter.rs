@@ -66,17 +66,19 @@ pub(crate) fn protocol_headers(
     Ok(h)
 }
 
-/// The request body for `kind`. An `Err` is a conversation this protocol cannot express.
+/// The request body for `kind`, serialized. An `Err` is a conversation this protocol cannot
+/// express.
 pub(crate) fn build_body(
     kind: ProviderType,
     model_id: &str,
     req: &ChatRequest,
     sampled: &Sampled,
     extra_body: &Map<String, Value>,
-) -> Result<Value, String> {
+) -> Result<Vec<u8>, String> {
     match kind {
         ProviderType::Openai => openai::build_body(model_id, req, sampled, extra_body),
-        ProviderType::Anthropic => anthropic::build_body(model_id, req, sampled, extra_body),
+        ProviderType::Anthropic => anthropic::build_body(model_id, req, sampled, extra_body)
+            .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string())),
     }
 }
 

@@ -275,15 +275,15 @@ impl LlmClient {
             })
     }
 
-    /// Posts `body` to `url` for `model` under its concurrency limits, timeout and retry
-    /// policy, and parses a 2xx body with `parse`. Returns the parsed value and the attempts.
-    /// Chat, embeddings and image requests all go through here.
+    /// Posts `body` (serialized JSON) to `url` for `model` under its concurrency limits,
+    /// timeout and retry policy, and parses a 2xx body with `parse`. Returns the parsed value
+    /// and the attempts. Chat, embeddings and image requests all go through here.
     pub(super) async fn exchange<T>(
         &self,
         model: &ModelConfig,
         provider: &Provider,
         url: &str,
-        body: Result<Value, String>,
+        body: Result<Vec<u8>, String>,
         cancel: &CancellationToken,
         parse: impl Fn(&Value) -> Result<T, String>,
     ) -> Result<(T, u32), LlmError> {
@@ -306,13 +306,11 @@ impl LlmClient {
             ),
         };
         let timeout = params::timeout(ip);
-        let body = body
-            .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string()))
-            .map_err(|message| LlmError::InvalidResponse {
-                model: alias.to_owned(),
-                attempts: 0,
-                message: format!("cannot build the request: {message}"),
-            })?;
+        let body = body.map_err(|message| LlmError::InvalidResponse {
+            model: alias.to_owned(),
+            attempts: 0,
+            message: format!("cannot build the request: {message}"),
+        })?;
         let body = Bytes::from(body);
 
         let attempts = AtomicU32::new(0);

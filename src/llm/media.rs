@@ -108,7 +108,7 @@ impl LlmClient {
             model,
             provider,
             &url,
-            Ok(Value::Object(body)),
+            serde_json::to_vec(&body).map_err(|e| e.to_string()),
             cancel,
             parse,
         )

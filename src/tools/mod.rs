@@ -368,13 +368,14 @@ impl Toolset {
                 self.available()
             ));
         };
-        let args = parse_arguments(name, &call.function.arguments)?;
+        let mut args = parse_arguments(name, &call.function.arguments)?;
         let validator = match route {
             Route::Mcp { list, index, .. } => list.tools[*index].validator.as_ref(),
             Route::Inline(t) => t.validator.as_ref(),
         };
         if let Some(v) = validator {
-            let value = Value::Object(args.clone());
+            // The arguments are lent to a `Value` for the check and taken back, not copied.
+            let value = Value::Object(std::mem::take(&mut args));
             let errors: Vec<String> = v
                 .iter_errors(&value)
                 .take(5)
@@ -392,6 +393,9 @@ impl Toolset {
                     "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
                     errors.join("; ")
                 ));
+            }
+            if let Value::Object(m) = value {
+                args = m;
             }
         }
         match route {
