@@ -156,6 +156,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         tracing::info!("HTTP server stopped");
     });
     let workers = tracker.spawn(pool.run(workers_token, drain));
+    tracker.spawn(crate::metrics::upkeep(shutdown.clone()));
     tracker.spawn(async move {
         let _ = http.await;
         let _ = workers.await;

@@ -78,6 +78,25 @@ pub fn install() {
     });
 }
 
+/// How often histogram samples are folded into their buckets.
+const UPKEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Folds the histogram samples recorded since the last upkeep (or scrape) into their
+/// summaries, every [`UPKEEP_EVERY`] until `stop`. The recorder keeps every raw sample until
+/// then: a service nobody scrapes held one per MCP tool call for as long as it ran, memory that
+/// grew with the records generated.
+pub async fn upkeep(stop: tokio_util::sync::CancellationToken) {
+    let Some(handle) = HANDLE.get().and_then(Option::as_ref) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(UPKEEP_EVERY) => handle.run_upkeep(),
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
 fn describe() {
     metrics::describe_counter!(RECORDS_FINISHED, "Records that reached a final state");
     metrics::describe_counter!(JOBS_SUBMITTED, "Jobs accepted");

@@ -216,7 +216,11 @@ impl Store for SqliteStore {
                 "select id from datasets where status = 'ready' and id in ",
             );
             push_ids(&mut qb, job.seed_datasets.iter().map(|id| id.0));
-            let found: Vec<uuid::Uuid> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+            let found: Vec<uuid::Uuid> = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await?;
             let missing = crate::store::dataset_rows::missing_datasets(&job.seed_datasets, &found);
             if !missing.is_empty() {
                 // Dropping the transaction rolls the insert back.
@@ -455,7 +459,11 @@ impl Store for SqliteStore {
             ids.push_bind(id.0);
         }
         qb.push(")");
-        let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
+        let rows: Vec<TraceDb<String, i64>> = qb
+            .build_query_as()
+            .persistent(false)
+            .fetch_all(&self.pool)
+            .await?;
         rows::convert(rows)
     }
 

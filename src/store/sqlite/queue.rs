@@ -3,6 +3,12 @@
 //! Each operation is one transaction begun `immediate`, so its reads and writes see no other
 //! writer in between: that is what makes a claim exclusive without `for update skip locked`,
 //! and a completion's lease check (the fence) hold until its commit.
+//!
+//! Statements whose text depends on a count (multi-row inserts, `in` lists) are not kept in
+//! the connection's statement cache (`persistent(false)`): each distinct batch size was a
+//! prepared statement of its own, up to 100 per connection, some of them a thousand rows wide,
+//! and the cache filled as a long job met more sizes (memory that grew with the records
+//! written).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -119,7 +125,11 @@ impl SqliteStore {
                             .push_bind(now);
                     });
                     qb.push(" on conflict (job_id, idx) do nothing returning id, job_id");
-                    let rows: Vec<(Uuid, Uuid)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+                    let rows: Vec<(Uuid, Uuid)> = qb
+                        .build_query_as()
+                        .persistent(false)
+                        .fetch_all(&mut *tx)
+                        .await?;
                     out.abandoned
                         .extend(rows.into_iter().map(|(r, j)| (RecordId(r), JobId(j))));
                 }
@@ -277,7 +287,12 @@ impl SqliteStore {
             .push_bind(owner)
             .push(" and (job_id, start_idx) in ");
         push_keys(&mut qb, chunks);
-        Ok(qb.build().execute(&self.pool).await?.rows_affected())
+        Ok(qb
+            .build()
+            .persistent(false)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 
     pub(super) async fn release(
@@ -296,7 +311,12 @@ impl SqliteStore {
             .push_bind(owner)
             .push(" and (job_id, start_idx) in ");
         push_keys(&mut qb, chunks);
-        Ok(qb.build().execute(&self.pool).await?.rows_affected())
+        Ok(qb
+            .build()
+            .persistent(false)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 
     pub(super) async fn complete(
@@ -323,7 +343,11 @@ impl SqliteStore {
         );
         qb.push_bind(owner).push(" and (job_id, start_idx) in ");
         push_keys(&mut qb, &keys);
-        let held: Vec<(Uuid, i64)> = qb.build_query_as().fetch_all(&mut *tx).await?;
+        let held: Vec<(Uuid, i64)> = qb
+            .build_query_as()
+            .persistent(false)
+            .fetch_all(&mut *tx)
+            .await?;
         let held: HashSet<ChunkKey> = held
             .into_iter()
             .map(|(j, s)| ChunkKey {
@@ -362,7 +386,11 @@ impl SqliteStore {
                     .push_bind(now);
             });
             qb.push(" on conflict (job_id, idx) do nothing returning id");
-            let ids: Vec<Uuid> = qb.build_query_scalar().fetch_all(&mut *tx).await?;
+            let ids: Vec<Uuid> = qb
+                .build_query_scalar()
+                .persistent(false)
+                .fetch_all(&mut *tx)
+                .await?;
             written.extend(ids);
         }
         let new: Vec<&RecordResult> = fenced
@@ -395,7 +423,7 @@ impl SqliteStore {
                  and (job_id, start_idx) in ",
             );
             push_keys(&mut qb, &keys);
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(false).execute(&mut *tx).await?;
         }
         // Traces and media of the new rows (a new row has none yet).
         let mut traces = Vec::new();
@@ -413,7 +441,7 @@ impl SqliteStore {
                     .push_bind(now)
                     .push_bind(now);
             });
-            qb.build().execute(&mut *tx).await?;
+            qb.build().persistent(false).execute(&mut *tx).await?;
         }
         for r in &new {
             for m in &r.media {
@@ -579,7 +607,7 @@ async fn finalize_in(
         .push(") and job_id in (select id from jobs where status = 'cancelling' and id in ");
     push_ids(&mut qb, ids.iter().copied());
     qb.push(")");
-    qb.build().execute(&mut **tx).await?;
+    qb.build().persistent(false).execute(&mut **tx).await?;
 
     // A live job with every index claimed and no chunk left, or a cancelling one with no chunk
     // left, is done. The status check in the `where` makes a second caller (another replica)
@@ -605,5 +633,9 @@ async fn finalize_in(
         );
     push_ids(&mut qb, ids.iter().copied());
     qb.push(" returning id");
-    Ok(qb.build_query_scalar().fetch_all(&mut **tx).await?)
+    Ok(qb
+        .build_query_scalar()
+        .persistent(false)
+        .fetch_all(&mut **tx)
+        .await?)
 }
