@@ -261,6 +261,7 @@ impl ToolHub {
         }
         Ok(Toolset {
             alias: cfg.tool_alias.clone(),
+            offered: specs.iter().map(|s| s.name.clone()).collect(),
             specs,
             routes,
             hidden,
@@ -324,8 +325,11 @@ enum Route {
 /// goes. DataDesigner fetches the schemas once per generation too.
 pub struct Toolset {
     alias: String,
-    /// Offered to the model, provider order then server order.
+    /// Offered to the model, provider order then server order. The tool loop moves them into
+    /// each request and back, so error messages name the tools from `offered`.
     pub specs: Vec<ToolSpec>,
+    /// The names of `specs`, in their order.
+    offered: Vec<String>,
     routes: HashMap<String, Route>,
     /// Tools the providers have but `allow_tools` hides.
     hidden: Vec<String>,
@@ -437,14 +441,10 @@ impl Toolset {
     }
 
     fn available(&self) -> String {
-        if self.specs.is_empty() {
+        if self.offered.is_empty() {
             return "none".into();
         }
-        self.specs
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.offered.join(", ")
     }
 }
 

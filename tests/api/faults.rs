@@ -117,8 +117,10 @@ async fn fault_llm_timeouts_are_retried_and_the_job_completes() {
     for g in retried {
         assert_eq!(g.len(), 2);
         let gap = g[1].received_ms - g[0].received_ms;
-        // Cut at the 1 s timeout, well before the mock's 3 s answer.
-        assert!((1000.0..2500.0).contains(&gap), "retry {gap} ms after");
+        // Cut at the 1 s timeout, well before the mock's 3 s answer. The mock stamps a request
+        // when its body has arrived, a little after the client started the timeout's clock,
+        // so the gap between the two stamps can be a few ms under the timeout (seen: 997.7).
+        assert!((950.0..2500.0).contains(&gap), "retry {gap} ms after");
         gaps.push(gap.round() as u64);
     }
     eprintln!(
