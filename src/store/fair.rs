@@ -1,4 +1,4 @@
-//! Fair shares for a claim of pending records, shared by both backends.
+//! Fair shares for a claim of new chunks (records not yet claimed), shared by both backends.
 //!
 //! A claim used to take the oldest job's records first, so one key's large job held every
 //! worker until it was done and another key's one-record job waited behind it (head-of-line
@@ -9,7 +9,7 @@
 
 use uuid::Uuid;
 
-/// A live job with pending records, as the claim query sees it.
+/// A live job with unclaimed records, as the claim query sees it.
 #[derive(Debug, Clone, sqlx::FromRow)]
 pub(crate) struct ClaimableJob {
     /// The job id (UUIDv7: creation order).
