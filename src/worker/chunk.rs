@@ -13,33 +13,22 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Finished, Held, Inner, faults, finished, not_generated, seed_read_failed};
-use crate::jobs::PlanLookup;
+use crate::jobs::CompiledJob;
 use crate::store::ClaimedRecord;
 
-/// Generates the records `recs` (one chunk of a job whose plan is CPU-only) and sends the
-/// results to the writer. A record whose generation panics fails with `internal_error`, the
-/// others are kept.
+/// Generates the records `recs` (one chunk of `compiled`, a job whose plan is CPU-only, as the
+/// claim loop found it) and sends the results to the writer. A record whose generation panics
+/// fails with `internal_error`, the others are kept.
 pub(super) async fn run_cpu_chunk(
     inner: Arc<Inner>,
+    compiled: Arc<CompiledJob>,
     recs: Vec<ClaimedRecord>,
     held: Held,
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
-    let Some(first) = recs.first() else {
+    let Some(job) = recs.first().map(|r| r.job_id) else {
         return;
-    };
-    let job = first.job_id;
-    let compiled = match inner.jobs.compiled_by_id(job).await {
-        Ok(PlanLookup::Ready(c)) => c,
-        // Checked by the claim loop a moment ago; gone since (the plan cache dropped it and
-        // the database is away): the records go back to the queue.
-        _ => {
-            for rec in &recs {
-                not_generated(&inner, rec).await;
-            }
-            return;
-        }
     };
     let runner = inner.jobs.runner();
     let indexes: Vec<u32> = recs.iter().map(|r| r.index).collect();

@@ -116,11 +116,14 @@ impl Inner {
         release
     }
 
-    /// Whether `job`'s plan is CPU work only, so a chunk of it is generated together. `false`
-    /// when the plan cannot be had now: the records then take the path that reports why.
-    async fn cpu_only(&self, job: crate::domain::JobId) -> bool {
-        matches!(self.jobs.compiled_by_id(job).await,
-            Ok(PlanLookup::Ready(c)) if c.plan.is_cpu_only())
+    /// `job`'s compiled plan if it is CPU work only, so a chunk of it is generated together.
+    /// `None` also when the plan cannot be had now: the records then take the path that
+    /// reports why.
+    async fn cpu_only(&self, job: crate::domain::JobId) -> Option<Arc<crate::jobs::CompiledJob>> {
+        match self.jobs.compiled_by_id(job).await {
+            Ok(PlanLookup::Ready(c)) if c.plan.is_cpu_only() => Some(c),
+            _ => None,
+        }
     }
 
     /// Gives `chunks` back to the queue, best effort: one that stays leased is taken over once
@@ -266,7 +269,12 @@ impl WorkerPool {
                         while let Some(r) = claimed.next_if(|r| r.chunk == group[0].chunk) {
                             group.push(r);
                         }
-                        if group.len() > 1 && inner.cpu_only(group[0].job_id).await {
+                        let cpu_only = if group.len() > 1 {
+                            inner.cpu_only(group[0].job_id).await
+                        } else {
+                            None
+                        };
+                        if let Some(compiled) = cpu_only {
                             // One task and one slot for the chunk: its records are generated
                             // together in one CPU section (see `chunk`).
                             let own = lease.as_mut().and_then(|l| l.split(group.len()));
@@ -277,6 +285,7 @@ impl WorkerPool {
                             drop(mine.collect::<Vec<_>>());
                             records.spawn(chunk::run_cpu_chunk(
                                 inner.clone(),
+                                compiled,
                                 group,
                                 Held {
                                     _lease: own,
