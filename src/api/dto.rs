@@ -7,7 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::job::{JobCounts, JobError, JobSummary};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordRow};
-use crate::domain::usage::UsageCounts;
+use crate::domain::usage::{ToolUsage, UsageCounts};
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
 /// `POST /v1/jobs` as JSON.
@@ -161,6 +161,11 @@ pub struct JobResponse {
     /// crash. An attempt whose result was not stored (lost with a crashed process, or
     /// superseded after its lease was taken over) is not counted.
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// Tool use by LLM column, counted like `usage`: tool-calling turns, and calls by tool and
+    /// outcome (`ok`, `extraction_error`, `validation_error`, `execution_error`,
+    /// `formatting_error`, `refused`). Failed records count too. Empty for a job whose columns
+    /// use no tools.
+    pub tool_usage: std::collections::BTreeMap<String, ToolUsage>,
     /// When the job was accepted.
     pub created_at: DateTime<Utc>,
     /// Last status change.
@@ -193,6 +198,7 @@ impl From<JobSummary> for JobResponse {
                 })
                 .collect(),
             usage: s.usage,
+            tool_usage: s.tool_usage,
             created_at: job.created_at,
             updated_at: job.updated_at,
             started_at: job.started_at,

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::record::RecordError;
-use super::usage::UsageCounts;
+use super::usage::{ToolUsage, UsageCounts};
 use super::{JobId, JobStatus, RecordId};
 
 /// A stored job.
@@ -78,6 +78,8 @@ pub struct JobSummary {
     pub first_errors: Vec<FailedRecord>,
     /// LLM requests and tokens by model alias, sorted by alias.
     pub usage: BTreeMap<String, UsageCounts>,
+    /// Tool turns and calls by LLM column, sorted by column.
+    pub tool_usage: BTreeMap<String, ToolUsage>,
 }
 
 /// A failed record, as a job summary lists it.

@@ -70,9 +70,14 @@ pub struct ModelConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_servers: Option<Vec<String>>,
     /// `native_api` (default) sends tools in the API's own field; `prompt_based` describes them
-    /// in the system prompt and parses `<tool_call>` blocks from the reply.
+    /// in the system prompt and reads calls from the reply's text (see `crate::tools::prompt`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call_strategy: Option<ToolCallStrategy>,
+    /// With `prompt_based`: a reply with no call block that says "use the X tool" for an
+    /// offered tool X calls it with no arguments (the MCP client guide's fallback). Off by
+    /// default: prose that mentions a tool is not always a request to run it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tool_call_fallback: bool,
     /// Set by the job service on a model config that came with a job: the job's own
     /// `max_parallel_requests` then caps that job alone, and never the limit the server's
     /// configs set for the provider and model, which every job shares. Never read from input.
@@ -280,6 +285,11 @@ pub struct ToolConfig {
     /// Per-call timeout in seconds; absent = the server default.
     #[serde(default)]
     pub timeout_sec: Option<f64>,
+    /// synthgate's addition: convert a call's arguments to its input schema's types where
+    /// that loses nothing (`"42"` to `42`) before validating them. Off by default: DataDesigner
+    /// passes arguments on unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub coerce_arguments: bool,
 }
 
 fn default_max_tool_call_turns() -> u32 {

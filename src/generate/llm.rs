@@ -21,10 +21,12 @@ use super::code::extract_code;
 use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::domain::record::RecordErrorCode;
+use crate::domain::usage::{ToolOutcome, ToolUsage};
 use crate::llm::{
     ChatMessage, ChatModel, ChatRequest, ChatResponse, ContentBlock, LlmError, ToolSpec, Usage,
 };
 use crate::mcp::CallScope;
+use crate::tools::events::{ToolEvent, ToolEvents};
 use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
@@ -54,6 +56,8 @@ pub struct LlmRuntime<'a> {
     pub max_image_bytes: usize,
     /// Where the record's CPU work (samplers, templates) runs, off the runtime threads.
     pub cpu: &'a crate::cpu::CpuGate,
+    /// Where each answered tool call is announced (the job's event stream), if anywhere.
+    pub tool_events: Option<&'a ToolEvents>,
 }
 
 /// A compiled LLM column.
@@ -81,10 +85,30 @@ impl std::fmt::Debug for LlmStep {
 pub(crate) struct LlmAnswer {
     pub(crate) value: Value,
     pub(crate) reasoning: Option<String>,
-    /// The final conversation, per `with_trace` (empty when no trace is kept).
+}
+
+/// What one LLM column left behind, answered or failed: the record keeps it either way, so a
+/// column that failed after some tool turns still has its conversation to debug and its
+/// requests in the job's usage.
+#[derive(Default)]
+pub(crate) struct LlmSpent {
+    /// The final conversation (up to the failure, for a failed column), per `with_trace`;
+    /// `None` when no trace is kept or no request was made.
     pub(crate) trace: Option<Vec<ChatMessage>>,
     pub(crate) usage: Usage,
     pub(crate) requests: u32,
+    pub(crate) tools: ToolUsage,
+}
+
+/// The conversation of one column while it runs, and what it has spent so far.
+#[derive(Default)]
+struct Conversation<'c> {
+    /// The column's name (tool events carry it).
+    column: &'c str,
+    messages: Vec<ChatMessage>,
+    usage: Usage,
+    requests: u32,
+    tools: ToolUsage,
 }
 
 /// Why an LLM column failed: a record error code and message.
@@ -161,13 +185,42 @@ impl LlmStep {
     }
 
     /// Runs the conversation for one record. `system`/`user` are the rendered prompts, `media`
-    /// the `multi_modal_context` parts that go before the user text.
+    /// the `multi_modal_context` parts that go before the user text. What the column spent
+    /// (trace, usage, tool calls) comes back whether it answered or failed.
     pub(crate) async fn run(
+        &self,
+        rt: &LlmRuntime<'_>,
+        name: &str,
+        system: Option<String>,
+        user: String,
+        media: Vec<ContentBlock>,
+    ) -> (Result<LlmAnswer, LlmFailure>, LlmSpent) {
+        let mut conv = Conversation {
+            column: name,
+            ..Conversation::default()
+        };
+        let result = self.converse(rt, system, user, media, &mut conv).await;
+        let trace = if conv.requests == 0 {
+            None
+        } else {
+            self.trace(rt, conv.messages)
+        };
+        let spent = LlmSpent {
+            trace,
+            usage: conv.usage,
+            requests: conv.requests,
+            tools: conv.tools,
+        };
+        (result, spent)
+    }
+
+    async fn converse(
         &self,
         rt: &LlmRuntime<'_>,
         system: Option<String>,
         user: String,
         media: Vec<ContentBlock>,
+        conv: &mut Conversation<'_>,
     ) -> Result<LlmAnswer, LlmFailure> {
         let model = rt
             .models
@@ -185,7 +238,11 @@ impl LlmStep {
             .unwrap_or_default();
         let prompt_based =
             toolset.is_some() && model.tool_call_strategy == Some(ToolCallStrategy::PromptBased);
-        let mut base = Vec::with_capacity(2);
+        let mentions = toolset
+            .as_ref()
+            .filter(|_| prompt_based && model.tool_call_fallback)
+            .map(|ts| ts.offered());
+        let base = &mut conv.messages;
         // An empty rendered system prompt means no system message (DataDesigner).
         if let Some(s) = system.filter(|s| !s.trim().is_empty()) {
             base.push(ChatMessage::system(s));
@@ -202,17 +259,14 @@ impl LlmStep {
             ChatMessage::user_blocks(content)
         });
 
-        let mut usage = Usage::default();
-        let mut requests = 0;
         let mut last_error = String::new();
         // DataDesigner restarts from the conversation after the last tool turn: completed tool
         // calls are not run again. The conversation only grows between checkpoints, so a
         // checkpoint is its length and a restart cuts back to it (a copy per tool turn, kept
         // for a restart that text columns never make, cost more than the turn itself).
-        let mut messages = base;
-        let mut checkpoint = (messages.len(), 0u32);
+        let mut checkpoint = (conv.messages.len(), 0u32);
         for _restart in 0..=rt.max_restarts {
-            messages.truncate(checkpoint.0);
+            conv.messages.truncate(checkpoint.0);
             let mut turns = checkpoint.1;
             let mut corrections = 0;
             loop {
@@ -221,20 +275,20 @@ impl LlmStep {
                     prompt_based,
                     turns,
                 };
-                let resp = turn.ask(rt, model, &mut messages, &mut specs).await?;
-                requests += 1;
-                add_usage(&mut usage, &resp.usage);
+                let resp = turn.ask(rt, model, &mut conv.messages, &mut specs).await?;
+                conv.requests += 1;
+                add_usage(&mut conv.usage, &resp.usage);
                 let mut msg = resp.message;
                 if prompt_based {
-                    let (text, calls) = prompt::parse_calls(&msg.text(), turns + 1);
+                    let (text, calls) = prompt::parse_calls(&msg.text(), turns + 1, mentions);
                     if !calls.is_empty() {
                         msg.content = vec![ContentBlock::text(text)];
                         msg.tool_calls = calls;
                     }
                 }
                 if let Some(ts) = toolset.as_ref().filter(|_| !msg.tool_calls.is_empty()) {
-                    turns = tool_turn(ts, rt, msg, &mut messages, turns).await?;
-                    checkpoint = (messages.len(), turns);
+                    turns = self.tool_turn(ts, rt, msg, conv, turns).await?;
+                    checkpoint = (conv.messages.len(), turns);
                     continue;
                 }
                 // A final answer (tool calls from a column without tools are not acted on).
@@ -247,20 +301,12 @@ impl LlmStep {
                     .map(str::trim)
                     .filter(|r| !r.is_empty())
                     .map(str::to_owned);
-                messages.push(msg);
+                conv.messages.push(msg);
                 match self.parse(&text) {
-                    Ok(value) => {
-                        return Ok(LlmAnswer {
-                            value,
-                            reasoning,
-                            trace: self.trace(rt, messages),
-                            usage,
-                            requests,
-                        });
-                    }
+                    Ok(value) => return Ok(LlmAnswer { value, reasoning }),
                     Err(e) if corrections < rt.max_corrections => {
                         corrections += 1;
-                        messages.push(ChatMessage::user(format!(
+                        conv.messages.push(ChatMessage::user(format!(
                             "Your previous response could not be used: {e}\nPlease answer again, following the format instructions exactly."
                         )));
                     }
@@ -278,6 +324,65 @@ impl LlmStep {
                 rt.max_corrections, rt.max_restarts
             ),
         })
+    }
+
+    /// Answers one model response that holds tool calls: runs them together (results in call
+    /// order), or, past the budget, refuses each; a model still calling tools after that fails
+    /// the column. Counts the turn and each call, and announces each answered call. Returns the
+    /// new turn count.
+    async fn tool_turn(
+        &self,
+        ts: &Toolset,
+        rt: &LlmRuntime<'_>,
+        mut msg: ChatMessage,
+        conv: &mut Conversation<'_>,
+        turns: u32,
+    ) -> Result<u32, LlmFailure> {
+        if turns > ts.max_turns {
+            // Kept in the trace: the call the model would not give up is what failed it.
+            conv.messages.push(msg);
+            return Err(LlmFailure {
+                code: RecordErrorCode::ToolTurnsExceeded,
+                message: format!(
+                    "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
+                    ts.max_turns
+                ),
+            });
+        }
+        let turns = turns + 1;
+        conv.tools.tool_turns += 1;
+        strip_tool_turn(&mut msg);
+        let calls = std::mem::take(&mut msg.tool_calls);
+        let answers: Vec<crate::tools::Answered> = if turns > ts.max_turns {
+            calls
+                .iter()
+                .map(|c| crate::tools::Answered {
+                    message: ChatMessage::tool_text(&c.id, REFUSAL_MESSAGE),
+                    outcome: ToolOutcome::Refused,
+                    source: None,
+                    elapsed: std::time::Duration::ZERO,
+                })
+                .collect()
+        } else {
+            futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref()))).await
+        };
+        for (call, a) in calls.iter().zip(&answers) {
+            conv.tools.count_call(&call.function.name, a.outcome);
+            if let Some(events) = rt.tool_events.filter(|e| e.listened()) {
+                events.send(ToolEvent {
+                    column: conv.column.to_owned(),
+                    turn: turns,
+                    tool: call.function.name.clone(),
+                    provider: a.source.clone(),
+                    duration_ms: a.elapsed.as_secs_f64() * 1000.0,
+                    outcome: a.outcome,
+                });
+            }
+        }
+        msg.tool_calls = calls;
+        conv.messages.push(msg);
+        conv.messages.extend(answers.into_iter().map(|a| a.message));
+        Ok(turns)
     }
 
     /// Fails the column before any token is spent when the rendered prompt is over
@@ -376,41 +481,6 @@ impl LlmStep {
             }
         }
     }
-}
-
-/// Answers one model response that holds tool calls: runs them together (results in call
-/// order), or, past the budget, refuses each; a model still calling tools after that fails
-/// the column. Returns the new turn count.
-async fn tool_turn(
-    ts: &Toolset,
-    rt: &LlmRuntime<'_>,
-    mut msg: ChatMessage,
-    messages: &mut Vec<ChatMessage>,
-    turns: u32,
-) -> Result<u32, LlmFailure> {
-    if turns > ts.max_turns {
-        return Err(LlmFailure {
-            code: RecordErrorCode::ToolTurnsExceeded,
-            message: format!(
-                "the model kept calling tools after its {} tool-calling turns were used up and it was asked for a final answer without tools",
-                ts.max_turns
-            ),
-        });
-    }
-    let turns = turns + 1;
-    strip_tool_turn(&mut msg);
-    let calls = msg.tool_calls.clone();
-    messages.push(msg);
-    if turns > ts.max_turns {
-        for c in &calls {
-            messages.push(ChatMessage::tool_text(&c.id, REFUSAL_MESSAGE));
-        }
-    } else {
-        let results =
-            futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref()))).await;
-        messages.extend(results);
-    }
-    Ok(turns)
 }
 
 /// One request of the tool loop.

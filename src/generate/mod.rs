@@ -56,7 +56,7 @@ use serde_json::{Map, Value};
 use crate::domain::dataset::{ConfigIssue, DatasetConfig};
 use crate::domain::models::GenerationType;
 use crate::domain::record::{RecordError, RecordOutcome, Trace};
-use crate::domain::usage::UsageCounts;
+use crate::domain::usage::{ToolUsage, UsageCounts};
 use columns::{RecordState, Step, StepEnv};
 
 pub use dtypes::ColumnType;
@@ -88,6 +88,8 @@ pub struct Generated {
     pub traces: Vec<Trace>,
     /// LLM requests and tokens by model alias (spent even when the record then failed).
     pub usage: BTreeMap<String, UsageCounts>,
+    /// Tool turns and calls by LLM column (also kept when the record failed).
+    pub tool_usage: BTreeMap<String, ToolUsage>,
     /// Images of `image` columns; the values hold references to them.
     pub media: Vec<crate::domain::media::Media>,
 }
@@ -102,6 +104,7 @@ impl Generated {
             },
             traces: Vec::new(),
             usage: BTreeMap::new(),
+            tool_usage: BTreeMap::new(),
             media: Vec::new(),
         }
     }
@@ -112,6 +115,7 @@ impl Generated {
 struct Spent {
     traces: Vec<Trace>,
     usage: BTreeMap<String, UsageCounts>,
+    tool_usage: BTreeMap<String, ToolUsage>,
     media: Vec<crate::domain::media::Media>,
 }
 
@@ -121,6 +125,7 @@ impl Spent {
             outcome,
             traces: self.traces,
             usage: self.usage,
+            tool_usage: self.tool_usage,
             media: self.media,
         }
     }

@@ -125,41 +125,50 @@ impl Plan {
             .map_err(|m| columns::StepError::new(RecordErrorCode::MultiModalContextInvalid, m))?,
             None => Vec::new(),
         };
-        let answer = llm.run(rt, system, user, media).await;
-        match answer {
-            Ok(a) => {
-                out.usage
-                    .entry(llm.column.model_alias.clone())
-                    .or_default()
-                    .add(&UsageCounts {
-                        requests: u64::from(a.requests),
-                        prompt_tokens: a.usage.prompt_tokens,
-                        completion_tokens: a.usage.completion_tokens,
-                    });
-                rec.put(step.slot, a.value);
-                let reasoning = format!(
-                    "{}{}",
-                    step.name,
-                    crate::domain::dataset::REASONING_CONTENT_POSTFIX
-                );
-                if let Some(&slot) = self.names.get(&reasoning) {
-                    rec.put(slot, a.reasoning.map_or(Value::Null, Value::String));
-                }
-                if let Some(trace) = a.trace {
-                    let messages = serde_json::to_value(&trace).unwrap_or(Value::Null);
-                    let name = format!("{}{}", step.name, crate::domain::dataset::TRACE_POSTFIX);
-                    if let Some(&slot) = self.names.get(&name) {
-                        rec.put(slot, messages.clone());
-                    }
-                    out.traces.push(Trace {
-                        column: step.name.clone(),
-                        messages,
-                    });
-                }
-                Ok(())
-            }
-            Err(f) => Err(columns::StepError::new(f.code, f.message)),
+        let (answer, spent) = llm.run(rt, &step.name, system, user, media).await;
+        // What the column spent is kept whether it answered or failed: a failed record's
+        // requests count, and its conversation up to the failure is its trace.
+        if spent.requests > 0 {
+            out.usage
+                .entry(llm.column.model_alias.clone())
+                .or_default()
+                .add(&UsageCounts {
+                    requests: u64::from(spent.requests),
+                    prompt_tokens: spent.usage.prompt_tokens,
+                    completion_tokens: spent.usage.completion_tokens,
+                });
         }
+        if !spent.tools.is_empty() {
+            out.tool_usage
+                .entry(step.name.clone())
+                .or_default()
+                .add(&spent.tools);
+        }
+        let trace = spent.trace.map(|trace| {
+            let messages = serde_json::to_value(&trace).unwrap_or(Value::Null);
+            out.traces.push(Trace {
+                column: step.name.clone(),
+                messages: messages.clone(),
+            });
+            messages
+        });
+        let a = answer.map_err(|f| columns::StepError::new(f.code, f.message))?;
+        rec.put(step.slot, a.value);
+        let reasoning = format!(
+            "{}{}",
+            step.name,
+            crate::domain::dataset::REASONING_CONTENT_POSTFIX
+        );
+        if let Some(&slot) = self.names.get(&reasoning) {
+            rec.put(slot, a.reasoning.map_or(Value::Null, Value::String));
+        }
+        if let Some(messages) = trace {
+            let name = format!("{}{}", step.name, crate::domain::dataset::TRACE_POSTFIX);
+            if let Some(&slot) = self.names.get(&name) {
+                rec.put(slot, messages);
+            }
+        }
+        Ok(())
     }
 
     /// Runs a validation column: its skip gate, then its validator on the target values.

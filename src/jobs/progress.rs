@@ -35,6 +35,7 @@ pub enum Progress {
 pub struct Follower {
     jobs: JobService,
     job: JobId,
+    num_records: u32,
     /// Bit per record index: its `Record` step was sent.
     seen: Vec<u64>,
     since: DateTime<Utc>,
@@ -49,6 +50,7 @@ impl JobService {
         Ok(Follower {
             jobs: self.clone(),
             job: id,
+            num_records: job.num_records,
             seen: vec![0u64; (job.num_records as usize).div_ceil(64)],
             since,
             last_counts: None,
@@ -57,6 +59,11 @@ impl JobService {
 }
 
 impl Follower {
+    /// How many records the job followed has.
+    pub fn num_records(&self) -> u64 {
+        u64::from(self.num_records)
+    }
+
     /// The job followed.
     pub fn job(&self) -> JobId {
         self.job

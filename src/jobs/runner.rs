@@ -1,6 +1,7 @@
 //! Generating one record of a compiled job: the one code path behind the worker pool and
 //! previews, so a preview shows what a job would store.
 
+use crate::tools::events::ToolEventBus;
 use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
@@ -26,6 +27,8 @@ pub struct RecordRunner {
     max_image_bytes: usize,
     /// Stored seed rows, read by block and cached for every job of the process.
     seeds: SeedBlocks,
+    /// Where records announce their tool calls (job event streams listen).
+    tool_events: ToolEventBus,
 }
 
 /// A record's seed row, held while it generates.
@@ -64,7 +67,13 @@ impl RecordRunner {
             max_prompt_chars,
             max_image_bytes,
             seeds,
+            tool_events: ToolEventBus::default(),
         }
+    }
+
+    /// The bus the records of this process announce their tool calls on.
+    pub fn tool_events(&self) -> &ToolEventBus {
+        &self.tool_events
     }
 
     pub(super) fn set_seeds(&mut self, seeds: SeedBlocks) {
@@ -112,6 +121,11 @@ impl RecordRunner {
     ) -> Result<Generated, SeedReadError> {
         let _sessions = Sessions::Record(&self.tools, scope.record);
         let row = self.seed_row(job, u64::from(index)).await?;
+        let events = self.tool_events.for_record(
+            crate::domain::JobId(scope.job),
+            scope.record,
+            u64::from(index),
+        );
         let rc = &job.run_config;
         let rt = LlmRuntime {
             chat,
@@ -124,8 +138,9 @@ impl RecordRunner {
             max_prompt_chars: self.max_prompt_chars,
             max_image_bytes: self.max_image_bytes,
             tool_configs: &job.tools,
-            scope: Some(scope),
             cpu: &self.cpu,
+            tool_events: Some(&events),
+            scope: Some(scope),
         };
         Ok(job
             .plan
@@ -176,6 +191,7 @@ impl RecordRunner {
                                     outcome,
                                     traces: Vec::new(),
                                     usage: Default::default(),
+                                    tool_usage: Default::default(),
                                     media: Vec::new(),
                                 },
                                 Err(payload) => panicked(index, payload.as_ref()),

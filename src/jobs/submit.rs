@@ -123,6 +123,7 @@ impl JobService {
                     counts,
                     first_errors: Vec::new(),
                     usage: Default::default(),
+                    tool_usage: Default::default(),
                 };
                 Ok((summary, true))
             }

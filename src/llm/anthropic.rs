@@ -222,10 +222,16 @@ pub(crate) fn parse_response(body: &Value) -> Result<Parsed, String> {
                 );
             }
             Some("tool_use") => {
+                // A missing id is generated (as for OpenAI): the conversation sent back
+                // carries it on both the `tool_use` and its `tool_result`.
                 let id = b
                     .get("id")
                     .and_then(Value::as_str)
-                    .ok_or("tool_use has no id")?;
+                    .filter(|s| !s.is_empty())
+                    .map_or_else(
+                        || format!("toolu_{}", uuid::Uuid::new_v4().simple()),
+                        str::to_owned,
+                    );
                 let name = b.get("name").and_then(Value::as_str).unwrap_or_default();
                 let input = b.get("input").cloned().unwrap_or_else(|| json!({}));
                 calls.push(ToolCall::new(id, name, input.to_string()));

@@ -133,7 +133,7 @@ pub(crate) fn parse_response(body: &Value) -> Result<Parsed, String> {
         .find(|s| !s.is_empty())
         .map(str::to_owned);
     if let Some(calls) = msg.get("tool_calls").and_then(Value::as_array) {
-        message.tool_calls = calls.iter().map(tool_call).collect::<Result<_, _>>()?;
+        message.tool_calls = calls.iter().map(tool_call).collect();
     }
 
     let usage = body.get("usage").map(usage).unwrap_or_default();
@@ -147,13 +147,11 @@ pub(crate) fn parse_response(body: &Value) -> Result<Parsed, String> {
     })
 }
 
-fn tool_call(c: &Value) -> Result<ToolCall, String> {
-    let f = c
-        .get("function")
-        .filter(|f| f.is_object())
-        .ok_or("a tool call has no `function` object")?;
-    // DataDesigner's leniency: a missing id is generated, a missing name is "", non-string
-    // arguments are re-serialized.
+/// One entry of `message.tool_calls`. DataDesigner's leniency: a missing id is generated, a
+/// missing name is "", non-string arguments are re-serialized. An entry without a `function`
+/// object becomes an unreadable call, answered with an extraction error, instead of failing the
+/// record without the model ever hearing what was wrong.
+fn tool_call(c: &Value) -> ToolCall {
     let id = c
         .get("id")
         .and_then(Value::as_str)
@@ -162,13 +160,22 @@ fn tool_call(c: &Value) -> Result<ToolCall, String> {
             || format!("call_{}", uuid::Uuid::new_v4().simple()),
             str::to_owned,
         );
+    let Some(f) = c.get("function").filter(|f| f.is_object()) else {
+        let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+        return ToolCall::unreadable(
+            id,
+            name,
+            c.to_string(),
+            "the tool call has no `function` object with a `name` and `arguments`",
+        );
+    };
     let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
     let arguments = match f.get("arguments") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(other) => other.to_string(),
     };
-    Ok(ToolCall::new(id, name, arguments))
+    ToolCall::new(id, name, arguments)
 }
 
 fn usage(u: &Value) -> Usage {

@@ -168,6 +168,11 @@ pub struct ToolCall {
     pub kind: String,
     /// What to call.
     pub function: FunctionCall,
+    /// Why the call could not be read as a call (a native call without a `function` object, a
+    /// prompt-based block that is not JSON). Such a call is still answered, with an extraction
+    /// error the model can act on; never serialized, the trace shows the call as received.
+    #[serde(skip)]
+    pub unreadable: Option<String>,
 }
 
 fn function_type() -> String {
@@ -198,7 +203,20 @@ impl ToolCall {
                 name: name.into(),
                 arguments: arguments.into(),
             },
+            unreadable: None,
         }
+    }
+
+    /// A call that could not be read, with what was received of it and why.
+    pub fn unreadable(
+        id: impl Into<String>,
+        name: impl Into<String>,
+        received: impl Into<String>,
+        why: impl Into<String>,
+    ) -> Self {
+        let mut call = Self::new(id, name, received);
+        call.unreadable = Some(why.into());
+        call
     }
 }
 

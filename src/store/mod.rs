@@ -222,6 +222,8 @@ pub struct RecordResult {
     /// The LLM usage of this attempt by model alias, added to the job's usage in the
     /// transaction that writes the result (and only if it is written).
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// The tool use of this attempt by LLM column, added like `usage`.
+    pub tool_usage: std::collections::BTreeMap<String, crate::domain::usage::ToolUsage>,
     /// Replaces any media stored for the record (the images of its `image` columns).
     pub media: Vec<crate::domain::media::Media>,
 }

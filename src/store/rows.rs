@@ -265,7 +265,8 @@ pub(crate) struct CountDb {
 
 /// A job with the parts of its summary, each aggregated as JSON by the query: `counts`
 /// (`{status: n}`), `first_errors` (`[[id, idx, code, message, column, stage], ...]`) and
-/// `usage` (`{alias: [requests, prompt, completion]}`). See [`super::Store::job_summaries`].
+/// `usage` (`{alias: [requests, prompt, completion]}`) and `tool_usage` (`[[column, tool,
+/// outcome, n], ...]`). See [`super::Store::job_summaries`].
 #[derive(sqlx::FromRow)]
 pub(crate) struct SummaryDb<J, T> {
     #[sqlx(flatten)]
@@ -273,6 +274,7 @@ pub(crate) struct SummaryDb<J, T> {
     counts: J,
     first_errors: J,
     usage: J,
+    tool_usage: J,
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
@@ -329,6 +331,19 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
                 .collect(),
             _ => return Err(corrupt("usage")),
         };
+        let Value::Array(tool_rows) = r.tool_usage.into_json("tool_usage")? else {
+            return Err(corrupt("tool_usage"));
+        };
+        let tool_rows = tool_rows
+            .into_iter()
+            .map(|v| {
+                let text = |i: usize| v.get(i).and_then(Value::as_str).map(str::to_owned);
+                match (text(0), text(1), text(2), v.get(3).and_then(Value::as_i64)) {
+                    (Some(c), Some(t), Some(o), Some(n)) => Ok((c, t, o, n)),
+                    _ => Err(corrupt("tool_usage row")),
+                }
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         let job: JobRow = r.job.try_into()?;
         let counts = job_counts(&job, counts)?;
         Ok(JobSummary {
@@ -336,6 +351,7 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
             counts,
             first_errors,
             usage: super::usage::from_rows(usage),
+            tool_usage: super::usage::tools_from_rows(tool_rows),
         })
     }
 }

@@ -117,6 +117,14 @@ fn is_storable(r: &RecordResult) -> bool {
             .iter()
             .any(|t| t.column.contains('\0') || has_nul(&t.messages))
         && !r.usage.keys().any(|k| k.contains('\0'))
+        && !tool_usage_has_nul(r)
+}
+
+/// Tool names come from the model: a call may name a tool with a NUL in it.
+fn tool_usage_has_nul(r: &RecordResult) -> bool {
+    r.tool_usage
+        .iter()
+        .any(|(c, u)| c.contains('\0') || u.tool_calls.keys().any(|t| t.contains('\0')))
 }
 
 fn error_has_nul(e: &RecordError) -> bool {
@@ -154,6 +162,24 @@ pub fn make_storable(r: &mut RecordResult) -> bool {
         for (mut alias, counts) in usage {
             replace_in_string(&mut alias);
             r.usage.entry(alias).or_default().add(&counts);
+        }
+    }
+    if tool_usage_has_nul(r) {
+        let tools = std::mem::take(&mut r.tool_usage);
+        for (mut column, u) in tools {
+            replace_in_string(&mut column);
+            let mut clean = crate::domain::usage::ToolUsage {
+                tool_turns: u.tool_turns,
+                ..Default::default()
+            };
+            for (mut tool, outcomes) in u.tool_calls {
+                replace_in_string(&mut tool);
+                let mine = clean.tool_calls.entry(tool).or_default();
+                for (o, n) in outcomes {
+                    *mine.entry(o).or_default() += n;
+                }
+            }
+            r.tool_usage.entry(column).or_default().add(&clean);
         }
     }
     let (values, error) = match &mut r.outcome {
@@ -282,6 +308,7 @@ mod tests {
             outcome: RecordOutcome::Completed { values },
             traces: Vec::new(),
             usage: Default::default(),
+            tool_usage: Default::default(),
             media: Vec::new(),
         }
     }

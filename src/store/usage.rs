@@ -6,6 +6,7 @@
 //! requests of an attempt whose result is not stored are not counted; its re-run's are.)
 
 pub use crate::domain::usage::UsageCounts;
+use crate::domain::usage::{ToolOutcome, ToolUsage};
 
 /// An increment of one job's usage of one model alias.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,4 +68,58 @@ pub(crate) fn from_rows(
 /// Counts as the databases' signed integers, saturating.
 pub(crate) fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The `outcome` of the `job_tool_usage` row that counts a column's tool-calling turns.
+pub(crate) const TURNS: &str = "turns";
+
+/// One `job_tool_usage` increment: (job, column, tool, outcome) and the count to add.
+pub(crate) type ToolDelta<'a> = ((crate::domain::JobId, &'a str, &'a str, &'static str), i64);
+
+/// The tool use of written results summed per row key, in key order (the order every writer
+/// updates rows in, so two batches never deadlock on them). Zero counts are left out.
+pub(crate) fn sum_tools<'a>(
+    written: impl IntoIterator<
+        Item = (
+            crate::domain::JobId,
+            &'a std::collections::BTreeMap<String, ToolUsage>,
+        ),
+    >,
+) -> Vec<ToolDelta<'a>> {
+    let mut sums: std::collections::BTreeMap<_, i64> = Default::default();
+    for (job_id, columns) in written {
+        for (column, u) in columns {
+            if u.tool_turns > 0 {
+                *sums
+                    .entry((job_id, column.as_str(), "", TURNS))
+                    .or_default() += to_i64(u.tool_turns);
+            }
+            for (tool, outcomes) in &u.tool_calls {
+                for (outcome, n) in outcomes {
+                    *sums
+                        .entry((job_id, column.as_str(), tool.as_str(), outcome.as_str()))
+                        .or_default() += to_i64(*n);
+                }
+            }
+        }
+    }
+    sums.into_iter().filter(|(_, n)| *n > 0).collect()
+}
+
+/// Builds the per-column map from `(column, tool, outcome, n)` rows, shared by both backends.
+/// Rows of an outcome this build does not know are skipped, not failed on.
+pub(crate) fn tools_from_rows(
+    rows: impl IntoIterator<Item = (String, String, String, i64)>,
+) -> std::collections::BTreeMap<String, ToolUsage> {
+    let mut out: std::collections::BTreeMap<String, ToolUsage> = Default::default();
+    for (column, tool, outcome, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        let u = out.entry(column).or_default();
+        if outcome == TURNS {
+            u.tool_turns += n;
+        } else if let Some(o) = ToolOutcome::parse(&outcome) {
+            *u.tool_calls.entry(tool).or_default().entry(o).or_default() += n;
+        }
+    }
+    out
 }

@@ -8,28 +8,55 @@
 //! returned is silently dropped. DataDesigner ignores `structuredContent`; here it is used
 //! when the result has no content blocks at all (the spec asks servers to mirror it as text,
 //! so when blocks exist it would only repeat them).
+//!
+//! An image block that is not an image (a non-`image/` MIME type, data that is not base64) is a
+//! formatting error: sent on, the provider would refuse the whole request and the record would
+//! fail without the model hearing why.
 
+use base64::Engine;
 use rmcp::model::{CallToolResult, ContentBlock as McpBlock, ResourceContents};
 
 use crate::llm::ContentBlock;
 
-/// The blocks of a tool result, and whether the server flagged it as an error (`isError`).
-pub fn to_blocks(result: &CallToolResult) -> (Vec<ContentBlock>, bool) {
-    let mut out: Vec<ContentBlock> = result.content.iter().map(block).collect();
+/// The blocks of a tool result, and whether the server flagged it as an error (`isError`);
+/// `Err` says why the result cannot be shown to the model.
+pub fn to_blocks(result: &CallToolResult) -> Result<(Vec<ContentBlock>, bool), String> {
+    let mut out = Vec::with_capacity(result.content.len());
+    for (i, b) in result.content.iter().enumerate() {
+        out.push(block(b).map_err(|why| format!("content block {} {why}", i + 1))?);
+    }
     if out.is_empty()
         && let Some(s) = &result.structured_content
     {
         out.push(ContentBlock::text(s.to_string()));
     }
-    (out, result.is_error == Some(true))
+    Ok((out, result.is_error == Some(true)))
 }
 
-fn block(b: &McpBlock) -> ContentBlock {
-    match b {
+/// An image as a `data:` URI, if it is one.
+fn image(mime_type: &str, data: &str) -> Result<ContentBlock, String> {
+    if !mime_type.starts_with("image/") {
+        return Err(format!(
+            "is an image whose MIME type '{mime_type}' is not an image type"
+        ));
+    }
+    if base64::engine::general_purpose::STANDARD
+        .decode(data.trim())
+        .is_err()
+    {
+        return Err(format!(
+            "is an image ({mime_type}) whose data is not valid base64"
+        ));
+    }
+    Ok(ContentBlock::image_url(format!(
+        "data:{mime_type};base64,{data}"
+    )))
+}
+
+fn block(b: &McpBlock) -> Result<ContentBlock, String> {
+    Ok(match b {
         McpBlock::Text(t) => ContentBlock::text(t.text.clone()),
-        McpBlock::Image(i) => {
-            ContentBlock::image_url(format!("data:{};base64,{}", i.mime_type, i.data))
-        }
+        McpBlock::Image(i) => image(&i.mime_type, &i.data)?,
         McpBlock::Audio(a) => ContentBlock::text(format!(
             "[audio content ({}), {} bytes of base64 omitted]",
             a.mime_type,
@@ -43,16 +70,16 @@ fn block(b: &McpBlock) -> ContentBlock {
                 blob,
                 ..
             } => match mime_type.as_deref() {
-                Some(m) if m.starts_with("image/") => {
-                    ContentBlock::image_url(format!("data:{m};base64,{blob}"))
-                }
+                Some(m) if m.starts_with("image/") => image(m, blob)?,
                 m => ContentBlock::text(format!(
                     "[resource {uri} ({}), {} bytes of base64 omitted]",
                     m.unwrap_or("application/octet-stream"),
                     blob.len()
                 )),
             },
-            other => ContentBlock::text(serde_json::to_string(other).unwrap_or_default()),
+            other => ContentBlock::text(
+                serde_json::to_string(other).map_err(|e| format!("cannot be written out ({e})"))?,
+            ),
         },
         McpBlock::ResourceLink(l) => {
             let mut s = format!("[resource link: {}", l.uri);
@@ -63,8 +90,10 @@ fn block(b: &McpBlock) -> ContentBlock {
             ContentBlock::text(s)
         }
         // A block type newer than this build: its JSON, rather than nothing.
-        other => ContentBlock::text(serde_json::to_string(other).unwrap_or_default()),
-    }
+        other => ContentBlock::text(
+            serde_json::to_string(other).map_err(|e| format!("cannot be written out ({e})"))?,
+        ),
+    })
 }
 
 #[cfg(test)]
@@ -80,7 +109,7 @@ mod tests {
             B::image("iVBO", "image/png"),
             B::text("after"),
         ]);
-        let (blocks, is_error) = to_blocks(&r);
+        let (blocks, is_error) = to_blocks(&r).unwrap();
         assert!(!is_error);
         assert_eq!(
             blocks,
@@ -96,10 +125,13 @@ mod tests {
     fn structured_content_is_text_only_when_there_are_no_blocks() {
         let mut r = CallToolResult::success(vec![]);
         r.structured_content = Some(json!({"k": "v"}));
-        assert_eq!(to_blocks(&r).0, vec![ContentBlock::text(r#"{"k":"v"}"#)]);
+        assert_eq!(
+            to_blocks(&r).unwrap().0,
+            vec![ContentBlock::text(r#"{"k":"v"}"#)]
+        );
         let mut r = CallToolResult::success(vec![B::text("5")]);
         r.structured_content = Some(json!({"sum": 5}));
-        assert_eq!(to_blocks(&r).0, vec![ContentBlock::text("5")]);
+        assert_eq!(to_blocks(&r).unwrap().0, vec![ContentBlock::text("5")]);
     }
 
     #[test]
@@ -107,8 +139,22 @@ mod tests {
         let r = CallToolResult::error(vec![B::Resource(rmcp::model::EmbeddedResource::new(
             ResourceContents::text("note", "mock://note"),
         ))]);
-        let (blocks, is_error) = to_blocks(&r);
+        let (blocks, is_error) = to_blocks(&r).unwrap();
         assert!(is_error);
         assert_eq!(blocks, vec![ContentBlock::text("note")]);
+    }
+
+    #[test]
+    fn an_image_that_is_not_one_cannot_be_shown() {
+        let r = CallToolResult::success(vec![B::text("x"), B::image("not base64!", "image/png")]);
+        assert_eq!(
+            to_blocks(&r).unwrap_err(),
+            "content block 2 is an image (image/png) whose data is not valid base64"
+        );
+        let r = CallToolResult::success(vec![B::image("iVBO", "text/plain")]);
+        assert_eq!(
+            to_blocks(&r).unwrap_err(),
+            "content block 1 is an image whose MIME type 'text/plain' is not an image type"
+        );
     }
 }

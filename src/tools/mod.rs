@@ -7,7 +7,9 @@
 //! is a config error. Unlike DataDesigner, a call that is not allowed, unknown, has bad
 //! arguments, times out or hits a broken server does not fail the record: the model is told.
 
+mod coerce;
 mod content;
+pub mod events;
 mod inline;
 pub mod prompt;
 
@@ -19,6 +21,7 @@ use serde_json::{Map, Value};
 
 use crate::config::InlineToolConfig;
 use crate::domain::models::{ModelConfig, ToolConfig, duration_from_secs};
+use crate::domain::usage::ToolOutcome;
 use crate::llm::{ChatMessage, ContentBlock, ToolCall, ToolSpec};
 use crate::mcp::{CallScope, McpError, McpPool, ToolList};
 
@@ -268,6 +271,7 @@ impl ToolHub {
             // Validation bounds `timeout_sec`; an unusable value means the default, not a panic.
             timeout: cfg.timeout_sec.and_then(duration_from_secs),
             max_turns: cfg.max_tool_call_turns,
+            coerce: cfg.coerce_arguments,
             max_result_chars: self.max_result_chars,
             pool: self.pool.clone(),
         })
@@ -336,20 +340,55 @@ pub struct Toolset {
     timeout: Option<Duration>,
     /// `max_tool_call_turns`.
     pub max_turns: u32,
+    /// `coerce_arguments`: convert arguments to the schema's types where that is lossless.
+    coerce: bool,
     max_result_chars: usize,
     pool: McpPool,
 }
 
+/// One call answered: the `tool` message for the model, and what the job's usage and event
+/// stream say about it.
+#[derive(Debug)]
+pub struct Answered {
+    /// The `tool` message (a result, or an `Error:` text).
+    pub message: ChatMessage,
+    /// How the call ended.
+    pub outcome: ToolOutcome,
+    /// The provider that served the tool, `inline` for an inline tool, `None` when the call
+    /// never reached one.
+    pub source: Option<String>,
+    /// From the call's start to its answer.
+    pub elapsed: Duration,
+}
+
+/// Why a call was answered with an error: the outcome it counts as and the text the model gets
+/// after `Error: `.
+type Failure = (ToolOutcome, String);
+
 impl Toolset {
-    /// Runs one call and returns the `tool` message answering it. Never fails: every problem
-    /// becomes an `Error: ...` message for the model.
-    pub async fn execute(&self, call: &ToolCall, scope: Option<&CallScope>) -> ChatMessage {
-        match self.run(call, scope).await {
-            Ok(content) => ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
-            Err(message) => {
-                tracing::debug!(tool = %call.function.name, error = %message, "tool call answered with an error");
-                ChatMessage::tool_text(&call.id, format!("Error: {message}"))
+    /// Runs one call and answers it. Never fails: every problem becomes an `Error: ...` message
+    /// for the model, counted under its outcome.
+    pub async fn execute(&self, call: &ToolCall, scope: Option<&CallScope>) -> Answered {
+        let started = std::time::Instant::now();
+        let source = self.source_of(&call.function.name).map(str::to_owned);
+        let (message, outcome) = match self.run(call, scope).await {
+            Ok(content) => (
+                ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
+                ToolOutcome::Ok,
+            ),
+            Err((outcome, message)) => {
+                tracing::debug!(tool = %call.function.name, outcome = outcome.as_str(), error = %message, "tool call answered with an error");
+                (
+                    ChatMessage::tool_text(&call.id, format!("Error: {message}")),
+                    outcome,
+                )
             }
+        };
+        Answered {
+            message,
+            outcome,
+            source,
+            elapsed: started.elapsed(),
         }
     }
 
@@ -357,29 +396,60 @@ impl Toolset {
         &self,
         call: &ToolCall,
         scope: Option<&CallScope>,
-    ) -> Result<Vec<ContentBlock>, String> {
+    ) -> Result<Vec<ContentBlock>, Failure> {
         let name = call.function.name.as_str();
+        if let Some(why) = &call.unreadable {
+            return Err((
+                ToolOutcome::ExtractionError,
+                format!(
+                    "Your tool call could not be read: {why}. Available tools: {}.",
+                    self.available()
+                ),
+            ));
+        }
+        if name.is_empty() {
+            return Err((
+                ToolOutcome::ExtractionError,
+                format!(
+                    "Your tool call names no tool. Call one of the available tools by name: {}.",
+                    self.available()
+                ),
+            ));
+        }
         let Some(route) = self.routes.get(name) else {
             if self.hidden.iter().any(|h| h == name) {
-                return Err(format!(
-                    "Tool '{name}' is not permitted by tool config '{}'. Available tools: {}.",
-                    self.alias,
-                    self.available()
+                return Err((
+                    ToolOutcome::ValidationError,
+                    format!(
+                        "Tool '{name}' is not permitted by tool config '{}'. Available tools: {}.",
+                        self.alias,
+                        self.available()
+                    ),
                 ));
             }
-            return Err(format!(
-                "Tool '{name}' not found on any configured provider. Available tools: {}.",
-                self.available()
+            return Err((
+                ToolOutcome::ValidationError,
+                format!(
+                    "Tool '{name}' not found on any configured provider. Available tools: {}.",
+                    self.available()
+                ),
             ));
         };
-        let mut args = parse_arguments(name, &call.function.arguments)?;
-        let validator = match route {
-            Route::Mcp { list, index, .. } => list.tools[*index].validator.as_ref(),
-            Route::Inline(t) => t.validator.as_ref(),
+        let mut args = parse_arguments(name, &call.function.arguments)
+            .map_err(|m| (ToolOutcome::ExtractionError, m))?;
+        let (validator, schema) = match route {
+            Route::Mcp { list, index, .. } => (
+                list.tools[*index].validator.as_ref(),
+                &list.tools[*index].input_schema,
+            ),
+            Route::Inline(t) => (t.validator.as_ref(), &t.cfg.parameters),
         };
         if let Some(v) = validator {
             // The arguments are lent to a `Value` for the check and taken back, not copied.
-            let value = Value::Object(std::mem::take(&mut args));
+            let mut value = Value::Object(std::mem::take(&mut args));
+            if self.coerce && !v.is_valid(&value) {
+                coerce::to_schema(&mut value, schema);
+            }
             let errors: Vec<String> = v
                 .iter_errors(&value)
                 .take(5)
@@ -393,9 +463,12 @@ impl Toolset {
                 })
                 .collect();
             if !errors.is_empty() {
-                return Err(format!(
-                    "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
-                    errors.join("; ")
+                return Err((
+                    ToolOutcome::ValidationError,
+                    format!(
+                        "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
+                        errors.join("; ")
+                    ),
                 ));
             }
             if let Value::Object(m) = value {
@@ -410,33 +483,60 @@ impl Toolset {
                     .await
                 {
                     Ok(result) => {
-                        let (blocks, is_error) = content::to_blocks(&result);
+                        let (blocks, is_error) = content::to_blocks(&result).map_err(|why| {
+                            (
+                                ToolOutcome::FormattingError,
+                                format!(
+                                    "Tool '{name}' ran, but its result cannot be shown to you: {why}. Try other arguments, or answer without it."
+                                ),
+                            )
+                        })?;
                         if is_error {
-                            return Err(server_error_text(name, &blocks));
+                            return Err((
+                                ToolOutcome::ExecutionError,
+                                server_error_text(name, &blocks),
+                            ));
                         }
                         Ok(blocks)
                     }
-                    Err(e @ McpError::Timeout { .. }) => Err(format!(
-                        "Tool '{name}' {e} and was cancelled. Try again with a smaller request, or answer without it."
+                    Err(e @ McpError::Timeout { .. }) => Err((
+                        ToolOutcome::ExecutionError,
+                        format!(
+                            "Tool '{name}' {e} and was cancelled. Try again with a smaller request, or answer without it."
+                        ),
                     )),
-                    Err(e) => Err(format!("Tool '{name}' failed: {e}")),
+                    Err(e) => Err((
+                        ToolOutcome::ExecutionError,
+                        format!("Tool '{name}' failed: {e}"),
+                    )),
                 }
             }
-            Route::Inline(t) => t.call(args, self.timeout).await,
+            Route::Inline(t) => t
+                .call(args, self.timeout)
+                .await
+                .map_err(|m| (ToolOutcome::ExecutionError, m)),
         }
+    }
+
+    /// The provider serving `name` (`inline` for an inline tool), if the toolset offers it.
+    fn source_of(&self, name: &str) -> Option<&str> {
+        match self.routes.get(name)? {
+            Route::Mcp { provider, .. } => Some(provider),
+            Route::Inline(_) => Some("inline"),
+        }
+    }
+
+    /// The names of the offered tools, in offer order (the prompt-based fallback looks for
+    /// them in the reply).
+    pub fn offered(&self) -> &[String] {
+        &self.offered
     }
 
     /// Each offered tool with the provider (or inline tool) that serves it, in offer order.
     pub fn describe(&self) -> Vec<(&ToolSpec, &str)> {
         self.specs
             .iter()
-            .map(|s| {
-                let source = match self.routes.get(&s.name) {
-                    Some(Route::Mcp { provider, .. }) => provider.as_str(),
-                    _ => "inline",
-                };
-                (s, source)
-            })
+            .map(|s| (s, self.source_of(&s.name).unwrap_or("inline")))
             .collect()
     }
 

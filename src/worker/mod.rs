@@ -487,6 +487,7 @@ fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
             outcome: generated.outcome,
             traces: generated.traces,
             usage: generated.usage,
+            tool_usage: generated.tool_usage,
             media: generated.media,
         },
     }

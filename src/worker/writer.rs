@@ -207,6 +207,7 @@ async fn write_each(
             },
             traces: Vec::new(),
             usage: result.usage,
+            tool_usage: result.tool_usage,
             media: Vec::new(),
         };
         match inner

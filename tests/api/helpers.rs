@@ -145,6 +145,35 @@ impl TestApp {
         }
     }
 
+    /// The events of job `id`'s stream with `query` (e.g. `tool_calls=true`), read until the
+    /// server ends it after `done`: `(event name, data)` pairs.
+    pub async fn job_events(&self, id: &str, query: &str) -> Vec<(String, Value)> {
+        let resp = self
+            .client
+            .get(self.url(&format!("/v1/jobs/{id}/events?{query}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert!(
+            resp.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream")
+        );
+        let body = tokio::time::timeout(Duration::from_secs(60), resp.text())
+            .await
+            .expect("the stream ends after done")
+            .unwrap();
+        body.split("\n\n")
+            .filter_map(|block| {
+                let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+                let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+                Some((name.to_owned(), serde_json::from_str(data).ok()?))
+            })
+            .collect()
+    }
+
     /// All records of a job through the paged JSON API.
     pub async fn all_records(&self, id: &str) -> Vec<Value> {
         let mut out = Vec::new();

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{TestApp, sampler_config, spawn_app, spawn_app_with, status_json};
+use crate::helpers::{sampler_config, spawn_app, spawn_app_with, status_json};
 
 const N: u64 = 10_000;
 
@@ -262,41 +262,13 @@ async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
 }
 backends!(early_shutdown, failing_records_are_kept_and_stop_the_job);
 
-/// The events of a job's stream, read until the server ends it.
-async fn read_events(app: &TestApp, id: &str) -> Vec<(String, Value)> {
-    let resp = app
-        .client
-        .get(app.url(&format!("/v1/jobs/{id}/events")))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert!(
-        resp.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
-    let body = tokio::time::timeout(Duration::from_secs(60), resp.text())
-        .await
-        .expect("stream ends after done")
-        .unwrap();
-    body.split("\n\n")
-        .filter_map(|block| {
-            let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
-            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
-            Some((name.to_owned(), serde_json::from_str(data).ok()?))
-        })
-        .collect()
-}
-
 async fn events_stream_progress_until_done(backend: Backend) {
     let app = spawn_app(backend).await;
     let (_, job) = app
         .create_job(&json!({"config": sampler_config(), "num_records": 300}))
         .await;
     let id = job["id"].as_str().unwrap().to_owned();
-    let events = read_events(&app, &id).await;
+    let events = app.job_events(&id, "").await;
     assert_eq!(events.first().map(|e| e.0.as_str()), Some("progress"));
     let (last_name, last) = events.last().unwrap();
     assert_eq!(last_name, "done");
@@ -316,7 +288,7 @@ async fn events_stream_progress_until_done(backend: Backend) {
 
     // Reconnecting right after the job finished: the records that finished moments ago are
     // reported again, but `progress` still comes first (it used to follow them).
-    let again = read_events(&app, &id).await;
+    let again = app.job_events(&id, "").await;
     let names: Vec<&str> = again.iter().map(|e| e.0.as_str()).collect();
     assert_eq!(names.first(), Some(&"progress"), "{names:?}");
     assert_eq!(names.last(), Some(&"done"), "{names:?}");

@@ -8,7 +8,9 @@
 //! parallel calls and image results.
 
 mod tool_errors;
+mod tool_events;
 mod tool_loop;
+mod tool_outcomes;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};

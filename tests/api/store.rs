@@ -130,6 +130,7 @@ fn completed(c: &ClaimedRecord, values: Value) -> RecordResult {
         outcome: RecordOutcome::Completed { values },
         traces: Vec::new(),
         usage: Default::default(),
+        tool_usage: Default::default(),
         media: Vec::new(),
     }
 }
@@ -153,6 +154,7 @@ fn failed(c: &ClaimedRecord, code: &str) -> RecordResult {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        tool_usage: Default::default(),
         media: Vec::new(),
     }
 }

@@ -217,7 +217,9 @@ impl Store for PgStore {
             ") e) as first_errors, \
                (select coalesce(json_object_agg(model_alias, \
                  json_build_array(requests, prompt_tokens, completion_tokens)), '{}'::json) \
-                 from job_usage where job_id = jobs.id) as usage \
+                 from job_usage where job_id = jobs.id) as usage, \
+               (select coalesce(json_agg(json_build_array(column_name, tool_name, outcome, n)), \
+                 '[]'::json) from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
         rows::push_job_select(&mut qb, select);

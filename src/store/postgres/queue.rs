@@ -438,6 +438,12 @@ impl PgStore {
                     .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.usage))),
             );
             super::usage::add(&mut tx, &deltas).await?;
+            let tools = usage::sum_tools(
+                fenced
+                    .iter()
+                    .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.tool_usage))),
+            );
+            super::usage::add_tools(&mut tx, &tools).await?;
         }
         tx.commit().await?;
         // In the order of `results`, like the SQLite store.

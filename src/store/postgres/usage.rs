@@ -45,6 +45,42 @@ pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Resul
     Ok(())
 }
 
+/// Adds tool-use `deltas` inside the caller's transaction, as [`add`] does for LLM usage: one
+/// statement for the batch, rows in key order.
+pub(super) async fn add_tools(
+    conn: &mut PgConnection,
+    deltas: &[usage::ToolDelta<'_>],
+) -> Result<(), StoreError> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let (mut jobs, mut columns, mut tools, mut outcomes, mut ns) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((job_id, column, tool, outcome), n) in deltas {
+        jobs.push(job_id.0);
+        columns.push(*column);
+        tools.push(*tool);
+        outcomes.push(*outcome);
+        ns.push(*n);
+    }
+    sqlx::query(
+        "insert into job_tool_usage (job_id, column_name, tool_name, outcome, n, created_at, updated_at)
+         select d.job_id, d.col, d.tool, d.outcome, d.n, now(), now()
+         from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::int8[])
+              as d(job_id, col, tool, outcome, n)
+         on conflict (job_id, column_name, tool_name, outcome) do update set
+           n = job_tool_usage.n + excluded.n, updated_at = now()",
+    )
+    .bind(jobs)
+    .bind(columns)
+    .bind(tools)
+    .bind(outcomes)
+    .bind(ns)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
 pub(super) async fn get(
     pool: &PgPool,
     job_id: JobId,

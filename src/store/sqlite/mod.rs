@@ -285,7 +285,9 @@ impl Store for SqliteStore {
             ")) as first_errors, \
                (select json_group_object(model_alias, \
                  json_array(requests, prompt_tokens, completion_tokens)) \
-                 from job_usage where job_id = jobs.id) as usage \
+                 from job_usage where job_id = jobs.id) as usage, \
+               (select json_group_array(json_array(column_name, tool_name, outcome, n)) \
+                 from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
         rows::push_job_select(&mut qb, select);

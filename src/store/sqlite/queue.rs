@@ -466,6 +466,11 @@ impl SqliteStore {
                 .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.usage))),
         );
         super::usage::add(&mut tx, &deltas, now).await?;
+        let tools = usage::sum_tools(
+            new.iter()
+                .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.tool_usage))),
+        );
+        super::usage::add_tools(&mut tx, &tools, now).await?;
         tx.commit().await?;
         // In the order of `results`, like the Postgres store.
         Ok(results

@@ -38,6 +38,31 @@ pub(super) async fn add(
     Ok(())
 }
 
+/// Adds tool-use `deltas` inside the caller's transaction, as [`add`] does for LLM usage.
+pub(super) async fn add_tools(
+    conn: &mut SqliteConnection,
+    deltas: &[usage::ToolDelta<'_>],
+    now: i64,
+) -> Result<(), StoreError> {
+    for ((job_id, column, tool, outcome), n) in deltas {
+        sqlx::query(
+            "insert into job_tool_usage (job_id, column_name, tool_name, outcome, n, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $6, $6)
+             on conflict (job_id, column_name, tool_name, outcome) do update set
+               n = job_tool_usage.n + excluded.n, updated_at = excluded.updated_at",
+        )
+        .bind(job_id.0)
+        .bind(*column)
+        .bind(*tool)
+        .bind(*outcome)
+        .bind(*n)
+        .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
 pub(super) async fn get(
     pool: &SqlitePool,
     job_id: JobId,

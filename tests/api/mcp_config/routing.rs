@@ -116,6 +116,88 @@ async fn prompt_based_tool_calling_keeps_standard_traces() {
     app.stop().await;
 }
 
+/// Prompt-based calls in the `TOOL:` / `PARAMETERS:` format, the opt-in "use the X tool"
+/// fallback, and a broken block answered with an extraction error the model sees.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompt_based_reads_tool_lines_and_the_opt_in_fallback() {
+    let events = Events::new();
+    let (app, _llm) = app_with_tools(
+        Backend::Sqlite,
+        json!({"rules": [
+            {"when": {"user_contains": "<tool_response>"}, "reply": {"text": "done"}},
+            {"when": {"user_contains": "lines"}, "reply": {"text":
+                "Checking.\nTOOL: echo\nPARAMETERS: {\"text\":\n  \"from lines\"}"}},
+            {"when": {"user_contains": "mention"}, "reply": {"text":
+                "I will use the whoami tool."}},
+            {"when": {"user_contains": "broken"}, "reply": {"text":
+                "TOOL: echo\nPARAMETERS: {\"text\": oops}"}}
+        ]}),
+        vec![mock_mcp_stdio("mock", &events.path)],
+        vec![json!({"tool_alias": "t", "providers": ["mock"]})],
+        |c| {
+            for (alias, fallback) in [("prompted", false), ("mentioning", true)] {
+                c.model_configs.push(
+                    serde_json::from_value(json!({"alias": alias, "model": "mock-prompted",
+                        "provider": "mock", "tool_call_strategy": "prompt_based",
+                        "tool_call_fallback": fallback}))
+                    .unwrap(),
+                );
+            }
+        },
+    )
+    .await;
+    let spec = job(
+        1,
+        &[
+            ("lines", "prompted", "t", "lines {{ n }}"),
+            ("mention", "mentioning", "t", "mention {{ n }}"),
+            ("plain", "prompted", "t", "mention {{ n }}"),
+            ("broken", "prompted", "t", "broken {{ n }}"),
+        ],
+        json!([]),
+        json!([]),
+    );
+    let done = run_job(&app, &spec, JOB_TIMEOUT).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let record = &app.all_records(done["id"].as_str().unwrap()).await[0];
+    let id = record["id"].as_str().unwrap();
+    let values = &record["values"];
+    assert_eq!(values["lines"], "done", "{record}");
+    assert_eq!(values["mention"], "done", "{record}");
+    assert_eq!(
+        values["plain"], "I will use the whoami tool.",
+        "without tool_call_fallback a mention is prose: {record}"
+    );
+    assert_eq!(values["broken"], "done", "{record}");
+
+    let t = trace(&app, id, "lines").await;
+    let c = &t[1]["tool_calls"][0];
+    assert_eq!(c["function"]["name"], "echo", "{t:?}");
+    assert_eq!(text(&t[1]), "Checking.");
+    assert_eq!(tool_texts(&t), ["from lines"]);
+
+    let t = trace(&app, id, "mention").await;
+    assert_eq!(t[1]["tool_calls"][0]["function"]["name"], "whoami", "{t:?}");
+    assert_eq!(t[1]["tool_calls"][0]["function"]["arguments"], "{}");
+    assert!(tool_texts(&t)[0].starts_with("pid="), "{t:?}");
+
+    let t = trace(&app, id, "broken").await;
+    let said = &tool_texts(&t)[0];
+    assert!(
+        said.starts_with(
+            "Error: Your tool call could not be read: the JSON after PARAMETERS: is not valid"
+        ),
+        "{said}"
+    );
+    assert_eq!(events.calls("echo"), 1, "only the readable call ran");
+    assert_eq!(events.calls("whoami"), 1);
+    assert_eq!(
+        done["tool_usage"]["broken"]["tool_calls"]["echo"]["extraction_error"], 1,
+        "{done}"
+    );
+    app.stop().await;
+}
+
 /// What an inline tool's endpoint received, by path.
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 

@@ -1,8 +1,10 @@
 //! Record reads, traces, progress and bulk inserts.
 
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::json;
+use synthgate::domain::usage::{ToolOutcome, ToolUsage};
 use synthgate::domain::{RecordId, RecordStatus};
 use synthgate::store::{
     JobCounts, JobSelect, RecordError, RecordErrorCode, RecordResult, RecordStage, UsageCounts,
@@ -105,6 +107,7 @@ async fn results_round_trip(db: TestDb) {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        tool_usage: Default::default(),
         media: Vec::new(),
     };
     let results = [
@@ -331,6 +334,17 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
                     completion_tokens: u64::from(r.index),
                 },
             );
+            // Tool use: one turn per record in column `answer`; record i calls `clock` once
+            // (ok) and, for odd i, `nope` once (validation_error).
+            let mut tools = ToolUsage {
+                tool_turns: 1,
+                ..Default::default()
+            };
+            tools.count_call("clock", ToolOutcome::Ok);
+            if r.index % 2 == 1 {
+                tools.count_call("nope", ToolOutcome::ValidationError);
+            }
+            res.tool_usage.insert("answer".to_owned(), tools);
             res
         })
         .collect();
@@ -366,6 +380,21 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
         "indexes 1 and 3 (5 was not claimed)"
     );
     assert_eq!(s.usage["m0"].completion_tokens, 2 + 4);
+    let answer = &s.tool_usage["answer"];
+    assert_eq!(
+        answer.tool_turns, 5,
+        "indexes 0 to 4, failed records included"
+    );
+    assert_eq!(
+        answer.tool_calls["clock"],
+        BTreeMap::from([(ToolOutcome::Ok, 5)])
+    );
+    assert_eq!(
+        answer.tool_calls["nope"],
+        BTreeMap::from([(ToolOutcome::ValidationError, 2)]),
+        "indexes 1 and 3"
+    );
+    assert_eq!(s.tool_usage.len(), 1);
 
     // Another owner does not see it.
     let hidden = JobSelect::One {
@@ -386,5 +415,7 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
     assert_eq!(ids, [quiet.id, j.id]);
     assert_eq!(page[0].counts.pending, 2);
     assert!(page[0].first_errors.is_empty() && page[0].usage.is_empty());
+    assert!(page[0].tool_usage.is_empty());
     assert_eq!(page[1].first_errors.len(), 4);
+    assert_eq!(page[1].tool_usage, s.tool_usage);
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 use synthgate::domain::RecordStatus;
+use synthgate::domain::usage::{ToolOutcome, ToolUsage};
 use synthgate::store::{
     RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, UsageCounts,
 };
@@ -155,6 +156,15 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
         },
         traces: Vec::new(),
         usage: BTreeMap::new(),
+        // A tool name comes from the model, and may hold a NUL too.
+        tool_usage: BTreeMap::from([("answer".to_owned(), {
+            let mut u = ToolUsage {
+                tool_turns: 1,
+                ..Default::default()
+            };
+            u.count_call("x\u{0}y", ToolOutcome::ValidationError);
+            u
+        })]),
         media: Vec::new(),
     };
     let clean = completed(&held[3], json!({"topic": "theirs"}));
@@ -195,6 +205,17 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
     let e = r2.error.expect("error");
     assert_eq!(e.code, "template_error");
     assert_eq!(e.message, "cannot use 'x\u{FFFD}'");
+
+    let one = synthgate::store::JobSelect::One {
+        id: mine.id,
+        owner: None,
+    };
+    let summary = &store.job_summaries(one, 0).await.unwrap()[0];
+    assert_eq!(summary.tool_usage["answer"].tool_turns, 1);
+    assert_eq!(
+        summary.tool_usage["answer"].tool_calls["x\u{FFFD}y"][&ToolOutcome::ValidationError],
+        1
+    );
 
     let r3 = get(3).await.unwrap().unwrap();
     assert_eq!(r3.status, RecordStatus::Completed);

@@ -12,8 +12,8 @@ use super::view::View;
 pub(crate) struct Answer {
     pub text: String,
     pub reasoning: Option<String>,
-    /// (id, name, arguments: object or verbatim string)
-    pub tool_calls: Vec<(String, String, Value)>,
+    /// (id, name, arguments: object or verbatim string, broken: sent without `function`)
+    pub tool_calls: Vec<(String, String, Value, bool)>,
     pub finish_reason: Option<String>,
     /// Add the mock's PNG as `message.images` (OpenAI; image models on the chat route).
     pub image: bool,
@@ -155,7 +155,7 @@ pub(crate) fn success_body(
         + a.reasoning.as_deref().map_or(0, tokens)
         + a.tool_calls
             .iter()
-            .map(|(_, n, v)| tokens(n) + tokens(&args_text(v)))
+            .map(|(_, n, v, _)| tokens(n) + tokens(&args_text(v)))
             .sum::<u64>();
     match api {
         // Embeddings and images are answered by `media`; an image model on the chat route is
@@ -179,7 +179,10 @@ pub(crate) fn success_body(
                 let calls: Vec<Value> = a
                     .tool_calls
                     .iter()
-                    .map(|(id, name, args)| {
+                    .map(|(id, name, args, broken)| {
+                        if *broken {
+                            return json!({"id": id, "type": "function", "name": name});
+                        }
                         json!({"id": id, "type": "function",
                                "function": {"name": name, "arguments": args_text(args)}})
                     })
@@ -210,7 +213,7 @@ pub(crate) fn success_body(
             if !a.text.is_empty() || a.tool_calls.is_empty() {
                 content.push(json!({"type": "text", "text": a.text}));
             }
-            for (id, name, args) in &a.tool_calls {
+            for (id, name, args, _) in &a.tool_calls {
                 // Anthropic inputs are objects; a scripted string is parsed when it can be.
                 let input = match args {
                     Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| json!({})),

@@ -155,6 +155,10 @@ pub struct ScriptedToolCall {
     /// Arguments: an object, or a string sent verbatim (to script invalid JSON).
     #[serde(default = "empty_object")]
     pub arguments: Value,
+    /// OpenAI only: send the call without its `function` object (`{"id", "type", "name"}`),
+    /// a malformed native call.
+    #[serde(default)]
+    pub broken: bool,
 }
 
 fn empty_object() -> Value {

@@ -296,6 +296,7 @@ fn plan_for(g: &mut Inner, reply: &Reply, view: &View) -> Plan {
                 format!("call_{}", g.tool_call_seq),
                 c.name.clone(),
                 c.arguments.clone(),
+                c.broken,
             )
         })
         .collect::<Vec<_>>();

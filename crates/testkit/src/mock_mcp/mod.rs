@@ -15,6 +15,7 @@
 //! | `add`             | `{a, b}` (numbers) | text `5`, structuredContent `{"sum": 5}` (an integer when whole) |
 //! | `image`           | `{}`               | one image block: [`PNG_1X1`], `image/png`                        |
 //! | `mixed`           | `{}`               | text `before`, the PNG, text `after`                             |
+//! | `broken_image`    | `{}`               | text `look`, then an image block whose data is not base64        |
 //! | `structured_only` | `{}`               | no content blocks, structuredContent `{"k": "v"}`                |
 //! | `resource`        | `{}`               | embedded text resource `mock://note`: `resource text`            |
 //! | `fail`            | `{message?}`       | `isError: true`, text `tool failed: <message or boom>`           |

@@ -18,8 +18,9 @@ use super::{MockMcpHttp, Options, PNG_1X1};
 const DEADLINE: Duration = Duration::from_secs(2);
 
 /// Every tool listed while `bonus` is off.
-const TOOLS: [&str; 11] = [
+const TOOLS: [&str; 12] = [
     "add",
+    "broken_image",
     "crash",
     "echo",
     "fail",

@@ -88,6 +88,14 @@ impl MockMcp {
         CallToolResult::success(vec![ContentBlock::image(PNG_1X1, "image/png")])
     }
 
+    #[tool(description = "Returns text \"look\" and an image block whose data is not base64.")]
+    fn broken_image(&self) -> CallToolResult {
+        CallToolResult::success(vec![
+            ContentBlock::text("look"),
+            ContentBlock::image("not base64!", "image/png"),
+        ])
+    }
+
     #[tool(description = "Returns text \"before\", the 1x1 PNG, then text \"after\".")]
     fn mixed(&self) -> CallToolResult {
         CallToolResult::success(vec![
