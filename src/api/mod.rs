@@ -9,6 +9,7 @@ mod events;
 pub mod extract;
 mod health;
 mod jobs;
+pub mod mcp_server;
 mod models;
 pub mod openapi;
 mod outputs;
@@ -73,12 +74,19 @@ pub fn router(state: AppState) -> Router {
     } else {
         Router::new()
     };
+    // The API as MCP tools; behind the keys like `/v1` (see `auth::authenticate`).
+    let mcp = if state.config.server.mcp {
+        Router::new().route_service(mcp_server::PATH, mcp_server::service(state.clone()))
+    } else {
+        Router::new()
+    };
     let timeout = Duration::from_secs(state.config.server.request_timeout_sec);
     let body_limit = state.config.server.max_body_bytes;
     let keys = state.keys.clone();
     routes
         .merge(docs)
         .merge(ui)
+        .merge(mcp)
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(timeout, request_timeout))
@@ -123,6 +131,7 @@ async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next
 /// Logs each error once, inside the request span, and turns any bare error response (from axum
 /// or tower layers) into the standard envelope so clients always get a code.
 async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Next) -> Response {
+    let mcp = mcp_server::is_mcp(req.uri().path());
     let resp = next.run(req).await;
     let status = resp.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -134,6 +143,15 @@ async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Nex
         } else {
             tracing::info!(error.code = logged.code, error.message = %logged.cause, "request rejected");
         }
+        return resp;
+    }
+    // MCP transport errors (406 without the SSE media type, a JSON-RPC error with 400, ...)
+    // are the protocol's answers, which MCP clients read; the envelope would hide them.
+    if mcp {
+        tracing::info!(
+            status = status.as_u16(),
+            "MCP request rejected by the transport"
+        );
         return resp;
     }
     let err = match status {
