@@ -243,6 +243,20 @@ async fn tools_preview_job_and_trace(backend: Backend) {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["counts"]["completed"], 3);
+    let progress = a.recorder.progress();
+    let last = progress.last().unwrap();
+    assert_eq!(
+        (last.progress, last.total),
+        (3.0, Some(3.0)),
+        "{progress:?}"
+    );
+    assert!(
+        last.message
+            .as_deref()
+            .unwrap()
+            .contains("3 of 3 records finished"),
+        "{last:?}"
+    );
     let got = a.ok("get_job", json!({"job_id": job_id})).await;
     assert_eq!(got["id"], job_id.as_str());
     let page = a
@@ -390,7 +404,11 @@ async fn errors_are_tool_errors_with_the_api_codes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_guard_mcp_and_it_can_be_turned_off() {
-    let app = spawn_app_with(Backend::Sqlite, with_keys).await;
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        with_keys(c);
+        c.server.max_body_bytes = 16 * 1024;
+    })
+    .await;
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {},
         "clientInfo": {"name": "curl", "version": "0"}}});
@@ -419,6 +437,19 @@ async fn keys_guard_mcp_and_it_can_be_turned_off() {
     }
     let resp = post(Some(KEY_A)).await.unwrap();
     assert_eq!(resp.status(), 200);
+    // `server.max_body_bytes` holds for MCP messages too.
+    let big = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "submit_job", "arguments": {"config": {"x": "y".repeat(20_000)}, "num_records": 1}}});
+    let resp = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(KEY_A)
+        .header("accept", "application/json, text/event-stream")
+        .json(&big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
     assert!(
         resp.headers().get("mcp-session-id").is_none(),
         "stateless: no session to stick to"
@@ -438,6 +469,35 @@ async fn keys_guard_mcp_and_it_can_be_turned_off() {
     .await;
     assert_eq!(status, 404, "{body}");
     app.stop().await;
+}
+
+/// A tool still waiting when the server shuts down does not hold the drain open: `wait_job`
+/// answers with the job as it is, and the response streams end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_ends_a_waiting_tool() {
+    let slow = json!({"rules": [{"reply": {"text": "late", "delay_ms": 1500}}]});
+    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, slow, |_| {}).await;
+    let c = connect(&app, None).await;
+    let job = c
+        .ok(
+            "submit_job",
+            json!({"config": llm_config(), "num_records": 1}),
+        )
+        .await;
+    let wait = c.try_call("wait_job", json!({"job_id": job["id"], "timeout_sec": 600}));
+    let stop = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        app.stop().await;
+        started.elapsed()
+    };
+    let (waited, took) = tokio::join!(wait, stop);
+    // The answer races the end of its stream; either way the call is over, long before 600 s.
+    if let Ok(result) = waited {
+        let job = c.structured("wait_job", result);
+        assert_ne!(job["status"], "completed", "{job}");
+    }
+    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
 }
 
 /// The acceptance test of issue 14 with the official Python SDK's streamable-HTTP client
