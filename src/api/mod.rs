@@ -21,10 +21,12 @@ pub mod ui;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -89,7 +91,10 @@ pub fn router(state: AppState) -> Router {
         .merge(mcp)
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(timeout, request_timeout))
+        .layer(middleware::from_fn_with_state(
+            (timeout, body_limit),
+            request_timeout,
+        ))
         .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(body_limit, error_envelope))
@@ -115,7 +120,14 @@ pub fn router(state: AppState) -> Router {
 /// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
 /// because they are long by design, and dataset uploads because a large file on a slow link
 /// takes as long as it takes (they time out when the client stalls instead).
-async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+async fn request_timeout(
+    State((limit, body_limit)): State<(Duration, usize)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if mcp_server::is_mcp(req.uri().path()) {
+        return mcp_read_timeout(limit, body_limit, req, next).await;
+    }
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
@@ -124,6 +136,32 @@ async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next
     }
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,
+        Err(_) => ApiError::Timeout.into_response(),
+    }
+}
+
+/// On `/mcp`, only reading the message is cut at `server.request_timeout_sec`. The answer may
+/// wait for a tool (it is sent with the tool's result), and each tool has its own deadline
+/// that ends it with a `request_timeout` tool error, which the client can attribute; cutting
+/// the response here would race it with a bare HTTP error. Reading here also bounds the body
+/// at `server.max_body_bytes` (the `DefaultBodyLimit` layer's) before rmcp sees it.
+async fn mcp_read_timeout(
+    limit: Duration,
+    body_limit: usize,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    match tokio::time::timeout(limit, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(r)) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::PayloadTooLarge(body_limit).into_response()
+        }
+        Ok(Err(r)) => ApiError::InvalidRequest(r.body_text()).into_response(),
         Err(_) => ApiError::Timeout.into_response(),
     }
 }

@@ -500,6 +500,31 @@ async fn shutdown_ends_a_waiting_tool() {
     assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
 }
 
+/// A tool past `server.request_timeout_sec` ends with a `request_timeout` tool error (not a
+/// bare HTTP error the client cannot attribute), and the server goes on answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tool_is_a_request_timeout_tool_error() {
+    let slow = json!({"rules": [{"reply": {"text": "late", "delay_ms": 4000}}]});
+    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, slow, |c| {
+        c.server.request_timeout_sec = 1;
+    })
+    .await;
+    let c = connect(&app, None).await;
+    let started = std::time::Instant::now();
+    let err = c
+        .err(
+            "preview_dataset",
+            json!({"config": llm_config(), "num_records": 1}),
+        )
+        .await;
+    assert_eq!(err["code"], "request_timeout", "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    let models = c.ok("list_models", json!({})).await;
+    assert_eq!(models["models"][0]["alias"], "writer");
+    c.service.cancel().await.unwrap();
+    app.stop().await;
+}
+
 /// The acceptance test of issue 14 with the official Python SDK's streamable-HTTP client
 /// (tests/mcp/client_check.py): it lists the tools, previews a config, submits a job, reads a
 /// record's trace, and is refused another key's job.

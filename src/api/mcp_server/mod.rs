@@ -15,11 +15,13 @@
 //!   Only protocol problems (an unknown tool, a malformed request) are JSON-RPC errors.
 //! * **Stateless.** No MCP session lives in the process (rmcp's `legacy_session_mode` off): each
 //!   POST is answered on its own, so replicas behind a load balancer need no sticky sessions and
-//!   a restart loses nothing. Every answer is an SSE stream (not a bare JSON body): the response
-//!   head goes out at once, so `server.request_timeout_sec` (which cuts the head) never races a
-//!   tool; a tool's own deadline ends it with a `request_timeout` tool error instead, and
-//!   progress notifications travel on the same stream. Without sessions there is no standalone
-//!   GET stream; nothing here needs one.
+//!   a restart loses nothing. An answer is a plain JSON body, unless the tool sends progress
+//!   notifications first; then it is an SSE stream carrying them and the result. Without
+//!   sessions there is no standalone GET stream; nothing here needs one.
+//! * **Deadlines.** Each tool call has one (`server.request_timeout_sec`; `wait_job` its own
+//!   bound) and ends with a `request_timeout` tool error past it. The router's request deadline
+//!   covers only reading the message here (see `api::mcp_read_timeout`), so it never races a
+//!   tool's.
 //! * **Shutdown.** The open streams end when the service's shutdown token fires, so they do not
 //!   hold the listener's drain open.
 
@@ -61,7 +63,7 @@ pub fn is_mcp(path: &str) -> bool {
 pub fn service(state: AppState) -> StreamableHttpService<SynthgateMcp, NeverSessionManager> {
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
-        .with_json_response(false)
+        .with_json_response(true)
         .with_max_request_body_bytes(state.config.server.max_body_bytes)
         // Ends every open response stream at shutdown, so the drain does not wait on them.
         .with_cancellation_token(state.shutdown.child_token())
