@@ -301,8 +301,24 @@ async fn tools_preview_job_and_trace(backend: Backend) {
     assert_eq!(models["models"][0]["alias"], "writer");
     let tools = a.ok("list_tools", json!({})).await;
     assert_eq!(tools["tool_configs"], json!([]));
-    let datasets = a.ok("list_datasets", json!({})).await;
-    assert_eq!(datasets["datasets"], json!([]));
+    let (status, uploaded) = status_json(
+        app.client
+            .post(app.url("/v1/datasets?name=people.csv"))
+            .bearer_auth(KEY_A)
+            .body("name,age\nann,31\nbo,42\n")
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, 201, "{uploaded}");
+    let datasets = a.ok("list_datasets", json!({"name": "people.csv"})).await;
+    assert_eq!(datasets["datasets"][0]["id"], uploaded["id"]);
+    let dataset = a
+        .ok("get_dataset", json!({"dataset_id": uploaded["id"]}))
+        .await;
+    assert_eq!(dataset["num_rows"], 2);
+    assert_eq!(dataset["preview"][1], json!({"name": "bo", "age": 42}));
 
     // Key B sees none of it: the same answers as for ids that do not exist.
     let b = connect(&app, Some(KEY_B)).await;
@@ -318,6 +334,10 @@ async fn tools_preview_job_and_trace(backend: Backend) {
     assert_eq!(err["code"], "job_not_found", "{err}");
     let listed = b.ok("list_jobs", json!({})).await;
     assert_eq!(listed["jobs"], json!([]));
+    let err = b
+        .err("get_dataset", json!({"dataset_id": uploaded["id"]}))
+        .await;
+    assert_eq!(err["code"], "dataset_not_found", "{err}");
 
     a.service.cancel().await.unwrap();
     b.service.cancel().await.unwrap();

@@ -5,7 +5,7 @@
 //!
 //! * **The same doors as `/v1`.** Each tool calls what the REST handler calls, takes the same
 //!   input types and returns the same DTOs as structured content; its output schema is the
-//!   DTO's OpenAPI schema ([`schemas`]).
+//!   DTO's OpenAPI schema (see `schemas`).
 //! * **The same keys.** The auth middleware guards `/mcp` as it guards `/v1` (401 with the API's
 //!   error envelope without a valid key) and puts the [`Caller`] into the request's extensions;
 //!   rmcp hands the request's `http::request::Parts` to the tool, which acts as that key:
