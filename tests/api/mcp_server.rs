@@ -1,9 +1,12 @@
 //! `/mcp`: the API as MCP tools, driven by rmcp's streamable-HTTP client (the official Python
-//! SDK's client drives it in `python_sdk_client`): tools and their schemas, a preview with
-//! progress, a job from submit to trace, tool errors with the API's codes, and the keys.
+//! SDK's client drives it in `python`): tools and their schemas, a preview with
+//! progress, a job from submit to trace, tool errors with the API's codes, and the keys
+//! (`limits`: the keys, the body limit, deadlines and shutdown).
+
+mod limits;
+mod python;
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam, Tool};
 use rmcp::service::{NotificationContext, RunningService, ServiceError};
@@ -16,7 +19,6 @@ use synthgate::config::Config;
 use crate::backends;
 use crate::db::Backend;
 use crate::helpers::{TestApp, app_with_mock_llm, sampler_config, spawn_app_with, status_json};
-use crate::mcp_support::python_with;
 
 const KEY_A: &str = "mcp-key-a-0123456789abcdef";
 const KEY_B: &str = "mcp-key-b-0123456789abcdef";
@@ -419,177 +421,5 @@ async fn errors_are_tool_errors_with_the_api_codes() {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     c.service.cancel().await.unwrap();
-    app.stop().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn keys_guard_mcp_and_it_can_be_turned_off() {
-    let app = spawn_app_with(Backend::Sqlite, |c| {
-        with_keys(c);
-        c.server.max_body_bytes = 16 * 1024;
-    })
-    .await;
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "curl", "version": "0"}}});
-    let post = |key: Option<&str>| {
-        let mut req = app
-            .client
-            .post(app.url("/mcp"))
-            .header("accept", "application/json, text/event-stream")
-            .json(&init);
-        if let Some(k) = key {
-            req = req.bearer_auth(k);
-        }
-        req.send()
-    };
-    for key in [None, Some("not-a-key-0123456789abcdef")] {
-        let resp = post(key).await.unwrap();
-        assert_eq!(
-            resp.headers()
-                .get("www-authenticate")
-                .and_then(|v| v.to_str().ok()),
-            Some("Bearer")
-        );
-        let (status, body) = status_json(resp).await;
-        assert_eq!(status, 401, "{body}");
-        assert_eq!(body["error"]["code"], "unauthorized", "{body}");
-    }
-    let resp = post(Some(KEY_A)).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    // `server.max_body_bytes` holds for MCP messages too.
-    let big = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "submit_job", "arguments": {"config": {"x": "y".repeat(20_000)}, "num_records": 1}}});
-    let resp = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(KEY_A)
-        .header("accept", "application/json, text/event-stream")
-        .json(&big)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 413);
-    assert!(
-        resp.headers().get("mcp-session-id").is_none(),
-        "stateless: no session to stick to"
-    );
-    app.stop().await;
-
-    let app = spawn_app_with(Backend::Sqlite, |c| c.server.mcp = false).await;
-    let (status, body) = status_json(
-        app.client
-            .post(app.url("/mcp"))
-            .header("accept", "application/json, text/event-stream")
-            .json(&init)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, 404, "{body}");
-    app.stop().await;
-}
-
-/// A tool still waiting when the server shuts down does not hold the drain open: `wait_job`
-/// answers with the job as it is, and the response streams end.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shutdown_ends_a_waiting_tool() {
-    let slow = json!({"rules": [{"reply": {"text": "late", "delay_ms": 1500}}]});
-    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, slow, |_| {}).await;
-    let c = connect(&app, None).await;
-    let job = c
-        .ok(
-            "submit_job",
-            json!({"config": llm_config(), "num_records": 1}),
-        )
-        .await;
-    let wait = c.try_call("wait_job", json!({"job_id": job["id"], "timeout_sec": 600}));
-    let stop = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        let started = std::time::Instant::now();
-        app.stop().await;
-        started.elapsed()
-    };
-    let (waited, took) = tokio::join!(wait, stop);
-    // The answer races the end of its stream; either way the call is over, long before 600 s.
-    if let Ok(result) = waited {
-        let job = c.structured("wait_job", result);
-        assert_ne!(job["status"], "completed", "{job}");
-    }
-    assert!(took < Duration::from_secs(5), "shutdown took {took:?}");
-}
-
-/// A tool past `server.request_timeout_sec` ends with a `request_timeout` tool error (not a
-/// bare HTTP error the client cannot attribute), and the server goes on answering.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_slow_tool_is_a_request_timeout_tool_error() {
-    let slow = json!({"rules": [{"reply": {"text": "late", "delay_ms": 4000}}]});
-    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, slow, |c| {
-        c.server.request_timeout_sec = 1;
-    })
-    .await;
-    let c = connect(&app, None).await;
-    let started = std::time::Instant::now();
-    let err = c
-        .err(
-            "preview_dataset",
-            json!({"config": llm_config(), "num_records": 1}),
-        )
-        .await;
-    assert_eq!(err["code"], "request_timeout", "{err}");
-    assert!(started.elapsed() < Duration::from_secs(3));
-    let models = c.ok("list_models", json!({})).await;
-    assert_eq!(models["models"][0]["alias"], "writer");
-    c.service.cancel().await.unwrap();
-    app.stop().await;
-}
-
-/// The acceptance test of issue 14 with the official Python SDK's streamable-HTTP client
-/// (tests/mcp/client_check.py): it lists the tools, previews a config, submits a job, reads a
-/// record's trace, and is refused another key's job.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn python_sdk_client() {
-    let Some(python) = python_with("mcp.client.streamable_http") else {
-        return;
-    };
-    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, script(), with_keys).await;
-    let out = tokio::time::timeout(
-        Duration::from_secs(120),
-        tokio::process::Command::new(python)
-            .arg(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/mcp/client_check.py"
-            ))
-            .arg(app.url("/mcp"))
-            .env("CHECK_KEY_A", KEY_A)
-            .env("CHECK_KEY_B", KEY_B)
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the Python client finishes in time")
-    .expect("run the Python client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let got: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
-    let mut names: Vec<&str> = got["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
-    names.sort_unstable();
-    assert_eq!(names, TOOLS);
-    assert_eq!(got["preview_records"], 2, "{got}");
-    assert_eq!(got["preview_poem"], "a haiku", "{got}");
-    assert_eq!(got["progress_last"], 2.0, "{got}");
-    assert_eq!(got["job_status"], "completed", "{got}");
-    assert_eq!(got["trace_last_message"], "a haiku", "{got}");
-    assert_eq!(got["other_key_is_error"], true, "{got}");
-    assert_eq!(got["other_key_code"], "job_not_found", "{got}");
-    assert_eq!(got["bad_config_code"], "unknown_column_type", "{got}");
     app.stop().await;
 }
