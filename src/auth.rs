@@ -155,10 +155,11 @@ impl<S: Send + Sync> FromRequestParts<S> for Caller {
     }
 }
 
-/// Middleware: on `/v1` routes, with keys configured, resolves the bearer key to a [`Caller`]
-/// or answers `401`. Health, metrics and docs stay open.
+/// Middleware: on `/v1` routes and `/mcp`, with keys configured, resolves the bearer key to a
+/// [`Caller`] or answers `401`. Health, metrics and docs stay open. The MCP tools find the
+/// caller in the request's extensions, which rmcp hands them with the request's parts.
 pub async fn authenticate(State(keys): State<ApiKeys>, mut req: Request, next: Next) -> Response {
-    if !keys.enabled() || !req.uri().path().starts_with("/v1/") {
+    if !keys.enabled() || !is_guarded(req.uri().path()) {
         return next.run(req).await;
     }
     let header = req
@@ -175,6 +176,11 @@ pub async fn authenticate(State(keys): State<ApiKeys>, mut req: Request, next: N
     };
     req.extensions_mut().insert(caller);
     next.run(req).await
+}
+
+/// The paths behind the keys: the REST API and its MCP twin.
+fn is_guarded(path: &str) -> bool {
+    path.starts_with("/v1/") || path == "/mcp" || path.starts_with("/mcp/")
 }
 
 /// The credentials of a `Bearer` authorization header. The scheme is matched without regard
@@ -218,6 +224,16 @@ mod tests {
             !format!("{keys:?}").contains("aaaa"),
             "only digests are kept"
         );
+    }
+
+    #[test]
+    fn the_api_and_mcp_are_guarded() {
+        for p in ["/v1/jobs", "/mcp", "/mcp/"] {
+            assert!(is_guarded(p), "{p}");
+        }
+        for p in ["/healthz", "/metrics", "/ui", "/docs", "/mcpx", "/v1"] {
+            assert!(!is_guarded(p), "{p}");
+        }
     }
 
     #[test]

@@ -205,6 +205,27 @@ impl ApiError {
         }
     }
 
+    /// The envelope clients get: over HTTP as the response body, over MCP as a tool error's
+    /// structured content.
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            error: ErrorObject {
+                code: self.code().to_owned(),
+                message: self.public_message(),
+                details: self.details(),
+            },
+        }
+    }
+
+    /// The internal cause, for the log only (may include details not shown to clients).
+    pub fn cause(&self) -> String {
+        match self {
+            Self::Unavailable(e) => e.to_string(),
+            Self::Internal(c) => c.clone(),
+            other => other.to_string(),
+        }
+    }
+
     /// The message for the body: the display text, except for 5xx where causes stay in the log.
     fn public_message(&self) -> String {
         self.to_string()
@@ -298,19 +319,8 @@ pub struct LoggedError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let cause = match &self {
-            Self::Unavailable(e) => e.to_string(),
-            Self::Internal(c) => c.clone(),
-            other => other.to_string(),
-        };
-        let body = ErrorBody {
-            error: ErrorObject {
-                code: self.code().to_owned(),
-                message: self.public_message(),
-                details: self.details(),
-            },
-        };
-        let mut resp = (status, Json(body)).into_response();
+        let cause = self.cause();
+        let mut resp = (status, Json(self.body())).into_response();
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,

@@ -30,8 +30,9 @@
 //!
 //! The layers, each depending only on those below it:
 //!
-//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), and the web UI's static page
-//!   (`api::ui`, embedded from `ui/`). Every job, record, trace, export and progress question
+//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), the web UI's static page
+//!   (`api::ui`, embedded from `ui/`), and the same operations as MCP tools at `/mcp`
+//!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool). Every job, record, trace, export and progress question
 //!   goes to [`jobs`], every dataset question to [`datasets`]; it never touches the store.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
 //! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,

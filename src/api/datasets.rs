@@ -104,8 +104,8 @@ pub struct CreateDatasetQuery {
     pub format: Option<String>,
 }
 
-/// Query of `GET /v1/datasets`.
-#[derive(Debug, Deserialize, IntoParams)]
+/// Query of `GET /v1/datasets` (and the arguments of the MCP tool `list_datasets`).
+#[derive(Debug, Deserialize, IntoParams, schemars::JsonSchema)]
 #[into_params(parameter_in = Query)]
 pub struct ListDatasetsQuery {
     /// Only datasets of this name.
@@ -119,7 +119,7 @@ pub struct ListDatasetsQuery {
     pub cursor: Option<String>,
 }
 
-fn dataset_id(raw: &str) -> Result<DatasetId, ApiError> {
+pub(super) fn dataset_id(raw: &str) -> Result<DatasetId, ApiError> {
     raw.parse().map_err(|_| {
         ApiError::InvalidId(format!(
             "'{raw}' is not a valid dataset id (expected a UUID)"
@@ -191,6 +191,15 @@ pub async fn list_datasets(
     caller: Caller,
     ApiQuery(q): ApiQuery<ListDatasetsQuery>,
 ) -> Result<Json<DatasetListResponse>, ApiError> {
+    Ok(Json(datasets_page(&state, &caller, q).await?))
+}
+
+/// A page of the caller's datasets (`GET /v1/datasets` and the MCP tool `list_datasets`).
+pub(super) async fn datasets_page(
+    state: &AppState,
+    caller: &Caller,
+    q: ListDatasetsQuery,
+) -> Result<DatasetListResponse, ApiError> {
     let limit = page_limit(q.limit, 20, state.config.limits.max_page_size)?;
     let before = match &q.cursor {
         Some(c) => Some(extract::decode_cursor("dataset", c)?.parse().map_err(|_| {
@@ -215,10 +224,10 @@ pub async fn list_datasets(
                 .map(|d| extract::encode_cursor("dataset", &d.id.to_string()))
         })
         .flatten();
-    Ok(Json(DatasetListResponse {
+    Ok(DatasetListResponse {
         datasets,
         next_cursor,
-    }))
+    })
 }
 
 /// Get a dataset
@@ -239,11 +248,20 @@ pub async fn get_dataset(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<DatasetDetailResponse>, ApiError> {
     let id = dataset_id(&id)?;
+    Ok(Json(dataset_detail(&state, &caller, id).await?))
+}
+
+/// A dataset with its first rows (`GET /v1/datasets/{id}` and the MCP tool `get_dataset`).
+pub(super) async fn dataset_detail(
+    state: &AppState,
+    caller: &Caller,
+    id: DatasetId,
+) -> Result<DatasetDetailResponse, ApiError> {
     let (meta, preview) = state.datasets.get(caller.owner(), id).await?;
-    Ok(Json(DatasetDetailResponse {
+    Ok(DatasetDetailResponse {
         dataset: meta.into(),
         preview,
-    }))
+    })
 }
 
 /// Delete a dataset

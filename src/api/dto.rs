@@ -1,6 +1,7 @@
 //! Request and response bodies of the v1 API, with their OpenAPI schemas.
 
 use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
@@ -14,7 +15,7 @@ use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 ///
 /// The first example needs no LLM; the second needs the model alias `writer` in the server
 /// config (as in the README).
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, ToSchema, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(
     json!({
@@ -44,9 +45,11 @@ use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 pub struct CreateJobRequest {
     /// A DataDesigner config: `{"data_designer": {...}, "library_version": ...}` or the inner object.
     #[schema(value_type = Object)]
+    #[schemars(extend("type" = "object"))]
     pub config: Value,
     /// Records to generate, from 1 to `limits.max_num_records`.
     #[schema(value_type = i64, minimum = 1)]
+    #[schemars(extend("type" = "integer", "minimum" = 1))]
     pub num_records: serde_json::Number,
     /// Job seed; a record's sampled values depend only on it and the record index. Random if absent.
     #[serde(default)]
@@ -230,8 +233,8 @@ pub struct JobListResponse {
     pub next_cursor: Option<String>,
 }
 
-/// Query of `GET /v1/jobs`.
-#[derive(Debug, Deserialize, IntoParams)]
+/// Query of `GET /v1/jobs` (and the arguments of the MCP tool `list_jobs`).
+#[derive(Debug, Deserialize, IntoParams, JsonSchema)]
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListJobsQuery {

@@ -190,6 +190,15 @@ pub async fn list_jobs(
     caller: Caller,
     ApiQuery(q): ApiQuery<ListJobsQuery>,
 ) -> Result<Json<JobListResponse>, ApiError> {
+    Ok(Json(jobs_page(&state, &caller, q).await?))
+}
+
+/// A page of the caller's jobs (`GET /v1/jobs` and the MCP tool `list_jobs`).
+pub(super) async fn jobs_page(
+    state: &AppState,
+    caller: &Caller,
+    q: ListJobsQuery,
+) -> Result<JobListResponse, ApiError> {
     let limit = page_limit(q.limit, 20, state.config.limits.max_page_size)?;
     let before = match &q.cursor {
         Some(c) => Some(extract::decode_cursor("job", c)?.parse().map_err(|_| {
@@ -206,7 +215,7 @@ pub async fn list_jobs(
                 .map(|j| extract::encode_cursor("job", &j.id.to_string()))
         })
         .flatten();
-    Ok(Json(JobListResponse { jobs, next_cursor }))
+    Ok(JobListResponse { jobs, next_cursor })
 }
 
 /// Get a job

@@ -9,6 +9,7 @@ mod events;
 pub mod extract;
 mod health;
 mod jobs;
+pub mod mcp_server;
 mod models;
 pub mod openapi;
 mod outputs;
@@ -20,10 +21,12 @@ pub mod ui;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -73,15 +76,25 @@ pub fn router(state: AppState) -> Router {
     } else {
         Router::new()
     };
+    // The API as MCP tools; behind the keys like `/v1` (see `auth::authenticate`).
+    let mcp = if state.config.server.mcp {
+        Router::new().route_service(mcp_server::PATH, mcp_server::service(state.clone()))
+    } else {
+        Router::new()
+    };
     let timeout = Duration::from_secs(state.config.server.request_timeout_sec);
     let body_limit = state.config.server.max_body_bytes;
     let keys = state.keys.clone();
     routes
         .merge(docs)
         .merge(ui)
+        .merge(mcp)
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
-        .layer(middleware::from_fn_with_state(timeout, request_timeout))
+        .layer(middleware::from_fn_with_state(
+            (timeout, body_limit),
+            request_timeout,
+        ))
         .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(body_limit, error_envelope))
@@ -107,7 +120,14 @@ pub fn router(state: AppState) -> Router {
 /// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
 /// because they are long by design, and dataset uploads because a large file on a slow link
 /// takes as long as it takes (they time out when the client stalls instead).
-async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+async fn request_timeout(
+    State((limit, body_limit)): State<(Duration, usize)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if mcp_server::is_mcp(req.uri().path()) {
+        return mcp_read_timeout(limit, body_limit, req, next).await;
+    }
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
@@ -120,9 +140,36 @@ async fn request_timeout(State(limit): State<Duration>, req: Request, next: Next
     }
 }
 
+/// On `/mcp`, only reading the message is cut at `server.request_timeout_sec`. The answer may
+/// wait for a tool (it is sent with the tool's result), and each tool has its own deadline
+/// that ends it with a `request_timeout` tool error, which the client can attribute; cutting
+/// the response here would race it with a bare HTTP error. Reading here also bounds the body
+/// at `server.max_body_bytes` (the `DefaultBodyLimit` layer's) before rmcp sees it.
+async fn mcp_read_timeout(
+    limit: Duration,
+    body_limit: usize,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    match tokio::time::timeout(limit, read).await {
+        Ok(Ok(bytes)) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Ok(Err(r)) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            ApiError::PayloadTooLarge(body_limit).into_response()
+        }
+        Ok(Err(r)) => ApiError::InvalidRequest(r.body_text()).into_response(),
+        Err(_) => ApiError::Timeout.into_response(),
+    }
+}
+
 /// Logs each error once, inside the request span, and turns any bare error response (from axum
 /// or tower layers) into the standard envelope so clients always get a code.
 async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Next) -> Response {
+    let mcp = mcp_server::is_mcp(req.uri().path());
     let resp = next.run(req).await;
     let status = resp.status();
     if !(status.is_client_error() || status.is_server_error()) {
@@ -134,6 +181,15 @@ async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Nex
         } else {
             tracing::info!(error.code = logged.code, error.message = %logged.cause, "request rejected");
         }
+        return resp;
+    }
+    // MCP transport errors (406 without the SSE media type, a JSON-RPC error with 400, ...)
+    // are the protocol's answers, which MCP clients read; the envelope would hide them.
+    if mcp {
+        tracing::info!(
+            status = status.as_u16(),
+            "MCP request rejected by the transport"
+        );
         return resp;
     }
     let err = match status {

@@ -89,7 +89,7 @@ pub async fn list_models(State(state): State<AppState>, caller: Caller) -> Json<
 }
 
 /// What [`list_models`] answers: pure, so the rules are read in one place.
-fn models_for(config: &Config, caller: &Caller) -> ModelsResponse {
+pub(super) fn models_for(config: &Config, caller: &Caller) -> ModelsResponse {
     let inline: HashSet<&str> = config.tools.iter().map(|t| t.name.as_str()).collect();
     let models = config
         .model_configs

@@ -18,6 +18,7 @@ use crate::auth::Caller;
 use crate::domain::RecordStatus;
 use crate::domain::record::{RecordError, RecordOutcome};
 use crate::error::{ApiError, ErrorBody};
+use crate::jobs::Preview;
 use crate::state::AppState;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -90,6 +91,11 @@ pub async fn create_preview(
         .await?;
     let req = submit_request(format, value, query)?;
     let preview = state.jobs.preview(req, &caller).await?;
+    Ok(Json(preview_response(preview)))
+}
+
+/// A preview as the API shows it (`POST /v1/preview` and the MCP tool `preview_dataset`).
+pub(super) fn preview_response(preview: Preview) -> PreviewResponse {
     let records = preview
         .records
         .into_iter()
@@ -119,9 +125,9 @@ pub async fn create_preview(
             }
         })
         .collect();
-    Ok(Json(PreviewResponse {
+    PreviewResponse {
         columns: preview.columns,
         seed: preview.seed,
         records,
-    }))
+    }
 }

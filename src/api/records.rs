@@ -19,7 +19,7 @@ use super::dto::{
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
 use crate::auth::Caller;
-use crate::domain::RecordStatus;
+use crate::domain::{JobId, RecordId, RecordStatus};
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::ExportFormat;
 use crate::state::AppState;
@@ -83,42 +83,10 @@ pub async fn list_job_records(
             "'cursor', 'limit' and 'status' apply to format=json only; exports stream every completed record".into(),
         ));
     }
-    if let Some(status) = q.status
-        && !matches!(status, RecordStatus::Completed | RecordStatus::Failed)
-    {
-        return Err(ApiError::InvalidRequest(format!(
-            "status: a record is listed once it has a result (completed or failed); {} \
-             records have none yet, and are counted in the job's `counts`",
-            status.as_str()
-        )));
-    }
     let export = match format {
         RecordsFormat::Json => {
-            let limit = page_limit(q.limit, 100, state.config.limits.max_page_size)?;
-            let after = match &q.cursor {
-                Some(c) => Some(extract::decode_cursor("rec", c)?.parse::<u32>().map_err(
-                    |_| ApiError::InvalidCursor(format!("'{c}' was not issued by this endpoint")),
-                )?),
-                None => None,
-            };
-            let page = state
-                .jobs
-                .records(id, caller.owner(), after, q.status, limit, traces)
-                .await?;
-            let next_cursor = page
-                .more
-                .then(|| {
-                    page.items
-                        .last()
-                        .map(|r| extract::encode_cursor("rec", &r.index.to_string()))
-                })
-                .flatten();
-            let records = page.items.into_iter().map(RecordResponse::from).collect();
-            return Ok(Json(RecordListResponse {
-                records,
-                next_cursor,
-            })
-            .into_response());
+            let page = records_page(&state, &caller, id, q.cursor, q.limit, q.status, traces);
+            return Ok(Json(page.await?).into_response());
         }
         RecordsFormat::Jsonl => ExportFormat::Jsonl,
         RecordsFormat::Csv => ExportFormat::Csv,
@@ -134,6 +102,56 @@ pub async fn list_job_records(
         }
         ExportFormat::Csv => stream_response("text/csv; charset=utf-8", body, &format!("{id}.csv")),
         ExportFormat::Parquet => stream_response(PARQUET_MIME, body, &format!("{id}.parquet")),
+    })
+}
+
+/// A page of a job's records by index (`GET /v1/jobs/{id}/records` as JSON, and the MCP tool
+/// `get_records`).
+pub(super) async fn records_page(
+    state: &AppState,
+    caller: &Caller,
+    id: JobId,
+    cursor: Option<String>,
+    limit: Option<u32>,
+    status: Option<RecordStatus>,
+    traces: bool,
+) -> Result<RecordListResponse, ApiError> {
+    if let Some(status) = status
+        && !matches!(status, RecordStatus::Completed | RecordStatus::Failed)
+    {
+        return Err(ApiError::InvalidRequest(format!(
+            "status: a record is listed once it has a result (completed or failed); {} \
+             records have none yet, and are counted in the job's `counts`",
+            status.as_str()
+        )));
+    }
+    let limit = page_limit(limit, 100, state.config.limits.max_page_size)?;
+    let after = match &cursor {
+        Some(c) => Some(
+            extract::decode_cursor("rec", c)?
+                .parse::<u32>()
+                .map_err(|_| {
+                    ApiError::InvalidCursor(format!("'{c}' was not issued by this endpoint"))
+                })?,
+        ),
+        None => None,
+    };
+    let page = state
+        .jobs
+        .records(id, caller.owner(), after, status, limit, traces)
+        .await?;
+    let next_cursor = page
+        .more
+        .then(|| {
+            page.items
+                .last()
+                .map(|r| extract::encode_cursor("rec", &r.index.to_string()))
+        })
+        .flatten();
+    let records = page.items.into_iter().map(RecordResponse::from).collect();
+    Ok(RecordListResponse {
+        records,
+        next_cursor,
     })
 }
 
@@ -180,11 +198,20 @@ pub async fn get_record_trace(
     ApiQuery(q): ApiQuery<TraceQuery>,
 ) -> Result<Json<TraceResponse>, ApiError> {
     let id = extract::record_id(&id)?;
-    let rows = state
-        .jobs
-        .traces(id, caller.owner(), q.column.as_deref())
-        .await?;
-    Ok(Json(TraceResponse {
+    Ok(Json(
+        record_traces(&state, &caller, id, q.column.as_deref()).await?,
+    ))
+}
+
+/// A record's traces (`GET /v1/records/{id}/trace` and the MCP tool `get_record_trace`).
+pub(super) async fn record_traces(
+    state: &AppState,
+    caller: &Caller,
+    id: RecordId,
+    column: Option<&str>,
+) -> Result<TraceResponse, ApiError> {
+    let rows = state.jobs.traces(id, caller.owner(), column).await?;
+    Ok(TraceResponse {
         record_id: id,
         traces: rows
             .into_iter()
@@ -193,7 +220,7 @@ pub async fn get_record_trace(
                 messages: t.messages,
             })
             .collect(),
-    }))
+    })
 }
 
 /// Get an image a record's `image` column generated

@@ -90,6 +90,11 @@ pub struct ToolConfigError {
         (status = 200, description = "Providers and tool configs", body = ToolsResponse),
     ))]
 pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<ToolsResponse> {
+    Json(tools_for(&state, &caller).await)
+}
+
+/// What [`list_tools`] answers (also the MCP tool `list_tools`).
+pub(super) async fn tools_for(state: &AppState, caller: &Caller) -> ToolsResponse {
     let hub = &state.tools;
     let visible: Vec<&ToolConfig> = state
         .config
@@ -145,10 +150,10 @@ pub async fn list_tools(State(state): State<AppState>, caller: Caller) -> Json<T
             }
         }
     }
-    Json(ToolsResponse {
+    ToolsResponse {
         providers,
         tool_configs,
-    })
+    }
 }
 
 /// The providers `configs` route to, each with the tools they allow there (`None`: all).

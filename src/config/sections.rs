@@ -23,6 +23,8 @@ pub struct ServerConfig {
     pub docs: bool,
     /// Serve the web UI at `/ui` (static code only: its data comes from `/v1`, behind the keys).
     pub ui: bool,
+    /// Serve the API as MCP tools at `/mcp` (streamable HTTP), behind the same keys as `/v1`.
+    pub mcp: bool,
     /// On SIGTERM/SIGINT: how long open requests and in-flight records get before the process exits.
     pub shutdown_timeout_sec: u64,
     /// A connection must deliver a complete request head this long after it opens, or after
@@ -47,6 +49,7 @@ impl Default for ServerConfig {
             max_body_bytes: 10 * 1024 * 1024,
             docs: true,
             ui: true,
+            mcp: true,
             shutdown_timeout_sec: 30,
             header_read_timeout_sec: 10,
             idle_timeout_sec: 60,

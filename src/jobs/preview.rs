@@ -1,6 +1,8 @@
 //! Previews: a few records of a config generated in the request, with their traces, and
 //! nothing stored, for trying a config before submitting it as a job.
 
+use futures::StreamExt as _;
+use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
@@ -33,6 +35,17 @@ impl JobService {
     /// (the client went away) cancels the LLM calls in flight and closes the preview's MCP
     /// sessions.
     pub async fn preview(&self, req: SubmitRequest, caller: &Caller) -> Result<Preview, ApiError> {
+        self.preview_reporting(req, caller, &|_, _| {}).await
+    }
+
+    /// [`preview`](Self::preview), calling `on_record(done, total)` as each record finishes
+    /// (the MCP tool turns these into progress notifications).
+    pub async fn preview_reporting(
+        &self,
+        req: SubmitRequest,
+        caller: &Caller,
+        on_record: &(dyn Fn(u32, u32) + Sync),
+    ) -> Result<Preview, ApiError> {
         let seed = self.resolve_seed(&req.config, caller.owner()).await?;
         let v = self
             .cpu
@@ -46,16 +59,27 @@ impl JobService {
         let _sessions = Sessions::Job(&self.tools, preview_id);
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
-        let runs = (0..v.num_records).map(|i| {
-            let scope = CallScope {
-                job: preview_id,
-                record: uuid::Uuid::new_v4(),
-            };
-            self.runner
-                .run(&v.compiled, i, scope, self.runner.llm(), &cancel)
-        });
+        let mut runs: FuturesUnordered<_> = (0..v.num_records)
+            .map(|i| {
+                let scope = CallScope {
+                    job: preview_id,
+                    record: uuid::Uuid::new_v4(),
+                };
+                let run = self
+                    .runner
+                    .run(&v.compiled, i, scope, self.runner.llm(), &cancel);
+                async move { (i, run.await) }
+            })
+            .collect();
+        // Finished in any order, kept by index.
+        let mut finished = Vec::with_capacity(v.num_records as usize);
+        while let Some((i, run)) = runs.next().await {
+            finished.push((i, run));
+            on_record(finished.len() as u32, v.num_records);
+        }
+        finished.sort_by_key(|(i, _)| *i);
         let mut records = Vec::with_capacity(v.num_records as usize);
-        for run in futures::future::join_all(runs).await {
+        for (_, run) in finished {
             records.push(match run {
                 Ok(generated) => generated,
                 // The database failed: the preview as a whole is unavailable.

@@ -19,6 +19,7 @@ mod llm_jobs;
 mod llm_small;
 mod mcp_config;
 mod mcp_jobs;
+mod mcp_server;
 mod mcp_sse;
 mod mcp_support;
 mod media_columns;

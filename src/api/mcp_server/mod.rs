@@ -1,0 +1,214 @@
+//! `/mcp`: the API as MCP tools over streamable HTTP, so an agent (Claude Desktop, Claude Code,
+//! Cursor, any MCP client) can preview a config, submit a job, follow it and read its records
+//! and traces. (`crate::mcp` is the other direction: the client pool for the tools LLM columns
+//! call.)
+//!
+//! * **The same doors as `/v1`.** Each tool calls what the REST handler calls, takes the same
+//!   input types and returns the same DTOs as structured content; its output schema is the
+//!   DTO's OpenAPI schema (see `schemas`).
+//! * **The same keys.** The auth middleware guards `/mcp` as it guards `/v1` (401 with the API's
+//!   error envelope without a valid key) and puts the [`Caller`] into the request's extensions;
+//!   rmcp hands the request's `http::request::Parts` to the tool, which acts as that key:
+//!   ownership (another key's job is `job_not_found`) and model/tool allow lists.
+//! * **Errors are tool errors** (`isError: true`), never JSON-RPC errors: the text and the
+//!   structured content carry the API's envelope, `{"error": {"code", "message", "details"?}}`.
+//!   Only protocol problems (an unknown tool, a malformed request) are JSON-RPC errors.
+//! * **Stateless.** No MCP session lives in the process (rmcp's `legacy_session_mode` off): each
+//!   POST is answered on its own, so replicas behind a load balancer need no sticky sessions and
+//!   a restart loses nothing. An answer is a plain JSON body, unless the tool sends progress
+//!   notifications first; then it is an SSE stream carrying them and the result. Without
+//!   sessions there is no standalone GET stream; nothing here needs one.
+//! * **Deadlines.** Each tool call has one (`server.request_timeout_sec`; `wait_job` its own
+//!   bound) and ends with a `request_timeout` tool error past it. The router's request deadline
+//!   covers only reading the message here (see `api::mcp_read_timeout`), so it never races a
+//!   tool's.
+//! * **Shutdown.** The open streams end when the service's shutdown token fires, so they do not
+//!   hold the listener's drain open.
+
+mod params;
+mod progress;
+mod schemas;
+mod tools;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::request::Parts;
+use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde::Serialize;
+use tracing::Instrument as _;
+
+use crate::auth::Caller;
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Where the service is mounted.
+pub const PATH: &str = "/mcp";
+
+/// Whether `path` is the MCP endpoint (its answers are the protocol's, not the API's envelope).
+pub fn is_mcp(path: &str) -> bool {
+    path == PATH
+}
+
+/// The tower service to mount at [`PATH`].
+pub fn service(state: AppState) -> StreamableHttpService<SynthgateMcp, NeverSessionManager> {
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(false)
+        .with_json_response(true)
+        .with_max_request_body_bytes(state.config.server.max_body_bytes)
+        // Ends every open response stream at shutdown, so the drain does not wait on them.
+        .with_cancellation_token(state.shutdown.child_token())
+        // rmcp's default accepts loopback `Host`s only (DNS rebinding protection for servers
+        // without credentials). synthgate is reached by service names and public hosts, and
+        // `/mcp` sits behind the same keys as `/v1`, which has no Host check either.
+        .disable_allowed_hosts();
+    let server = SynthgateMcp {
+        state,
+        tools: Arc::new(SynthgateMcp::router()),
+    };
+    // rmcp calls the factory for every POST, so a handler is two handle clones.
+    StreamableHttpService::new(
+        move || Ok(server.clone()),
+        Arc::new(NeverSessionManager::default()),
+        config,
+    )
+}
+
+/// The MCP server: the app's state and the tools, built once.
+#[derive(Clone)]
+pub struct SynthgateMcp {
+    state: AppState,
+    tools: Arc<ToolRouter<SynthgateMcp>>,
+}
+
+impl SynthgateMcp {
+    /// The tools, with the output schemas of their results.
+    fn router() -> ToolRouter<Self> {
+        let mut router = Self::tool_router();
+        let components = schemas::Components::from_api();
+        for (tool, component) in tools::OUTPUTS {
+            if let Some(route) = router.map.get_mut(*tool) {
+                route.attr.output_schema = components.output_schema(component);
+            }
+        }
+        router
+    }
+
+    /// Who is calling: the key the auth middleware resolved. With keys configured a tool call
+    /// without one is refused (the middleware should have stopped it; this fails closed).
+    fn caller(&self, ctx: &RequestContext<RoleServer>) -> Result<Caller, ApiError> {
+        let caller = ctx
+            .extensions
+            .get::<Parts>()
+            .and_then(|p| p.extensions.get::<Caller>())
+            .cloned();
+        match caller {
+            Some(c) => Ok(c),
+            None if self.state.keys.enabled() => Err(ApiError::Unauthorized(
+                "missing `Authorization: Bearer <api key>` header".into(),
+            )),
+            None => Ok(Caller::default()),
+        }
+    }
+
+    /// The deadline of an ordinary tool call: the API's request deadline.
+    fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.state.config.server.request_timeout_sec)
+    }
+
+    /// Runs one tool call as its caller, within `limit`, and shapes the result: the value as
+    /// structured content, or the API error as a tool error. Cancelled (the client went away,
+    /// or sent `notifications/cancelled`) drops the work, which cancels what it started.
+    async fn answer<T, F, Fut>(
+        &self,
+        tool: &'static str,
+        ctx: &RequestContext<RoleServer>,
+        limit: Duration,
+        work: F,
+    ) -> Result<CallToolResult, ErrorData>
+    where
+        T: Serialize,
+        F: FnOnce(Caller) -> Fut,
+        Fut: Future<Output = Result<T, ApiError>>,
+    {
+        let span = tracing::info_span!("mcp.tool", mcp.tool = tool);
+        let run = async {
+            let caller = self.caller(ctx)?;
+            tokio::select! {
+                out = tokio::time::timeout(limit, work(caller)) => out.unwrap_or(Err(ApiError::Timeout)),
+                () = ctx.ct.cancelled() => Err(ApiError::InvalidRequest("the tool call was cancelled".into())),
+            }
+        };
+        match run.instrument(span.clone()).await {
+            Ok(value) => serde_json::to_value(value)
+                .map(CallToolResult::structured)
+                .map_err(|e| {
+                    ErrorData::internal_error(format!("serializing the result: {e}"), None)
+                }),
+            Err(e) => {
+                let _enter = span.enter();
+                Ok(tool_error(&e))
+            }
+        }
+    }
+}
+
+/// An API error as a tool error, logged once (as the REST middleware logs it).
+fn tool_error(e: &ApiError) -> CallToolResult {
+    if e.status().is_server_error() {
+        tracing::error!(error.code = e.code(), error.cause = %e.cause(), "tool call failed");
+    } else {
+        tracing::info!(error.code = e.code(), error.message = %e, "tool call rejected");
+    }
+    match serde_json::to_value(e.body()) {
+        Ok(body) => CallToolResult::structured_error(body),
+        // An envelope of strings always serializes; keep the code if it ever did not.
+        Err(_) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.code())]),
+    }
+}
+
+impl ServerHandler for SynthgateMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("synthgate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(
+                "synthgate generates synthetic datasets from NeMo DataDesigner configs. Try a \
+                 config with preview_dataset (up to 10 records, with LLM traces, nothing stored), \
+                 then submit_job; follow it with wait_job or get_job, read rows with get_records \
+                 and one record's LLM messages with get_record_trace. list_models and list_tools \
+                 name the model and tool aliases a config may use; list_datasets the uploaded \
+                 seed datasets. Errors are tool errors whose content is \
+                 {\"error\": {\"code\", \"message\"}} with the REST API's codes.",
+            )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.list_all()))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let call = ToolCallContext::new(self, request, context);
+        self.tools.call(call).await
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.get(name).cloned()
+    }
+}
