@@ -39,6 +39,8 @@ pub const MCP_CACHE_HITS: &str = "synthgate_mcp_tools_cache_hits_total";
 pub const MCP_CACHE_MISSES: &str = "synthgate_mcp_tools_cache_misses_total";
 /// `notifications/tools/list_changed` received, by `provider`.
 pub const MCP_LIST_CHANGED: &str = "synthgate_mcp_tools_list_changed_total";
+/// OAuth access tokens obtained for MCP providers, by `provider`.
+pub const MCP_OAUTH_TOKENS: &str = "synthgate_mcp_oauth_tokens_total";
 /// Inline (HTTP) tool calls, by `tool` and `outcome`.
 pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
 
@@ -110,6 +112,10 @@ fn describe() {
         "MCP tool call latency"
     );
     metrics::describe_counter!(MCP_SESSIONS_OPENED, "MCP sessions opened");
+    metrics::describe_counter!(
+        MCP_OAUTH_TOKENS,
+        "OAuth access tokens obtained for MCP providers"
+    );
     metrics::describe_counter!(MCP_RECONNECTS, "MCP sessions replaced after they died");
     metrics::describe_counter!(
         MCP_CONNECT_FAILURES,

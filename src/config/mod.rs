@@ -18,8 +18,8 @@ use serde_json::Value;
 
 pub use datasets::{DatasetsConfig, HfConfig};
 pub use providers::{
-    InlineToolConfig, McpProviderConfig, McpTransport, ModelProviderConfig, ProviderType,
-    SessionScope, resolve_api_key,
+    InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
+    ProviderType, SessionScope, resolve_api_key,
 };
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,

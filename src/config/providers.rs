@@ -108,6 +108,85 @@ pub struct McpProviderConfig {
     /// `timeout_sec`. DataDesigner waits forever; a batch job should not.
     #[serde(default = "default_call_timeout_sec")]
     pub call_timeout_sec: f64,
+    /// OAuth client credentials (`streamable_http` only), per the MCP authorization spec.
+    #[serde(default)]
+    pub oauth: Option<McpOAuthConfig>,
+}
+
+/// A pre-registered OAuth client of an MCP provider's authorization server, for the
+/// client-credentials grant: the only grant a service without a person at a browser can use.
+/// The authorization server is discovered from the provider (protected resource metadata, then
+/// the server's metadata, with the spec's fallbacks).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpOAuthConfig {
+    /// The client id the authorization server registered.
+    pub client_id: String,
+    /// For `client_secret_basic` / `client_secret_post` (chosen from the server's metadata):
+    /// an env var name first, else the literal secret.
+    #[serde(default)]
+    pub client_secret: Option<SecretString>,
+    /// For `private_key_jwt`: the PEM private key (an env var name first, else the literal
+    /// PEM, or `${env:VAR}`), signing an RFC 7523 assertion per token request.
+    #[serde(default)]
+    pub private_key: Option<SecretString>,
+    /// The assertion's algorithm: `RS256` (default), `RS384`, `RS512`, `ES256`, `ES384`.
+    #[serde(default)]
+    pub signing_algorithm: Option<String>,
+    /// Scopes to ask for; absent = the `scope` of the server's `WWW-Authenticate` challenge,
+    /// else the protected resource metadata's `scopes_supported`.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
+    /// How many times one request may step up its scopes on `insufficient_scope`.
+    #[serde(default = "default_max_scope_upgrades")]
+    pub max_scope_upgrades: u32,
+}
+
+fn default_max_scope_upgrades() -> u32 {
+    2
+}
+
+/// The JWT algorithms `private_key_jwt` may sign with.
+pub const OAUTH_SIGNING_ALGORITHMS: [&str; 5] = ["RS256", "RS384", "RS512", "ES256", "ES384"];
+
+/// What is wrong with a provider's `oauth` block.
+fn oauth_problems(key: &str, p: &McpProviderConfig, o: &McpOAuthConfig, out: &mut Vec<String>) {
+    if p.transport() != McpTransport::StreamableHttp {
+        out.push(format!(
+            "config key `{key}.oauth`: OAuth is served for streamable_http providers only"
+        ));
+    }
+    if p.api_key.is_some() {
+        out.push(format!(
+            "config key `{key}.oauth`: set either api_key (a static bearer key) or oauth, not both"
+        ));
+    }
+    if o.client_id.trim().is_empty() {
+        out.push(format!(
+            "config key `{key}.oauth.client_id`: must not be empty"
+        ));
+    }
+    match (&o.client_secret, &o.private_key) {
+        (Some(_), Some(_)) => out.push(format!(
+            "config key `{key}.oauth`: set either client_secret or private_key, not both"
+        )),
+        (None, None) => out.push(format!(
+            "config key `{key}.oauth`: client_secret (client_secret_basic/post) or private_key (private_key_jwt) is required"
+        )),
+        _ => {}
+    }
+    if let Some(alg) = &o.signing_algorithm {
+        if o.private_key.is_none() {
+            out.push(format!(
+                "config key `{key}.oauth.signing_algorithm`: applies to private_key only"
+            ));
+        } else if !OAUTH_SIGNING_ALGORITHMS.contains(&alg.as_str()) {
+            out.push(format!(
+                "config key `{key}.oauth.signing_algorithm`: '{alg}' is not one of {}",
+                OAUTH_SIGNING_ALGORITHMS.join(", ")
+            ));
+        }
+    }
 }
 
 fn default_tools_cache_ttl_sec() -> u64 {
@@ -292,6 +371,9 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
             out.push(format!(
                 "config key `{key}.max_concurrent_calls`: must be at least 1"
             ));
+        }
+        if let Some(o) = &p.oauth {
+            oauth_problems(&key, p, o, out);
         }
     }
     let inline: HashSet<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();

@@ -15,6 +15,7 @@ use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
 use super::cache::ToolCache;
+use super::oauth::{OAuth, OAuthHttp};
 use crate::config::{McpProviderConfig, McpTransport, resolve_api_key};
 
 /// The environment a stdio server inherits before its own `env` is merged over it: the MCP
@@ -56,18 +57,19 @@ pub(crate) type Service = RunningService<RoleClient, Handler>;
 pub(crate) async fn connect(
     cfg: &McpProviderConfig,
     http: &reqwest::Client,
+    oauth: Option<&Arc<OAuth>>,
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
-    open(cfg, http, handler, tasks)
+    open(cfg, http, oauth, handler, tasks)
         .await
-        .map_err(|e| redact(cfg, e))
+        .map_err(|e| redact(cfg, oauth, e))
 }
 
 /// Connect errors end up in logs, `/v1/tools` and 503 bodies. Transport libraries quote URLs
 /// (with their query, which may hold a key) and sometimes what they sent; every configured
 /// secret is cut out of the message whatever quoted it.
-fn redact(cfg: &McpProviderConfig, mut message: String) -> String {
+fn redact(cfg: &McpProviderConfig, oauth: Option<&Arc<OAuth>>, mut message: String) -> String {
     let query = cfg
         .endpoint
         .as_deref()
@@ -78,6 +80,7 @@ fn redact(cfg: &McpProviderConfig, mut message: String) -> String {
         .chain(api_key(cfg))
         .chain(cfg.headers.values().map(|v| v.expose_secret().to_owned()))
         .chain(cfg.env.values().map(|v| v.expose_secret().to_owned()))
+        .chain(oauth.map(|o| o.secrets()).unwrap_or_default())
         .filter(|s| s.len() >= 4);
     for s in secrets {
         message = message.replace(&s, "<redacted>");
@@ -88,6 +91,7 @@ fn redact(cfg: &McpProviderConfig, mut message: String) -> String {
 async fn open(
     cfg: &McpProviderConfig,
     http: &reqwest::Client,
+    oauth: Option<&Arc<OAuth>>,
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
@@ -98,6 +102,18 @@ async fn open(
             let mut config = StreamableHttpClientTransportConfig::with_uri(url)
                 .reinit_on_expired_session(true)
                 .custom_headers(custom_headers(cfg)?);
+            if let Some(oauth) = oauth {
+                // The token comes from the provider's OAuth client on every request.
+                let client = OAuthHttp {
+                    http: http.clone(),
+                    oauth: oauth.clone(),
+                };
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                return handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("initialize failed: {e}"));
+            }
             if let Some(key) = api_key(cfg) {
                 // rmcp adds the `Bearer ` prefix itself.
                 config = config.auth_header(key);
@@ -209,6 +225,7 @@ mod tests {
         .unwrap();
         let msg = redact(
             &cfg,
+            None,
             "error sending request for url (https://mcp.example/mcp?token=qs-secret-1) \
              with Bearer key-secret-2 and hdr-secret-3"
                 .into(),

@@ -21,6 +21,7 @@
 mod cache;
 mod connect;
 mod error;
+mod oauth;
 mod pool;
 pub mod sse;
 

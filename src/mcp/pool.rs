@@ -112,6 +112,8 @@ pub(crate) struct Provider {
     health: Mutex<Health>,
     next_connect: AtomicU64,
     http: reqwest::Client,
+    /// The provider's OAuth client and token, shared by all its sessions.
+    oauth: Option<Arc<super::oauth::OAuth>>,
     tasks: TaskTracker,
     closing: CancellationToken,
 }
@@ -195,7 +197,7 @@ impl Provider {
         let span = tracing::info_span!(parent: None, "mcp_session", mcp.provider = %self.name);
         let last = loop {
             let attempt = tokio::select! {
-                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, handler.clone(), &self.tasks).instrument(span.clone())) => r,
+                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, self.oauth.as_ref(), handler.clone(), &self.tasks).instrument(span.clone())) => r,
                 () = self.closing.cancelled() => return Err(self.abandon(key, id, McpError::ShuttingDown)),
             };
             let message = match attempt {
@@ -519,6 +521,10 @@ impl McpPool {
                     health: Mutex::default(),
                     next_connect: AtomicU64::new(0),
                     http: http.clone(),
+                    oauth: cfg.oauth.as_ref().map(|o| {
+                        let endpoint = cfg.endpoint.as_deref().unwrap_or_default();
+                        Arc::new(super::oauth::OAuth::new(&cfg.name, endpoint, o))
+                    }),
                     tasks: tasks.clone(),
                     closing: closing.clone(),
                 };
