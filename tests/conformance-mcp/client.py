@@ -189,6 +189,9 @@ def main():
         log("usage: client.py SERVER_URL (run by the conformance suite)")
         return 2
     mcp_url = sys.argv[-1]
+    # The suite kills a client that outlives its timeout with SIGTERM: unwind, so the `finally`
+    # below stops synthgate and mock-llm instead of leaving them behind.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "?")
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     synthgate = os.environ.get("SYNTHGATE_BIN", str(ROOT / "target/debug/synthgate"))
