@@ -34,7 +34,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parent.parent.parent
 STARTUP_TIMEOUT = 20.0
 REQUEST_TIMEOUT = 25.0
 
