@@ -18,6 +18,7 @@ mod llm_client;
 mod llm_jobs;
 mod llm_small;
 mod mcp_config;
+mod mcp_conformance;
 mod mcp_jobs;
 mod mcp_server;
 mod mcp_sse;

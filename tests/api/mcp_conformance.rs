@@ -1,0 +1,44 @@
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`) against synthgate
+//! as an MCP client: every client scenario, through tests/conformance-mcp/run (see there and
+//! tests/conformance-mcp/client.py), judged by the suite's own baseline check against
+//! tests/conformance-mcp/expected-failures.yml. It fails when a scenario not listed there
+//! fails, or a listed one passes.
+//!
+//! scripts/test installs the suite (and Node 22 when the machine's is older) and points
+//! `$SYNTHGATE_TEST_MCP_CONFORMANCE` at tests/conformance-mcp; without it the test says so and
+//! passes without running, so a bare `cargo test` never downloads anything. It runs alone
+//! (`threads-required` in .config/nextest.toml): `sse-retry` times the client's reconnect
+//! against the server's `retry` field with 200 ms of slack.
+
+use std::process::Command;
+
+#[test]
+fn mcp_conformance_client_scenarios() {
+    let Ok(dir) = std::env::var("SYNTHGATE_TEST_MCP_CONFORMANCE") else {
+        eprintln!(
+            "skipping: SYNTHGATE_TEST_MCP_CONFORMANCE is unset (scripts/test sets it; or run \
+             tests/conformance-mcp/run)"
+        );
+        return;
+    };
+    let results = tempfile::tempdir().unwrap();
+    let out = Command::new(format!("{dir}/run"))
+        .env("SYNTHGATE_BIN", env!("CARGO_BIN_EXE_synthgate"))
+        .env("MOCK_LLM_BIN", synthgate_testkit::bin_path("mock-llm"))
+        .env("CONFORMANCE_RESULTS", results.path())
+        .output()
+        .expect("tests/conformance-mcp/run starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if !out.status.success() {
+        // Each scenario's checks.json and client output (synthgate's log) explain the verdict.
+        let kept = results.keep();
+        panic!(
+            "the conformance suite's outcome differs from expected-failures.yml ({}); \
+             per-scenario results in {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+            out.status,
+            kept.display()
+        );
+    }
+    println!("{stdout}{stderr}");
+}
