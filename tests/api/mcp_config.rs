@@ -12,6 +12,7 @@
 //! Tests that need Python print why and pass without running when none is available (see
 //! [`crate::mcp_support::python`]).
 
+mod oauth;
 mod routing;
 mod status;
 mod submit;

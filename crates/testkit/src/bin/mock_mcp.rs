@@ -65,6 +65,8 @@ async fn main() -> ExitCode {
         events: args.events,
         page_size: NonZeroUsize::new(args.page_size),
         exit_on_crash: true,
+        // In-process tests set it; the binary serves without auth.
+        oauth: None,
     };
     // Fail before printing `listening on`, so a test never connects to a server about to exit.
     if let Some(path) = &opts.events

@@ -40,6 +40,7 @@
 //! joined by `nextCursor`, so clients must follow cursors.
 
 mod events;
+mod oauth;
 mod tools;
 
 #[cfg(test)]
@@ -68,6 +69,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use events::EventLog;
+pub use oauth::{OAuthOptions, OAuthStats};
 pub use tools::PNG_1X1;
 use tools::{BONUS, router};
 
@@ -94,6 +96,9 @@ pub struct Options {
     /// `crash` ends the process with [`CRASH_EXIT_CODE`] (the binary) instead of only cancelling
     /// the server's token (in-process).
     pub exit_on_crash: bool,
+    /// HTTP only: `/mcp` wants a bearer token from the mock's own authorization server (see
+    /// the `oauth` module).
+    pub oauth: Option<OAuthOptions>,
 }
 
 /// Serves MCP over stdin/stdout until the client closes stdin or `shutdown` fires. Logs must
@@ -128,6 +133,7 @@ async fn serve_shared(
     shared: Arc<Shared>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let shared_oauth = shared.oauth.clone();
     // rmcp calls the factory for every POST (to read tool schemas for header checks), not only
     // per session, so a handler must be cheap: the router and state live in `shared`.
     let service: StreamableHttpService<MockMcp, LocalSessionManager> = StreamableHttpService::new(
@@ -140,7 +146,10 @@ async fn serve_shared(
             .with_cancellation_token(shutdown.child_token())
             .disable_allowed_hosts(),
     );
-    let app = axum::Router::new().nest_service("/mcp", service);
+    let mut app = axum::Router::new().nest_service("/mcp", service);
+    if let Some((opts, stats)) = &shared_oauth {
+        app = oauth::wrap(app, listener.local_addr()?, opts.clone(), stats.clone());
+    }
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
@@ -153,6 +162,7 @@ pub struct MockMcpHttp {
     addr: SocketAddr,
     stop: CancellationToken,
     tasks: TaskTracker,
+    oauth: Option<Arc<OAuthStats>>,
 }
 
 impl MockMcpHttp {
@@ -162,6 +172,7 @@ impl MockMcpHttp {
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let shared = Shared::new(opts, stop.clone())?;
+        let oauth = shared.oauth.as_ref().map(|(_, stats)| stats.clone());
         let tasks = TaskTracker::new();
         let server_stop = stop.clone();
         tasks.spawn(async move {
@@ -170,7 +181,17 @@ impl MockMcpHttp {
             }
         });
         tasks.close();
-        Ok(Self { addr, stop, tasks })
+        Ok(Self {
+            addr,
+            stop,
+            tasks,
+            oauth,
+        })
+    }
+
+    /// What the OAuth mode saw (`None` without [`Options::oauth`]).
+    pub fn oauth(&self) -> Option<&OAuthStats> {
+        self.oauth.as_deref()
     }
 
     /// The bound address.
@@ -220,6 +241,8 @@ struct Shared {
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// The server's stop token, cancelled by `crash`.
     stop: CancellationToken,
+    /// See [`Options::oauth`], with what it saw.
+    oauth: Option<(OAuthOptions, Arc<OAuthStats>)>,
 }
 
 impl Shared {
@@ -236,6 +259,7 @@ impl Shared {
             events,
             page_size: opts.page_size,
             exit_on_crash: opts.exit_on_crash,
+            oauth: opts.oauth.map(|o| (o, Arc::default())),
             bonus: AtomicBool::new(false),
             sessions: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
