@@ -256,3 +256,44 @@ fn api_key_is_an_env_name_first_then_the_literal() {
     let k = resolve_api_key(&SecretString::from("EMPTY"), |_| Some(String::new()));
     assert_eq!(k.expose_secret(), "EMPTY");
 }
+
+#[test]
+fn oauth_blocks_are_checked() {
+    let err = Config::from_value(
+        json!({
+            "mcp_providers": [
+                {"name": "a", "provider_type": "sse", "endpoint": "http://h/sse",
+                 "oauth": {"client_id": "c", "client_secret": "s"}},
+                {"name": "b", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+                 "api_key": "k", "oauth": {"client_id": " "}},
+                {"name": "c", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+                 "oauth": {"client_id": "c", "client_secret": "s", "private_key": "p"}},
+                {"name": "d", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+                 "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "HS256"}},
+                {"name": "e", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+                 "oauth": {"client_id": "c", "client_secret": "s", "signing_algorithm": "RS256"}},
+                {"name": "ok", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+                 "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "ES256",
+                   "scopes": ["x"], "max_scope_upgrades": 0}}
+            ]
+        }),
+        &[],
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    let all = problems.join("\n");
+    for needle in [
+        "`mcp_providers[0].oauth`: OAuth is served for streamable_http providers only",
+        "`mcp_providers[1].oauth`: set either api_key (a static bearer key) or oauth, not both",
+        "`mcp_providers[1].oauth.client_id`: must not be empty",
+        "`mcp_providers[1].oauth`: client_secret (client_secret_basic/post) or private_key (private_key_jwt) is required",
+        "`mcp_providers[2].oauth`: set either client_secret or private_key, not both",
+        "`mcp_providers[3].oauth.signing_algorithm`: 'HS256' is not one of RS256, RS384, RS512, ES256, ES384",
+        "`mcp_providers[4].oauth.signing_algorithm`: applies to private_key only",
+    ] {
+        assert!(all.contains(needle), "missing {needle} in:\n{all}");
+    }
+    assert_eq!(problems.len(), 7, "{all}");
+}

@@ -29,6 +29,7 @@ async fn oauth_mock(ttl: Duration) -> MockMcpHttp {
             client_id: CLIENT_ID.into(),
             client_secret: SECRET.into(),
             token_ttl: ttl,
+            scoped_tools: vec![("whoami".into(), "admin".into())],
         }),
         ..Options::default()
     })
@@ -131,5 +132,39 @@ async fn a_refused_client_is_a_clear_error_without_the_secret() {
     assert!(mock.oauth().unwrap().rejected_clients() >= 1);
     let (_, tools) = app.get_text("/v1/tools").await;
     assert!(!tools.contains(wrong), "{tools}");
+    app.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_scope_steps_up_once_and_the_call_goes_through() {
+    let mock = oauth_mock(Duration::from_secs(60)).await;
+    let stats = mock.oauth().unwrap();
+    let (app, _llm) = app_with_tools(
+        Backend::Sqlite,
+        json!({"rules": [
+            {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
+            {"when": {"has_tools": true}, "reply": {"tool_calls": [{"name": "whoami"}]}}
+        ]}),
+        vec![provider(&mock.url(), SECRET)],
+        vec![json!({"tool_alias": "t", "providers": ["secure"]})],
+        |_| {},
+    )
+    .await;
+    let done = run_job(&app, &tool_job("t", 2), JOB_TIMEOUT).await;
+    assert_eq!(done["counts"]["completed"], 2, "{done}");
+    let records = app.all_records(done["id"].as_str().unwrap()).await;
+    let trace = crate::mcp_support::answer_trace(&app, records[0]["id"].as_str().unwrap()).await;
+    let result = trace[2]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        result.starts_with("pid="),
+        "the call went through: {trace:?}"
+    );
+    assert_eq!(
+        stats.rejected_scope(),
+        1,
+        "one step-up, then the wider token is used"
+    );
+    assert_eq!(stats.issued(), 2);
+    assert_eq!(stats.last_scopes(), ["mcp", "admin"]);
     app.stop().await;
 }

@@ -9,6 +9,10 @@
 //!   `tok-<n>` valid for [`OAuthOptions::token_ttl`].
 //! * `/mcp` without a valid token: `401` with `WWW-Authenticate: Bearer resource_metadata=...,
 //!   scope="mcp"` (and `error="invalid_token"` for a token that expired or was revoked).
+//! * A `tools/call` of a tool in [`OAuthOptions::scoped_tools`] with a token not granted its
+//!   scope: `403` with `error="insufficient_scope", scope="mcp <scope>"` (the step-up challenge).
+//!   A token is granted the scopes its request asked for (all of them: the mock trusts its one
+//!   client).
 //!
 //! [`OAuthStats`] counts tokens issued and requests refused by reason, and revokes tokens.
 
@@ -36,6 +40,8 @@ pub struct OAuthOptions {
     pub client_secret: String,
     /// How long a token is valid (sent as whole seconds in `expires_in`, at least 1).
     pub token_ttl: Duration,
+    /// `(tool, scope)`: calling the tool needs a token granted the scope.
+    pub scoped_tools: Vec<(String, String)>,
 }
 
 /// What the OAuth mode saw, and a handle to revoke its tokens.
@@ -46,8 +52,11 @@ pub struct OAuthStats {
     expired: AtomicU64,
     revoked: AtomicU64,
     bad_client: AtomicU64,
+    insufficient: AtomicU64,
     /// Token → when it expires, and whether it was revoked.
     tokens: Mutex<HashMap<String, (Instant, bool)>>,
+    /// Token → the scopes it was granted.
+    scopes: Mutex<HashMap<String, Vec<String>>>,
 }
 
 impl OAuthStats {
@@ -70,6 +79,20 @@ impl OAuthStats {
     /// Token requests refused for bad client credentials.
     pub fn rejected_clients(&self) -> u64 {
         self.bad_client.load(Ordering::SeqCst)
+    }
+    /// `tools/call` requests refused with `403 insufficient_scope`.
+    pub fn rejected_scope(&self) -> u64 {
+        self.insufficient.load(Ordering::SeqCst)
+    }
+    /// The scopes the latest token was granted.
+    pub fn last_scopes(&self) -> Vec<String> {
+        let n = self.issued();
+        self.scopes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&format!("tok-{n}"))
+            .cloned()
+            .unwrap_or_default()
     }
     /// Revokes every token issued so far: the next request with one gets a `401`.
     pub fn revoke_all(&self) {
@@ -139,6 +162,7 @@ struct TokenForm {
     grant_type: String,
     client_id: Option<String>,
     client_secret: Option<String>,
+    scope: Option<String>,
 }
 
 async fn token(
@@ -184,11 +208,24 @@ async fn token(
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .insert(value.clone(), (Instant::now() + ttl, false));
+    let granted: Vec<String> = form
+        .scope
+        .as_deref()
+        .unwrap_or("mcp")
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    let scope = granted.join(" ");
+    a.stats
+        .scopes
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(value.clone(), granted);
     Json(json!({
         "access_token": value,
         "token_type": "Bearer",
         "expires_in": ttl.as_secs(),
-        "scope": "mcp",
+        "scope": scope,
     }))
     .into_response()
 }
@@ -235,6 +272,47 @@ async fn guard(State(a): State<Arc<Auth>>, req: Request, next: Next) -> Response
             a.stats.expired.fetch_add(1, Ordering::SeqCst);
             challenge(Some("invalid_token"))
         }
-        Some(_) => next.run(req).await,
+        Some(_) if a.opts.scoped_tools.is_empty() => next.run(req).await,
+        Some(_) => check_scope(&a, &token, req, next).await,
     }
+}
+
+/// Refuses a `tools/call` of a scoped tool whose scope the token lacks, with the step-up
+/// challenge; anything else goes on.
+async fn check_scope(a: &Auth, token: &str, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
+    let message: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let needed = (message["method"] == "tools/call")
+        .then(|| message["params"]["name"].as_str())
+        .flatten()
+        .and_then(|tool| a.opts.scoped_tools.iter().find(|(t, _)| t == tool))
+        .map(|(_, scope)| scope.clone());
+    if let Some(scope) = needed {
+        let granted = a
+            .stats
+            .scopes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(token)
+            .cloned()
+            .unwrap_or_default();
+        if !granted.contains(&scope) {
+            a.stats.insufficient.fetch_add(1, Ordering::SeqCst);
+            let v = format!(
+                "Bearer error=\"insufficient_scope\", scope=\"mcp {scope}\", resource_metadata=\"{}/.well-known/oauth-protected-resource/mcp\"",
+                a.base
+            );
+            return (
+                StatusCode::FORBIDDEN,
+                [(header::WWW_AUTHENTICATE, v)],
+                "insufficient scope",
+            )
+                .into_response();
+        }
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
 }
