@@ -113,7 +113,7 @@ pub(super) async fn tools_for(state: &AppState, caller: &Caller) -> ToolsRespons
                             name: spec.name.clone(),
                             description: spec.description.clone(),
                             provider: provider.to_owned(),
-                            input_schema: spec.parameters.clone(),
+                            input_schema: (*spec.parameters).clone(),
                         })
                         .collect(),
                 ),

@@ -65,7 +65,7 @@ pub(crate) fn build_body(
                 let schema = if t.parameters.is_null() {
                     json!({"type": "object", "properties": {}})
                 } else {
-                    t.parameters.clone()
+                    (*t.parameters).clone()
                 };
                 o.insert("input_schema".into(), schema);
                 Value::Object(o)
@@ -314,11 +314,11 @@ mod tests {
                 ],
             ),
         ])
-        .with_tools(vec![ToolSpec {
-            name: "get_fact".into(),
-            description: "facts".into(),
-            parameters: json!({"type": "object"}),
-        }])
+        .with_tools(vec![ToolSpec::new(
+            "get_fact".into(),
+            "facts".into(),
+            json!({"type": "object"}),
+        )])
     }
 
     #[test]

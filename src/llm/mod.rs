@@ -35,6 +35,7 @@ pub use client::LlmClient;
 pub use error::{LlmConfigError, LlmError};
 pub use images::{GeneratedImage, Images, is_diffusion_model};
 pub use media::Embeddings;
+pub use openai::ToolJson;
 pub use params::DEFAULT_TIMEOUT;
 pub use retry::RetryPolicy;
 pub use types::{

@@ -228,8 +228,27 @@ pub struct ToolSpec {
     /// Description shown to the model (may be empty).
     #[serde(default)]
     pub description: String,
-    /// JSON Schema of the arguments (MCP `inputSchema`, passed through unmodified).
-    pub parameters: Value,
+    /// JSON Schema of the arguments (MCP `inputSchema`, passed through unmodified). Shared:
+    /// a record's tool set points at the tool list's schemas instead of copying them.
+    pub parameters: std::sync::Arc<Value>,
+    /// The OpenAI `{"type": "function", ...}` JSON of this tool, written once when its tool
+    /// list was fetched (see [`super::openai::ToolJson`]); `None` builds it per request.
+    #[serde(skip)]
+    pub openai: Option<super::openai::ToolJson>,
+}
+
+impl ToolSpec {
+    /// A spec with its OpenAI JSON written once, for a tool offered many times.
+    pub fn new(name: String, description: String, parameters: Value) -> Self {
+        let mut spec = Self {
+            name,
+            description,
+            parameters: std::sync::Arc::new(parameters),
+            openai: None,
+        };
+        spec.openai = super::openai::ToolJson::of(&spec);
+        spec
+    }
 }
 
 /// One chat completion to run: the conversation so far and the tools on offer.

@@ -21,8 +21,10 @@ pub struct McpTool {
     pub name: String,
     /// Shown to the model (empty when the server gave none).
     pub description: String,
-    /// `inputSchema`, passed to the model unmodified.
-    pub input_schema: Value,
+    /// `inputSchema`, passed to the model unmodified; shared with every record's tool set.
+    pub input_schema: std::sync::Arc<Value>,
+    /// The tool's OpenAI JSON, written once per fetched list.
+    pub openai: Option<crate::llm::ToolJson>,
     /// Checks arguments before the call; `None` when the server's schema does not compile
     /// (the call then goes through and the server judges the arguments).
     pub validator: Option<jsonschema::Validator>,
@@ -50,10 +52,16 @@ impl ToolList {
                         None
                     }
                 };
-                McpTool {
-                    name: t.name.into_owned(),
-                    description: t.description.map(|d| d.into_owned()).unwrap_or_default(),
+                let spec = crate::llm::ToolSpec::new(
+                    t.name.into_owned(),
+                    t.description.map(|d| d.into_owned()).unwrap_or_default(),
                     input_schema,
+                );
+                McpTool {
+                    name: spec.name,
+                    description: spec.description,
+                    input_schema: spec.parameters,
+                    openai: spec.openai,
                     validator,
                 }
             })

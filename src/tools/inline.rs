@@ -21,6 +21,8 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 pub struct InlineTool {
     pub(crate) cfg: InlineToolConfig,
     pub(crate) validator: Option<jsonschema::Validator>,
+    /// What the model is offered, built once.
+    spec: ToolSpec,
     http: reqwest::Client,
 }
 
@@ -28,19 +30,21 @@ impl InlineTool {
     pub(crate) fn new(cfg: InlineToolConfig, http: reqwest::Client) -> Self {
         // The config check already rejected schemas that do not compile.
         let validator = jsonschema::validator_for(&cfg.parameters).ok();
+        let spec = ToolSpec::new(
+            cfg.name.clone(),
+            cfg.description.clone(),
+            cfg.parameters.clone(),
+        );
         Self {
             cfg,
             validator,
+            spec,
             http,
         }
     }
 
     pub(crate) fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.cfg.name.clone(),
-            description: self.cfg.description.clone(),
-            parameters: self.cfg.parameters.clone(),
-        }
+        self.spec.clone()
     }
 
     /// POSTs `args`; a 2xx body is the result (a JSON string body is unwrapped to its text),

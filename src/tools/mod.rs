@@ -244,10 +244,12 @@ impl ToolHub {
                 Source::Mcp(list) => {
                     for (i, tool) in list.tools.iter().enumerate() {
                         if allowed(&tool.name) {
+                            // Shares the list's schema and its pre-written JSON.
                             specs.push(ToolSpec {
                                 name: tool.name.clone(),
                                 description: tool.description.clone(),
                                 parameters: tool.input_schema.clone(),
+                                openai: tool.openai.clone(),
                             });
                             routes.insert(
                                 tool.name.clone(),
@@ -440,7 +442,7 @@ impl Toolset {
         let (validator, schema) = match route {
             Route::Mcp { list, index, .. } => (
                 list.tools[*index].validator.as_ref(),
-                &list.tools[*index].input_schema,
+                list.tools[*index].input_schema.as_ref(),
             ),
             Route::Inline(t) => (t.validator.as_ref(), &t.cfg.parameters),
         };

@@ -244,11 +244,7 @@ mod tests {
     use super::*;
 
     fn spec() -> ToolSpec {
-        ToolSpec {
-            name: "echo".into(),
-            description: "Echo".into(),
-            parameters: json!({"type": "object"}),
-        }
+        ToolSpec::new("echo".into(), "Echo".into(), json!({"type": "object"}))
     }
 
     #[test]

@@ -79,11 +79,11 @@ fn tool_conversation() -> ChatRequest {
             ],
         ),
     ])
-    .with_tools(vec![ToolSpec {
-        name: "get_fact".into(),
-        description: "Look up a fact".into(),
-        parameters: json!({"type": "object", "properties": {"topic": {"type": "string"}}}),
-    }])
+    .with_tools(vec![ToolSpec::new(
+        "get_fact".into(),
+        "Look up a fact".into(),
+        json!({"type": "object", "properties": {"topic": {"type": "string"}}}),
+    )])
 }
 
 async fn chat(
