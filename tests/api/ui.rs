@@ -360,6 +360,7 @@ async fn the_ui_in_chromium_shows_jobs_traces_and_preview_problems() {
             "jobs_list_shows_a_finished_job",
             "job_view_shows_errors_records_config_downloads",
             "record_shows_tool_call_result_and_images",
+            "job_view_shows_tool_use_by_column",
             "xss_value_is_text_and_nothing_runs",
             "failed_record_is_marked",
             "preview_lists_problems_next_to_columns",

@@ -157,6 +157,19 @@ def main_cases(run):
         run.shot(page, "record-dark")
         page.emulate_media(color_scheme="light")
 
+    def job_tool_use():
+        # 3 records, one turn each calling `echo` and `image`: the job's tool use by column.
+        page.goto(run.url(f"#/jobs/{ctx['tool_job']}"))
+        expect(page.locator(".badge").first).to_have_text("completed")
+        expect(page.get_by_text("Tool use")).to_be_visible()
+        table = page.locator("section").filter(has_text="Tool use").locator("table")
+        expect(table.locator("tbody tr")).to_have_count(2)
+        for tool in ("echo", "image"):
+            row = table.locator("tbody tr").filter(has_text=tool)
+            expect(row).to_contain_text("answer")
+            expect(row.locator("td.num")).to_have_text(str(ctx["tool_records"]))
+            expect(row).to_contain_text(f"{ctx['tool_records']} ok")
+
     def xss_shows_text_and_runs_nothing():
         page.goto(run.url(f"#/records/{ctx['xss_record']}"))
         values = page.locator("table.values")
@@ -226,6 +239,7 @@ def main_cases(run):
     run.check("jobs_list_shows_a_finished_job", jobs_list)
     run.check("job_view_shows_errors_records_config_downloads", job_view)
     run.check("record_shows_tool_call_result_and_images", record_with_tools)
+    run.check("job_view_shows_tool_use_by_column", job_tool_use)
     run.check("xss_value_is_text_and_nothing_runs", xss_shows_text_and_runs_nothing)
     run.check("failed_record_is_marked", failed_record_marks_the_failure)
     run.check("preview_lists_problems_next_to_columns", preview_lists_problems)

@@ -102,6 +102,7 @@ export async function jobView(main, id, params, signal) {
             h("td", { class: "num" }, num(u.requests)), h("td", { class: "num" }, num(u.prompt_tokens)),
             h("td", { class: "num" }, num(u.completion_tokens))))))
         : h("p", { class: "muted" }, "No LLM requests.")),
+      toolUsage(job.tool_usage),
       (job.first_errors || []).length
         ? section("First errors", h("ul", { class: "errors" }, job.first_errors.map((e) => h("li", {},
           h("a", { href: route("records", e.record_id) }, "record " + e.index), " ",
@@ -109,6 +110,25 @@ export async function jobView(main, id, params, signal) {
           e.error.column ? h("span", {}, " in ", h("code", {}, String(e.error.column))) : null,
           h("div", { class: "small" }, String(e.error.message))))))
         : null);
+  }
+
+  /** Tool use by LLM column: one row per (column, tool) with its calls by outcome. */
+  function toolUsage(byColumn) {
+    const rows = [];
+    for (const [column, u] of Object.entries(byColumn || {})) {
+      for (const [tool, outcomes] of Object.entries(u.tool_calls || {})) {
+        rows.push([column, u.tool_turns, tool, outcomes]);
+      }
+    }
+    if (!rows.length) return null;
+    const outcomeText = (o) => Object.entries(o).map(([k, n]) => `${num(n)} ${k.replace("_", " ")}`).join(" · ");
+    return section("Tool use",
+      h("table", { class: "compact" },
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "column"), h("th", { scope: "col", class: "num" }, "turns"),
+          h("th", { scope: "col" }, "tool"), h("th", { scope: "col" }, "calls by outcome"))),
+        h("tbody", {}, rows.map(([column, turns, tool, outcomes]) => h("tr", {},
+          h("td", {}, h("code", {}, column)), h("td", { class: "num" }, num(turns)),
+          h("td", {}, h("code", {}, tool || "(no name)")), h("td", {}, outcomeText(outcomes)))))));
   }
 
   async function loadRecords() {
