@@ -1,8 +1,9 @@
-//! The official MCP conformance suite (`@modelcontextprotocol/conformance`) against synthgate
-//! as an MCP client: every client scenario, through tests/conformance-mcp/run (see there and
-//! tests/conformance-mcp/client.py), judged by the suite's own baseline check against
-//! tests/conformance-mcp/expected-failures.yml. It fails when a scenario not listed there
-//! fails, or a listed one passes.
+//! The official MCP conformance suite (`@modelcontextprotocol/conformance`) against synthgate,
+//! through tests/conformance-mcp/run (see there and tests/conformance-mcp/client.py): every
+//! client scenario (synthgate as the client of the suite's servers) and every server scenario
+//! (the suite as the client of synthgate's own `/mcp`), judged by the suite's own baseline check
+//! against tests/conformance-mcp/expected-failures.yml. It fails when a scenario not listed
+//! there fails, or a listed one passes. About 10 s.
 //!
 //! scripts/test installs the suite (and Node 22 when the machine's is older) and points
 //! `$SYNTHGATE_TEST_MCP_CONFORMANCE` at tests/conformance-mcp; without it the test says so and
@@ -13,7 +14,7 @@
 use std::process::Command;
 
 #[test]
-fn mcp_conformance_client_scenarios() {
+fn mcp_conformance_scenarios() {
     let Ok(dir) = std::env::var("SYNTHGATE_TEST_MCP_CONFORMANCE") else {
         eprintln!(
             "skipping: SYNTHGATE_TEST_MCP_CONFORMANCE is unset (scripts/test sets it; or run \
@@ -31,7 +32,7 @@ fn mcp_conformance_client_scenarios() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
-        // Each scenario's checks.json and client output (synthgate's log) explain the verdict.
+        // Each scenario's checks.json, the client output and synthgate's logs explain the verdict.
         let kept = results.keep();
         panic!(
             "the conformance suite's outcome differs from expected-failures.yml ({}); \
