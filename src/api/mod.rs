@@ -155,6 +155,9 @@ async fn mcp_read_timeout(
     let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
     match tokio::time::timeout(limit, read).await {
         Ok(Ok(bytes)) => {
+            if let Some(refused) = mcp_server::unreadable_message(&parts, &bytes) {
+                return refused;
+            }
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }

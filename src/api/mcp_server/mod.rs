@@ -59,6 +59,37 @@ pub fn is_mcp(path: &str) -> bool {
     path == PATH
 }
 
+/// A JSON POST that is not a JSON-RPC message gets JSON-RPC's own answer, `400` with `-32700`
+/// (not JSON) or `-32600` (JSON, but no request, notification or response), instead of rmcp's
+/// `415` with a plain-text reason a client cannot act on. `None` lets the message through.
+pub fn unreadable_message(
+    parts: &axum::http::request::Parts,
+    body: &[u8],
+) -> Option<axum::response::Response> {
+    use axum::response::IntoResponse;
+    let json = parts
+        .headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if parts.method != axum::http::Method::POST || !json {
+        return None;
+    }
+    let (code, message) = match serde_json::from_slice::<serde_json::Value>(body) {
+        Err(e) => (-32700, format!("Parse error: the body is not JSON ({e})")),
+        Ok(v) => match serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(v) {
+            Ok(_) => return None,
+            Err(e) => (
+                -32600,
+                format!("Invalid Request: not a JSON-RPC 2.0 message ({e})"),
+            ),
+        },
+    };
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null,
+        "error": {"code": code, "message": message}});
+    Some((axum::http::StatusCode::BAD_REQUEST, axum::Json(body)).into_response())
+}
+
 /// The tower service to mount at [`PATH`].
 pub fn service(state: AppState) -> StreamableHttpService<SynthgateMcp, NeverSessionManager> {
     let config = StreamableHttpServerConfig::default()

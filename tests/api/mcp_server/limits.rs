@@ -77,6 +77,39 @@ async fn keys_guard_mcp_and_it_can_be_turned_off() {
     app.stop().await;
 }
 
+/// A JSON POST that is not a JSON-RPC message gets JSON-RPC's parse (`-32700`) or invalid
+/// request (`-32600`) error with `400`, and a good message still goes through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_that_is_not_json_rpc_gets_its_json_rpc_error() {
+    let app = spawn_app_with(Backend::Sqlite, |_| {}).await;
+    let post = |body: &'static str| {
+        app.client
+            .post(app.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    for (body, code) in [
+        ("{not json", -32700),
+        (r#"{"hello": "world"}"#, -32600),
+        ("[1, 2]", -32600),
+    ] {
+        let (status, answer) = status_json(post(body).await.unwrap()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["jsonrpc"], "2.0", "{answer}");
+        assert!(answer["id"].is_null(), "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{body}: {answer}");
+    }
+    let ping = post(r#"{"jsonrpc": "2.0", "id": 7, "method": "ping"}"#)
+        .await
+        .unwrap();
+    let (status, answer) = status_json(ping).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["id"], 7, "{answer}");
+    app.stop().await;
+}
+
 /// A tool past `server.request_timeout_sec` ends with a `request_timeout` tool error (not a
 /// bare HTTP error the client cannot attribute), and the server goes on answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
