@@ -160,9 +160,10 @@ impl OAuth {
         self.exchange(&mut st).await
     }
 
-    /// After a `403 insufficient_scope`: the scopes asked for grow by the challenge's, and a
-    /// token for them is fetched.
-    async fn step_up(&self, challenge: &str) -> Result<String, String> {
+    /// After a `403 insufficient_scope` on `sent`: a token another request got meanwhile (its
+    /// step-up may already cover this one), else the scopes asked for grow by the challenge's
+    /// and a token for them is fetched.
+    async fn step_up(&self, sent: Option<&str>, challenge: &str) -> Result<String, String> {
         let base = reqwest::Url::parse(&self.endpoint)
             .map_err(|e| failed(&self.provider, "endpoint", e))?;
         let params = WWWAuthenticateParams::parse(challenge, &base);
@@ -174,6 +175,11 @@ impl OAuth {
             .map(str::to_owned)
             .collect();
         let mut st = self.state.lock().await;
+        if let Some(t) = st.token.as_ref().filter(|t| t.fresh())
+            && Some(t.value.expose_secret()) != sent
+        {
+            return Ok(t.value.expose_secret().to_owned());
+        }
         let before = st.scopes.len();
         for s in wanted {
             if !st.scopes.contains(&s) {
@@ -398,7 +404,7 @@ impl OAuthHttp {
                     upgrades += 1;
                     let fresh = self
                         .oauth
-                        .step_up(&e.www_authenticate_header)
+                        .step_up(token.as_deref(), &e.www_authenticate_header)
                         .await
                         .map_err(Self::auth_error)?;
                     token = Some(fresh);
