@@ -184,9 +184,9 @@ pub async fn job_events(
         finished: false,
         tools,
         record_index: q.record_index,
+        next_poll: tokio::time::Instant::now(),
     };
     let stream = futures::stream::unfold(st, |mut st| async move {
-        let mut next_poll = tokio::time::Instant::now();
         loop {
             if let Some(ev) = st.queue.pop_front() {
                 return Some((Ok(ev), st));
@@ -203,7 +203,7 @@ pub async fn job_events(
                     }
                 };
                 tokio::select! {
-                    () = tokio::time::sleep_until(next_poll) => {}
+                    () = tokio::time::sleep_until(st.next_poll) => {}
                     // The client reconnects to another replica (or this one after restart).
                     () = st.shutdown.cancelled() => return None,
                     Some(got) = tool => {
@@ -214,7 +214,7 @@ pub async fn job_events(
             }
             st.first = false;
             st.poll().await;
-            next_poll = tokio::time::Instant::now() + POLL;
+            st.next_poll = tokio::time::Instant::now() + POLL;
         }
     });
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
@@ -231,6 +231,9 @@ struct Follow {
     tools: Option<tokio::sync::broadcast::Receiver<std::sync::Arc<RecordToolEvent>>>,
     /// Only this record's `record` and `tool_call` events.
     record_index: Option<u32>,
+    /// When to look at the database next. Kept across events: a stream busy with tool events
+    /// still polls every [`POLL`], not once per event.
+    next_poll: tokio::time::Instant,
 }
 
 impl Follow {
