@@ -42,6 +42,10 @@ use tokio::sync::Mutex;
 
 use crate::config::{McpOAuthConfig, resolve_api_key};
 
+/// The largest SSE event the plain client methods accept: rmcp's default (16 MiB), which it
+/// does not export.
+const SSE_EVENT_LIMIT: usize = 16 * 1024 * 1024;
+
 /// A token is replaced this share of its lifetime before it expires...
 const REFRESH_SHARE: u32 = 5;
 /// ...but never more than this early.
@@ -59,6 +63,7 @@ pub(crate) struct OAuth {
     state: Mutex<State>,
 }
 
+#[derive(Clone)]
 enum Credential {
     Secret(SecretString),
     Key {
@@ -291,15 +296,8 @@ impl OAuth {
 
     /// [`Self::grant`] as a function of the scopes, to move into the discovery task.
     fn grant_template(&self) -> impl Fn(&[String]) -> ClientCredentialsConfig + Send + 'static {
-        let endpoint = self.endpoint.clone();
-        let client_id = self.client_id.clone();
-        let credential = match &self.credential {
-            Credential::Secret(s) => Credential::Secret(s.clone()),
-            Credential::Key { pem, algorithm } => Credential::Key {
-                pem: pem.clone(),
-                algorithm: *algorithm,
-            },
-        };
+        let (endpoint, client_id) = (self.endpoint.clone(), self.client_id.clone());
+        let credential = self.credential.clone();
         move |scopes| grant(&endpoint, &client_id, &credential, scopes)
     }
 
@@ -418,23 +416,25 @@ impl OAuthHttp {
 impl StreamableHttpClient for OAuthHttp {
     type Error = reqwest::Error;
 
+    // rmcp's transport calls only the `_with_max_sse_event_size` variants; the plain ones
+    // delegate to them with rmcp's own default bound (not exported), so the token handling
+    // lives in one place.
     async fn post_message(
         &self,
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
-            self.http.post_message(
-                uri.clone(),
-                message.clone(),
-                session_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
-        })
+        self.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            SSE_EVENT_LIMIT,
+        )
         .await
     }
 
@@ -483,18 +483,17 @@ impl StreamableHttpClient for OAuthHttp {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.authorized(|token| {
-            self.http.get_stream(
-                uri.clone(),
-                session_id.clone(),
-                last_event_id.clone(),
-                token,
-                custom_headers.clone(),
-            )
-        })
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            SSE_EVENT_LIMIT,
+        )
         .await
     }
 
