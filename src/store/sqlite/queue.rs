@@ -275,24 +275,14 @@ impl SqliteStore {
         chunks: &[ChunkKey],
         lease: Duration,
     ) -> Result<u64, StoreError> {
-        if chunks.is_empty() {
-            return Ok(0);
-        }
         let now = now_us();
-        let mut qb = QueryBuilder::<Sqlite>::new("update chunks set lease_expires_at = ");
-        qb.push_bind(expiry_us(now, lease))
-            .push(", updated_at = ")
-            .push_bind(now)
-            .push(" where lease_owner = ")
-            .push_bind(owner)
-            .push(" and (job_id, start_idx) in ");
-        push_keys(&mut qb, chunks);
-        Ok(qb
-            .build()
-            .persistent(false)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
+        self.update_owned(owner, chunks, |qb| {
+            qb.push("lease_expires_at = ")
+                .push_bind(expiry_us(now, lease))
+                .push(", updated_at = ")
+                .push_bind(now);
+        })
+        .await
     }
 
     pub(super) async fn release(
@@ -300,14 +290,26 @@ impl SqliteStore {
         owner: &str,
         chunks: &[ChunkKey],
     ) -> Result<u64, StoreError> {
+        self.update_owned(owner, chunks, |qb| {
+            qb.push("lease_owner = null, lease_expires_at = null, updated_at = ")
+                .push_bind(now_us());
+        })
+        .await
+    }
+
+    /// `update chunks set <set>` on those of `chunks` that `owner` still holds; how many.
+    async fn update_owned(
+        &self,
+        owner: &str,
+        chunks: &[ChunkKey],
+        set: impl FnOnce(&mut QueryBuilder<Sqlite>),
+    ) -> Result<u64, StoreError> {
         if chunks.is_empty() {
             return Ok(0);
         }
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "update chunks set lease_owner = null, lease_expires_at = null, updated_at = ",
-        );
-        qb.push_bind(now_us())
-            .push(" where lease_owner = ")
+        let mut qb = QueryBuilder::<Sqlite>::new("update chunks set ");
+        set(&mut qb);
+        qb.push(" where lease_owner = ")
             .push_bind(owner)
             .push(" and (job_id, start_idx) in ");
         push_keys(&mut qb, chunks);
