@@ -40,7 +40,8 @@
 //!   seed rows through, and the server-side sources (allow-listed directories, the Hub).
 //! * [`worker`]: the queue of one replica: claims, leases, the batch writer.
 //! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool
-//!   calls, the MCP session pool and tool-list cache, LLM providers.
+//!   calls (their error kinds and live `tool_call` events), the MCP session pool, tool-list
+//!   cache and providers' OAuth, LLM providers.
 //! * [`store`]: persistence of [`domain`] types on SQLite or Postgres.
 //! * [`domain`]: plain data (configs, jobs, records, traces, usage); [`config`]: the server
 //!   config.
