@@ -319,6 +319,13 @@ pub enum RecordOutcome {
     },
 }
 
+impl RecordOutcome {
+    /// Whether the record completed (else it failed).
+    pub fn is_completed(&self) -> bool {
+        matches!(self, Self::Completed { .. })
+    }
+}
+
 /// A stored record.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecordRow {

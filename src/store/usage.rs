@@ -1,4 +1,5 @@
-//! LLM usage per job and model alias: what the writer adds and what the job response shows.
+//! Per-job counters the writer adds to in the transaction that writes the records: LLM usage
+//! per model alias, tool use per column, and the records written per outcome.
 //!
 //! Usage is added by `complete_records`, in the transaction that writes the records, from the
 //! results it writes: a job's usage is the sum over its stored results, exact after any crash.
@@ -45,6 +46,31 @@ pub(crate) fn sum<'a>(
             counts,
         })
         .collect()
+}
+
+/// Records written to one job, by outcome: what `job_record_counts` gains.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct RecordTally {
+    pub completed: i64,
+    pub failed: i64,
+}
+
+/// The written records counted per job (`true`: completed), in job order, the order every
+/// writer updates `job_record_counts` rows in, as for [`sum`].
+pub(crate) fn tally(
+    written: impl IntoIterator<Item = (crate::domain::JobId, bool)>,
+) -> Vec<(crate::domain::JobId, RecordTally)> {
+    let mut per_job: std::collections::BTreeMap<crate::domain::JobId, RecordTally> =
+        Default::default();
+    for (job_id, completed) in written {
+        let t = per_job.entry(job_id).or_default();
+        if completed {
+            t.completed += 1;
+        } else {
+            t.failed += 1;
+        }
+    }
+    per_job.into_iter().collect()
 }
 
 /// Builds the per-alias map from `(alias, requests, prompt, completion)` rows; shared by both

@@ -203,8 +203,10 @@ impl Store for PgStore {
             "select ",
             job_columns!(),
             ", (select coalesce(json_object_agg(c.status, c.n), '{}'::json) from \
-                 (select status, count(*) as n from records where job_id = jobs.id \
-                  group by status \
+                 (select 'completed' as status, completed as n from job_record_counts \
+                  where job_id = jobs.id \
+                  union all \
+                  select 'failed', failed from job_record_counts where job_id = jobs.id \
                   union all \
                   select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0)::bigint \
                   from chunks where job_id = jobs.id and lease_owner is not null) c) as counts, \
@@ -233,7 +235,10 @@ impl Store for PgStore {
             return Ok(JobCounts::default());
         };
         let rows: Vec<CountDb> = sqlx::query_as(
-            "select status, count(*) as n from records where job_id = $1 group by status \
+            "select 'completed' as status, completed as n from job_record_counts \
+             where job_id = $1 \
+             union all \
+             select 'failed', failed from job_record_counts where job_id = $1 \
              union all \
              select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0)::bigint \
              from chunks where job_id = $1 and lease_owner is not null",
@@ -322,7 +327,9 @@ impl Store for PgStore {
             qb.push(" and r.idx > ").push_bind(i64::from(after));
         }
         if let Some(status) = status {
-            qb.push(" and r.status = ").push_bind(status.as_str());
+            // A literal, not a bind: the planner matches the partial index on failed records
+            // only against a constant (a statement status, not user text).
+            qb.push(format_args!(" and r.status = '{}'", status.as_str()));
         }
         qb.push(" order by r.idx limit ")
             .push_bind(i64::from(limit));

@@ -165,6 +165,8 @@ impl PgStore {
                         .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
                         .fetch_all(&mut *tx)
                         .await?;
+                    let failed = usage::tally(inserted.iter().map(|&(_, j, _)| (JobId(j), false)));
+                    super::usage::add_records(&mut tx, &failed).await?;
                     out.abandoned.extend(
                         inserted
                             .into_iter()
@@ -444,6 +446,12 @@ impl PgStore {
                     .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.tool_usage))),
             );
             super::usage::add_tools(&mut tx, &tools).await?;
+            let tally = usage::tally(fenced.iter().filter_map(|r| {
+                written
+                    .get(&r.id.0)
+                    .map(|job| (*job, r.outcome.is_completed()))
+            }));
+            super::usage::add_records(&mut tx, &tally).await?;
         }
         tx.commit().await?;
         // In the order of `results`, like the SQLite store.
@@ -626,8 +634,9 @@ async fn finalize_in(
         "update jobs \
          set status = case when status = 'cancelling' \
                              and (claimed_upto < num_records \
-                                  or (select count(*) from records r \
-                                      where r.job_id = jobs.id) < num_records) \
+                                  or coalesce((select c.completed + c.failed \
+                                               from job_record_counts c \
+                                               where c.job_id = jobs.id), 0) < num_records) \
                            then 'cancelled' else 'completed' end, \
              finished_at = now(), updated_at = now() \
          where id = any($1) and status in ('queued', 'running', 'cancelling') \

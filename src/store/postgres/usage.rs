@@ -1,4 +1,4 @@
-//! `job_usage` on Postgres.
+//! `job_usage`, `job_tool_usage` and `job_record_counts` on Postgres.
 
 use std::collections::BTreeMap;
 
@@ -76,6 +76,33 @@ pub(super) async fn add_tools(
     .bind(tools)
     .bind(outcomes)
     .bind(ns)
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// Adds the written records' `tally` to `job_record_counts` inside the caller's transaction:
+/// one statement, rows in job order.
+pub(super) async fn add_records(
+    conn: &mut PgConnection,
+    tally: &[(JobId, usage::RecordTally)],
+) -> Result<(), StoreError> {
+    if tally.is_empty() {
+        return Ok(());
+    }
+    let jobs: Vec<uuid::Uuid> = tally.iter().map(|(j, _)| j.0).collect();
+    let completed: Vec<i64> = tally.iter().map(|(_, t)| t.completed).collect();
+    let failed: Vec<i64> = tally.iter().map(|(_, t)| t.failed).collect();
+    sqlx::query(
+        "insert into job_record_counts (job_id, completed, failed)
+         select * from unnest($1::uuid[], $2::int8[], $3::int8[])
+         on conflict (job_id) do update set
+           completed = job_record_counts.completed + excluded.completed,
+           failed = job_record_counts.failed + excluded.failed",
+    )
+    .bind(jobs)
+    .bind(completed)
+    .bind(failed)
     .execute(conn)
     .await?;
     Ok(())

@@ -271,7 +271,10 @@ impl Store for SqliteStore {
             "select ",
             job_columns!(),
             ", (select json_group_object(status, n) from \
-                 (select status, count(*) as n from records where job_id = jobs.id group by status \
+                 (select 'completed' as status, completed as n from job_record_counts \
+                  where job_id = jobs.id \
+                  union all \
+                  select 'failed', failed from job_record_counts where job_id = jobs.id \
                   union all \
                   select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
                   from chunks where job_id = jobs.id and lease_owner is not null)) \
@@ -300,7 +303,10 @@ impl Store for SqliteStore {
             return Ok(JobCounts::default());
         };
         let rows: Vec<CountDb> = sqlx::query_as(
-            "select status, count(*) as n from records where job_id = $1 group by status \
+            "select 'completed' as status, completed as n from job_record_counts \
+             where job_id = $1 \
+             union all \
+             select 'failed', failed from job_record_counts where job_id = $1 \
              union all \
              select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
              from chunks where job_id = $1 and lease_owner is not null",
@@ -389,7 +395,9 @@ impl Store for SqliteStore {
             qb.push(" and r.idx > ").push_bind(i64::from(after));
         }
         if let Some(status) = status {
-            qb.push(" and r.status = ").push_bind(status.as_str());
+            // A literal, not a bind: only a query that names `status = 'failed'` itself can
+            // use the partial index on failed records (a statement status, not user text).
+            qb.push(format_args!(" and r.status = '{}'", status.as_str()));
         }
         qb.push(" order by r.idx limit ")
             .push_bind(i64::from(limit));

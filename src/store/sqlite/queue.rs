@@ -130,6 +130,8 @@ impl SqliteStore {
                         .persistent(false)
                         .fetch_all(&mut *tx)
                         .await?;
+                    let failed = usage::tally(rows.iter().map(|&(_, j)| (JobId(j), false)));
+                    super::usage::add_records(&mut tx, &failed).await?;
                     out.abandoned
                         .extend(rows.into_iter().map(|(r, j)| (RecordId(r), JobId(j))));
                 }
@@ -473,6 +475,8 @@ impl SqliteStore {
                 .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.tool_usage))),
         );
         super::usage::add_tools(&mut tx, &tools, now).await?;
+        let tally = usage::tally(new.iter().map(|r| (r.job_id, r.outcome.is_completed())));
+        super::usage::add_records(&mut tx, &tally).await?;
         tx.commit().await?;
         // In the order of `results`, like the Postgres store.
         Ok(results
@@ -624,8 +628,9 @@ async fn finalize_in(
         "update jobs \
          set status = case when status = 'cancelling' \
                              and (claimed_upto < num_records \
-                                  or (select count(*) from records r \
-                                      where r.job_id = jobs.id) < num_records) \
+                                  or coalesce((select c.completed + c.failed \
+                                               from job_record_counts c \
+                                               where c.job_id = jobs.id), 0) < num_records) \
                            then 'cancelled' else 'completed' end, \
              finished_at = ",
     );

@@ -1,4 +1,4 @@
-//! `job_usage` on SQLite.
+//! `job_usage`, `job_tool_usage` and `job_record_counts` on SQLite.
 
 use std::collections::BTreeMap;
 
@@ -57,6 +57,27 @@ pub(super) async fn add_tools(
         .bind(*outcome)
         .bind(*n)
         .bind(now)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// Adds the written records' `tally` to `job_record_counts` inside the caller's transaction.
+pub(super) async fn add_records(
+    conn: &mut SqliteConnection,
+    tally: &[(JobId, usage::RecordTally)],
+) -> Result<(), StoreError> {
+    for (job_id, t) in tally {
+        sqlx::query(
+            "insert into job_record_counts (job_id, completed, failed) values ($1, $2, $3)
+             on conflict (job_id) do update set
+               completed = job_record_counts.completed + excluded.completed,
+               failed = job_record_counts.failed + excluded.failed",
+        )
+        .bind(job_id.0)
+        .bind(t.completed)
+        .bind(t.failed)
         .execute(&mut *conn)
         .await?;
     }

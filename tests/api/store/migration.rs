@@ -1,5 +1,6 @@
-//! Upgrading a database written before chunks (migration 0007): jobs in every state keep their
-//! results and counts, and a live job's records without a result are run, exactly those.
+//! Upgrading a database written before chunks (migration 0007) and before record counters
+//! (0009): jobs in every state keep their results and counts, and a live job's records without
+//! a result are run, exactly those.
 
 use serde_json::json;
 use sqlx::Connection;
@@ -217,6 +218,11 @@ async fn run(backend: Backend) {
         [(0, RecordStatus::Completed), (1, RecordStatus::Failed)]
     );
     assert_eq!(store.get_traces(rows[0].id, None).await.unwrap().len(), 1);
+    let failed = store
+        .list_records(running, None, Some(RecordStatus::Failed), 10)
+        .await
+        .unwrap();
+    assert_eq!(failed.iter().map(|r| r.index).collect::<Vec<_>>(), [1]);
 
     // The next claim takes exactly the records without a result, as one chunk.
     let c = claim(store, "w", 10, LONG).await;
