@@ -30,6 +30,8 @@ TERMINAL = ("completed", "failed", "cancelled")
 SYNTHGATE = None
 # --perf FILE: `perf record` the service from ready to stop (its CPU figures then include perf).
 PERF = None
+# Extra `workers` settings from --workers KEY=VALUE.
+WORKERS = {}
 
 TEXT_JOB = {"columns": [
     {"name": "topic", "column_type": "sampler", "sampler_type": "category",
@@ -74,8 +76,10 @@ class Service:
             self.sqlite = os.path.join(self.tmp, "bench.db")
             db = f"  sqlite_path: {self.sqlite}\n"
         cfg = f"server: {{port: {sport}}}\nlogging: {{level: warn}}\ndatabase:\n{db}"
-        if in_flight:
-            cfg += f"workers: {{count: {in_flight}, max_in_flight: {in_flight}}}\n"
+        workers = {"count": in_flight, "max_in_flight": in_flight} if in_flight else {}
+        workers.update(WORKERS)
+        if workers:
+            cfg += "workers: {" + ", ".join(f"{k}: {v}" for k, v in workers.items()) + "}\n"
         if llm:
             self.mport = free_port()
             script = os.path.join(self.tmp, "script.json")
@@ -356,9 +360,12 @@ def main():
     ap.add_argument("--perf", metavar="FILE",
                     help="record the service with `perf record --call-graph dwarf` into FILE")
     ap.add_argument("--synthgate", help="the service binary (default target/release/synthgate)")
+    ap.add_argument("--workers", metavar="KEY=VALUE", action="append", default=[],
+                    help="another `workers` setting, e.g. claim_batch_size=128 (repeatable)")
     a = ap.parse_args()
     global SYNTHGATE, PERF
     SYNTHGATE, PERF = a.synthgate, a.perf
+    WORKERS.update(kv.split("=", 1) for kv in a.workers)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
                 "quickstart": [100000], "submit": [1000000]}
     a.sizes = a.n or defaults[a.scenario]
