@@ -103,7 +103,7 @@ impl SqliteStore {
     ) -> Result<DeleteDataset, StoreError> {
         // `immediate`: holds the write lock from the check to the delete, so no job that
         // lists the dataset can be inserted in between.
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         let mut qb =
             QueryBuilder::<Sqlite>::new("select id from datasets where status = 'ready' and id = ");
         qb.push_bind(id.0);
@@ -140,6 +140,7 @@ impl SqliteStore {
         meta: &DatasetMeta,
     ) -> Result<(), StoreError> {
         let now = now_us();
+        let _write = self.write_lock().await;
         sqlx::query(
             "insert into datasets (id, owner, name, format, columns, num_rows, size_bytes, \
              sha256, source, source_ref, status, created_at, updated_at) \
@@ -166,7 +167,7 @@ impl SqliteStore {
         first_block: u64,
         blocks: &[Vec<u8>],
     ) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         let alive = sqlx::query(
             "update datasets set updated_at = $2 where id = $1 and status = 'importing'",
         )
@@ -199,6 +200,7 @@ impl SqliteStore {
         columns: &[DatasetColumn],
         num_rows: u64,
     ) -> Result<Option<DatasetMeta>, StoreError> {
+        let _write = self.write_lock().await;
         let row: Option<Dataset> = sqlx::query_as(concat!(
             "update datasets set status = 'ready', columns = $2, num_rows = $3, \
              updated_at = $4 where id = $1 and status = 'importing' returning ",
@@ -214,6 +216,7 @@ impl SqliteStore {
     }
 
     pub(super) async fn abort_dataset_import_impl(&self, id: DatasetId) -> Result<(), StoreError> {
+        let _write = self.write_lock().await;
         sqlx::query("delete from datasets where id = $1 and status = 'importing'")
             .bind(id.0)
             .execute(&self.pool)
@@ -227,6 +230,7 @@ impl SqliteStore {
     ) -> Result<u64, StoreError> {
         let idle_us = i64::try_from(idle.as_micros()).unwrap_or(i64::MAX);
         let cutoff = now_us().saturating_sub(idle_us);
+        let _write = self.write_lock().await;
         let deleted =
             sqlx::query("delete from datasets where status = 'importing' and updated_at <= $1")
                 .bind(cutoff)

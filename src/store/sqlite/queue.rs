@@ -71,7 +71,7 @@ impl SqliteStore {
         let mut claimed: Vec<ClaimedRecord> = Vec::new();
         let mut left = limit as usize;
         let mut alone = false;
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         // Stale chunks first: they are older work, and usually few.
         let stale: Vec<(Uuid, i64, i64, bool, i64, i64)> = sqlx::query_as(STALE)
             .bind(now)
@@ -311,6 +311,7 @@ impl SqliteStore {
         }
         let mut qb = QueryBuilder::<Sqlite>::new("update chunks set ");
         set(&mut qb);
+        let _write = self.write_lock().await;
         qb.push(" where lease_owner = ")
             .push_bind(owner)
             .push(" and (job_id, start_idx) in ");
@@ -339,7 +340,7 @@ impl SqliteStore {
         keys.sort_unstable();
         keys.dedup();
         let now = now_us();
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         // The fence: the chunks `owner` still holds. Under the write lock, nothing can take
         // them over before the commit.
         let mut qb = QueryBuilder::<Sqlite>::new(
@@ -488,7 +489,7 @@ impl SqliteStore {
 
     pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let now = now_us();
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = $2 \
              where id = $1 and status in ('queued', 'running') returning id",
@@ -519,6 +520,7 @@ impl SqliteStore {
 
     pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
         // No chunk is touched: claims skip a failed job, and records in flight may still land.
+        let _write = self.write_lock().await;
         sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
              finished_at = $4, updated_at = $4 \
@@ -541,7 +543,7 @@ impl SqliteStore {
             return Ok(Vec::new());
         }
         let now = now_us();
-        let mut tx = self.pool.begin_with("begin immediate").await?;
+        let (_write, mut tx) = self.begin_write().await?;
         let mut done = finalize_in(&mut tx, &ids, now).await?;
         tx.commit().await?;
         done.sort_unstable();
