@@ -13,7 +13,11 @@
 //! * **leases**: `workers.max_in_flight` (default 4 × count), one per record this replica has
 //!   claimed and not yet handed to the writer, working or waiting. A claim asks for at most as
 //!   many records as there are free leases and free slots (up to the batch size), so a
-//!   replica never holds leases on records it cannot start now.
+//!   replica does not hold leases on records it cannot start now. The exception is CPU work:
+//!   after a claim of CPU-only chunks (no LLM column), the next claim asks for every free
+//!   lease with one slot, because each such chunk is one task in one slot (see [`chunk`]). If
+//!   it meets other work instead, the records past its slot wait for one, and the claims after
+//!   it go back to the slot-sized rule.
 //!
 //! Claims are fair across keys and jobs (see [`Store::claim`]): one key's large job cannot
 //! hold every lease while another key's job waits for it to finish.
@@ -173,7 +177,9 @@ impl WorkerPool {
         let inner = self.inner;
         let cfg = inner.cfg.clone();
         tracing::info!(worker.owner = %inner.owner, workers = cfg.count, "worker pool started");
-        let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1) * 4);
+        // One batch queued while one is written: results past that wait in their tasks,
+        // holding their leases, so the writer's backlog bounds claiming.
+        let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1));
         let tasks = TaskTracker::new();
         let writer = tasks.spawn(writer::run(inner.clone(), rx));
         let stop_renew = CancellationToken::new();
@@ -190,6 +196,8 @@ impl WorkerPool {
         // A record that must run alone is waiting: let the work in flight finish, then claim
         // with every lease in hand.
         let mut want_alone = false;
+        // The last claim handed out CPU-only chunks only (see `cpu_claim` below).
+        let mut cpu_streak = false;
         loop {
             let want = if want_alone { lease_limit } else { 1 };
             let mut lease = tokio::select! {
@@ -206,7 +214,15 @@ impl WorkerPool {
                 lease.merge(p);
             }
             let alone = lease.num_permits() == lease_limit as usize;
-            while lease.num_permits() < batch {
+            // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
+            // such a chunk needs one slot, however many records it has.
+            let cpu_claim = cpu_streak && !alone;
+            let lease_target = if cpu_claim {
+                batch.max(lease_limit as usize)
+            } else {
+                batch
+            };
+            while lease.num_permits() < lease_target {
                 match leases.clone().try_acquire_owned() {
                     Ok(p) => lease.merge(p),
                     Err(_) => break,
@@ -217,12 +233,17 @@ impl WorkerPool {
                 () = shutdown.cancelled() => break,
             };
             let mut permits = vec![first];
-            while permits.len() < batch.min(lease.num_permits()) {
+            while !cpu_claim && permits.len() < batch.min(lease.num_permits()) {
                 match slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
                 }
             }
+            let limit = if cpu_claim {
+                lease.num_permits()
+            } else {
+                permits.len()
+            };
             // Registered before the query, so a submit during the claim cannot be missed.
             let notified = self.wake.notified();
             tokio::pin!(notified);
@@ -233,7 +254,7 @@ impl WorkerPool {
             };
             match inner
                 .store
-                .claim(&inner.owner, permits.len() as u32, cfg.lease_ttl(), policy)
+                .claim(&inner.owner, limit as u32, cfg.lease_ttl(), policy)
                 .await
             {
                 Ok(claim) => {
@@ -242,6 +263,7 @@ impl WorkerPool {
                         faults::settle_abandoned(&inner, &claim.abandoned).await;
                     }
                     if claim.records.is_empty() {
+                        cpu_streak = false;
                         drop((permits, lease));
                         if want_alone {
                             continue;
@@ -263,6 +285,7 @@ impl WorkerPool {
                     let mut lease = Some(lease);
                     let mut permits = permits.into_iter();
                     let mut claimed = claimed.into_iter().peekable();
+                    cpu_streak = true;
                     while let Some(first) = claimed.next() {
                         // The records of one chunk come together (sorted by job and index).
                         let mut group = vec![first];
@@ -274,53 +297,59 @@ impl WorkerPool {
                         } else {
                             None
                         };
-                        if let Some(compiled) = cpu_only {
-                            // One task and one slot for the chunk: its records are generated
-                            // together in one CPU section (see `chunk`).
-                            let own = lease.as_mut().and_then(|l| l.split(group.len()));
-                            let own =
-                                own.expect("the claim asked for at most one record per lease");
-                            let mut mine = permits.by_ref().take(group.len());
-                            let permit = mine.next().expect("a slot per claimed record");
-                            drop(mine.collect::<Vec<_>>());
-                            records.spawn(chunk::run_cpu_chunk(
-                                inner.clone(),
-                                compiled,
-                                group,
-                                Held {
-                                    _lease: own,
-                                    slot: slot::Slot::new(slots.clone(), permit),
-                                },
-                                tx.clone(),
-                                cut.clone(),
-                            ));
+                        let Some(compiled) = cpu_only else {
+                            cpu_streak = false;
+                            for rec in group {
+                                // A CPU-sized claim holds one slot: records past it wait for one.
+                                let permit = permits.next();
+                                // A record that runs alone (it comes by itself) keeps every
+                                // lease, so nothing else is claimed until it is done.
+                                let own = if rec.alone {
+                                    tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
+                                    lease_expiries = rec.lease_expiries,
+                                    "running a record alone: its worker died while generating it before");
+                                    lease.take()
+                                } else {
+                                    lease.as_mut().and_then(|l| l.split(1))
+                                };
+                                let own =
+                                    own.expect("the claim asked for at most one record per lease");
+                                let (inner, slots, tx, cut) =
+                                    (inner.clone(), slots.clone(), tx.clone(), cut.clone());
+                                records.spawn(async move {
+                                    let Some(permit) =
+                                        slot::take(permit, slots.clone(), &cut).await
+                                    else {
+                                        return;
+                                    };
+                                    let held = Held {
+                                        _lease: own,
+                                        slot: slot::Slot::new(slots, permit),
+                                    };
+                                    run_record(inner, rec, held, tx, cut).await;
+                                });
+                            }
                             continue;
-                        }
-                        for rec in group {
-                            let permit = permits.next().expect("a slot per claimed record");
-                            // A record that runs alone (it comes by itself) keeps every lease, so
-                            // nothing else is claimed until it is done.
-                            let own = if rec.alone {
-                                tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
-                                lease_expiries = rec.lease_expiries,
-                                "running a record alone: its worker died while generating it before");
-                                lease.take()
-                            } else {
-                                lease.as_mut().and_then(|l| l.split(1))
+                        };
+                        // One task and one slot for the chunk: its records are generated
+                        // together in one CPU section (see `chunk`).
+                        let own = lease.as_mut().and_then(|l| l.split(group.len()));
+                        let own = own.expect("the claim asked for at most one record per lease");
+                        let mut mine = permits.by_ref().take(group.len());
+                        let permit = mine.next();
+                        drop(mine.collect::<Vec<_>>());
+                        let (inner, slots, tx, cut) =
+                            (inner.clone(), slots.clone(), tx.clone(), cut.clone());
+                        records.spawn(async move {
+                            let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
+                                return;
                             };
-                            let own =
-                                own.expect("the claim asked for at most one record per lease");
-                            records.spawn(run_record(
-                                inner.clone(),
-                                rec,
-                                Held {
-                                    _lease: own,
-                                    slot: slot::Slot::new(slots.clone(), permit),
-                                },
-                                tx.clone(),
-                                cut.clone(),
-                            ));
-                        }
+                            let held = Held {
+                                _lease: own,
+                                slot: slot::Slot::new(slots, permit),
+                            };
+                            chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
+                        });
                     }
                 }
                 Err(e) => {

@@ -21,6 +21,23 @@ use tokio_util::sync::CancellationToken;
 use crate::domain::models::ModelConfig;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 
+/// `permit` if the claim had one for this task, else one of `slots` once free; `None` when
+/// `cut` fires first (the records stay in flight and are released at the end of the drain).
+pub(super) async fn take(
+    permit: Option<OwnedSemaphorePermit>,
+    slots: Arc<Semaphore>,
+    cut: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    if let Some(p) = permit {
+        return Some(p);
+    }
+    tokio::select! {
+        biased;
+        () = cut.cancelled() => None,
+        p = slots.acquire_owned() => p.ok(),
+    }
+}
+
 /// One record's hold on the pool's worker slots.
 pub(super) struct Slot {
     slots: Arc<Semaphore>,
