@@ -20,6 +20,11 @@ pub const LLM_REQUESTS: &str = "synthgate_llm_requests_total";
 pub const LLM_TOKENS: &str = "synthgate_llm_tokens_total";
 /// Record failures, by `code`.
 pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
+/// Claims that handed records to this replica; with [`RECORDS_CLAIMED`], the records per claim
+/// (one database round trip each).
+pub const CLAIMS: &str = "synthgate_claims_total";
+/// Records handed to this replica by claims.
+pub const RECORDS_CLAIMED: &str = "synthgate_records_claimed_total";
 
 /// MCP tool calls, by `provider`, `tool` and `outcome` (`ok`, `tool_error`, or an error code).
 pub const MCP_CALLS: &str = "synthgate_mcp_tool_calls_total";
@@ -105,6 +110,8 @@ fn describe() {
     metrics::describe_counter!(LLM_REQUESTS, "LLM chat requests answered");
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
+    metrics::describe_counter!(CLAIMS, "Claims that handed out records");
+    metrics::describe_counter!(RECORDS_CLAIMED, "Records handed out by claims");
     metrics::describe_counter!(MCP_CALLS, "MCP tool calls by provider, tool and outcome");
     metrics::describe_histogram!(
         MCP_CALL_SECONDS,

@@ -281,6 +281,9 @@ impl WorkerPool {
                     }
                     let claimed = claim.records;
                     tracing::debug!(claimed = claimed.len(), "claimed records");
+                    metrics::counter!(crate::metrics::CLAIMS).increment(1);
+                    metrics::counter!(crate::metrics::RECORDS_CLAIMED)
+                        .increment(claimed.len() as u64);
                     inner.hold(&claimed);
                     let mut lease = Some(lease);
                     let mut permits = permits.into_iter();

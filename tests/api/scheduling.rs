@@ -118,6 +118,74 @@ async fn a_new_job_is_not_queued_behind_an_old_one(backend: Backend) {
 
 backends!(fair_claims, a_new_job_is_not_queued_behind_an_old_one);
 
+/// A counter's value in the `/metrics` text (0 when absent).
+async fn counter(app: &TestApp, name: &str) -> u64 {
+    let (status, text) = app.get_text("/metrics").await;
+    assert_eq!(status, 200);
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// After a claim of CPU-only chunks, the next claim takes every free lease with one slot: a
+/// CPU-only job of 2,000 records, with `claim_batch_size` 4 and 64 leases, needs a few dozen
+/// claims instead of 500. When such a claim meets an LLM job's records instead, those past the
+/// claim's one slot wait for a slot, and both jobs complete.
+async fn cpu_work_is_claimed_by_the_lease(backend: Backend) {
+    let mock =
+        MockLlm::start(serde_json::from_value(json!({"faults": {"latency_ms": 100}})).unwrap())
+            .await
+            .unwrap();
+    let endpoint = mock.endpoint();
+    let app = spawn_app_with(backend, move |c| {
+        c.workers.count = 2;
+        c.workers.max_in_flight = Some(64);
+        c.workers.claim_batch_size = 4;
+        c.model_providers = vec![
+            serde_json::from_value(json!({"name": "mock", "endpoint": endpoint, "api_key": "k"}))
+                .unwrap(),
+        ];
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "writer", "model": "slow", "provider": "mock",
+                "inference_parameters": {"max_parallel_requests": 16}}),
+            )
+            .unwrap(),
+        ];
+    })
+    .await;
+    let cpu = submit(
+        &app,
+        &json!({"config": sampler_config(), "num_records": 2000}),
+    )
+    .await;
+    let done = app.wait_for_job(&cpu, Duration::from_secs(120)).await;
+    assert_eq!(done["counts"]["completed"], 2000, "{done}");
+    let claims = counter(&app, "synthgate_claims_total").await;
+    let claimed = counter(&app, "synthgate_records_claimed_total").await;
+    assert_eq!(claimed, 2000);
+    assert!(
+        claims * 16 <= claimed,
+        "{claims} claims for {claimed} records: CPU claims stayed near claim_batch_size"
+    );
+
+    // Now CPU work and LLM work together: a CPU-sized claim may hand out LLM records.
+    let cpu = submit(
+        &app,
+        &json!({"config": sampler_config(), "num_records": 500}),
+    )
+    .await;
+    let llm = submit(&app, &llm_job(12)).await;
+    for id in [cpu, llm] {
+        let done = app.wait_for_job(&id, Duration::from_secs(120)).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["counts"]["failed"], 0, "{done}");
+    }
+    app.stop().await;
+}
+
+backends!(cpu_claims, cpu_work_is_claimed_by_the_lease);
+
 /// A record whose worker died three times (a poison pill that aborts the process: simulated
 /// here by leases that expire) is failed with `record_abandoned` by the next replica that
 /// finds it, instead of being run again; the job finishes.
