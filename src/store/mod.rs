@@ -268,8 +268,9 @@ pub trait Store: Send + Sync + 'static {
         first_errors: u32,
     ) -> Result<Vec<JobSummary>, StoreError>;
 
-    /// Record counts by status: completed and failed records are rows, records in progress
-    /// are those of its leased chunks without a result, and the rest are pending while the job
+    /// Record counts by status: completed and failed records are the job's counters (added to
+    /// with the rows, in their transaction), records in progress are those of its leased
+    /// chunks without a result, and the rest are pending while the job
     /// runs, cancelled once it stopped (cancelled, cancelling or failed).
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
 

@@ -256,7 +256,8 @@ impl<J: DbJson, T: DbTime> TryFrom<TraceDb<J, T>> for TraceRow {
     }
 }
 
-/// Record counts: `select status, count(*) as n ... group by status`.
+/// Record counts by status: the `job_record_counts` row's `completed` and `failed`, and
+/// `in_progress` from the job's leased chunks.
 #[derive(sqlx::FromRow)]
 pub(crate) struct CountDb {
     pub status: String,
