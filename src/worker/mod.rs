@@ -199,9 +199,15 @@ impl WorkerPool {
         // The last claim handed out CPU-only chunks only (see `cpu_claim` below).
         let mut cpu_streak = false;
         loop {
-            let want = if want_alone { lease_limit } else { 1 };
+            let lease = if want_alone {
+                leases.clone().acquire_many_owned(lease_limit).boxed()
+            } else if cpu_streak {
+                cpu_leases(leases.clone(), lease_limit, cfg.write_interval_ms).boxed()
+            } else {
+                leases.clone().acquire_owned().boxed()
+            };
             let mut lease = tokio::select! {
-                p = leases.clone().acquire_many_owned(want) => match p { Ok(p) => p, Err(_) => break },
+                p = lease => match p { Ok(p) => p, Err(_) => break },
                 () = shutdown.cancelled() => break,
             };
             // Only this loop takes leases, so when the others are all free nothing is in
@@ -216,7 +222,7 @@ impl WorkerPool {
             let alone = lease.num_permits() == lease_limit as usize;
             // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
             // such a chunk needs one slot, however many records it has.
-            let cpu_claim = cpu_streak && !alone;
+            let cpu_claim = cpu_streak;
             let lease_target = if cpu_claim {
                 batch.max(lease_limit as usize)
             } else {
@@ -391,6 +397,23 @@ impl WorkerPool {
         tasks.close();
         tasks.wait().await;
         tracing::info!("worker pool stopped");
+    }
+}
+
+/// The leases for a claim after CPU-only chunks: half of `limit` if they free within
+/// `patience_ms`, else the first one that frees. Without the wait, each claim took whatever
+/// the last chunk had just given back, and the leases stayed split into the sizes of the first
+/// chunks (claims of a few records each, alternating with large ones); the bound keeps records
+/// that hold leases for long (LLM work) from stalling CPU claims.
+async fn cpu_leases(
+    leases: Arc<Semaphore>,
+    limit: u32,
+    patience_ms: u64,
+) -> Result<OwnedSemaphorePermit, tokio::sync::AcquireError> {
+    let half = leases.clone().acquire_many_owned((limit / 2).max(1));
+    match tokio::time::timeout(Duration::from_millis(patience_ms.max(1)), half).await {
+        Ok(got) => got,
+        Err(_) => leases.acquire_owned().await,
     }
 }
 
