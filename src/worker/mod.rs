@@ -15,7 +15,8 @@
 //!   many records as there are free leases and free slots (up to the batch size), so a
 //!   replica does not hold leases on records it cannot start now. The exception is CPU work:
 //!   after a claim of CPU-only chunks (no LLM column), the next claim asks for every free
-//!   lease with one slot, because each such chunk is one task in one slot (see [`chunk`]). If
+//!   lease with one slot (having waited up to `write_interval_ms` for half of them to be
+//!   free), because each such chunk is one task in one slot (see [`chunk`]). If
 //!   it meets other work instead, the records past its slot wait for one, and the claims after
 //!   it go back to the slot-sized rule.
 //!
