@@ -197,7 +197,7 @@ impl WorkerPool {
         // A record that must run alone is waiting: let the work in flight finish, then claim
         // with every lease in hand.
         let mut want_alone = false;
-        // The last claim handed out CPU-only chunks only (see `cpu_claim` below).
+        // The last claim handed out CPU-only chunks only (it sizes the next claim).
         let mut cpu_streak = false;
         loop {
             let lease = if want_alone {
@@ -223,8 +223,7 @@ impl WorkerPool {
             let alone = lease.num_permits() == lease_limit as usize;
             // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
             // such a chunk needs one slot, however many records it has.
-            let cpu_claim = cpu_streak;
-            let lease_target = if cpu_claim {
+            let lease_target = if cpu_streak {
                 batch.max(lease_limit as usize)
             } else {
                 batch
@@ -240,13 +239,13 @@ impl WorkerPool {
                 () = shutdown.cancelled() => break,
             };
             let mut permits = vec![first];
-            while !cpu_claim && permits.len() < batch.min(lease.num_permits()) {
+            while !cpu_streak && permits.len() < batch.min(lease.num_permits()) {
                 match slots.clone().try_acquire_owned() {
                     Ok(p) => permits.push(p),
                     Err(_) => break,
                 }
             }
-            let limit = if cpu_claim {
+            let limit = if cpu_streak {
                 lease.num_permits()
             } else {
                 permits.len()

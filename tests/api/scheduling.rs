@@ -21,6 +21,17 @@ async fn slow_llm_app(
     count: u32,
     max_in_flight: Option<u32>,
 ) -> (TestApp, MockLlm) {
+    slow_llm_app_with(backend, latency_ms, count, max_in_flight, |_| {}).await
+}
+
+/// [`slow_llm_app`], with `tweak` applied to the config last.
+async fn slow_llm_app_with(
+    backend: Backend,
+    latency_ms: u64,
+    count: u32,
+    max_in_flight: Option<u32>,
+    tweak: impl FnOnce(&mut synthgate::config::Config) + Send + 'static,
+) -> (TestApp, MockLlm) {
     let script: Script =
         serde_json::from_value(json!({"faults": {"latency_ms": latency_ms}})).unwrap();
     let mock = MockLlm::start(script).await.unwrap();
@@ -39,6 +50,7 @@ async fn slow_llm_app(
             )
             .unwrap(),
         ];
+        tweak(c);
     })
     .await;
     (app, mock)
@@ -132,26 +144,8 @@ async fn counter(app: &TestApp, name: &str) -> u64 {
 /// claims instead of 500. When such a claim meets an LLM job's records instead, those past the
 /// claim's one slot wait for a slot, and both jobs complete.
 async fn cpu_work_is_claimed_by_the_lease(backend: Backend) {
-    let mock =
-        MockLlm::start(serde_json::from_value(json!({"faults": {"latency_ms": 100}})).unwrap())
-            .await
-            .unwrap();
-    let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
-        c.workers.count = 2;
-        c.workers.max_in_flight = Some(64);
+    let (app, _mock) = slow_llm_app_with(backend, 100, 2, Some(64), |c| {
         c.workers.claim_batch_size = 4;
-        c.model_providers = vec![
-            serde_json::from_value(json!({"name": "mock", "endpoint": endpoint, "api_key": "k"}))
-                .unwrap(),
-        ];
-        c.model_configs = vec![
-            serde_json::from_value(
-                json!({"alias": "writer", "model": "slow", "provider": "mock",
-                "inference_parameters": {"max_parallel_requests": 16}}),
-            )
-            .unwrap(),
-        ];
     })
     .await;
     let cpu = submit(
