@@ -3,13 +3,14 @@
 //! client scenario (synthgate as the client of the suite's servers) and every server scenario
 //! (the suite as the client of synthgate's own `/mcp`), judged by the suite's own baseline check
 //! against tests/conformance-mcp/expected-failures.yml. It fails when a scenario not listed
-//! there fails, or a listed one passes. About 10 s.
+//! there fails, or a listed one passes. About 20 s.
 //!
 //! scripts/test installs the suite (and Node 22 when the machine's is older) and points
 //! `$SYNTHGATE_TEST_MCP_CONFORMANCE` at tests/conformance-mcp; without it the test says so and
 //! passes without running, so a bare `cargo test` never downloads anything. It runs alone
 //! (`threads-required` in .config/nextest.toml): `sse-retry` times the client's reconnect
-//! against the server's `retry` field with 200 ms of slack.
+//! against the server's `retry` field with 200 ms of slack, so the run script also keeps it
+//! apart from the other client scenarios, which run in parallel.
 
 use std::process::Command;
 
