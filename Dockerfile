@@ -7,9 +7,12 @@
 # ---- build ----------------------------------------------------------------------------------------
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
-# The slim image has gcc, which the bundled SQLite and ring need; TLS is rustls, so no OpenSSL.
+# The slim image has gcc, which the bundled SQLite and ring need; jemalloc (the allocator) also
+# builds with make, which it lacks. TLS is rustls, so no OpenSSL.
 # The whole workspace is copied (cargo needs every member's manifest, crates/testkit included),
 # but only the product package is built: the test doubles never enter the image.
+RUN apt-get update && apt-get install -y --no-install-recommends make \
+    && rm -rf /var/lib/apt/lists/*
 COPY . .
 # The registry and target caches survive between builds on the same builder, so a source-only
 # change recompiles only synthgate itself. The binary is copied out of the cached target dir

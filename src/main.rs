@@ -52,6 +52,24 @@ enum ConfigCommand {
     Check,
 }
 
+/// jemalloc rather than glibc's malloc. The service allocates on many threads (the runtime's,
+/// the blocking pool's that CPU sections hand off to, sqlx's SQLite workers), and glibc gives
+/// each its own arena, up to 8 per core, each keeping what it freed: a tools job's peak heap
+/// of 11 MiB (heaptrack) sat in 50 MiB of anonymous memory, growing with N. jemalloc with the
+/// options below ran the same job in about 60 MiB of RSS where glibc took 80 to 100, and with
+/// 10 to 20 % less CPU per record (bench/README.md).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read at its first allocation: one arena for every thread. Each thread
+/// still allocates from its own cache; the arena's lock is taken only to refill or flush one,
+/// and measured no slower than jemalloc's default of 4 arenas per core, in less memory. The
+/// `_RJEM_MALLOC_CONF` environment variable overrides these (e.g. `narenas:8` on a large
+/// machine where that lock shows up in profiles).
+#[allow(non_upper_case_globals)]
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static malloc_conf: &[u8; 10] = b"narenas:1\0";
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread()

@@ -25,6 +25,10 @@ pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
 pub const CLAIMS: &str = "synthgate_claims_total";
 /// Records handed to this replica by claims.
 pub const RECORDS_CLAIMED: &str = "synthgate_records_claimed_total";
+/// Per-record CPU sections (skip gates, prompts, expressions), by `path`: `inline` when the
+/// section measured cheap and ran on the runtime thread, `gate` when it was handed to the CPU
+/// gate (see `cpu::CpuGate::run_measured`).
+pub const CPU_SECTIONS: &str = "synthgate_cpu_sections_total";
 
 /// MCP tool calls, by `provider`, `tool` and `outcome` (`ok`, `tool_error`, or an error code).
 pub const MCP_CALLS: &str = "synthgate_mcp_tool_calls_total";
@@ -111,6 +115,10 @@ fn describe() {
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
     metrics::describe_counter!(CLAIMS, "Claims that handed out records");
+    metrics::describe_counter!(
+        CPU_SECTIONS,
+        "Per-record CPU sections, by whether they ran inline or on the CPU gate"
+    );
     metrics::describe_counter!(RECORDS_CLAIMED, "Records handed out by claims");
     metrics::describe_counter!(MCP_CALLS, "MCP tool calls by provider, tool and outcome");
     metrics::describe_histogram!(

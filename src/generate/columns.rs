@@ -30,6 +30,10 @@ pub(crate) struct Step {
     /// Slots of the columns whose skip propagates here (the column's data dependencies).
     pub(crate) required: Vec<usize>,
     pub(crate) kind: StepKind,
+    /// What this step's CPU section has been costing: an I/O step's skip gate and prompts, or
+    /// for a CPU step after an I/O step, it and the CPU steps up to the next I/O step. Cheap
+    /// sections run inline: see [`crate::cpu::CpuGate::run_measured`].
+    pub(crate) cost: crate::cpu::SectionCost,
 }
 
 impl Step {

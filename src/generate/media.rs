@@ -44,7 +44,7 @@ impl Plan {
     ) -> Result<(), StepError> {
         let prompt = rt
             .cpu
-            .run(|| {
+            .run_measured(&step.cost, || {
                 let Some(ctx) = step.apply_skip(env, rec) else {
                     return Ok(None);
                 };
@@ -142,7 +142,9 @@ impl Plan {
     ) -> Result<(), StepError> {
         // Only a skip gate renders a template here: off the runtime threads when there is one.
         let go = if step.skip.is_some() {
-            rt.cpu.run(|| step.apply_skip(env, rec).is_some()).await
+            rt.cpu
+                .run_measured(&step.cost, || step.apply_skip(env, rec).is_some())
+                .await
         } else {
             step.apply_skip(env, rec).is_some()
         };

@@ -72,9 +72,10 @@ impl Plan {
             };
             // Handing a section to the gate costs a thread switch (measured: about 0.1 ms of
             // CPU and 15 MB of RSS over a 5,000-record job when every record paid it), which
-            // only templates can be worth; samplers alone run where they are.
+            // only templates can be worth, and only heavy ones (`run_measured`); samplers alone
+            // run where they are.
             let failed = if segment.iter().any(Step::renders) {
-                rt.cpu.run(run).await
+                rt.cpu.run_measured(&self.steps[next].cost, run).await
             } else {
                 run()
             };
@@ -96,10 +97,11 @@ impl Plan {
         rt: &LlmRuntime<'_>,
         out: &mut Spent,
     ) -> Result<(), columns::StepError> {
-        // The skip gate and the prompts are templates: CPU work, off the runtime threads.
+        // The skip gate and the prompts are templates: CPU work, off the runtime threads unless
+        // they measured cheap.
         let prompts = rt
             .cpu
-            .run(|| {
+            .run_measured(&step.cost, || {
                 let Some(ctx) = step.apply_skip(env, rec) else {
                     return Ok(None);
                 };
@@ -183,7 +185,7 @@ impl Plan {
         let gate = |rec: &mut RecordState<'_>| step.apply_skip(env, rec).is_some();
         // A skip template is CPU work; without one the gate is a few comparisons.
         let run = if step.skip.is_some() {
-            rt.cpu.run(|| gate(rec)).await
+            rt.cpu.run_measured(&step.cost, || gate(rec)).await
         } else {
             gate(rec)
         };

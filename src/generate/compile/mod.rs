@@ -465,6 +465,7 @@ impl<'c> Compiler<'c> {
                 propagate_skip: col.propagate_skip,
                 required: p.required,
                 kind,
+                cost: crate::cpu::SectionCost::new(),
             });
         }
         Plan {
