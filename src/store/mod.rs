@@ -270,8 +270,8 @@ pub trait Store: Send + Sync + 'static {
 
     /// Record counts by status: completed and failed records are the job's counters (added to
     /// with the rows, in their transaction), records in progress are those of its leased
-    /// chunks without a result, and the rest are pending while the job
-    /// runs, cancelled once it stopped (cancelled, cancelling or failed).
+    /// chunks without a result, and the rest are pending while the job runs, cancelled once it
+    /// stopped (cancelled, cancelling or failed).
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
 
     /// Cancels a `queued`/`running` job, deciding in one transaction against its chunks: the
