@@ -313,11 +313,19 @@ const FORMULA_LEADS: &[char] = &[
 /// of [`FORMULA_LEADS`] gets a single quote in front (OWASP's recommendation; spreadsheets then
 /// show it as text). A plain number such as `-3.5` or `+1e5` is left as it is: a spreadsheet
 /// reads it as a number, not a formula, and prefixing it would turn numeric columns into text.
-/// `-1+2` is not a plain number, so it is prefixed. JSONL exports carry values unchanged.
+/// `-1+2` is not a plain number, so it is prefixed. Leading blanks do not hide a formula
+/// (` =1+1`, `\n=1+1`, an ideographic space): spreadsheets skip them, so the first character
+/// after them counts too. JSONL exports carry values unchanged.
 fn neutralize_formula(cell: &str) -> String {
-    match cell.chars().next() {
-        Some(c) if FORMULA_LEADS.contains(&c) && !is_plain_number(cell) => format!("'{cell}"),
-        _ => cell.to_owned(),
+    let formula = |s: &str| {
+        s.chars()
+            .next()
+            .is_some_and(|c| FORMULA_LEADS.contains(&c) && !is_plain_number(s))
+    };
+    if formula(cell) || formula(cell.trim_start()) {
+        format!("'{cell}")
+    } else {
+        cell.to_owned()
     }
 }
 
@@ -379,6 +387,10 @@ mod tests {
             "- 3",
             "-3.5.1",
             "1e5",
+            " =1+1",
+            "\n=1+1",
+            "\u{3000}=1+1",
+            "  \t @SUM(A1)",
         ] {
             let cell = csv_cell(Some(&json!(formula)));
             if formula == "1e5" {
@@ -394,6 +406,8 @@ mod tests {
         assert_eq!(csv_cell(Some(&json!(-7))), "-7");
         assert_eq!(csv_cell(Some(&json!(["=1"]))), "[\"=1\"]");
         assert_eq!(csv_cell(Some(&json!("a=b"))), "a=b");
+        assert_eq!(csv_cell(Some(&json!(" -3.5"))), " -3.5");
+        assert_eq!(csv_cell(Some(&json!("  text"))), "  text");
         assert_eq!(csv_cell(Some(&json!("'=x"))), "'=x");
         assert_eq!(
             neutralize_formula("=cmd|' /C calc'!A0"),

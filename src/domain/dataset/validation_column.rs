@@ -140,6 +140,8 @@ struct RemoteDe {
 
 /// Most retries a remote validator may ask for.
 const MAX_RETRIES: u32 = 100;
+/// Largest `retry_backoff` factor, in seconds.
+const MAX_RETRY_BACKOFF: f64 = 60.0;
 /// The longest duration a job may ask for (the service's rule for every job duration).
 const MAX_TIMEOUT_SEC: f64 = 86_400.0;
 
@@ -269,10 +271,11 @@ fn remote(issues: &mut ColumnIssues<'_>, params: &Value) -> Option<RemoteValidat
         "timeout",
         "must be greater than 0 and at most 86400 (a day)",
     );
+    // Each wait is capped at two minutes anyway; a factor past a minute says nothing more.
     check(
-        !(de.retry_backoff > 1.0 && de.retry_backoff.is_finite()),
+        !(de.retry_backoff > 1.0 && de.retry_backoff <= MAX_RETRY_BACKOFF),
         "retry_backoff",
-        "must be greater than 1",
+        "must be greater than 1 and at most 60",
     );
     // Each retry may wait up to two minutes: more than a hundred would hold a worker slot
     // for hours on an endpoint that is down.

@@ -34,6 +34,14 @@ const BOMBS: &[&str] = &[
     "{% set s %}{{ ['x' * 100000] * 100000 }}{% endset %}{{ s|length }}",
     "{{ (['x' * 100000] * 100000)|sort|length }}",
     "{{ dict(a=['x' * 100000] * 100000) ~ 'a' }}",
+    // lazy list concatenation, doubled past the depth where minijinja materializes it
+    // (unpatched: 1.6 GB and minutes, past every deadline and after the client left)
+    "{% set ns = namespace(l=[1]) %}{% for i in range(33) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+    "{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|length }}",
+    // pretty-printing a structure that shares itself at every level (unpatched: 19 s past
+    // the deadline, its indentation unpaid)
+    "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l|pprint|length }}",
+    "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l|string|length }}",
     // CPU: many instructions
     "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
 ];

@@ -9,7 +9,8 @@ use sqlparser::dialect::{
     AnsiDialect, BigQueryDialect, Dialect, MsSqlDialect, MySqlDialect, PostgreSqlDialect,
     SQLiteDialect,
 };
-use sqlparser::parser::Parser;
+use sqlparser::parser::{Parser, ParserError};
+use sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::domain::dataset::SqlDialect;
 
@@ -17,9 +18,43 @@ use crate::domain::dataset::SqlDialect;
 const DECIMAL_MESSAGE: &str =
     "\nCustom Check: Found DECIMAL definitions without a scale, which may be incorrect.";
 
+/// Most tokens (blanks and comments aside) of a query that is parsed. The parser's recursion
+/// limit bounds nesting, but not a long flat chain such as `1+1+...+1`: that parses in a loop
+/// into a tree as deep as the chain, whose drop then recurses once per operator. The chain
+/// can be no longer than the tokens, so this bounds that depth; far above any real query.
+pub(super) const MAX_TOKENS: usize = 20_000;
+
+/// Stack of the thread a query is parsed on: room for a tree [`MAX_TOKENS`] deep (measured
+/// under 1 KiB a level in a debug build; a runtime worker's stack is 2 MiB). Reserved, not
+/// used: the pages are only touched by a deep tree.
+const PARSE_STACK_BYTES: usize = 64 << 20;
+
 /// Parses `query` and returns DataDesigner's per-record output: `is_valid` and
 /// `error_messages` (empty when valid).
 pub(super) fn validate(dialect: SqlDialect, query: &str) -> Value {
+    let parsed = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("sql-validate".into())
+            .stack_size(PARSE_STACK_BYTES)
+            .spawn_scoped(s, || parse_error(dialect, query))
+            .map(|thread| thread.join())
+    });
+    let mut messages = match parsed {
+        Ok(Ok(None)) => String::new(),
+        Ok(Ok(Some(e))) => prs_message(&e),
+        // No thread (the system refused one) or a panic in the parser: not a verdict on the
+        // query, but the record cannot be said to be valid either.
+        Ok(Err(_)) => "PRS: the SQL parser failed on this query".to_owned(),
+        Err(e) => format!("PRS: the query could not be parsed here ({e})"),
+    };
+    if has_unscaled_decimal(query) {
+        messages.push_str(DECIMAL_MESSAGE);
+    }
+    json!({"is_valid": messages.is_empty(), "error_messages": messages})
+}
+
+/// The parser's error for `query`, if any; more than [`MAX_TOKENS`] tokens is one.
+fn parse_error(dialect: SqlDialect, query: &str) -> Option<String> {
     let dialect: &dyn Dialect = match dialect {
         SqlDialect::Sqlite => &SQLiteDialect {},
         SqlDialect::Tsql => &MsSqlDialect {},
@@ -28,14 +63,24 @@ pub(super) fn validate(dialect: SqlDialect, query: &str) -> Value {
         SqlDialect::Postgres => &PostgreSqlDialect {},
         SqlDialect::Ansi => &AnsiDialect {},
     };
-    let mut messages = match Parser::parse_sql(dialect, query) {
-        Ok(_) => String::new(),
-        Err(e) => prs_message(&e.to_string()),
+    let tokens = match Tokenizer::new(dialect, query).tokenize_with_location() {
+        Ok(tokens) => tokens,
+        Err(e) => return Some(ParserError::from(e).to_string()),
     };
-    if has_unscaled_decimal(query) {
-        messages.push_str(DECIMAL_MESSAGE);
+    let count = tokens
+        .iter()
+        .filter(|t| !matches!(t.token, Token::Whitespace(_)))
+        .count();
+    if count > MAX_TOKENS {
+        return Some(format!(
+            "the query has {count} tokens, more than the {MAX_TOKENS} a query may have to be validated"
+        ));
     }
-    json!({"is_valid": messages.is_empty(), "error_messages": messages})
+    Parser::new(dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statements()
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// `sql parser error: Expected: X, found: Y at Line: 1, Column: 5` →
@@ -96,6 +141,27 @@ mod tests {
         );
         let v = validate(SqlDialect::Postgres, "CREATE TABLE t (a DECIMAL(10, 2))");
         assert_eq!(v["is_valid"], json!(true));
+    }
+
+    /// A flat chain parses in a loop into a tree as deep as the chain; dropping that tree
+    /// overflowed a worker's stack and aborted the process.
+    #[test]
+    fn long_operator_chains_are_parsed_or_refused_never_a_crash() {
+        // Just under the bound: parsed, on the parse thread's stack.
+        let q = format!("SELECT 1{}", "+1".repeat(MAX_TOKENS / 2 - 2));
+        assert_eq!(validate(SqlDialect::Postgres, &q)["is_valid"], json!(true));
+        let q = format!("SELECT a{}", "->b".repeat(MAX_TOKENS / 2 - 2));
+        assert_eq!(validate(SqlDialect::Postgres, &q)["is_valid"], json!(true));
+        // The probe's inputs: refused by the bound, with a message that says so.
+        for q in [
+            format!("SELECT 1{}", "+1".repeat(100_000)),
+            format!("SELECT a{}", "->b".repeat(50_000)),
+        ] {
+            let v = validate(SqlDialect::Postgres, &q);
+            assert_eq!(v["is_valid"], json!(false));
+            let msg = v["error_messages"].as_str().unwrap();
+            assert!(msg.starts_with("PRS: ") && msg.contains("tokens"), "{msg}");
+        }
     }
 
     #[test]

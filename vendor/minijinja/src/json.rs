@@ -49,7 +49,7 @@ struct JsonWriter {
 impl JsonWriter {
     fn write_value(&mut self, value: &Value) -> Result<(), Error> {
         // synthgate patch: serializing shares the format budget of printing (see `limits`).
-        if !crate::limits::charge_item(value) {
+        if !crate::limits::charge_item(value, false) {
             return Err(Error::new(
                 ErrorKind::InvalidOperation,
                 "format budget exceeded",

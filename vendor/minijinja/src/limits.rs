@@ -48,6 +48,7 @@ thread_local! {
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
     static EXCEEDED: Cell<Option<Exceeded>> = const { Cell::new(None) };
     static UNTIL_STOP_CHECK: Cell<u32> = const { Cell::new(STOP_CHECK_EVERY) };
+    static NESTING: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Restores the limits that were active before [`scope`] when dropped.
@@ -96,14 +97,41 @@ fn mark(what: Exceeded) {
 /// Charges the format budget for printing `value` as a container item. Returns `false` (and
 /// records [`Exceeded::FormatBudget`]) when the budget cannot pay for it: the caller must not
 /// print the item. Nested containers charge for their own items when they are printed.
-pub(crate) fn charge_item(value: &Value) -> bool {
+///
+/// `pretty` is the formatter's alternate mode (`pprint`, `{:#?}`): there every item goes on a
+/// line of its own, indented four spaces per level of nesting, so the indentation is paid for
+/// too (a list nested thirty levels deep writes 120 bytes of it per item).
+pub(crate) fn charge_item(value: &Value, pretty: bool) -> bool {
     // Quotes and separator for strings; a flat guess for numbers and other scalars.
-    let cost = value.as_str().map_or(24, |s| s.len() + 4);
+    let mut cost = value.as_str().map_or(24, |s| s.len() + 4);
+    if pretty {
+        cost = cost.saturating_add(NESTING.with(|c| c.get()).saturating_mul(4) + 1);
+    }
     charge_bytes(cost)
 }
 
-/// Charges `n` bytes of formatting; see [`charge_item`].
+/// Runs `f`, which prints the items of a container, one level deeper (see [`charge_item`]).
+pub(crate) fn nested<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            NESTING.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(NESTING.with(|c| c.replace(c.get().saturating_add(1))));
+    f()
+}
+
+/// Charges `n` bytes of formatting; see [`charge_item`]. Printing also stops at the deadline
+/// (checked every [`STOP_CHECK_EVERY`] charges): one print is one instruction, and a budget of
+/// short items can take long to spend.
 pub(crate) fn charge_bytes(n: usize) -> bool {
+    if EXCEEDED.with(|c| c.get()).is_some() {
+        return false;
+    }
+    if should_stop(0) {
+        return false;
+    }
     FORMAT_BUDGET.with(|c| match c.get() {
         None => true,
         Some(left) if left >= n => {

@@ -304,6 +304,7 @@ pub trait Object: fmt::Debug + Send + Sync {
 fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match obj.repr() {
         ObjectRepr::Map => render_container(f, "{...}", |f| {
+            let pretty = f.alternate();
             let mut dbg = f.debug_map();
             for (idx, (key, value)) in obj.try_iter_pairs().into_iter().flatten().enumerate() {
                 if is_over_item_limit(idx) {
@@ -312,7 +313,9 @@ fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                     break;
                 }
                 // synthgate patch: pay for the entry before printing it (see `limits`).
-                if !(crate::limits::charge_item(&key) && crate::limits::charge_item(&value)) {
+                if !(crate::limits::charge_item(&key, pretty)
+                    && crate::limits::charge_item(&value, pretty))
+                {
                     dbg.entry(
                         &OmittedKey,
                         &Omitted {
@@ -331,6 +334,7 @@ fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // debug print.
         ObjectRepr::Seq | ObjectRepr::Iterable if obj.enumerator_len().is_some() => {
             render_container(f, "[...]", |f| {
+                let pretty = f.alternate();
                 let mut dbg = f.debug_list();
                 for (idx, value) in obj.try_iter().into_iter().flatten().enumerate() {
                     if is_over_item_limit(idx) {
@@ -342,7 +346,7 @@ fn default_render(obj: &DynObject, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                         break;
                     }
                     // synthgate patch: pay for the item before printing it (see `limits`).
-                    if !crate::limits::charge_item(&value) {
+                    if !crate::limits::charge_item(&value, pretty) {
                         dbg.entry(&Omitted {
                             count: None,
                             prefix: "... ",
@@ -366,14 +370,15 @@ fn render_container(
     placeholder: &str,
     items: impl FnOnce(&mut fmt::Formatter<'_>) -> fmt::Result,
 ) -> fmt::Result {
+    // synthgate patch: items are printed one level deeper (see `limits::charge_item`).
     #[cfg(feature = "debug")]
     {
-        crate::debug::limited_container(f, placeholder, items)
+        crate::limits::nested(|| crate::debug::limited_container(f, placeholder, items))
     }
     #[cfg(not(feature = "debug"))]
     {
         let _ = placeholder;
-        items(f)
+        crate::limits::nested(|| items(f))
     }
 }
 

@@ -866,7 +866,7 @@ fn plain_str(v: &Value) -> Option<&str> {
 /// result is in fuel units (bytes, and list slots of
 /// [`SLOT_COST`] bytes).
 /// synthgate patch: the data size of one repetition of `seq`, extrapolated from its first
-/// items (strings count their length, other items a slot).
+/// items (each item a slot, strings their length on top).
 fn lazy_repeat_estimate(seq: &Value) -> u64 {
     const SAMPLE: usize = 64;
     let Some(len) = seq.len() else {
@@ -878,7 +878,7 @@ fn lazy_repeat_estimate(seq: &Value) -> u64 {
     let (mut seen, mut bytes) = (0u64, 0u64);
     for item in iter.take(SAMPLE) {
         seen += 1;
-        bytes = bytes.saturating_add(item.as_str().map_or(SLOT_COST, |s| s.len() as u64));
+        bytes = bytes.saturating_add(SLOT_COST + item.as_str().map_or(0, |s| s.len() as u64));
     }
     if seen == 0 {
         return 0;
@@ -924,6 +924,11 @@ pub(crate) fn binop_alloc_estimate(op: &str, lhs: &Value, rhs: &Value) -> u64 {
             _ if lhs.is_tuple() && rhs.is_tuple() => (lhs.len().unwrap_or(0) as u64)
                 .saturating_add(rhs.len().unwrap_or(0) as u64)
                 .saturating_mul(SLOT_COST),
+            // synthgate patch: concatenating lists is lazy and shares both sides, so
+            // `l = l + l` doubles what the list prints, joins and sorts as for a few bytes,
+            // and materializes it once the lazy chain grows deep. Need the fuel the data
+            // would take if copied, as for `list * n`.
+            _ if op == "add" => lazy_repeat_estimate(lhs).saturating_add(lazy_repeat_estimate(rhs)),
             _ => 0,
         },
         _ => 0,
