@@ -100,6 +100,13 @@ pub enum ApiError {
     /// The key may not use a model or tool alias the job names.
     #[error("{0}")]
     Forbidden(String),
+    /// The `Host` header names no host this server answers to (DNS rebinding protection,
+    /// `server.allowed_hosts`).
+    #[error("{0}")]
+    HostNotAllowed(String),
+    /// A browser sent the request from a page of another origin (`server.allowed_origins`).
+    #[error("{0}")]
+    OriginNotAllowed(String),
     /// The key already has `limits.max_jobs_in_flight_per_key` jobs queued or running.
     #[error("{0}")]
     TooManyJobs(String),
@@ -159,7 +166,9 @@ impl ApiError {
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
             Self::Unavailable(_) | Self::McpUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) => StatusCode::FORBIDDEN,
+            Self::Forbidden(_) | Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => {
+                StatusCode::FORBIDDEN
+            }
             Self::TooManyJobs(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -194,6 +203,8 @@ impl ApiError {
             Self::McpUnavailable(_) => "mcp_unavailable",
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden(_) => "alias_not_allowed",
+            Self::HostNotAllowed(_) => "host_not_allowed",
+            Self::OriginNotAllowed(_) => "origin_not_allowed",
             Self::TooManyJobs(_) => "too_many_jobs",
             Self::DatasetNotFound(_) => "dataset_not_found",
             Self::DatasetInUse(_) => "dataset_in_use",

@@ -140,7 +140,7 @@ async fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    synthgate::telemetry::init(&config.logging);
+    synthgate::telemetry::init(&config);
     let running = match synthgate::app::start(config).await {
         Ok(r) => r,
         Err(e) => {

@@ -6,7 +6,13 @@
 //! * **Nesting.** Documents nest at most [`MAX_DEPTH`] levels. For YAML that is checked by a
 //!   linear pre-scan ([`yaml_flow_depth_exceeds`]) *before* parsing: the YAML parser's cost grows
 //!   with the square of the flow nesting depth (a 300 KB document of nested `[` took 64 s).
+//! * **Size.** A document holds at most [`MAX_VALUES`] values, counted as they are parsed: a
+//!   10 MB body of small numbers is five million values, which took 10 to 19 s of CPU and
+//!   800 MB to build before any size check could look at it. YAML documents are at most
+//!   [`MAX_YAML_BYTES`] long, since the YAML loader reads a whole document into events before
+//!   the first value is built.
 
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error as _, MapAccess, SeqAccess, Visitor};
@@ -15,6 +21,15 @@ use serde_json::{Map, Value};
 /// Deepest nesting of arrays and objects a request body may have. DataDesigner configs nest
 /// a handful of levels (a JSON schema in an `llm-structured` column perhaps a dozen).
 pub const MAX_DEPTH: usize = 64;
+
+/// Most values (arrays, objects, strings, numbers, booleans and nulls, each counting one) a
+/// request body may hold. A DataDesigner config is hundreds to a few thousand; inline seed
+/// rows may bring tens of thousands. Bigger data belongs in an uploaded dataset.
+pub const MAX_VALUES: usize = 250_000;
+
+/// Longest YAML document accepted: configs are kilobytes; this keeps the loader's event list
+/// (about 100 bytes an event) to a few hundred megabytes at worst.
+pub const MAX_YAML_BYTES: usize = 2 << 20;
 
 /// Why a body was refused.
 #[derive(Debug)]
@@ -36,6 +51,12 @@ pub fn json(body: &[u8]) -> Result<Value, DecodeError> {
 
 /// Parses YAML strictly (see the module docs).
 pub fn yaml(text: &str) -> Result<Value, DecodeError> {
+    if text.len() > MAX_YAML_BYTES {
+        return Err(DecodeError::Syntax(format!(
+            "the YAML document is {} bytes, more than the {MAX_YAML_BYTES} allowed; send large documents as JSON",
+            text.len()
+        )));
+    }
     if yaml_flow_depth_exceeds(text, MAX_DEPTH) {
         return Err(DecodeError::Syntax(format!(
             "not valid YAML: flow collections ([ ] and {{ }}) nest more than {MAX_DEPTH} levels deep"
@@ -50,7 +71,13 @@ where
 {
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(de, &mut track);
-    match (Strict { depth: 0 }).deserialize(tracked) {
+    let left = Cell::new(MAX_VALUES);
+    match (Strict {
+        depth: 0,
+        left: &left,
+    })
+    .deserialize(tracked)
+    {
         Ok(v) => Ok(v),
         Err(e) => {
             let path = track.path().to_string();
@@ -80,13 +107,16 @@ where
 /// first NUL after the mark ends the key as written here).
 const DUPLICATE_MARK: &str = "\u{0}duplicate key:";
 
-/// Builds a [`Value`] like `Value::deserialize`, refusing duplicate keys and deep nesting.
+/// Builds a [`Value`] like `Value::deserialize`, refusing duplicate keys, deep nesting and
+/// more than [`MAX_VALUES`] values.
 #[derive(Clone, Copy)]
-struct Strict {
+struct Strict<'a> {
     depth: usize,
+    /// Values the document may still hold (shared by every level).
+    left: &'a Cell<usize>,
 }
 
-impl Strict {
+impl Strict<'_> {
     fn nested<E: serde::de::Error>(self) -> Result<Self, E> {
         if self.depth >= MAX_DEPTH {
             return Err(E::custom(format_args!(
@@ -95,19 +125,29 @@ impl Strict {
         }
         Ok(Self {
             depth: self.depth + 1,
+            left: self.left,
         })
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Strict {
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
     type Value = Value;
 
     fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Value, D::Error> {
+        // Counted before the value is built, so a long array stops at the bound.
+        match self.left.get().checked_sub(1) {
+            Some(left) => self.left.set(left),
+            None => {
+                return Err(D::Error::custom(format_args!(
+                    "the document holds more than {MAX_VALUES} values"
+                )));
+            }
+        }
         de.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Strict {
+impl<'de> Visitor<'de> for Strict<'_> {
     type Value = Value;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -387,6 +427,26 @@ mod tests {
             .map(|d| format!("{}k:\n", "  ".repeat(d)))
             .collect::<String>();
         assert!(matches!(yaml(&block), Err(DecodeError::Syntax(m)) if m.contains("nest")));
+    }
+
+    /// A 10 MB list of numbers took 10 to 19 s of CPU and 800 MB before the bound.
+    #[test]
+    fn value_count_is_bounded() {
+        let list = |n: usize| format!("{{\"metadata\": [{}1]}}", "1,".repeat(n - 1));
+        // The object and the array count too.
+        assert!(json(list(MAX_VALUES - 2).as_bytes()).is_ok());
+        for body in [list(MAX_VALUES - 1), list(5_000_000)] {
+            let started = Instant::now();
+            match json(body.as_bytes()) {
+                Err(DecodeError::Syntax(m)) => assert!(m.contains("values"), "{m}"),
+                other => panic!("expected a size error, got {other:?}"),
+            }
+            assert!(started.elapsed() < Duration::from_secs(5));
+        }
+        let yaml_list = format!("metadata:\n{}", "- 1\n".repeat(MAX_VALUES));
+        assert!(matches!(yaml(&yaml_list), Err(DecodeError::Syntax(m)) if m.contains("values")));
+        let long = format!("a: '{}'\n", "x".repeat(MAX_YAML_BYTES));
+        assert!(matches!(yaml(&long), Err(DecodeError::Syntax(m)) if m.contains("bytes")));
     }
 
     /// 300 KB of nested flow sequences took 64 s to parse before the pre-scan.

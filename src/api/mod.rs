@@ -1,5 +1,6 @@
 //! The HTTP API: `router(state)` merges the resource routers and wraps them in the middleware
-//! stack (request id, trace, timeout, body limit, panic catcher, error envelope), and the web
+//! stack (request id, trace, timeout, body limit, `Host`/`Origin` guard, panic catcher, error
+//! envelope), and the web
 //! UI's static page at `/ui`.
 
 mod datasets;
@@ -8,6 +9,7 @@ pub mod dto;
 mod events;
 pub mod extract;
 mod health;
+pub mod host_guard;
 mod jobs;
 pub mod mcp_server;
 mod models;
@@ -96,6 +98,10 @@ pub fn router(state: AppState) -> Router {
             request_timeout,
         ))
         .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            host_guard::HostGuard::new(&state.config.server),
+            host_guard::check_host_and_origin,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(body_limit, error_envelope))
         .layer(

@@ -23,6 +23,11 @@ pub struct DatasetsConfig {
     pub max_row_bytes: usize,
     /// Most columns a dataset may have.
     pub max_columns: usize,
+    /// Most rows a dataset may have.
+    pub max_rows: u64,
+    /// Most bytes a dataset's rows may take once decoded (as stored, JSON): a compressed or
+    /// dictionary-encoded file can be far smaller than its rows.
+    pub max_dataset_bytes: u64,
     /// Where uploads are spooled while they arrive and are parsed (deleted after); the
     /// system's temporary directory when absent. Needs room for `max_upload_bytes` per
     /// concurrent upload.
@@ -59,6 +64,8 @@ impl Default for DatasetsConfig {
             max_upload_bytes: 1024 * 1024 * 1024,
             max_row_bytes: limits.max_row_bytes,
             max_columns: limits.max_columns,
+            max_rows: limits.max_rows,
+            max_dataset_bytes: limits.max_dataset_bytes,
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
@@ -108,6 +115,8 @@ impl DatasetsConfig {
         DatasetLimits {
             max_row_bytes: self.max_row_bytes,
             max_columns: self.max_columns,
+            max_rows: self.max_rows,
+            max_dataset_bytes: self.max_dataset_bytes,
             import_idle_timeout: Duration::from_secs(self.import_idle_timeout_sec),
         }
     }
@@ -123,6 +132,12 @@ impl DatasetsConfig {
         }
         if self.max_row_bytes < 1024 {
             out.push("config key `datasets.max_row_bytes`: must be at least 1024".into());
+        }
+        if self.max_rows == 0 {
+            out.push("config key `datasets.max_rows`: must be at least 1".into());
+        }
+        if self.max_dataset_bytes < 1024 {
+            out.push("config key `datasets.max_dataset_bytes`: must be at least 1024".into());
         }
         if self.max_columns == 0 {
             out.push("config key `datasets.max_columns`: must be at least 1".into());

@@ -8,6 +8,7 @@
 
 mod datasets;
 mod providers;
+mod secrets;
 mod sections;
 mod validators;
 

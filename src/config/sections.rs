@@ -38,6 +38,13 @@ pub struct ServerConfig {
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (use `${env:VAR}`; at
     /// least 16 characters). Absent: `/metrics` is open.
     pub metrics_token: Option<SecretString>,
+    /// Host names (`name` or `name:port`) this server answers to; a request whose `Host` is
+    /// another gets `403 host_not_allowed` (DNS rebinding). Empty: the loopback names when
+    /// `host` is a loopback address, any host otherwise. See `api::host_guard`.
+    pub allowed_hosts: Vec<String>,
+    /// Origins (`https://app.example.com`) besides the server's own whose pages may call it
+    /// from a browser; another `Origin` gets `403 origin_not_allowed`.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -55,6 +62,8 @@ impl Default for ServerConfig {
             idle_timeout_sec: 60,
             max_connections: 1024,
             metrics_token: None,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -77,6 +86,24 @@ impl ServerConfig {
         }
         if !(1..=1_000_000).contains(&self.max_connections) {
             out.push("config key `server.max_connections`: must be between 1 and 1000000".into());
+        }
+        for h in &self.allowed_hosts {
+            if !crate::api::host_guard::valid_host_entry(h) {
+                out.push(format!(
+                    "config key `server.allowed_hosts`: `{h}` is not a host name, `name:port`, or `[v6]:port`"
+                ));
+            }
+        }
+        for o in &self.allowed_origins {
+            let valid = o.split_once("://").is_some_and(|(scheme, rest)| {
+                matches!(scheme, "http" | "https")
+                    && crate::api::host_guard::valid_host_entry(rest.trim_end_matches('/'))
+            });
+            if !valid {
+                out.push(format!(
+                    "config key `server.allowed_origins`: `{o}` is not an origin such as `https://app.example.com`"
+                ));
+            }
         }
         if let Some(t) = &self.metrics_token
             && t.expose_secret().len() < 16

@@ -38,6 +38,12 @@ pub struct DatasetLimits {
     pub max_row_bytes: usize,
     /// Most columns a dataset may have.
     pub max_columns: usize,
+    /// Most rows a dataset may have.
+    pub max_rows: u64,
+    /// Most bytes a dataset's rows may take as JSON, as stored. A small file can decode to
+    /// far more (a dictionary-encoded Parquet column repeats one value: 10 KB became 4 GB),
+    /// so the decoded size is bounded, not only the file's.
+    pub max_dataset_bytes: u64,
     /// An `importing` dataset with no block written for this long belongs to an import that
     /// died; the next import deletes it.
     pub import_idle_timeout: Duration,
@@ -48,6 +54,8 @@ impl Default for DatasetLimits {
         Self {
             max_row_bytes: 1024 * 1024,
             max_columns: 1_000,
+            max_rows: 10_000_000,
+            max_dataset_bytes: 2 << 30,
             import_idle_timeout: Duration::from_secs(300),
         }
     }
@@ -171,8 +179,7 @@ pub async fn import_file_digested(
     let meta = new_meta(owner, name, format, digest, source, source_ref);
     let path: PathBuf = path.to_path_buf();
     let limits_owned = limits.clone();
-    let max_row = Some(limits.max_row_bytes);
-    run_import(store, meta, limits, max_row, move |sink| {
+    run_import(store, meta, limits, true, move |sink| {
         formats::read_file(format, &path, &limits_owned, sink)
     })
     .await
@@ -239,7 +246,7 @@ pub async fn import_rows(
     let limits = DatasetLimits::default();
     let cols = columns.clone();
     // Rows already in memory: no row limit (a file's contents may be large).
-    run_import(store, meta, &limits, None, move |sink| {
+    run_import(store, meta, &limits, false, move |sink| {
         for row in rows {
             let full: Map<String, Value> = cols
                 .iter()
@@ -301,12 +308,13 @@ struct Batch {
 }
 
 /// Runs `parse` in a blocking task, writing what it produces, then flips the dataset to
-/// `ready`. On any failure, deletes what was written.
+/// `ready`. On any failure, deletes what was written. `limit_rows`: whether
+/// `limits.max_row_bytes` applies (the dataset's row count and size always do).
 async fn run_import<F>(
     store: &dyn Store,
     meta: DatasetMeta,
     limits: &DatasetLimits,
-    max_row_bytes: Option<usize>,
+    limit_rows: bool,
     parse: F,
 ) -> Result<DatasetMeta, ImportError>
 where
@@ -320,7 +328,12 @@ where
     }
     let id = meta.id;
     store.begin_dataset_import(&meta).await?;
-    let result = write_blocks(store, id, max_row_bytes, parse).await;
+    let sink_limits = SinkLimits {
+        max_row_bytes: limit_rows.then_some(limits.max_row_bytes),
+        max_rows: limits.max_rows,
+        max_bytes: limits.max_dataset_bytes,
+    };
+    let result = write_blocks(store, id, sink_limits, parse).await;
     let finished = match result {
         Ok((columns, num_rows)) => store
             .finish_dataset_import(id, &columns, num_rows)
@@ -344,7 +357,7 @@ where
 async fn write_blocks<F>(
     store: &dyn Store,
     id: DatasetId,
-    max_row_bytes: Option<usize>,
+    limits: SinkLimits,
     parse: F,
 ) -> Result<(Vec<DatasetColumn>, u64), ImportError>
 where
@@ -352,7 +365,7 @@ where
 {
     let (tx, mut rx) = mpsc::channel::<Batch>(BATCHES_IN_FLIGHT);
     let parser = tokio::task::spawn_blocking(move || {
-        let mut sink = BlockSink::new(tx, max_row_bytes);
+        let mut sink = BlockSink::new(tx, limits);
         let columns = parse(&mut sink)?;
         let rows = sink.finish()?;
         Ok::<_, ImportError>((columns, rows))
@@ -389,6 +402,16 @@ where
     Ok((columns, rows))
 }
 
+/// What one import may write.
+#[derive(Debug, Clone, Copy)]
+struct SinkLimits {
+    /// Largest row as JSON (`None`: no limit).
+    max_row_bytes: Option<usize>,
+    max_rows: u64,
+    /// All rows as JSON.
+    max_bytes: u64,
+}
+
 /// Encodes rows into blocks of `BLOCK_ROWS` (the UTF-8 bytes of a JSON array) and sends them
 /// to the writer in batches.
 struct BlockSink {
@@ -401,15 +424,17 @@ struct BlockSink {
     batch_bytes: usize,
     first: u64,
     rows: u64,
-    /// Largest row as JSON (`None`: no limit).
-    max_row_bytes: Option<usize>,
+    /// Bytes of rows encoded so far.
+    bytes: u64,
+    limits: SinkLimits,
 }
 
 impl BlockSink {
-    fn new(tx: mpsc::Sender<Batch>, max_row_bytes: Option<usize>) -> Self {
+    fn new(tx: mpsc::Sender<Batch>, limits: SinkLimits) -> Self {
         Self {
             tx,
-            max_row_bytes,
+            limits,
+            bytes: 0,
             block: Vec::new(),
             rows_in_block: 0,
             batch: Vec::new(),
@@ -456,16 +481,32 @@ impl BlockSink {
 
 impl RowSink for BlockSink {
     fn push(&mut self, row: Map<String, Value>) -> Result<(), ImportError> {
+        if self.rows >= self.limits.max_rows {
+            return Err(ImportError::invalid(format!(
+                "the dataset has more than {} rows (datasets.max_rows)",
+                self.limits.max_rows
+            )));
+        }
         self.block
             .push(if self.rows_in_block == 0 { b'[' } else { b',' });
         let start = self.block.len();
         serde_json::to_writer(&mut self.block, &row)
             .map_err(|e| ImportError::internal(format!("encoding a row: {e}")))?;
-        if let Some(max) = self.max_row_bytes
-            && self.block.len() - start > max
+        let row_bytes = self.block.len() - start;
+        if let Some(max) = self.limits.max_row_bytes
+            && row_bytes > max
         {
             return Err(ImportError::invalid(format!(
                 "row {} is larger than {max} bytes as JSON (datasets.max_row_bytes)",
+                self.rows + 1
+            )));
+        }
+        self.bytes += row_bytes as u64;
+        if self.bytes > self.limits.max_bytes {
+            return Err(ImportError::invalid(format!(
+                "the dataset's rows take more than {} bytes as JSON by row {} \
+                 (datasets.max_dataset_bytes); a small file can decode to much more than its size",
+                self.limits.max_bytes,
                 self.rows + 1
             )));
         }

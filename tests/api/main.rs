@@ -13,6 +13,7 @@ mod faults;
 mod fuzz;
 mod hardening;
 mod helpers;
+mod hostile_inputs;
 mod jobs;
 mod llm_client;
 mod llm_jobs;

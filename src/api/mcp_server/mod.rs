@@ -75,8 +75,15 @@ pub fn unreadable_message(
     if parts.method != axum::http::Method::POST || !json {
         return None;
     }
-    let (code, message) = match serde_json::from_slice::<serde_json::Value>(body) {
-        Err(e) => (-32700, format!("Parse error: the body is not JSON ({e})")),
+    // The same strict reading as `/v1` bodies: duplicate keys, runaway nesting and size are
+    // refused before rmcp parses the message (it would keep the last of two keys).
+    let (code, message) = match super::decode::json(body) {
+        Err(super::decode::DecodeError::Syntax(e)) => {
+            (-32700, format!("Parse error: the body is not JSON ({e})"))
+        }
+        Err(super::decode::DecodeError::DuplicateKey(e)) => {
+            (-32600, format!("Invalid Request: {e}"))
+        }
         Ok(v) => match serde_json::from_value::<rmcp::model::ClientJsonRpcMessage>(v) {
             Ok(_) => return None,
             Err(e) => (
@@ -98,9 +105,9 @@ pub fn service(state: AppState) -> StreamableHttpService<SynthgateMcp, NeverSess
         .with_max_request_body_bytes(state.config.server.max_body_bytes)
         // Ends every open response stream at shutdown, so the drain does not wait on them.
         .with_cancellation_token(state.shutdown.child_token())
-        // rmcp's default accepts loopback `Host`s only (DNS rebinding protection for servers
-        // without credentials). synthgate is reached by service names and public hosts, and
-        // `/mcp` sits behind the same keys as `/v1`, which has no Host check either.
+        // rmcp's own check accepts loopback `Host`s only. The router's guard
+        // (`api::host_guard`) checks `Host` and `Origin` on every route, `/mcp` included,
+        // against the configured names, so this one would only refuse what the operator allowed.
         .disable_allowed_hosts();
     let server = SynthgateMcp {
         state,

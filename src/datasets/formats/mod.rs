@@ -15,6 +15,7 @@ pub(crate) mod csv;
 mod infer;
 pub(crate) mod jsonl;
 pub(crate) mod parquet;
+mod parquet_guard;
 
 use std::path::Path;
 

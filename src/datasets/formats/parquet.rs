@@ -7,6 +7,9 @@
 //! decimals and binary values become strings (binary as base64), as the record API renders
 //! them. pandas' index columns (`__index_level_0__`), which pandas restores as the index and
 //! not as a column, are left out.
+//!
+//! The file's schema depth and page sizes are checked first (`parquet_guard`): the reader
+//! recurses per level of nesting and allocates what a page header claims.
 
 use std::fs::File;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -19,7 +22,7 @@ use parquet::record::Field;
 use parquet::schema::types::Type;
 use serde_json::{Map, Value};
 
-use super::{RowSink, check_column_names};
+use super::{RowSink, check_column_names, parquet_guard};
 use crate::datasets::import::{DatasetLimits, ImportError};
 use crate::datasets::{ColumnType, DatasetColumn};
 
@@ -47,9 +50,16 @@ fn read_inner(
     limits: &DatasetLimits,
     sink: &mut dyn RowSink,
 ) -> Result<Vec<DatasetColumn>, ImportError> {
-    let file = File::open(path).map_err(|e| ImportError::internal(format!("open {e}")))?;
+    let mut file = File::open(path).map_err(|e| ImportError::internal(format!("open {e}")))?;
+    // Before the crate reads the footer (its schema decoding recurses per level) and the pages
+    // (it allocates what a page header claims): see `parquet_guard`.
+    parquet_guard::check_footer(&mut file)?;
+    let pages = file
+        .try_clone()
+        .map_err(|e| ImportError::internal(format!("open {e}")))?;
     let reader = SerializedFileReader::new(file)
         .map_err(|e| ImportError::invalid(format!("not a readable Parquet file: {}", short(&e))))?;
+    parquet_guard::check_pages(&pages, reader.metadata())?;
     let meta = reader.metadata().file_metadata();
     let fields = meta.schema_descr().root_schema().get_fields().to_vec();
     // (position in the row, column) of every column kept.
