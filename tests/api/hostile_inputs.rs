@@ -105,6 +105,11 @@ impl Thrift {
             .write_list_begin(&TListIdentifier::new(element, n as i32))
             .unwrap();
     }
+    /// Closes a list field opened by [`Thrift::list`].
+    fn end_list(&mut self) {
+        self.0.write_list_end().unwrap();
+        self.0.write_field_end().unwrap();
+    }
     fn bytes(mut self) -> Vec<u8> {
         self.0.flush().unwrap();
         self.1.0.take()
@@ -146,12 +151,10 @@ fn deep_schema(depth: usize) -> Vec<u8> {
         t.end();
     }
     leaf(&mut t, "x");
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.i64(3, 1);
     t.list(4, TType::Struct, 0);
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.end();
     parquet_file(&[], &t.bytes())
 }
@@ -186,8 +189,7 @@ fn lying_page_header() -> Vec<u8> {
     t.i32(5, 1);
     t.end();
     leaf(&mut t, "x");
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.i64(3, 1);
     t.list(4, TType::Struct, 1);
     t.begin(); // RowGroup
@@ -199,12 +201,10 @@ fn lying_page_header() -> Vec<u8> {
     t.i32(1, 1);
     t.list(2, TType::I32, 1);
     t.0.write_i32(0).unwrap();
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.list(3, TType::String, 1);
     t.0.write_string("x").unwrap();
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.i32(4, 0); // UNCOMPRESSED
     t.i64(5, 1);
     t.i64(6, i64::from(i32::MAX));
@@ -213,13 +213,11 @@ fn lying_page_header() -> Vec<u8> {
     t.end();
     t.0.write_field_end().unwrap();
     t.end();
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.i64(2, chunk_len);
     t.i64(3, 1);
     t.end();
-    t.0.write_list_end().unwrap();
-    t.0.write_field_end().unwrap();
+    t.end_list();
     t.end();
     parquet_file(&body, &t.bytes())
 }
