@@ -36,6 +36,8 @@ pub struct LlmRuntime<'a> {
     pub chat: &'a dyn ChatModel,
     /// Model configs by alias: the server's, overridden by the job's.
     pub models: &'a HashMap<String, ModelConfig>,
+    /// Where the record's waits other than model calls give back its worker slot.
+    pub waits: &'a dyn super::Waits,
     /// Cancels the record's requests (drain deadline, job cancel).
     pub cancel: &'a CancellationToken,
     /// `run_config.debug_override_save_all_column_traces`.
@@ -364,7 +366,10 @@ impl LlmStep {
                 })
                 .collect()
         } else {
-            futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref()))).await
+            // Tool calls wait on MCP servers: without the record's worker slot.
+            let calls =
+                futures::future::join_all(calls.iter().map(|c| ts.execute(c, rt.scope.as_ref())));
+            super::waiting(rt.waits, calls).await
         };
         for (call, a) in calls.iter().zip(&answers) {
             conv.tools.count_call(&call.function.name, a.outcome);
@@ -425,11 +430,14 @@ impl LlmStep {
             code: RecordErrorCode::UnknownToolAlias,
             message: format!("tool alias '{alias}' is not defined"),
         })?;
-        rt.tools
-            .toolset(cfg, Some(model), rt.scope.as_ref())
-            .await
-            .map(Some)
-            .map_err(LlmFailure::from)
+        // Listing may open an MCP session: a wait, without the record's worker slot.
+        super::waiting(
+            rt.waits,
+            rt.tools.toolset(cfg, Some(model), rt.scope.as_ref()),
+        )
+        .await
+        .map(Some)
+        .map_err(LlmFailure::from)
     }
 
     fn trace(&self, rt: &LlmRuntime<'_>, messages: Vec<ChatMessage>) -> Option<Vec<ChatMessage>> {

@@ -44,6 +44,7 @@ mod seed;
 mod template;
 mod validate;
 mod validation;
+mod waits;
 
 #[cfg(test)]
 mod tests;
@@ -65,6 +66,7 @@ pub use person::PeopleSource;
 pub use seed::{SeedRow, StoredSeed};
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
 pub use validation::ValidatorEnv;
+pub use waits::{Unpooled, Waits, waiting};
 
 /// Names defined outside the job config that columns may reference.
 #[derive(Debug, Clone, Default)]

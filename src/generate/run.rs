@@ -197,7 +197,7 @@ impl Plan {
             .iter()
             .map(|(_, slot)| rec.values[*slot].clone())
             .collect();
-        let value = v.run(values, rt.cpu).await?;
+        let value = v.run(values, rt.cpu, rt.waits).await?;
         rec.put(step.slot, value);
         Ok(())
     }

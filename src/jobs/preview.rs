@@ -65,9 +65,14 @@ impl JobService {
                     job: preview_id,
                     record: uuid::Uuid::new_v4(),
                 };
-                let run = self
-                    .runner
-                    .run(&v.compiled, i, scope, self.runner.llm(), &cancel);
+                let run = self.runner.run(
+                    &v.compiled,
+                    i,
+                    scope,
+                    self.runner.llm(),
+                    &crate::generate::Unpooled,
+                    &cancel,
+                );
                 async move { (i, run.await) }
             })
             .collect();

@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cpu::CpuGate;
 use crate::datasets::seed_cache::{BlockRow, SeedBlocks, SeedReadError};
-use crate::generate::{Generated, LlmRuntime, SeedRow};
+use crate::generate::{Generated, LlmRuntime, SeedRow, Waits};
 use crate::llm::ChatModel;
 use crate::mcp::CallScope;
 use crate::tools::ToolHub;
@@ -105,7 +105,8 @@ impl RecordRunner {
     }
 
     /// Generates record `index` of `job`, calling models through `chat` (the shared client,
-    /// or a wrapper of it) and tools in `scope` (its `per_record` MCP sessions are closed when
+    /// or a wrapper of it), waiting on tools and validators through `waits`, and calling tools
+    /// in `scope` (its `per_record` MCP sessions are closed when
     /// the run ends, however it ends: finished, cancelled by dropping the future, or
     /// panicked). `cancel` ends LLM calls in flight.
     ///
@@ -117,6 +118,7 @@ impl RecordRunner {
         index: u32,
         scope: CallScope,
         chat: &dyn ChatModel,
+        waits: &dyn Waits,
         cancel: &CancellationToken,
     ) -> Result<Generated, SeedReadError> {
         let _sessions = Sessions::Record(&self.tools, scope.record);
@@ -129,6 +131,7 @@ impl RecordRunner {
         let rc = &job.run_config;
         let rt = LlmRuntime {
             chat,
+            waits,
             models: &job.models,
             cancel,
             save_all_traces: rc.debug_override_save_all_column_traces,

@@ -414,6 +414,10 @@ pub trait Store: Send + Sync + 'static {
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
 
+    /// Those of `ids` that a cancel reached (`cancelling` or `cancelled`): the worker pool
+    /// stops their records in flight, wherever the cancel was asked.
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
+
     /// `ready` datasets visible to `owner` (all when `None`: auth is off) matching `q`,
     /// newest first.
     async fn find_datasets(

@@ -6,10 +6,11 @@
 //!
 //! Each resource is bounded in one place:
 //!
-//! * **work**: `workers.count` slots, one per record working (sampling, rendering, parsing,
-//!   tool calls). A record waiting for an LLM gives its slot back for the call (see
-//!   [`slot`]): requests to a model are bounded by that model's `max_parallel_requests`
-//!   limiter, not by worker slots, so records that only wait do not block other work.
+//! * **work**: `workers.count` slots, one per record working (sampling, rendering, parsing).
+//!   A record waiting (for an LLM, an MCP tool, a remote validator or its backoff) gives its
+//!   slot back for the wait (see [`slot`]): requests to a model are bounded by that model's
+//!   `max_parallel_requests` limiter, not by worker slots, so records that only wait do not
+//!   block other work.
 //! * **leases**: `workers.max_in_flight` (default 4 × count), one per record this replica has
 //!   claimed and not yet handed to the writer, working or waiting. A claim asks for at most as
 //!   many records as there are free leases and free slots (up to the batch size), so a
@@ -27,8 +28,11 @@
 //! `internal_error` (stage `worker`) and frees its lease and slot. A record that kills the
 //! whole process (an abort) loses its lease at every crash; past `workers.max_lease_expiries`
 //! the next claim fails it with `record_abandoned` instead of running it again, and once its
-//! chunk is suspect it runs one record at a time, alone, so the records that ran next to it are
-//! not failed with it.
+//! chunk is suspect it runs one record at a time, alone while it works (it gives the other
+//! leases back while it waits), so the records that ran next to it are not failed with it.
+//!
+//! A cancel stops the job's records in flight on every replica within about a second (see
+//! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.
 
 mod chunk;
 mod faults;
@@ -49,6 +53,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::WorkersConfig;
 use crate::datasets::seed_cache::SeedReadError;
+use crate::domain::JobId;
 use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
@@ -71,6 +76,9 @@ pub(crate) struct Inner {
     pub(crate) owner: String,
     /// Chunks leased by this replica with records not yet settled (written, or given up).
     pub(crate) in_flight: Mutex<HashMap<ChunkKey, InFlight>>,
+    /// Per job with records in flight: cancelled when a cancel of the job is seen (see
+    /// [`watch_cancels`]).
+    cancels: Mutex<HashMap<JobId, CancellationToken>>,
 }
 
 /// A leased chunk's records on this replica.
@@ -85,6 +93,12 @@ pub(crate) struct InFlight {
 impl Inner {
     fn in_flight(&self) -> std::sync::MutexGuard<'_, HashMap<ChunkKey, InFlight>> {
         self.in_flight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The token that stops `job`'s records here when the job is cancelled.
+    fn job_cancel(&self, job: JobId) -> CancellationToken {
+        let mut map = self.cancels.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(job).or_default().clone()
     }
 
     /// Notes claimed records as in flight.
@@ -162,6 +176,7 @@ impl WorkerPool {
                 cfg,
                 owner,
                 in_flight: Mutex::new(HashMap::new()),
+                cancels: Mutex::new(HashMap::new()),
             }),
             wake,
         }
@@ -185,6 +200,7 @@ impl WorkerPool {
         let writer = tasks.spawn(writer::run(inner.clone(), rx));
         let stop_renew = CancellationToken::new();
         let renewer = tasks.spawn(renew_leases(inner.clone(), stop_renew.clone()));
+        let canceller = tasks.spawn(watch_cancels(inner.clone(), stop_renew.clone()));
         inner.jobs.finalize_live().await;
 
         let slots = Arc::new(Semaphore::new(cfg.count as usize));
@@ -312,29 +328,42 @@ impl WorkerPool {
                                 // A CPU-sized claim holds one slot: records past it wait for one.
                                 let permit = permits.next();
                                 // A record that runs alone (it comes by itself) keeps every
-                                // lease, so nothing else is claimed until it is done.
-                                let own = if rec.alone {
+                                // lease while it works, so nothing else is in flight then (see
+                                // `slot::Slot::alone`).
+                                let (own, others) = if rec.alone {
                                     tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
                                     lease_expiries = rec.lease_expiries,
                                     "running a record alone: its worker died while generating it before");
-                                    lease.take()
+                                    let mut all = lease.take();
+                                    let others = all.as_mut().and_then(|l| {
+                                        let n = l.num_permits();
+                                        l.split(n - 1)
+                                    });
+                                    (all, others)
                                 } else {
-                                    lease.as_mut().and_then(|l| l.split(1))
+                                    (lease.as_mut().and_then(|l| l.split(1)), None)
                                 };
                                 let own =
                                     own.expect("the claim asked for at most one record per lease");
-                                let (inner, slots, tx, cut) =
-                                    (inner.clone(), slots.clone(), tx.clone(), cut.clone());
+                                let (inner, slots, leases, tx, cut) = (
+                                    inner.clone(),
+                                    slots.clone(),
+                                    leases.clone(),
+                                    tx.clone(),
+                                    cut.clone(),
+                                );
                                 records.spawn(async move {
                                     let Some(permit) =
                                         slot::take(permit, slots.clone(), &cut).await
                                     else {
                                         return;
                                     };
-                                    let held = Held {
-                                        _lease: own,
-                                        slot: slot::Slot::new(slots, permit),
+                                    let slot = if others.is_some() {
+                                        slot::Slot::alone(slots, permit, leases, others)
+                                    } else {
+                                        slot::Slot::new(slots, permit)
                                     };
+                                    let held = Held { _lease: own, slot };
                                     run_record(inner, rec, held, tx, cut).await;
                                 });
                             }
@@ -394,6 +423,7 @@ impl WorkerPool {
         }
         stop_renew.cancel();
         let _ = renewer.await;
+        let _ = canceller.await;
         tasks.close();
         tasks.wait().await;
         tracing::info!("worker pool stopped");
@@ -419,9 +449,9 @@ async fn cpu_leases(
 
 /// What a record task holds from the pool until its result is queued for the writer.
 struct Held {
-    /// Its lease allowance (all of them for a record that runs alone).
+    /// Its lease allowance (a record that runs alone holds the others in `slot`).
     _lease: OwnedSemaphorePermit,
-    /// Its worker slot, given back while it waits for an LLM.
+    /// Its worker slot, given back while it waits.
     slot: slot::Slot,
 }
 
@@ -446,7 +476,10 @@ async fn run_record(
                     job: rec.job_id.0,
                     record: rec.id.0,
                 };
-                match runner.run(&compiled, rec.index, scope, &chat, &cut).await {
+                match runner
+                    .run(&compiled, rec.index, scope, &chat, &held.slot, &cut)
+                    .await
+                {
                     Ok(generated) => generated,
                     Err(e) => return seed_read_failed(&rec, &e),
                 }
@@ -473,6 +506,7 @@ async fn run_record(
     // `AssertUnwindSafe`: nothing the future borrows is used after a panic except `rec` and
     // the pool handles, whose state a panic in generation cannot leave half-changed.
     let generate = AssertUnwindSafe(generate).catch_unwind();
+    let job_cancelled = inner.job_cancel(rec.job_id);
     let outcome = tokio::select! {
         // The cut first: the LLM client watches the same token and ends its call with
         // `llm_cancelled`, so both branches become ready together. Polled in random order,
@@ -480,6 +514,15 @@ async fn run_record(
         biased;
         // Cut at the drain deadline: the record stays in flight and is released with the rest.
         () = cut.cancelled() => return,
+        // Its job was cancelled: whatever it waits for (a model, a tool, a validator's
+        // backoff) is dropped, and its chunk goes back, to be deleted by the cancel.
+        () = job_cancelled.cancelled() => {
+            tracing::info!(record.id = %rec.id, job.id = %rec.job_id,
+                "record stopped: its job was cancelled");
+            not_generated(&inner, &rec).await;
+            inner.jobs.finalize(&[rec.job_id]).await;
+            return;
+        }
         o = generate => o,
     };
     let outcome = match outcome {
@@ -545,6 +588,43 @@ fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
             tool_usage: generated.tool_usage,
             media: generated.media,
         },
+    }
+}
+
+/// How often the pool looks for cancels of the jobs it has records of in flight.
+const CANCEL_POLL: Duration = Duration::from_secs(1);
+
+/// Stops the records in flight of jobs that were cancelled, on any replica: every
+/// [`CANCEL_POLL`] it asks the store which of their jobs a cancel reached and fires those
+/// jobs' tokens. Without it a cancelled job's records ran to their end, however long they
+/// waited on a model, a tool or a validator's backoff.
+async fn watch_cancels(inner: Arc<Inner>, stop: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(CANCEL_POLL) => {}
+            () = stop.cancelled() => return,
+        }
+        let mut jobs: Vec<JobId> = inner.in_flight().keys().map(|c| c.job_id).collect();
+        jobs.sort_unstable_by_key(|j| j.0);
+        jobs.dedup();
+        // Tokens of jobs with nothing in flight go (a record takes its token after the claim
+        // noted it in flight, so none is dropped under a running record).
+        inner
+            .cancels
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|job, _| jobs.binary_search_by_key(&job.0, |j| j.0).is_ok());
+        if jobs.is_empty() {
+            continue;
+        }
+        match inner.store.cancelled_jobs(&jobs).await {
+            Ok(cancelled) => {
+                for job in cancelled {
+                    inner.job_cancel(job).cancel();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "looking for cancelled jobs failed"),
+        }
     }
 }
 

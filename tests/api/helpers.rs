@@ -38,7 +38,13 @@ pub async fn spawn_app(backend: Backend) -> TestApp {
 pub async fn spawn_app_with(backend: Backend, tweak: impl FnOnce(&mut Config)) -> TestApp {
     synthgate::telemetry::init_for_tests();
     synthgate::install_crypto_provider();
-    let db = TestDb::new(backend).await;
+    spawn_app_on(TestDb::new(backend).await, tweak).await
+}
+
+/// Starts the gateway on `db`, which a test prepared, after `tweak` adjusted the test config.
+pub async fn spawn_app_on(db: TestDb, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    synthgate::telemetry::init_for_tests();
+    synthgate::install_crypto_provider();
     let mut config = test_config(&db);
     tweak(&mut config);
     let running = synthgate::app::start(config).await.expect("app starts");

@@ -355,3 +355,43 @@ async fn shutdown_reaps_the_stdio_server() {
         pids[0]
     );
 }
+
+/// One worker slot, held by a record whose tool call takes 5 s. The call used to keep the slot,
+/// so another job's one-record sampler job queued behind it for the whole call; now a tool
+/// call gives the slot back while it waits, and the small job runs at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_tool_call_holds_no_worker_slot() {
+    let events = Events::new();
+    let (app, _mock) = app_with_tools(
+        Backend::Sqlite,
+        json!({"rules": [
+            {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
+            {"when": {"has_tools": true},
+             "reply": {"tool_calls": [{"name": "slow", "arguments": {"ms": 5000}}]}}
+        ]}),
+        vec![mock_mcp_stdio("mock", &events.path)],
+        vec![tools("t", "mock")],
+        |c| c.workers.count = 1,
+    )
+    .await;
+    let (status, slow) = app.create_job(&tool_job("t", 1)).await;
+    assert_eq!(status, 202, "{slow}");
+    eventually("the slow call", || events.calls("slow") > 0).await;
+
+    let started = Instant::now();
+    let quick = run_job(
+        &app,
+        &json!({"config": crate::helpers::sampler_config(), "num_records": 1}),
+        WAIT,
+    )
+    .await;
+    assert_eq!(quick["status"], "completed", "{quick}");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(2_500),
+        "the small job waited {took:?} behind the tool call"
+    );
+    let done = app.wait_for_job(slow["id"].as_str().unwrap(), WAIT).await;
+    assert_eq!(done["counts"]["completed"], 1, "{done}");
+    app.stop().await;
+}

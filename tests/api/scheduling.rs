@@ -11,7 +11,7 @@ use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;
 use crate::db::{Backend, TestDb};
-use crate::helpers::{TestApp, sampler_config, spawn_app_with, test_config};
+use crate::helpers::{TestApp, sampler_config, spawn_app_on, test_config};
 
 /// An app on a mock LLM that answers after `latency_ms`, with `count` worker slots and
 /// `max_in_flight` leases.
@@ -32,11 +32,29 @@ async fn slow_llm_app_with(
     max_in_flight: Option<u32>,
     tweak: impl FnOnce(&mut synthgate::config::Config) + Send + 'static,
 ) -> (TestApp, MockLlm) {
+    slow_llm_app_on(
+        TestDb::new(backend).await,
+        latency_ms,
+        count,
+        max_in_flight,
+        tweak,
+    )
+    .await
+}
+
+/// [`slow_llm_app_with`] on `db`, which the test prepared.
+async fn slow_llm_app_on(
+    db: TestDb,
+    latency_ms: u64,
+    count: u32,
+    max_in_flight: Option<u32>,
+    tweak: impl FnOnce(&mut synthgate::config::Config) + Send + 'static,
+) -> (TestApp, MockLlm) {
     let script: Script =
         serde_json::from_value(json!({"faults": {"latency_ms": latency_ms}})).unwrap();
     let mock = MockLlm::start(script).await.unwrap();
     let endpoint = mock.endpoint();
-    let app = spawn_app_with(backend, move |c| {
+    let app = spawn_app_on(db, move |c| {
         c.workers.count = count;
         c.workers.max_in_flight = max_in_flight;
         c.model_providers = vec![
@@ -179,6 +197,75 @@ async fn cpu_work_is_claimed_by_the_lease(backend: Backend) {
 }
 
 backends!(cpu_claims, cpu_work_is_claimed_by_the_lease);
+
+/// Kills the worker of `db`'s next claimable record `times` times, as a poison pill that aborts
+/// the process would: each claim takes the record over and its lease lapses at once.
+async fn expire_leases(db: &TestDb, times: usize) {
+    for i in 0..times {
+        let policy = ClaimPolicy {
+            max_lease_expiries: 3,
+            alone: true,
+        };
+        let owner = format!("dead-{i}");
+        let c = db
+            .store
+            .claim(&owner, 1, Duration::ZERO, policy)
+            .await
+            .unwrap();
+        assert_eq!(c.records.len(), 1, "{owner}: {c:?}");
+    }
+}
+
+/// A new job of `db` from `body` (a `POST /v1/jobs` body), created in the store directly.
+async fn create_job(db: &TestDb, body: &Value) -> synthgate::domain::JobId {
+    let id = synthgate::domain::JobId::new();
+    let created = db
+        .store
+        .create_job(&NewJob {
+            id,
+            owner: None,
+            config: body["config"].clone(),
+            num_records: body["num_records"].as_u64().unwrap() as u32,
+            seed: 1,
+            metadata: None,
+            run_config: json!({}),
+            idempotency_key: None,
+            request_hash: None,
+            output_columns: Vec::new(),
+            max_live_jobs: None,
+            seed_datasets: Vec::new(),
+        })
+        .await
+        .unwrap();
+    assert!(matches!(created, CreateOutcome::Created(_)), "{created:?}");
+    id
+}
+
+/// A suspect record (its worker died twice) runs alone: nothing else is in flight while it
+/// works. It used to hold every lease until it finished, so while it waited 3 s for its model
+/// every other job stayed queued; now it gives the leases back while it waits, and a
+/// one-record job runs meanwhile. The suspect record still completes.
+async fn a_record_that_runs_alone_does_not_hold_the_pool_while_it_waits(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let suspect = create_job(&db, &llm_job(1)).await;
+    expire_leases(&db, 2).await;
+    let (app, _mock) = slow_llm_app_on(db, 3_000, 2, None, |_| {}).await;
+    let suspect = suspect.to_string();
+    wait_in_progress(&app, &suspect, 1).await;
+    let took = quick_job_time(&app).await;
+    assert!(
+        took < Duration::from_millis(2_000),
+        "the small job waited {took:?} behind the record that runs alone"
+    );
+    let done = app.wait_for_job(&suspect, Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 1, "{done}");
+    app.stop().await;
+}
+
+backends!(
+    alone_waits,
+    a_record_that_runs_alone_does_not_hold_the_pool_while_it_waits
+);
 
 /// A record whose worker died three times (a poison pill that aborts the process: simulated
 /// here by leases that expire) is failed with `record_abandoned` by the next replica that

@@ -136,8 +136,8 @@ async fn code_validators_write_datadesigner_values(backend: Backend) {
 }
 backends!(code_validators, code_validators_write_datadesigner_values);
 
-/// A validator endpoint: records each request body; answers 503 (with `Retry-After: 0`) to
-/// the first `fail_first` requests, then `answer(body)`.
+/// A validator endpoint: records each request body; answers 503 (with `Retry-After:
+/// retry_after`, 0 unless said) to the first `fail_first` requests, then `answer(body)`.
 struct Endpoint {
     addr: std::net::SocketAddr,
     seen: Arc<Mutex<Vec<Value>>>,
@@ -149,6 +149,7 @@ struct EndpointState {
     seen: Arc<Mutex<Vec<Value>>>,
     calls: Arc<AtomicUsize>,
     fail_first: usize,
+    retry_after: &'static str,
     answer: fn(&Value) -> Value,
 }
 
@@ -157,7 +158,7 @@ async fn validate(State(s): State<EndpointState>, Json(body): Json<Value>) -> Re
     if s.calls.fetch_add(1, Ordering::SeqCst) < s.fail_first {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            [("retry-after", "0")],
+            [("retry-after", s.retry_after)],
             "busy",
         )
             .into_response();
@@ -167,11 +168,20 @@ async fn validate(State(s): State<EndpointState>, Json(body): Json<Value>) -> Re
 
 impl Endpoint {
     async fn start(fail_first: usize, answer: fn(&Value) -> Value) -> Self {
+        Self::start_with(fail_first, "0", answer).await
+    }
+
+    async fn start_with(
+        fail_first: usize,
+        retry_after: &'static str,
+        answer: fn(&Value) -> Value,
+    ) -> Self {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let state = EndpointState {
             seen: seen.clone(),
             calls: Arc::new(AtomicUsize::new(0)),
             fail_first,
+            retry_after,
             answer,
         };
         let app = axum::Router::new()
@@ -254,6 +264,80 @@ async fn remote_validator_posts_each_record_and_retries(backend: Backend) {
 backends!(
     remote_validator,
     remote_validator_posts_each_record_and_retries
+);
+
+/// One worker slot; a record whose remote validator is busy (503, `Retry-After: 60`) waits
+/// in its backoff. It used to hold the slot for the whole wait, so another key's one-record
+/// job queued behind it for a minute, and a cancel left it running until the wait ended. Now
+/// the wait gives the slot back, the small job runs at once, and a cancel stops the record.
+async fn a_validator_backoff_holds_no_slot_and_cancel_stops_it(backend: Backend) {
+    let endpoint = Endpoint::start_with(usize::MAX, "60", yes_answer).await;
+    let prefix = format!("http://{}/checks/", endpoint.addr);
+    let app = spawn_app_with(backend, |c| {
+        c.workers.count = 1;
+        c.validators.remote_endpoints = vec![prefix];
+    })
+    .await;
+    let columns = json!([
+        category("a", &["yes"]),
+        validation(
+            "check",
+            &["a"],
+            "remote",
+            json!({
+                "endpoint_url": endpoint.url(), "max_retries": 3, "retry_backoff": 1.5
+            })
+        ),
+    ]);
+    let (status, busy) = app.create_job(&submit_body(columns, 1)).await;
+    assert_eq!(status, 202, "{busy}");
+    let busy = busy["id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while endpoint.seen().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the validator was never called"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let started = std::time::Instant::now();
+    let (status, quick) = app
+        .create_job(&submit_body(json!([category("a", &["x"])]), 1))
+        .await;
+    assert_eq!(status, 202, "{quick}");
+    let quick = app
+        .wait_for_job(quick["id"].as_str().unwrap(), Duration::from_secs(30))
+        .await;
+    assert_eq!(quick["status"], "completed", "{quick}");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "the small job waited {took:?}"
+    );
+
+    let started = std::time::Instant::now();
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/jobs/{busy}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let done = app.wait_for_job(&busy, Duration::from_secs(30)).await;
+    assert_eq!(done["status"], "cancelled", "{done}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "the cancel took {took:?}");
+    assert_eq!(
+        endpoint.seen().len(),
+        1,
+        "the backoff was cut, not waited out"
+    );
+    app.stop().await;
+}
+backends!(
+    validator_backoff,
+    a_validator_backoff_holds_no_slot_and_cancel_stops_it
 );
 
 async fn one_record_failure(app: &TestApp, columns: Value) -> Value {

@@ -176,11 +176,13 @@ impl ValidationStep {
     /// Validates one record's target values and returns the column's value, shaped as
     /// DataDesigner writes it: a code validator's output object for one target, or an object
     /// keyed by target name for several (DataDesigner validates code columns one by one); a
-    /// remote validator's output object for all targets together.
+    /// remote validator's output object for all targets together. A remote validator's
+    /// requests and backoff run through `waits`.
     pub(crate) async fn run(
         &self,
         values: Vec<Value>,
         cpu: &crate::cpu::CpuGate,
+        waits: &dyn crate::generate::Waits,
     ) -> Result<Value, StepError> {
         match &self.kind {
             Kind::Remote(step) => {
@@ -188,7 +190,8 @@ impl ValidationStep {
                 for ((name, _), v) in self.targets.iter().zip(values) {
                     record.insert(name.clone(), v);
                 }
-                step.validate(record).await
+                // Requests and their backoff wait: without the record's worker slot.
+                crate::generate::waiting(waits, step.validate(record)).await
             }
             Kind::Code(code_kind) => {
                 let mut outputs = Vec::with_capacity(values.len());

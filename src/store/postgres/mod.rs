@@ -423,6 +423,20 @@ impl Store for PgStore {
         Ok(ids.into_iter().map(JobId).collect())
     }
 
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let found: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('cancelling', 'cancelled') and id = any($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(found.into_iter().map(JobId).collect())
+    }
+
     async fn find_datasets(
         &self,
         owner: Option<&str>,

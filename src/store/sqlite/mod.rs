@@ -525,6 +525,22 @@ impl Store for SqliteStore {
         Ok(ids.into_iter().map(JobId).collect())
     }
 
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "select id from jobs where status in ('cancelling', 'cancelled') and id in ",
+        );
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        let found: Vec<uuid::Uuid> = qb
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(found.into_iter().map(JobId).collect())
+    }
+
     async fn find_datasets(
         &self,
         owner: Option<&str>,

@@ -238,6 +238,10 @@ impl Store for Spy {
         self.note("live_jobs");
         self.inner.live_jobs().await
     }
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.note("cancelled_jobs");
+        self.inner.cancelled_jobs(ids).await
+    }
     async fn find_datasets(
         &self,
         owner: Option<&str>,
