@@ -107,6 +107,12 @@ pub enum ApiError {
     /// A browser sent the request from a page of another origin (`server.allowed_origins`).
     #[error("{0}")]
     OriginNotAllowed(String),
+    /// `server.max_long_requests` uploads, event streams and exports are in progress already.
+    #[error(
+        "the server is serving its limit of {0} uploads, event streams and exports \
+         (server.max_long_requests); retry shortly"
+    )]
+    ServerBusy(usize),
     /// The key already has `limits.max_jobs_in_flight_per_key` jobs queued or running.
     #[error("{0}")]
     TooManyJobs(String),
@@ -164,7 +170,9 @@ impl ApiError {
             Self::PayloadTooLarge(_) | Self::DatasetTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
-            Self::Unavailable(_) | Self::McpUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Unavailable(_) | Self::McpUnavailable(_) | Self::ServerBusy(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             Self::Forbidden(_) | Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => {
                 StatusCode::FORBIDDEN
@@ -201,6 +209,7 @@ impl ApiError {
             Self::Timeout => "request_timeout",
             Self::Unavailable(_) => "service_unavailable",
             Self::McpUnavailable(_) => "mcp_unavailable",
+            Self::ServerBusy(_) => "server_busy",
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden(_) => "alias_not_allowed",
             Self::HostNotAllowed(_) => "host_not_allowed",
@@ -336,6 +345,12 @@ impl IntoResponse for ApiError {
             resp.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
                 axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        if matches!(self, Self::ServerBusy(_)) {
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
             );
         }
         resp.extensions_mut().insert(LoggedError {

@@ -11,6 +11,7 @@ pub mod extract;
 mod health;
 pub mod host_guard;
 mod jobs;
+mod long_requests;
 pub mod mcp_server;
 mod models;
 pub mod openapi;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
-use axum::http::{HeaderName, StatusCode};
+use axum::http::{HeaderName, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -94,7 +95,11 @@ pub fn router(state: AppState) -> Router {
         .fallback(|req: Request| async move { ApiError::NotFound(req.uri().path().to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .layer(middleware::from_fn_with_state(
-            (timeout, body_limit),
+            (
+                timeout,
+                body_limit,
+                long_requests::LongRequests::new(state.config.server.long_request_limit()),
+            ),
             request_timeout,
         ))
         .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
@@ -125,20 +130,24 @@ pub fn router(state: AppState) -> Router {
 
 /// Cuts ordinary requests at `server.request_timeout_sec`; event streams and exports are exempt
 /// because they are long by design, and dataset uploads because a large file on a slow link
-/// takes as long as it takes (they time out when the client stalls instead).
+/// takes as long as it takes (they time out when the client stalls instead). Those, and
+/// `/mcp`'s server-sent stream, are bounded in number instead (`server.max_long_requests`).
 async fn request_timeout(
-    State((limit, body_limit)): State<(Duration, usize)>,
+    State((limit, body_limit, long)): State<(Duration, usize, long_requests::LongRequests)>,
     req: Request,
     next: Next,
 ) -> Response {
     if mcp_server::is_mcp(req.uri().path()) {
+        if req.method() == Method::GET {
+            return long.run(next.run(req)).await;
+        }
         return mcp_read_timeout(limit, body_limit, req, next).await;
     }
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
     {
-        return next.run(req).await;
+        return long.run(next.run(req)).await;
     }
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(resp) => resp,

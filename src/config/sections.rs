@@ -35,6 +35,11 @@ pub struct ServerConfig {
     /// Open connections at most. Past it, the connection idle the longest is closed to make
     /// room; when every connection is busy, new ones wait in the listen backlog.
     pub max_connections: usize,
+    /// Uploads, event streams and exports (requests `request_timeout_sec` does not cut) in
+    /// progress at most; past it they get `503 server_busy`. Unset: three quarters of
+    /// `max_connections`, so the rest stay free for short requests (`/healthz`). See
+    /// `api::long_requests`.
+    pub max_long_requests: Option<usize>,
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (use `${env:VAR}`; at
     /// least 16 characters). Absent: `/metrics` is open.
     pub metrics_token: Option<SecretString>,
@@ -61,6 +66,7 @@ impl Default for ServerConfig {
             header_read_timeout_sec: 10,
             idle_timeout_sec: 60,
             max_connections: 1024,
+            max_long_requests: None,
             metrics_token: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -69,6 +75,13 @@ impl Default for ServerConfig {
 }
 
 impl ServerConfig {
+    /// `max_long_requests`, or its default.
+    pub fn long_request_limit(&self) -> usize {
+        self.max_long_requests
+            .unwrap_or(self.max_connections * 3 / 4)
+            .max(1)
+    }
+
     pub(super) fn problems(&self, out: &mut Vec<String>) {
         if self.request_timeout_sec == 0 {
             out.push("config key `server.request_timeout_sec`: must be at least 1".into());
@@ -86,6 +99,15 @@ impl ServerConfig {
         }
         if !(1..=1_000_000).contains(&self.max_connections) {
             out.push("config key `server.max_connections`: must be between 1 and 1000000".into());
+        }
+        if let Some(n) = self.max_long_requests
+            && (n == 0 || (n >= self.max_connections && self.max_connections > 1))
+        {
+            out.push(format!(
+                "config key `server.max_long_requests`: must be at least 1 and less than \
+                 `server.max_connections` ({}), so that short requests always find a connection",
+                self.max_connections
+            ));
         }
         for h in &self.allowed_hosts {
             if !crate::api::host_guard::valid_host_entry(h) {

@@ -232,6 +232,70 @@ async fn connection_limit_closes_idle_connections_and_healthz_answers() {
     app.stop().await;
 }
 
+/// Starts an upload that drips its body: the head, then one byte, then nothing more (well
+/// inside `datasets.upload_idle_timeout_sec`, so the upload stays in progress).
+async fn dripping_upload(addr: SocketAddr) -> TcpStream {
+    let mut s = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
+        .await
+        .expect("the server stopped accepting connections")
+        .expect("connect");
+    s.write_all(
+        b"POST /v1/datasets?name=drip.csv HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+          Content-Type: text/csv\r\nContent-Length: 1000000\r\n\r\na",
+    )
+    .await
+    .expect("write");
+    s
+}
+
+/// Uploads dripping their bodies (and event streams, exports: any request the request
+/// timeout does not cut) used to fill `max_connections` with busy connections that the limit
+/// cannot close, and `/healthz` waited in the backlog. They are bounded by
+/// `server.max_long_requests` now: past it, the next one gets `503 server_busy` (with
+/// `Retry-After`) at once, and short requests always find a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dripping_uploads_cannot_fill_the_connections() {
+    const LIMIT: usize = 8;
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.server.max_connections = LIMIT;
+        c.server.max_long_requests = Some(LIMIT / 2);
+        c.server.header_read_timeout_sec = 300;
+        c.server.idle_timeout_sec = 300;
+        c.datasets.upload_idle_timeout_sec = 300;
+    })
+    .await;
+    let mut dripping = Vec::new();
+    for _ in 0..LIMIT / 2 {
+        dripping.push(dripping_upload(app.addr).await);
+    }
+    // Let the server take each one in (they hold their permits from the request's head on).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..LIMIT {
+        let mut s = dripping_upload(app.addr).await;
+        let answer = read_response(&mut s).await;
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("\"server_busy\""), "{answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("retry-after: 1"),
+            "{answer}"
+        );
+    }
+    for _ in 0..20 {
+        let took = healthz(app.addr).await;
+        assert!(
+            took < Duration::from_millis(200),
+            "/healthz took {took:?} beside the dripping uploads"
+        );
+    }
+    // The dripping uploads are still in progress: nothing answered them.
+    for mut s in dripping {
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await;
+        assert!(read.is_err(), "a dripping upload was answered or closed");
+    }
+    app.stop().await;
+}
+
 /// The finding as reported: the process runs out of file descriptors before any connection
 /// limit. Runs the real binary under `ulimit -n 128` with the default `max_connections` (1024):
 /// `accept` fails with `EMFILE`, the server closes idle connections to free descriptors, and

@@ -1,0 +1,105 @@
+//! The bound on long requests: dataset uploads, event streams, exports and `/mcp`'s
+//! server-sent stream, which `server.request_timeout_sec` does not cut.
+//!
+//! Each such request holds one of `server.max_long_requests` permits until its response body
+//! ends (an upload: until it is read and answered). Without the bound, clients dripping uploads
+//! a byte at a time (each chunk inside `datasets.upload_idle_timeout_sec`) or opening event
+//! streams filled `server.max_connections` with busy connections, which the connection limit
+//! cannot evict, and `/healthz` waited in the listen backlog. The default leaves a quarter of
+//! the connections to short requests; past the bound a long request gets `503 server_busy` at
+//! once, with `Retry-After`.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use hyper::body::{Frame, SizeHint};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use crate::error::ApiError;
+
+/// The permits of `server.max_long_requests`.
+#[derive(Clone)]
+pub(crate) struct LongRequests {
+    permits: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl LongRequests {
+    pub(crate) fn new(limit: usize) -> Self {
+        Self {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// Runs `run` holding a permit until its response body ends, or answers `server_busy`.
+    pub(crate) async fn run<F>(&self, run: F) -> Response
+    where
+        F: Future<Output = Response>,
+    {
+        let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
+            return ApiError::ServerBusy(self.limit).into_response();
+        };
+        run.await.map(|body| {
+            Body::new(Holding {
+                body,
+                _permit: permit,
+            })
+        })
+    }
+}
+
+/// A response body that holds its request's permit until it ends or is dropped.
+struct Holding {
+    body: Body,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl hyper::body::Body for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_permit_is_held_until_the_body_ends() {
+        let long = LongRequests::new(1);
+        let first = long
+            .run(async { Response::new(Body::from("stream")) })
+            .await;
+        let refused = long.run(async { Response::new(Body::empty()) }).await;
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(refused.headers()["retry-after"], "1");
+        // Read to its end and dropped: the permit is free again.
+        let bytes = axum::body::to_bytes(first.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(bytes, "stream");
+        let again = long.run(async { Response::new(Body::empty()) }).await;
+        assert_eq!(again.status(), StatusCode::OK);
+    }
+}
