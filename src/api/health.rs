@@ -92,7 +92,7 @@ pub async fn healthz() -> Json<HealthResponse> {
 
 /// Readiness
 ///
-/// `200` when the database answers within 2 s, else `503` with what failed. `checks.mcp`
+/// `200` when the database takes a write (one row) within 2 s, else `503` with what failed. `checks.mcp`
 /// reports each MCP provider's state (`idle`, `connecting`, `connected`, `unavailable`)
 /// without affecting readiness.
 #[utoipa::path(get, path = "/readyz", tag = "health",
@@ -101,11 +101,11 @@ pub async fn healthz() -> Json<HealthResponse> {
         (status = 503, description = "Not ready", body = HealthResponse),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
-    let db = match tokio::time::timeout(READY_TIMEOUT, state.jobs.ping_store()).await {
+    let db = match tokio::time::timeout(READY_TIMEOUT, state.jobs.probe_store()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
             tracing::warn!(error = %e, "readiness: database check failed");
-            Err("unreachable".to_owned())
+            Err("unreachable or not writable".to_owned())
         }
         Err(_) => Err("timed out".to_owned()),
     };

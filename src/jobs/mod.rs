@@ -149,8 +149,8 @@ impl JobService {
         self.catalog.is_server_model_alias(alias)
     }
 
-    /// One round trip to the database, for readiness.
-    pub async fn ping_store(&self) -> Result<(), StoreError> {
-        self.store.ping().await
+    /// Whether the database takes a write, for readiness.
+    pub async fn probe_store(&self) -> Result<(), StoreError> {
+        self.store.probe_write().await
     }
 }

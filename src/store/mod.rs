@@ -245,8 +245,9 @@ pub enum CancelOutcome {
 /// [`postgres::PgStore`]; the same test suite runs against both.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// Cheap round trip, for readiness.
-    async fn ping(&self) -> Result<(), StoreError>;
+    /// For readiness: the database takes a write (one row of `readiness`). A read alone stayed
+    /// fine on a full disk or a read-only database while every claim and submit failed.
+    async fn probe_write(&self) -> Result<(), StoreError>;
 
     /// The database's clock, so progress streams compare timestamps on one clock.
     async fn now(&self) -> Result<DateTime<Utc>, StoreError>;

@@ -10,6 +10,7 @@
 
 mod claims;
 mod datasets;
+mod disk_full;
 mod lifecycle;
 mod migration;
 mod queue;
@@ -439,7 +440,7 @@ async fn open_picks_the_backend() {
     )
     .await
     .unwrap();
-    store.ping().await.unwrap();
+    store.probe_write().await.unwrap();
     store.close().await;
 
     let err = synthgate::store::open(

@@ -65,6 +65,7 @@ impl PgStore {
             "connecting to database"
         );
         let pool = PgPoolOptions::new()
+            .after_release(super::open::discard_if_in_transaction)
             .max_connections(max_connections.max(1))
             .acquire_timeout(acquire_timeout)
             .connect_with(options)
@@ -81,8 +82,13 @@ impl PgStore {
 
 #[async_trait]
 impl Store for PgStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("select 1").execute(&self.pool).await?;
+    async fn probe_write(&self) -> Result<(), StoreError> {
+        sqlx::query(
+            "insert into readiness (id, checked_at) values (1, now()) \
+             on conflict (id) do update set checked_at = excluded.checked_at",
+        )
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

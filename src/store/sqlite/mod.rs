@@ -109,7 +109,8 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             // Negative: a size in KiB rather than in pages.
             .pragma("cache_size", format!("-{PAGE_CACHE_KIB}"));
-        let mut pool = SqlitePoolOptions::new();
+        let mut pool =
+            SqlitePoolOptions::new().after_release(super::open::discard_if_in_transaction);
         if in_memory {
             pool = pool
                 .max_connections(1)
@@ -188,8 +189,15 @@ fn push_ids<I: IntoIterator<Item = uuid::Uuid>>(qb: &mut QueryBuilder<Sqlite>, i
 
 #[async_trait]
 impl Store for SqliteStore {
-    async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("select 1").execute(&self.pool).await?;
+    async fn probe_write(&self) -> Result<(), StoreError> {
+        let _write = self.write_lock().await;
+        sqlx::query(
+            "insert into readiness (id, checked_at) values (1, $1) \
+             on conflict (id) do update set checked_at = excluded.checked_at",
+        )
+        .bind(now_us())
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 

@@ -105,9 +105,9 @@ fn poisoned(r: &RecordResult) -> bool {
 
 #[async_trait]
 impl Store for Spy {
-    async fn ping(&self) -> Result<(), StoreError> {
-        self.note("ping");
-        self.inner.ping().await
+    async fn probe_write(&self) -> Result<(), StoreError> {
+        self.note("probe_write");
+        self.inner.probe_write().await
     }
     async fn now(&self) -> Result<DateTime<Utc>, StoreError> {
         self.note("now");
