@@ -95,6 +95,10 @@ pub struct HfConfig {
     pub token: Option<SecretString>,
     /// Longest one Hub request may take, download included, in seconds.
     pub timeout_sec: u64,
+    /// Hosts (and their subdomains) the Hub may redirect a request to, over https: its
+    /// storage; or whole origins (`https://storage.example:8443`). Redirects to the endpoint's
+    /// own origin are always followed, to anywhere else never (an internal address, say).
+    pub redirect_hosts: Vec<String>,
 }
 
 impl Default for HfConfig {
@@ -105,6 +109,7 @@ impl Default for HfConfig {
             token_env: None,
             token: None,
             timeout_sec: 300,
+            redirect_hosts: vec!["hf.co".into(), "huggingface.co".into()],
         }
     }
 }

@@ -115,6 +115,12 @@ impl MockHub {
         format!("http://{}", self.addr)
     }
 
+    /// `http://127.0.0.1:<port>`: the storage the Hub redirects downloads to, another origin
+    /// (for `datasets.hf.redirect_hosts`).
+    pub fn storage(&self) -> String {
+        lock(&self.state).cdn_base.clone()
+    }
+
     /// Creates (or replaces) dataset repository `repo_id` (`owner/name`) with `files` at a new
     /// commit; returns the commit sha. A private repository needs the token.
     pub fn add_dataset(&self, repo_id: &str, files: &[(&str, &[u8])], private: bool) -> String {

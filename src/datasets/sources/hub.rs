@@ -7,7 +7,10 @@
 //!   directory as one percent-encoded segment, following `Link: <...>; rel="next"` pages;
 //! - `GET {endpoint}/datasets/{owner}/{name}/resolve/{sha}/{path}`, following the Hub's
 //!   redirect to its storage. reqwest drops the `Authorization` header on a redirect to
-//!   another origin, so the token only ever goes to the configured endpoint.
+//!   another origin, so the token only ever goes to the configured endpoint. Redirects go
+//!   only to the endpoint's own origin or, over https, to a host under one of
+//!   `datasets.hf.redirect_hosts` (the Hub's storage: `hf.co`, `huggingface.co`); one to
+//!   anywhere else (an internal address, say) ends the request.
 //!
 //! The token is a [`SecretString`]: it is sent as a bearer header and never formatted into
 //! a message, a log line or a stored value.
@@ -21,6 +24,25 @@ use reqwest::{StatusCode, Url};
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
+
+/// Most redirects one request follows.
+const MAX_REDIRECTS: usize = 5;
+
+/// Whether `url` is https on a host named in `hosts` or under one of them (`cdn-lfs.hf.co`
+/// under `hf.co`). Hosts given as IP addresses never match.
+fn storage_host(url: &Url, hosts: &[String]) -> bool {
+    let Some(host) = url.domain() else {
+        return false;
+    };
+    let host = host.to_ascii_lowercase();
+    url.scheme() == "https"
+        && hosts.iter().any(|h| {
+            host == *h
+                || host
+                    .strip_suffix(h.as_str())
+                    .is_some_and(|p| p.ends_with('.'))
+        })
+}
 
 /// Most pages of one tree listing followed (1000 entries each on the Hub).
 const MAX_TREE_PAGES: usize = 100;
@@ -76,13 +98,38 @@ impl Hub {
         endpoint: &str,
         token: Option<SecretString>,
         timeout: Duration,
+        redirect_hosts: &[String],
     ) -> Result<Self, String> {
         let endpoint = Url::parse(endpoint.trim_end_matches('/')).map_err(|e| e.to_string())?;
         crate::install_crypto_provider();
+        let origin = endpoint.origin();
+        // Entries with a scheme are whole origins; the others host names.
+        let (origins, hosts): (Vec<&String>, Vec<&String>) =
+            redirect_hosts.iter().partition(|h| h.contains("://"));
+        let origins: Vec<_> = origins
+            .into_iter()
+            .filter_map(|o| Url::parse(o).ok())
+            .map(|u| u.origin())
+            .collect();
+        let hosts: Vec<String> = hosts
+            .into_iter()
+            .map(|h| h.trim_start_matches('.').to_ascii_lowercase())
+            .collect();
+        let policy = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() >= MAX_REDIRECTS {
+                return attempt.error("too many redirects");
+            }
+            let to = attempt.url().origin();
+            if to == origin || origins.contains(&to) || storage_host(attempt.url(), &hosts) {
+                attempt.follow()
+            } else {
+                attempt.error("a redirect off the Hub's hosts (datasets.hf.redirect_hosts)")
+            }
+        });
         let client = reqwest::Client::builder()
             .connect_timeout(timeout.min(Duration::from_secs(10)))
             .timeout(timeout)
-            .redirect(reqwest::redirect::Policy::limited(5))
+            .redirect(policy)
             .user_agent(concat!("synthgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| e.to_string())?;
@@ -270,7 +317,7 @@ fn describe(e: &reqwest::Error) -> String {
     } else if e.is_connect() {
         "cannot connect to the Hub".into()
     } else if e.is_redirect() {
-        "too many redirects".into()
+        "a redirect to a host off datasets.hf.redirect_hosts, or too many redirects".into()
     } else if e.is_decode() || e.is_body() {
         "the response was cut off or malformed".into()
     } else {
@@ -316,7 +363,13 @@ mod tests {
 
     #[test]
     fn urls_encode_each_segment_like_huggingface_hub() {
-        let hub = Hub::new("https://hub.example/prefix/", None, Duration::from_secs(5)).unwrap();
+        let hub = Hub::new(
+            "https://hub.example/prefix/",
+            None,
+            Duration::from_secs(5),
+            &[],
+        )
+        .unwrap();
         let u = hub.url(&[
             "api",
             "datasets",

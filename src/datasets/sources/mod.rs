@@ -59,7 +59,7 @@ impl SeedSources {
                 .or_else(|| d.hf.token.clone());
         let hub = if d.hf.enabled {
             let timeout = Duration::from_secs(d.hf.timeout_sec);
-            match hub::Hub::new(&d.hf.endpoint, token, timeout) {
+            match hub::Hub::new(&d.hf.endpoint, token, timeout, &d.hf.redirect_hosts) {
                 Ok(h) => Some(h),
                 Err(e) => {
                     // The endpoint was checked at config load; only a TLS set-up failure

@@ -93,6 +93,7 @@ impl ValidatorEnv {
                 && url.username().is_empty()
                 && url.password().is_none()
                 && url.path().starts_with(allowed.path())
+                && !url.path_segments().into_iter().flatten().any(escapes)
         })
     }
 
@@ -114,6 +115,17 @@ impl ValidatorEnv {
     fn ruff_path(&self) -> &str {
         &self.config.ruff_path
     }
+}
+
+/// Whether a path segment may climb out of an allowed prefix once the endpoint's server decodes
+/// it: an encoded separator (`..%2fadmin`, `%5c`) or an encoded dot segment (`%2e%2e`). The URL
+/// parser resolves literal `..` itself; these it leaves as they are, and servers that decode
+/// before routing would serve `/ok/..%2fevil` as `/evil`.
+fn escapes(segment: &str) -> bool {
+    let lower = segment.to_ascii_lowercase();
+    lower.contains("%2f")
+        || lower.contains("%5c")
+        || matches!(lower.replace("%2e", ".").as_str(), "." | "..")
 }
 
 /// A compiled validation column.
@@ -257,6 +269,11 @@ mod tests {
         assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/sql"));
         assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/a/b?q=1"));
         for other in [
+            "http://10.0.0.5:9000/validators/..%2fadmin",
+            "http://10.0.0.5:9000/validators/..%2Fadmin",
+            "http://10.0.0.5:9000/validators/%2e%2e/admin",
+            "http://10.0.0.5:9000/validators/%2E./admin",
+            "http://10.0.0.5:9000/validators/a%5c..%5cadmin",
             "http://10.0.0.5:9000/validatorsx",
             "http://10.0.0.5:9000/admin",
             "http://10.0.0.5:9001/validators/sql",

@@ -15,6 +15,7 @@ both_backends!(
     hub_files_and_globs_are_fetched_once,
     private_repositories_need_the_servers_token,
     a_job_chooses_neither_token_nor_endpoint,
+    redirects_off_the_hubs_hosts_are_not_followed,
 );
 
 const TOKEN: &str = "hf_SERVERtoken_9d81c2";
@@ -44,7 +45,10 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
         false,
     );
     hub.set_page_size(2);
-    let s = sources(|c| c.datasets.hf.endpoint = hub.endpoint());
+    let s = sources(|c| {
+        c.datasets.hf.endpoint = hub.endpoint();
+        c.datasets.hf.redirect_hosts.push(hub.storage());
+    });
     let cx = ctx(db.store.as_ref(), None, &s);
     let endpoint = hub.endpoint();
 
@@ -167,6 +171,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
     hub.set_token(Some(TOKEN));
     hub.add_dataset("acme/private", &[("data.csv", &csv(20_000, "p"))], true);
     let endpoint = hub.endpoint();
+    let storage = hub.storage();
 
     let anonymous = sources(|c| c.datasets.hf.endpoint = endpoint.clone());
     let issue = one_issue(
@@ -200,6 +205,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
 
     let with_token = sources(|c| {
         c.datasets.hf.endpoint = endpoint.clone();
+        c.datasets.hf.redirect_hosts.push(storage.clone());
         c.datasets.hf.token = Some(TOKEN.to_owned().into());
     });
     let found = resolve(
@@ -229,7 +235,10 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
 async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
     let hub = MockHub::start().await.unwrap();
     hub.add_dataset("acme/reviews", &[("data.csv", &csv(2, "x"))], false);
-    let s = sources(|c| c.datasets.hf.endpoint = hub.endpoint());
+    let s = sources(|c| {
+        c.datasets.hf.endpoint = hub.endpoint();
+        c.datasets.hf.redirect_hosts.push(hub.storage());
+    });
     let cx = ctx(db.store.as_ref(), None, &s);
     let path = "datasets/acme/reviews/data.csv";
 
@@ -260,6 +269,7 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
 
     let off = sources(|c| {
         c.datasets.hf.endpoint = hub.endpoint();
+        c.datasets.hf.redirect_hosts.push(hub.storage());
         c.datasets.hf.enabled = false;
     });
     let issue = one_issue(
@@ -272,4 +282,31 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
         .await,
     );
     assert_eq!(issue.code, "unsupported_seed_source");
+}
+
+/// The Hub redirects large files to its storage. A redirect to a host that is neither the
+/// endpoint's origin nor under `datasets.hf.redirect_hosts` (here: the storage's origin, left
+/// out of the list) is not followed: it could point the server at any internal address.
+async fn redirects_off_the_hubs_hosts_are_not_followed(db: TestDb) {
+    let hub = MockHub::start().await.unwrap();
+    hub.add_dataset("acme/big", &[("all.csv", &csv(2000, "big"))], false);
+    let endpoint = hub.endpoint();
+    let s = sources(|c| c.datasets.hf.endpoint = endpoint.clone());
+    let issue = one_issue(
+        resolve(
+            &ctx(db.store.as_ref(), None, &s),
+            "datasets/acme/big/all.csv",
+            &endpoint,
+            false,
+        )
+        .await,
+    );
+    assert_eq!(issue.code, "seed_fetch_failed");
+    assert!(
+        issue.message.contains("datasets.hf.redirect_hosts"),
+        "{}",
+        issue.message
+    );
+    let storage = hub.requests().iter().filter(|r| r.server == "cdn").count();
+    assert_eq!(storage, 0, "nothing fetched from the storage");
 }

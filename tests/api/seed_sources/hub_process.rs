@@ -55,10 +55,11 @@ async fn hub_tokens_stay_on_the_server() {
 database: {{sqlite_path: "{db}"}}
 workers: {{poll_interval_ms: 50}}
 datasets:
-  hf: {{endpoint: "{hub}", token_env: SG_TEST_HUB_TOKEN}}
+  hf: {{endpoint: "{hub}", token_env: SG_TEST_HUB_TOKEN, redirect_hosts: ["{storage}"]}}
 "#,
             db = db.display(),
             hub = hub.endpoint(),
+            storage = hub.storage(),
         ),
     )
     .unwrap();
