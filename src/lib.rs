@@ -55,6 +55,7 @@ pub mod cli;
 pub mod config;
 pub mod cpu;
 pub mod datasets;
+pub mod decode;
 pub mod domain;
 pub mod error;
 pub mod generate;

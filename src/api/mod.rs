@@ -4,7 +4,7 @@
 //! UI's static page at `/ui`.
 
 mod datasets;
-mod decode;
+use crate::decode;
 pub mod dto;
 mod events;
 pub mod extract;

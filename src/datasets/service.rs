@@ -235,6 +235,13 @@ fn file_name(raw: &str) -> Result<String, ApiError> {
     if name.chars().any(char::is_control) {
         return Err(bad("must not contain control characters"));
     }
+    // A job's `local` seed names datasets by glob (`path: "*.csv"`): a dataset named `*.csv`
+    // could be matched only as every CSV at once, never as itself.
+    if name.contains(['*', '?', '[', ']']) {
+        return Err(bad(
+            "must not contain the glob characters `*`, `?`, `[` or `]` (seeds name datasets by glob)",
+        ));
+    }
     Ok(name.to_owned())
 }
 
@@ -276,6 +283,9 @@ mod tests {
         assert!(file_name("dir/").is_err());
         assert!(file_name("..").is_err());
         assert!(file_name("a\nb.csv").is_err());
+        for glob in ["*.csv", "a?.csv", "[ab].csv", "x]y.jsonl"] {
+            assert!(file_name(glob).is_err(), "{glob}");
+        }
     }
 
     #[test]

@@ -493,18 +493,23 @@ impl ToolConfig {
     }
 }
 
-/// A timeout in (fractional) seconds: greater than 0 and at most [`MAX_TIMEOUT_SEC`].
+/// The shortest timeout a config may give, in seconds: a millisecond. `5e-324` passed as
+/// "greater than 0", and a timeout no request can meet is a mistake, not a setting.
+pub const MIN_TIMEOUT_SEC: f64 = 0.001;
+
+/// A timeout in (fractional) seconds: at least [`MIN_TIMEOUT_SEC`] and at most
+/// [`MAX_TIMEOUT_SEC`].
 pub fn check_timeout_sec(t: f64) -> Result<(), String> {
     #[expect(
         clippy::cast_precision_loss,
         reason = "a day in seconds is exact in an f64"
     )]
     let max = MAX_TIMEOUT_SEC as f64;
-    if t.is_finite() && t > 0.0 && t <= max {
+    if t.is_finite() && t >= MIN_TIMEOUT_SEC && t <= max {
         Ok(())
     } else {
         Err(format!(
-            "must be greater than 0 and at most {MAX_TIMEOUT_SEC} seconds, got {t}"
+            "must be at least {MIN_TIMEOUT_SEC} and at most {MAX_TIMEOUT_SEC} seconds, got {t}"
         ))
     }
 }
@@ -616,7 +621,16 @@ mod tests {
         assert_eq!(p[0].field, "inference_parameters.timeout", "{p:?}");
         let base: ToolConfig =
             serde_json::from_value(json!({"tool_alias": "t", "providers": []})).unwrap();
-        for bad in [1e300, -1.0, 0.0, f64::NAN, f64::INFINITY, 86_400.5] {
+        for bad in [
+            1e300,
+            -1.0,
+            0.0,
+            5e-324,
+            0.0009,
+            f64::NAN,
+            f64::INFINITY,
+            86_400.5,
+        ] {
             let t = ToolConfig {
                 timeout_sec: Some(bad),
                 ..base.clone()

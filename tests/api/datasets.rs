@@ -339,6 +339,18 @@ async fn bad_files_store_nothing(backend: Backend) {
     refused(s, &b, "invalid_dataset", &["line 3", "invalid JSON"]);
     let (s, b) = upload(&app, None, "name=a.jsonl", b"{\"a\": 1}\n[1]\n".to_vec()).await;
     refused(s, &b, "invalid_dataset", &["line 2", "an array"]);
+    // A key twice in a row: refused (a plain parse kept the last value).
+    let (s, b) = upload(
+        &app,
+        None,
+        "name=a.jsonl",
+        b"{\"a\": 1}\n{\"a\": 1, \"a\": 2}\n".to_vec(),
+    )
+    .await;
+    refused(s, &b, "invalid_dataset", &["line 2", "`a` appears twice"]);
+    // Glob characters in a name: a seed could never name the dataset alone.
+    let (s, b) = upload(&app, None, "name=*.csv", b"a\n1\n".to_vec()).await;
+    refused(s, &b, "invalid_request", &["glob"]);
     // Parquet: not one at all.
     let (s, b) = upload(
         &app,

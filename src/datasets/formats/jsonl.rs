@@ -119,7 +119,8 @@ fn for_each_object(
         if text.is_empty() {
             continue;
         }
-        let object = match serde_json::from_str::<Value>(text) {
+        // Strictly: a row with a key twice is refused (a plain parse kept the last value).
+        let object = match crate::decode::json(text.as_bytes()) {
             Ok(Value::Object(object)) => object,
             Ok(other) => {
                 return Err(ImportError::invalid(format!(
@@ -127,10 +128,13 @@ fn for_each_object(
                     kind_name(&other)
                 )));
             }
-            Err(e) => {
+            Err(crate::decode::DecodeError::Syntax(e)) => {
                 return Err(ImportError::invalid(format!(
                     "line {line}: invalid JSON: {e}"
                 )));
+            }
+            Err(crate::decode::DecodeError::DuplicateKey(e)) => {
+                return Err(ImportError::invalid(format!("line {line}: {e}")));
             }
         };
         objects += 1;

@@ -148,6 +148,9 @@ impl Default for ThrottleDe {
     }
 }
 
+/// Most `max_conversation_restarts`, and most `max_conversation_correction_steps`.
+pub const MAX_CONVERSATION_STEPS: u32 = 100;
+
 impl RunConfig {
     /// Parses a run config object (`null` gives the defaults). Returns every problem found.
     pub fn parse(value: &Value) -> Result<Self, Vec<ConfigIssue>> {
@@ -268,6 +271,19 @@ impl RunConfig {
             "non_inference_max_parallel_workers",
             "at least 1",
         );
+        // Each restart or correction is another model call: past a hundred a record only
+        // spends tokens (1e9 restarts ran one record's calls for ever).
+        let most = format!("at most {MAX_CONVERSATION_STEPS}");
+        check(
+            self.max_conversation_restarts <= MAX_CONVERSATION_STEPS,
+            "max_conversation_restarts",
+            &most,
+        );
+        check(
+            self.max_conversation_correction_steps <= MAX_CONVERSATION_STEPS,
+            "max_conversation_correction_steps",
+            &most,
+        );
         let pi = self.progress_interval;
         check(
             pi.is_finite() && pi > 0.0,
@@ -354,6 +370,18 @@ mod tests {
         assert_eq!(err[0].field.as_deref(), Some("max_conversation_restarts"));
         let err = RunConfig::parse(&json!([1])).unwrap_err();
         assert_eq!(err[0].code, "invalid_run_config");
+        let err = RunConfig::parse(&json!({"max_conversation_restarts": 1_000_000_000,
+            "max_conversation_correction_steps": 101}))
+        .unwrap_err();
+        let fields: Vec<_> = err.iter().map(|i| i.field.clone().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "max_conversation_restarts",
+                "max_conversation_correction_steps"
+            ]
+        );
+        assert!(RunConfig::parse(&json!({"max_conversation_restarts": 100})).is_ok());
     }
 
     #[test]

@@ -267,9 +267,9 @@ fn remote(issues: &mut ColumnIssues<'_>, params: &Value) -> Option<RemoteValidat
         }
     };
     check(
-        !(de.timeout > 0.0 && de.timeout <= MAX_TIMEOUT_SEC),
+        !(de.timeout >= crate::domain::models::MIN_TIMEOUT_SEC && de.timeout <= MAX_TIMEOUT_SEC),
         "timeout",
-        "must be greater than 0 and at most 86400 (a day)",
+        "must be at least 0.001 and at most 86400 (a day)",
     );
     // Each wait is capped at two minutes anyway; a factor past a minute says nothing more.
     check(
@@ -400,7 +400,10 @@ mod tests {
         let i = bad(json!({"code_lang": "javascript"}), "code");
         assert_eq!(i[0].field.as_deref(), Some("validator_params.code_lang"));
         assert!(i[0].message.contains("sql:postgres"), "{}", i[0].message);
-        let i = bad(json!({"endpoint_url": "http://h", "timeout": 0}), "remote");
+        let i = bad(
+            json!({"endpoint_url": "http://h", "timeout": 5e-324}),
+            "remote",
+        );
         assert_eq!(i[0].field.as_deref(), Some("validator_params.timeout"));
         let i = bad(
             json!({"endpoint_url": "http://h", "timeout": 1e300}),

@@ -1,5 +1,6 @@
-//! Request bodies to JSON values, strictly: duplicate keys and runaway nesting are refused
-//! before any expensive work, for JSON and YAML alike.
+//! Untrusted documents (request bodies, `/mcp` messages, JSONL dataset rows) to JSON values,
+//! strictly: duplicate keys and runaway nesting are refused before any expensive work, for JSON
+//! and YAML alike.
 //!
 //! * **Duplicate keys.** `serde_json` and YAML loaders keep the last of two equal keys, so a
 //!   config could say two things and mean one. Refused with `duplicate_key`, naming the path.
@@ -163,9 +164,16 @@ impl<'de> Visitor<'de> for Strict<'_> {
     fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
         Ok(v.into())
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        // Like serde_json: a non-finite float has no JSON form.
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        // A non-finite float (YAML's `.inf`, `.nan`) has no JSON form. Read as null it was
+        // silently the field's default; refused, the client learns what it sent.
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| {
+                E::custom(format_args!(
+                    "{v} is not a finite number (`.inf` and `.nan` have no JSON form)"
+                ))
+            })
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
         Ok(Value::String(v.to_owned()))
@@ -414,6 +422,17 @@ mod tests {
         assert_eq!(y["1"], "one");
         assert_eq!(y["true"], "yes");
         assert!(matches!(json(b"{} x"), Err(DecodeError::Syntax(_))));
+    }
+
+    #[test]
+    fn non_finite_yaml_numbers_are_refused() {
+        for text in ["timeout: .inf\n", "x: [1, -.inf]\n", "rate: .nan\n"] {
+            match yaml(text) {
+                Err(DecodeError::Syntax(m)) => assert!(m.contains("not a finite number"), "{m}"),
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert_eq!(yaml("x: 1.5e3\n").unwrap()["x"], 1500.0);
     }
 
     #[test]
