@@ -114,6 +114,7 @@ pub struct ListDatasetsQuery {
     pub sha256: Option<String>,
     /// Page size (default 20, at most `limits.max_page_size`).
     #[param(minimum = 1)]
+    #[schemars(range(min = 1))]
     pub limit: Option<u32>,
     /// `next_cursor` of the previous page.
     pub cursor: Option<String>,

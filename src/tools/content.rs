@@ -53,6 +53,36 @@ fn image(mime_type: &str, data: &str) -> Result<ContentBlock, String> {
     )))
 }
 
+/// Whether a MIME type names text: `text/*`, JSON, XML, YAML and their `+json`/`+xml` kinds.
+fn textual(mime_type: &str) -> bool {
+    let m = mime_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    m.starts_with("text/")
+        || matches!(
+            m.as_str(),
+            "application/json"
+                | "application/xml"
+                | "application/yaml"
+                | "application/x-yaml"
+                | "application/javascript"
+                | "application/toml"
+        )
+        || m.ends_with("+json")
+        || m.ends_with("+xml")
+}
+
+/// The blob's bytes as text, when they are base64 of UTF-8.
+fn utf8_of(blob: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(blob.trim())
+        .ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 fn block(b: &McpBlock) -> Result<ContentBlock, String> {
     Ok(match b {
         McpBlock::Text(t) => ContentBlock::text(t.text.clone()),
@@ -71,6 +101,13 @@ fn block(b: &McpBlock) -> Result<ContentBlock, String> {
                 ..
             } => match mime_type.as_deref() {
                 Some(m) if m.starts_with("image/") => image(m, blob)?,
+                // Text sent as a blob (servers do, for files they read as bytes): its text.
+                Some(m)
+                    if textual(m)
+                        && let Some(text) = utf8_of(blob) =>
+                {
+                    ContentBlock::text(text)
+                }
                 m => ContentBlock::text(format!(
                     "[resource {uri} ({}), {} bytes of base64 omitted]",
                     m.unwrap_or("application/octet-stream"),
@@ -142,6 +179,36 @@ mod tests {
         let (blocks, is_error) = to_blocks(&r).unwrap();
         assert!(is_error);
         assert_eq!(blocks, vec![ContentBlock::text("note")]);
+    }
+
+    #[test]
+    fn text_blobs_are_read_as_text_and_other_blobs_named() {
+        let blob = |b64: &str, mime: &str| {
+            B::Resource(rmcp::model::EmbeddedResource::new(
+                ResourceContents::blob(b64, "file:///r").with_mime_type(mime),
+            ))
+        };
+        let csv = base64::engine::general_purpose::STANDARD.encode("a,b\n1,2\n");
+        let r = CallToolResult::success(vec![
+            blob(&csv, "text/csv; charset=utf-8"),
+            blob(&csv, "application/vnd.api+json"),
+            blob("AAEC", "application/octet-stream"),
+            // Declared text, but not UTF-8: named, not garbled.
+            blob("/w==", "text/plain"),
+        ]);
+        let (blocks, _) = to_blocks(&r).unwrap();
+        assert_eq!(blocks[0], ContentBlock::text("a,b\n1,2\n"));
+        assert_eq!(blocks[1], ContentBlock::text("a,b\n1,2\n"));
+        assert_eq!(
+            blocks[2],
+            ContentBlock::text(
+                "[resource file:///r (application/octet-stream), 4 bytes of base64 omitted]"
+            )
+        );
+        assert_eq!(
+            blocks[3],
+            ContentBlock::text("[resource file:///r (text/plain), 4 bytes of base64 omitted]")
+        );
     }
 
     #[test]

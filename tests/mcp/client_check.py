@@ -46,6 +46,13 @@ def structured(result, tool: str) -> dict:
     return result.structured_content
 
 
+def error_code(result) -> str | None:
+    """The API error code of a tool error: its text is the error envelope as JSON."""
+    if result.structured_content is not None:
+        raise RuntimeError(f"a tool error with structured content: {result}")
+    return json.loads(result.content[0].text)["error"]["code"]
+
+
 async def main(url: str) -> dict:
     out: dict = {}
     async with connect(url, os.environ["CHECK_KEY_A"]) as a:
@@ -88,12 +95,12 @@ async def main(url: str) -> dict:
             "submit_job",
             {"config": {"columns": [{"name": "x", "column_type": "telepathy"}]}, "num_records": 1},
         )
-        out["bad_config_code"] = bad.structured_content["error"]["code"] if bad.is_error else None
+        out["bad_config_code"] = error_code(bad) if bad.is_error else None
 
     async with connect(url, os.environ["CHECK_KEY_B"]) as b:
         refused = await b.call_tool("get_job", {"job_id": job["id"]})
         out["other_key_is_error"] = refused.is_error
-        out["other_key_code"] = (refused.structured_content or {}).get("error", {}).get("code")
+        out["other_key_code"] = error_code(refused)
     return out
 
 

@@ -10,8 +10,10 @@
 //!   error envelope without a valid key) and puts the [`Caller`] into the request's extensions;
 //!   rmcp hands the request's `http::request::Parts` to the tool, which acts as that key:
 //!   ownership (another key's job is `job_not_found`) and model/tool allow lists.
-//! * **Errors are tool errors** (`isError: true`), never JSON-RPC errors: the text and the
-//!   structured content carry the API's envelope, `{"error": {"code", "message", "details"?}}`.
+//! * **Errors are tool errors** (`isError: true`), never JSON-RPC errors: the text carries the
+//!   API's envelope as JSON, `{"error": {"code", "message", "details"?}}`. Not as structured
+//!   content: that must match the tool's output schema (the success result), and clients that
+//!   check it (the MCP Inspector) showed a schema error instead of `job_not_found`.
 //!   Only protocol problems (an unknown tool, a malformed request) are JSON-RPC errors.
 //! * **Stateless.** No MCP session lives in the process (rmcp's `legacy_session_mode` off): each
 //!   POST is answered on its own, so replicas behind a load balancer need no sticky sessions and
@@ -37,7 +39,9 @@ use std::time::Duration;
 use axum::http::request::Parts;
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod,
+    ListResourceTemplatesResult, ListResourcesRequestMethod, ListResourcesResult, ListToolsResult,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -207,11 +211,9 @@ fn tool_error(e: &ApiError) -> CallToolResult {
     } else {
         tracing::info!(error.code = e.code(), error.message = %e, "tool call rejected");
     }
-    match serde_json::to_value(e.body()) {
-        Ok(body) => CallToolResult::structured_error(body),
-        // An envelope of strings always serializes; keep the code if it ever did not.
-        Err(_) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(e.code())]),
-    }
+    // An envelope of strings always serializes; keep the code if it ever did not.
+    let text = serde_json::to_string(&e.body()).unwrap_or_else(|_| e.code().to_owned());
+    CallToolResult::error(vec![rmcp::model::ContentBlock::text(text)])
 }
 
 impl ServerHandler for SynthgateMcp {
@@ -248,5 +250,33 @@ impl ServerHandler for SynthgateMcp {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.get(name).cloned()
+    }
+
+    // No `prompts` or `resources` capability is declared, so their methods do not exist here
+    // (rmcp's defaults answered empty lists, as if the capability were there).
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListResourcesRequestMethod>())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<
+            ListResourceTemplatesRequestMethod,
+        >())
     }
 }
