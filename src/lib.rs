@@ -58,6 +58,8 @@ pub mod datasets;
 pub mod decode;
 pub mod domain;
 pub mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod generate;
 pub mod jobs;
 pub mod llm;

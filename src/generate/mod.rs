@@ -43,7 +43,7 @@ mod scipy;
 mod seed;
 mod template;
 mod validate;
-mod validation;
+pub(crate) mod validation;
 mod waits;
 
 #[cfg(test)]

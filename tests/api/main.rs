@@ -11,6 +11,7 @@ mod errors;
 mod exports;
 mod faults;
 mod fuzz;
+mod fuzz_seeds;
 mod hardening;
 mod helpers;
 mod hostile_inputs;

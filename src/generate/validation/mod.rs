@@ -10,7 +10,7 @@
 
 mod python;
 mod remote;
-mod sql;
+pub(crate) mod sql;
 mod statements;
 
 use std::sync::{Arc, OnceLock};

@@ -31,7 +31,7 @@ const PARSE_STACK_BYTES: usize = 64 << 20;
 
 /// Parses `query` and returns DataDesigner's per-record output: `is_valid` and
 /// `error_messages` (empty when valid).
-pub(super) fn validate(dialect: SqlDialect, query: &str) -> Value {
+pub(crate) fn validate(dialect: SqlDialect, query: &str) -> Value {
     let parsed = std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("sql-validate".into())

@@ -1,0 +1,1 @@
+WITH x AS (SELECT 1 AS v) SELECT v->>'k' FROM x JOIN y ON x.v = y.v

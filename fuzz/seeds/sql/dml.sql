@@ -1,0 +1,1 @@
+INSERT INTO t (a) VALUES (1); UPDATE t SET a = a + 1 WHERE a < 3

@@ -1,0 +1,1 @@
+SELECT a, count(*) FROM t WHERE b = 'x' AND c IN (1, 2) GROUP BY a HAVING count(*) > 1 ORDER BY 2 DESC LIMIT 10

@@ -1,0 +1,133 @@
+//! Entry points for the fuzz targets in `fuzz/` (`cargo fuzz`) and for the replay of their
+//! corpus in the test suite (`tests/api/fuzz_corpus.rs`). Not an API: hidden from the docs.
+//!
+//! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
+//! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
+//! dataset file, an `/mcp` message. Any error is a fine answer. What must not happen is a
+//! panic, an abort (a stack overflow), or work without bound; libFuzzer reports the first two
+//! as crashes and the last as a timeout or out-of-memory.
+
+use std::io::Write;
+
+use serde_json::{Map, Value, json};
+
+use crate::datasets::DatasetFormat;
+use crate::datasets::formats::RowSink;
+use crate::datasets::import::{DatasetLimits, ImportError};
+use crate::domain::dataset::{CodeLang, DatasetConfig};
+use crate::generate::{Plan, PlanContext};
+
+/// A request body as JSON (`POST /v1/jobs`, `/v1/preview`): strictly decoded, then parsed as
+/// a DataDesigner config, compiled, and its first records generated (samplers, expressions,
+/// templates; LLM columns stop at "needs a runtime").
+pub fn job_json(data: &[u8]) {
+    if let Ok(body) = crate::decode::json(data) {
+        job_config(&body);
+    }
+}
+
+/// A request body as YAML, the same way.
+pub fn job_yaml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(body) = crate::decode::yaml(text) {
+        job_config(&body);
+    }
+}
+
+fn job_config(body: &Value) {
+    // A submit's body holds the config under `config`; a bare config is tried too.
+    let config = body.get("config").unwrap_or(body);
+    let config = config.get("data_designer").unwrap_or(config);
+    generate(config, 3);
+}
+
+/// One expression column whose template is the input, beside a sampler and a seed-like
+/// column it may read: compiled and rendered against the record budgets.
+pub fn template(data: &[u8]) {
+    let Ok(source) = std::str::from_utf8(data) else {
+        return;
+    };
+    let config = json!({"columns": [
+        {"name": "n", "column_type": "sampler", "sampler_type": "uniform",
+         "params": {"low": 0, "high": 10}},
+        {"name": "s", "column_type": "sampler", "sampler_type": "category",
+         "params": {"values": ["a", "b b", "{{ n }}"]}},
+        {"name": "out", "column_type": "expression", "expr": source},
+    ]});
+    generate(&config, 2);
+}
+
+fn generate(config: &Value, records: u64) {
+    let Ok(cfg) = DatasetConfig::parse(config) else {
+        return;
+    };
+    let Ok(plan) = Plan::compile(&cfg, &PlanContext::default(), 7) else {
+        return;
+    };
+    for index in 0..records {
+        let row: Option<&Map<String, Value>> = match plan.seed_row(index) {
+            Some(crate::generate::SeedRow::Inline(row)) => Some(row),
+            // Stored seeds need the database; inline ones are what a body can carry.
+            Some(_) => return,
+            None => None,
+        };
+        let _ = plan.generate(index, row);
+    }
+}
+
+/// A SQL validator's input, in every dialect.
+pub fn sql(data: &[u8]) {
+    let Ok(code) = std::str::from_utf8(data) else {
+        return;
+    };
+    for (_, lang) in CodeLang::ALL {
+        if let CodeLang::Sql(dialect) = lang {
+            let _ = crate::generate::validation::sql::validate(*dialect, code);
+        }
+    }
+}
+
+/// An uploaded dataset file in `format` (CSV, JSONL or Parquet), read as an upload is: its
+/// columns inferred, every row handed on, under the importer's limits (rows capped lower than
+/// the default so a run stays fast).
+pub fn dataset(format: DatasetFormat, data: &[u8]) {
+    let Ok(mut file) = tempfile::NamedTempFile::new() else {
+        return;
+    };
+    if file.write_all(data).and_then(|()| file.flush()).is_err() {
+        return;
+    }
+    let limits = DatasetLimits {
+        max_rows: 10_000,
+        max_dataset_bytes: 64 << 20,
+        ..crate::config::DatasetsConfig::default().limits()
+    };
+    let _ = crate::datasets::formats::read_file(format, file.path(), &limits, &mut Count(0));
+}
+
+/// Counts the rows a reader hands on.
+struct Count(u64);
+
+impl RowSink for Count {
+    fn push(&mut self, _row: Map<String, Value>) -> Result<(), ImportError> {
+        self.0 += 1;
+        Ok(())
+    }
+}
+
+/// A `POST /mcp` body: the service's own check of the message, then rmcp's reading of it as a
+/// client message.
+pub fn mcp_message(data: &[u8]) {
+    let Ok(request) = axum::http::Request::post(crate::api::mcp_server::PATH)
+        .header("content-type", "application/json")
+        .body(())
+    else {
+        return;
+    };
+    let (parts, ()) = request.into_parts();
+    if crate::api::mcp_server::unreadable_message(&parts, data).is_none() {
+        let _ = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(data);
+    }
+}
