@@ -254,3 +254,79 @@ fn nix_term(child: &tokio::process::Child) {
             .status();
     }
 }
+
+/// An MCP provider's OAuth client secret stays out of the log even when the authorization
+/// server's refusal repeats the token request (the probe saw it in three ERROR lines of the MCP
+/// transport). The service runs as a process at debug level, the provider's token request is
+/// refused with the credentials echoed back, and the log is searched: the refusal is there, the
+/// secret is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oauth_secret_echoed_by_the_authorization_server_stays_out_of_the_log() {
+    use synthgate_testkit::mock_mcp::OAuthOptions;
+    const OAUTH_SECRET: &str = "oauth-SECRETOAUTH-8e21c4";
+    synthgate::install_crypto_provider();
+    let mcp = MockMcpHttp::start(Options {
+        oauth: Some(OAuthOptions {
+            client_id: "batch".into(),
+            client_secret: "the-right-one-0123456789".into(),
+            token_ttl: Duration::from_secs(60),
+            scoped_tools: Vec::new(),
+            echo_refused: true,
+        }),
+        ..Options::default()
+    })
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("synthgate.yaml");
+    let port = crate::process::free_port();
+    std::fs::write(
+        &config,
+        format!(
+            r#"server: {{port: {port}}}
+database: {{sqlite_path: "{db}"}}
+logging: {{level: "debug"}}
+mcp_providers:
+  - name: secure
+    provider_type: streamable_http
+    endpoint: "{mcp}"
+    oauth: {{client_id: batch, client_secret: "{OAUTH_SECRET}"}}
+tool_configs:
+  - {{tool_alias: t, providers: [secure]}}
+"#,
+            db = dir.path().join("oauth.db").display(),
+            mcp = mcp.url(),
+        ),
+    )
+    .unwrap();
+    let log = dir.path().join("synthgate.log");
+    let mut service = crate::process::start_serve(port, Some(&config), &[], &log);
+    let client = reqwest::Client::new();
+    crate::process::wait_ready(&client, &service.base).await;
+    // Listing the tools connects the provider: discovery, then the refused token request.
+    let tools = client
+        .get(format!("{}/v1/tools", service.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!tools.contains(OAUTH_SECRET), "{tools}");
+    assert!(mcp.oauth().unwrap().rejected_clients() >= 1);
+    crate::process::sigterm(&service.child);
+    let _ = tokio::time::timeout(Duration::from_secs(20), service.child.wait()).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("invalid_client"),
+        "the refusal was logged: {}",
+        crate::process::log_tail(&log)
+    );
+    // The echo reached the log, redacted: without the redaction this test would see it.
+    assert!(
+        text.contains("client_secret=[redacted]"),
+        "{}",
+        crate::process::log_tail(&log)
+    );
+    assert!(!text.contains(OAUTH_SECRET), "the log holds the secret");
+}

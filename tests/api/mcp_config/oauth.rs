@@ -31,6 +31,7 @@ async fn oauth_mock(ttl: Duration) -> MockMcpHttp {
             client_secret: SECRET.into(),
             token_ttl: ttl,
             scoped_tools: vec![("whoami".into(), "admin".into())],
+            echo_refused: false,
         }),
         ..Options::default()
     })

@@ -42,6 +42,9 @@ pub struct OAuthOptions {
     pub token_ttl: Duration,
     /// `(tool, scope)`: calling the tool needs a token granted the scope.
     pub scoped_tools: Vec<(String, String)>,
+    /// A refused token request's `error_description` repeats the credentials it was sent, as
+    /// some authorization servers do (the client must keep them out of its log).
+    pub echo_refused: bool,
 }
 
 /// What the OAuth mode saw, and a handle to revoke its tokens.
@@ -187,11 +190,16 @@ async fn token(
         || secret.as_deref() != Some(a.opts.client_secret.as_str())
     {
         a.stats.bad_client.fetch_add(1, Ordering::SeqCst);
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "invalid_client"})),
-        )
-            .into_response();
+        let mut body = json!({"error": "invalid_client"});
+        if a.opts.echo_refused {
+            body["error_description"] = json!(format!(
+                "no client with client_id={} and client_secret={} (grant_type={})",
+                id.as_deref().unwrap_or(""),
+                secret.as_deref().unwrap_or(""),
+                form.grant_type
+            ));
+        }
+        return (StatusCode::UNAUTHORIZED, Json(body)).into_response();
     }
     if form.grant_type != "client_credentials" {
         return (
