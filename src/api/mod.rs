@@ -3,6 +3,7 @@
 //! envelope), and the web
 //! UI's static page at `/ui`.
 
+mod data_designer;
 mod datasets;
 use crate::decode;
 pub mod dto;
@@ -55,6 +56,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(tools::router())
         .merge(datasets::router())
         .merge(models::router())
+        .merge(data_designer::router())
 }
 
 /// The application router with its middleware.

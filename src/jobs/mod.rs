@@ -48,7 +48,7 @@ pub use analysis::{ColumnStatistics, DatasetAnalysis, JudgeScoreProfile};
 pub use catalog::Catalog;
 pub use exports::ExportFormat;
 pub use plans::{CompileError, CompiledJob, PlanLookup};
-pub use preview::{MAX_PREVIEW_RECORDS, Preview};
+pub use preview::{MAX_PREVIEW_RECORDS, PreparedPreview, Preview};
 pub use progress::{Follower, Progress};
 pub use runner::RecordRunner;
 pub use submit::{NumRecords, SubmitRequest};

@@ -13,6 +13,7 @@ use crate::generate::Generated;
 use crate::mcp::CallScope;
 
 use super::runner::Sessions;
+use super::submit::Validated;
 use super::{JobService, SubmitRequest, check_caller};
 
 /// The most records one preview may ask for.
@@ -27,6 +28,22 @@ pub struct Preview {
     pub seed: u64,
     /// The records, by index.
     pub records: Vec<Generated>,
+}
+
+/// A preview request that passed every check ([`JobService::prepare_preview`]).
+#[derive(Debug)]
+pub struct PreparedPreview(Validated);
+
+impl PreparedPreview {
+    /// Records it will generate.
+    pub fn num_records(&self) -> u32 {
+        self.0.num_records
+    }
+
+    /// Columns of a dataset row, in order.
+    pub fn columns(&self) -> &[String] {
+        self.0.compiled.plan.output_columns()
+    }
 }
 
 impl JobService {
@@ -46,6 +63,18 @@ impl JobService {
         caller: &Caller,
         on_record: &(dyn Fn(u32, u32) + Sync),
     ) -> Result<Preview, ApiError> {
+        let prepared = self.prepare_preview(req, caller).await?;
+        self.run_preview(prepared, on_record).await
+    }
+
+    /// Everything a preview checks before it generates anything: the request as a submit
+    /// would check it, the caller's aliases, the tools' providers, a probe of the plan. A
+    /// streamed preview answers these with an error status before its stream starts.
+    pub async fn prepare_preview(
+        &self,
+        req: SubmitRequest,
+        caller: &Caller,
+    ) -> Result<PreparedPreview, ApiError> {
         let seed = self.resolve_seed(&req.config, caller.owner()).await?;
         let v = self
             .cpu
@@ -54,6 +83,17 @@ impl JobService {
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
         self.probe(&v.compiled).await?;
+        Ok(PreparedPreview(v))
+    }
+
+    /// Generates a prepared preview's records, calling `on_record(done, total)` as each
+    /// finishes.
+    pub async fn run_preview(
+        &self,
+        prepared: PreparedPreview,
+        on_record: &(dyn Fn(u32, u32) + Sync),
+    ) -> Result<Preview, ApiError> {
+        let v = prepared.0;
         // One scope per preview: its `per_job` MCP sessions live as long as the request.
         let preview_id = uuid::Uuid::new_v4();
         let _sessions = Sessions::Job(&self.tools, preview_id);

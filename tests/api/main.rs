@@ -29,6 +29,7 @@ mod media_columns;
 mod media_images;
 mod metrics;
 mod model_types;
+mod nemo_client;
 mod openapi;
 mod parquet;
 mod process;

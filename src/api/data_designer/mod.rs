@@ -1,0 +1,27 @@
+//! `/v1/data-designer/*`: the NeMo Data Designer service API that NVIDIA's Python client
+//! (`nemo-microservices`, `NeMoDataDesignerClient`) speaks, so a Data Designer user points
+//! that client's `base_url` at synthgate and changes nothing else.
+//!
+//! A second door onto the same job service: the same config parser and validation, keys
+//! (the client's `default_headers={"Authorization": "Bearer <key>"}`), ownership, limits,
+//! traces and metrics as `/v1`. Only the shapes differ, and they are the client's: the facts
+//! (paths, bodies, stream framing, what the client validates) are written down in
+//! `docs/reference/nemo-data-designer-client-1.5.0.md`, from the client's source and runs of it.
+//!
+//! Served so far: `GET settings` (the server's model configs and providers, never their keys)
+//! and `POST preview` (a JSON Lines stream of logs, heartbeats and the dataset). Jobs, results
+//! and the Hub-compatible seed datastore are the next part of issue 26.
+
+mod preview;
+mod settings;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::state::AppState;
+
+pub(super) fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(settings::settings))
+        .routes(routes!(preview::preview))
+}

@@ -1,0 +1,185 @@
+//! NVIDIA's own Data Designer client (`nemo-microservices` 1.5.0, `NeMoDataDesignerClient`)
+//! against `/v1/data-designer` (issue 26), through tests/nemo/client_check.py: the settings,
+//! a preview whose DataFrame holds the generated records, a refused config as the client
+//! raises it, and a key the server does not know.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::backends;
+use crate::db::Backend;
+use crate::helpers::app_with_mock_llm;
+
+const KEY_A: &str = "nemo-key-a-0123456789abcdef";
+const UNKNOWN_KEY: &str = "nemo-key-unknown-0123456789";
+
+/// The interpreter with the client installed, or `None` (after saying why) to skip: scripts/test
+/// sets `$SYNTHGATE_TEST_NEMO_PYTHON`; a bare `cargo test` without it skips.
+fn nemo_python() -> Option<String> {
+    let python = std::env::var("SYNTHGATE_TEST_NEMO_PYTHON").ok();
+    if python.is_none() {
+        eprintln!(
+            "skipping: SYNTHGATE_TEST_NEMO_PYTHON is unset (scripts/test installs \
+             scripts/requirements-nemo.txt into .venv-nemo and sets it)"
+        );
+    }
+    python
+}
+
+async fn nemo_client_preview_and_settings(backend: Backend) {
+    let Some(python) = nemo_python() else {
+        return;
+    };
+    let (app, mock) = app_with_mock_llm(
+        backend,
+        json!({"rules": [{"reply": {"text": "roses are red"}}]}),
+        |c| {
+            c.auth = serde_json::from_value(json!({"api_keys": [{"name": "alice", "key": KEY_A}]}))
+                .unwrap();
+        },
+    )
+    .await;
+    let out = tokio::time::timeout(
+        Duration::from_secs(180),
+        tokio::process::Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/nemo/client_check.py"
+            ))
+            .arg(app.url(""))
+            .env("CHECK_KEY_A", KEY_A)
+            .env("CHECK_KEY_B", UNKNOWN_KEY)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The last line: the client prints reports of its own config checks before it.
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    let got: Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+
+    // Settings: the server's model config, never a key or an endpoint.
+    assert_eq!(
+        got["model_configs"],
+        json!([{"alias": "writer", "model": "mock-writer", "provider": "mock"}]),
+        "{got}"
+    );
+    assert_eq!(got["model_providers"], json!(["mock"]), "{got}");
+    assert!(!stdout.contains(&mock.endpoint()), "{stdout}");
+
+    // The preview's DataFrame: every column, three records, the LLM's answer and the
+    // expression rendered from the sampled value.
+    assert_eq!(
+        got["preview_columns"],
+        json!(["color", "shout", "poem"]),
+        "{got}"
+    );
+    let rows = got["preview_rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{got}");
+    for row in rows {
+        let color = row["color"].as_str().unwrap();
+        assert!(["red", "blue"].contains(&color), "{row}");
+        assert_eq!(row["shout"], format!("{}!", color.to_uppercase()), "{row}");
+        assert_eq!(row["poem"], "roses are red", "{row}");
+    }
+    // The model was really asked, once a record.
+    assert_eq!(mock.requests().len(), 3);
+
+    // A config the server refuses: the client's validation error, with our code and message.
+    assert_eq!(
+        got["bad_config"]["type"], "DataDesignerConfigValidationError",
+        "{got}"
+    );
+    let text = got["bad_config"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("422") && text.contains("invalid_model_config"),
+        "{text}"
+    );
+    assert!(
+        text.contains("provider 'no-such-provider' is not defined"),
+        "{text}"
+    );
+
+    // A key the server does not know.
+    assert_eq!(got["other_key"]["type"], "DataDesignerClientError", "{got}");
+    let text = got["other_key"]["text"].as_str().unwrap();
+    assert!(
+        text.contains("401") && text.contains("unauthorized"),
+        "{text}"
+    );
+    app.stop().await;
+}
+
+backends!(nemo_client, nemo_client_preview_and_settings);
+
+/// The preview stream's framing, without the client (so it runs everywhere): JSON Lines, each
+/// line one message ending in `\n`, none blank, every `log` with `extra.level`, one `dataset`
+/// whose `message` is the records as `{column: [values]}`; and `num_records: null` means 10.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_preview_stream_is_json_lines_the_client_can_read() {
+    let (app, _mock) = app_with_mock_llm(
+        Backend::Sqlite,
+        json!({"rules": [{"reply": {"text": "ok"}}]}),
+        |_| {},
+    )
+    .await;
+    let config = json!({"columns": [
+        {"name": "n", "drop": false, "column_type": "sampler", "sampler_type": "uniform",
+         "params": {"low": 1, "high": 2, "decimal_places": null, "sampler_type": "uniform"},
+         "conditional_params": {}, "convert_to": "int"},
+        {"name": "say", "drop": false, "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Say {{ n }}.", "system_prompt": null, "multi_modal_context": null}
+    ], "model_configs": null, "seed_config": null, "constraints": null, "profilers": null,
+       "processors": null});
+    let resp = app
+        .client
+        .post(app.url("/v1/data-designer/preview"))
+        .json(&json!({"config": config, "num_records": null}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/jsonl");
+    let body = resp.text().await.unwrap();
+    assert!(body.ends_with('\n'), "{body}");
+    let messages: Vec<Value> = body
+        .split_terminator('\n')
+        .map(|l| {
+            assert!(!l.trim().is_empty(), "a blank line: {body:?}");
+            serde_json::from_str(l).unwrap()
+        })
+        .collect();
+    for m in &messages {
+        assert!(m["message"].is_string(), "{m}");
+        if m["message_type"] == "log" {
+            assert!(m["extra"]["level"].is_string(), "{m}");
+        }
+    }
+    let datasets: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["message_type"] == "dataset")
+        .collect();
+    assert_eq!(datasets.len(), 1, "{body}");
+    let dataset: Value = serde_json::from_str(datasets[0]["message"].as_str().unwrap()).unwrap();
+    assert_eq!(dataset["say"].as_array().unwrap().len(), 10, "{dataset}");
+    assert!(dataset["say"].as_array().unwrap().iter().all(|v| v == "ok"));
+
+    // Past the preview limit: our 422, before any stream.
+    let resp = app
+        .client
+        .post(app.url("/v1/data-designer/preview"))
+        .json(&json!({"config": config, "num_records": 11}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 422);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "num_records_out_of_range", "{err}");
+    app.stop().await;
+}

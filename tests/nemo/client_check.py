@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""NVIDIA's Data Designer client (nemo-microservices 1.5.0) against synthgate, as a notebook
+user drives it: `python client_check.py BASE_URL` with the API keys in $CHECK_KEY_A and
+$CHECK_KEY_B (the second may not use the model alias `writer`).
+
+Builds a config with the client's own `DataDesignerConfigBuilder` (a category sampler, an
+expression and an LLM text column on the server's model alias `writer`), then:
+
+* `get_default_model_configs()` / `get_default_model_providers()`;
+* `preview(builder, num_records=3)`: the DataFrame's columns and rows;
+* a config the server refuses (a model config on a provider the server does not have): the
+  exception the client raises and its text;
+* the same preview with key B, which may not use `writer`: the exception and its text.
+
+Prints one JSON object of what it saw, on its last line of stdout (the client's config checks
+print their own report to stdout before it); the Rust test (tests/api/nemo_client.rs) asserts on it.
+Nothing here is a stub: every call is the client's, over HTTP, to the running service.
+"""
+
+import json
+import logging
+import os
+import sys
+
+from nemo_microservices.data_designer.essentials import (
+    CategorySamplerParams,
+    DataDesignerConfigBuilder,
+    ExpressionColumnConfig,
+    LLMTextColumnConfig,
+    ModelConfig,
+    NeMoDataDesignerClient,
+    SamplerColumnConfig,
+)
+
+
+def client(base_url: str, key: str) -> NeMoDataDesignerClient:
+    # The client has no api_key argument: a bearer token goes in default_headers.
+    return NeMoDataDesignerClient(
+        base_url=base_url,
+        default_headers={"Authorization": f"Bearer {key}"},
+        max_retries=0,
+    )
+
+
+def builder(expr: str, provider: str = "mock") -> DataDesignerConfigBuilder:
+    b = DataDesignerConfigBuilder(
+        model_configs=[ModelConfig(alias="writer", model="mock-writer", provider=provider)]
+    )
+    b.add_column(
+        SamplerColumnConfig(
+            name="color",
+            sampler_type="category",
+            params=CategorySamplerParams(values=["red", "blue"]),
+        )
+    )
+    b.add_column(ExpressionColumnConfig(name="shout", expr=expr))
+    b.add_column(
+        LLMTextColumnConfig(name="poem", model_alias="writer", prompt="A poem about {{ color }}.")
+    )
+    return b
+
+
+def failure(call) -> dict:
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the test wants whatever the client raises
+        return {"type": type(e).__name__, "text": str(e)}
+    return {"type": None, "text": ""}
+
+
+def main(base_url: str) -> dict:
+    logging.basicConfig(level=logging.WARNING)
+    out: dict = {}
+    a = client(base_url, os.environ["CHECK_KEY_A"])
+
+    out["model_configs"] = [
+        {"alias": m.alias, "model": m.model, "provider": m.provider}
+        for m in a.get_default_model_configs()
+    ]
+    out["model_providers"] = [p.name for p in a.get_default_model_providers()]
+
+    preview = a.preview(builder("{{ color | upper }}!"), num_records=3)
+    df = preview.dataset
+    out["preview_columns"] = list(df.columns)
+    out["preview_rows"] = json.loads(df.to_json(orient="records"))
+
+    # The client checks column references itself; a provider the server does not have only
+    # the server can refuse.
+    bad = builder("{{ color }}", provider="no-such-provider")
+    out["bad_config"] = failure(lambda: a.preview(bad, num_records=1))
+
+    b = client(base_url, os.environ["CHECK_KEY_B"])
+    out["other_key"] = failure(lambda: b.preview(builder("{{ color }}"), num_records=1))
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1])))
