@@ -148,6 +148,7 @@ async fn request_timeout(
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
+        || data_designer::is_streaming(req.method(), req.uri().path())
     {
         return long.run(next.run(req)).await;
     }

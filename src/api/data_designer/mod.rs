@@ -20,6 +20,13 @@ use utoipa_axum::routes;
 
 use crate::state::AppState;
 
+/// Whether a request is answered with a stream (the preview): a long request, bounded by
+/// `server.max_long_requests` rather than cut by the request timeout (its records may wait on
+/// models for longer).
+pub(super) fn is_streaming(method: &axum::http::Method, path: &str) -> bool {
+    method == axum::http::Method::POST && path == "/v1/data-designer/preview"
+}
+
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(settings::settings))
