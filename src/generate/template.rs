@@ -98,6 +98,10 @@ impl Templates {
         env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
         env.set_fuel(Some(TEMPLATE_FUEL));
         env.set_auto_escape_callback(|_| AutoEscape::None);
+        // DataDesigner renders with Python's Jinja, so configs call Python's str, list and
+        // dict methods (`split`, `strip`, `startswith`, `items`, ...): minijinja-contrib's
+        // pycompat layer serves them, under the same fuel and budgets.
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         let mut builtins: HashSet<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
         builtins.extend(JINJA_NAMES.iter().map(|s| (*s).to_owned()));
         Self { env, builtins }

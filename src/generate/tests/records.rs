@@ -37,6 +37,37 @@ fn expressions_read_earlier_columns_in_dependency_order() {
     assert_eq!(r.keys().collect::<Vec<_>>(), ["shout", "greeting", "who"]);
 }
 
+/// Issue 27 #1: DataDesigner renders with Python's Jinja, so configs call Python's methods.
+#[test]
+fn python_string_list_and_dict_methods_render() {
+    let plan = plan_columns(json!([
+        sampler(
+            "review",
+            "category",
+            json!({"values": ["  Great food, slow service  "]})
+        ),
+        expr("words", "{{ review.split() | length }}"),
+        expr("clean", "{{ review.strip().lower() }}"),
+        expr(
+            "flags",
+            "{{ review.strip().startswith('Great') }} {{ review.count('e') }}"
+        ),
+        expr("parts", "{{ review.strip().split(', ') | join('|') }}"),
+        expr("title", "{{ 'a b'.title() }} {{ 'x'.replace('x', 'y') }}"),
+        expr(
+            "keys",
+            "{% set d = {'b': 1, 'a': 2} %}{{ d.keys() | list | join(',') }} {{ d.get('c', 3) }}"
+        ),
+    ]));
+    let r = row(&plan, 0);
+    assert_eq!(r["words"], json!("4"));
+    assert_eq!(r["clean"], json!("great food, slow service"));
+    assert_eq!(r["flags"], json!("True 3"));
+    assert_eq!(r["parts"], json!("Great food|slow service"));
+    assert_eq!(r["title"], json!("A B y"));
+    assert_eq!(r["keys"], json!("b,a 3"));
+}
+
 #[test]
 fn a_column_may_shadow_a_jinja_global() {
     let plan = plan_columns(json!([expr("x", "{{ range }}"), expr("range", "5")]));
