@@ -118,7 +118,7 @@ fn bounds_reserved_fields_and_allow_lists_are_checked() {
         "`model_providers[0].extra_body.stream`: extra_body may not set 'stream'",
         "`model_configs[0].inference_parameters.extra_body.model`",
         "`model_configs[0].inference_parameters.timeout`: must be between 1 and 86400",
-        "`mcp_providers[0].call_timeout_sec`: must be greater than 0 and at most 86400",
+        "`mcp_providers[0].call_timeout_sec`: must be at least 0.001 and at most 86400",
         "`tool_configs[0].timeout_sec`",
         "`tools[0].timeout_sec`",
         "`limits.max_metadata_bytes`",

@@ -286,9 +286,14 @@ impl Object for RecordContext {
     }
 }
 
-/// Converts a column value for templates, parsing strings that hold a JSON object or array.
+/// Converts a column value for templates as DataDesigner's `deserialize_json_values` prepares a
+/// record: a string that parses as JSON is that JSON value (an object or array, and also a
+/// number, `true`, `null`, a quoted string), strings inside lists and objects likewise, and
+/// what a string parsed into is not parsed again. So `"1234.5"` from a `dtype: str` expression
+/// is the number 1234.5 in the next template, and `{{ num_str * 2 }}` is `2469.0`, as in
+/// DataDesigner (parsing only objects and arrays repeated the string instead, silently).
 pub(crate) fn template_value(value: &Value) -> minijinja::Value {
-    match prepare(value) {
+    match deserialized(value) {
         Some(parsed) => minijinja::Value::from(minijinja::value::Serde(&parsed)),
         None => match value {
             Value::String(s) => minijinja::Value::from(s.as_str()),
@@ -297,22 +302,18 @@ pub(crate) fn template_value(value: &Value) -> minijinja::Value {
     }
 }
 
-/// `Some(copy)` when `value` holds JSON-in-a-string that must be parsed (at any depth).
-fn prepare(value: &Value) -> Option<Value> {
+/// A string's JSON value, if it is JSON.
+fn json_of(s: &str) -> Option<Value> {
+    serde_json::from_str(s).ok()
+}
+
+/// `Some(copy)` when `value` holds JSON-in-a-string that DataDesigner would parse: the value
+/// itself, or strings in lists and objects at any depth (each parsed once).
+fn deserialized(value: &Value) -> Option<Value> {
     match value {
-        Value::String(s) => {
-            let t = s.trim_start();
-            if !(t.starts_with('{') || t.starts_with('[')) {
-                return None;
-            }
-            let parsed: Value = serde_json::from_str(s).ok()?;
-            match parsed {
-                Value::Object(_) | Value::Array(_) => Some(prepare(&parsed).unwrap_or(parsed)),
-                _ => None,
-            }
-        }
+        Value::String(s) => json_of(s),
         Value::Array(items) => {
-            let changed: Vec<Option<Value>> = items.iter().map(prepare).collect();
+            let changed: Vec<Option<Value>> = items.iter().map(deserialized).collect();
             if changed.iter().all(Option::is_none) {
                 return None;
             }
@@ -324,7 +325,7 @@ fn prepare(value: &Value) -> Option<Value> {
             Some(Value::Array(out))
         }
         Value::Object(map) => {
-            let changed: Vec<Option<Value>> = map.values().map(prepare).collect();
+            let changed: Vec<Option<Value>> = map.values().map(deserialized).collect();
             if changed.iter().all(Option::is_none) {
                 return None;
             }

@@ -68,6 +68,30 @@ fn python_string_list_and_dict_methods_render() {
     assert_eq!(r["keys"], json!("b,a 3"));
 }
 
+/// Issue 27 #3: every value that parses as JSON is that value in the next template, as
+/// DataDesigner's `deserialize_json_values` prepares a record (a W-2 recipe computes money
+/// from a `dtype: str` expression this way; repeating the string was silently wrong).
+#[test]
+fn json_looking_strings_are_json_values_in_templates() {
+    let plan = plan_columns(json!([
+        {"name": "num_str", "column_type": "expression", "expr": "1234.5", "dtype": "str"},
+        expr("doubled", "{{ num_str * 2 }}"),
+        expr("flag", "{% if yes %}on{% endif %}"),
+        {"name": "yes", "column_type": "expression", "expr": "true", "dtype": "str"},
+        expr("code", "{{ zip ~ '-' }}{{ zip | length }}"),
+        sampler("zip", "category", json!({"values": ["02134"]})),
+        expr("quoted", "{{ q | length }}"),
+        sampler("q", "category", json!({"values": ["\"abc\""]})),
+    ]));
+    let r = row(&plan, 0);
+    assert_eq!(r["doubled"], json!("2469.0"));
+    assert_eq!(r["flag"], json!("on"));
+    // Not JSON (a leading zero): stays the string.
+    assert_eq!(r["code"], json!("02134-5"));
+    // A JSON string literal is its text.
+    assert_eq!(r["quoted"], json!("3"));
+}
+
 #[test]
 fn a_column_may_shadow_a_jinja_global() {
     let plan = plan_columns(json!([expr("x", "{{ range }}"), expr("range", "5")]));
