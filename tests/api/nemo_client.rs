@@ -1,7 +1,8 @@
 //! NVIDIA's own Data Designer client (`nemo-microservices` 1.5.0, `NeMoDataDesignerClient`)
 //! against `/v1/data-designer` (issue 26), through tests/nemo/client_check.py: the settings,
 //! a preview whose DataFrame holds the generated records, a refused config as the client
-//! raises it, and a key the server does not know.
+//! raises it, a key the server does not know, a job created and waited on whose `load_dataset()`
+//! equals our JSONL export, `get_job_results`, `list_jobs`, and another key that sees none of it.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use crate::db::Backend;
 use crate::helpers::app_with_mock_llm;
 
 const KEY_A: &str = "nemo-key-a-0123456789abcdef";
+const KEY_B: &str = "nemo-key-b-0123456789abcdef";
 const UNKNOWN_KEY: &str = "nemo-key-unknown-0123456789";
 
 /// The interpreter with the client installed, or `None` (after saying why) to skip: scripts/test
@@ -35,8 +37,9 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
         backend,
         json!({"rules": [{"reply": {"text": "roses are red"}}]}),
         |c| {
-            c.auth = serde_json::from_value(json!({"api_keys": [{"name": "alice", "key": KEY_A}]}))
-                .unwrap();
+            c.auth = serde_json::from_value(json!({"api_keys": [
+                {"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_B}]}))
+            .unwrap();
         },
     )
     .await;
@@ -49,7 +52,8 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
             ))
             .arg(app.url(""))
             .env("CHECK_KEY_A", KEY_A)
-            .env("CHECK_KEY_B", UNKNOWN_KEY)
+            .env("CHECK_KEY_B", KEY_B)
+            .env("CHECK_KEY_UNKNOWN", UNKNOWN_KEY)
             .kill_on_drop(true)
             .output(),
     )
@@ -88,8 +92,8 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
         assert_eq!(row["shout"], format!("{}!", color.to_uppercase()), "{row}");
         assert_eq!(row["poem"], "roses are red", "{row}");
     }
-    // The model was really asked, once a record.
-    assert_eq!(mock.requests().len(), 3);
+    // The model was really asked, once a record: 3 of the preview, 4 of the job.
+    assert_eq!(mock.requests().len(), 7);
 
     // A config the server refuses: the client's validation error, with our code and message.
     assert_eq!(
@@ -107,12 +111,52 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
     );
 
     // A key the server does not know.
-    assert_eq!(got["other_key"]["type"], "DataDesignerClientError", "{got}");
-    let text = got["other_key"]["text"].as_str().unwrap();
+    assert_eq!(
+        got["unknown_key"]["type"], "DataDesignerClientError",
+        "{got}"
+    );
+    let text = got["unknown_key"]["text"].as_str().unwrap();
     assert!(
         text.contains("401") && text.contains("unauthorized"),
         "{text}"
     );
+
+    // The job: waited on to the end, its DataFrame equal to our JSONL export of it.
+    let job_id = got["job_id"].as_str().unwrap();
+    assert_eq!(got["job_status"], "completed", "{got}");
+    assert_eq!(got["again_status"], "completed", "{got}");
+    assert_eq!(
+        got["job_columns"],
+        json!(["color", "shout", "poem"]),
+        "{got}"
+    );
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/jobs/{job_id}/records?format=jsonl")))
+        .bearer_auth(KEY_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let exported: Vec<Value> = resp
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(exported.len(), 4);
+    assert_eq!(got["job_rows"], Value::Array(exported), "{got}");
+    assert!(
+        got["listed"].as_array().unwrap().contains(&json!(job_id)),
+        "{got}"
+    );
+
+    // Another key: not its job, and none listed.
+    assert_eq!(got["other_key_job"]["type"], "NotFoundError", "{got}");
+    let text = got["other_key_job"]["text"].as_str().unwrap();
+    assert!(text.contains("job_not_found"), "{got}");
+    assert_eq!(got["other_key_listed"], json!([]), "{got}");
     app.stop().await;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """NVIDIA's Data Designer client (nemo-microservices 1.5.0) against synthgate, as a notebook
-user drives it: `python client_check.py BASE_URL` with the API keys in $CHECK_KEY_A and
-$CHECK_KEY_B (the second may not use the model alias `writer`).
+user drives it: `python client_check.py BASE_URL` with two API keys of the server in
+$CHECK_KEY_A and $CHECK_KEY_B, and one it does not know in $CHECK_KEY_UNKNOWN.
 
 Builds a config with the client's own `DataDesignerConfigBuilder` (a category sampler, an
 expression and an LLM text column on the server's model alias `writer`), then:
@@ -10,7 +10,10 @@ expression and an LLM text column on the server's model alias `writer`), then:
 * `preview(builder, num_records=3)`: the DataFrame's columns and rows;
 * a config the server refuses (a model config on a provider the server does not have): the
   exception the client raises and its text;
-* the same preview with key B, which may not use `writer`: the exception and its text.
+* a preview with an unknown key: the exception and its text;
+* `create(builder, num_records=4, wait_until_done=True)`, the job's status, `load_dataset()`,
+  `get_job_results(id)` and `list_jobs()`;
+* key B asking for key A's job, and listing its own (none).
 
 Prints one JSON object of what it saw, on its last line of stdout (the client's config checks
 print their own report to stdout before it); the Rust test (tests/api/nemo_client.rs) asserts on it.
@@ -89,8 +92,24 @@ def main(base_url: str) -> dict:
     bad = builder("{{ color }}", provider="no-such-provider")
     out["bad_config"] = failure(lambda: a.preview(bad, num_records=1))
 
+    unknown = client(base_url, os.environ["CHECK_KEY_UNKNOWN"])
+    out["unknown_key"] = failure(lambda: unknown.preview(builder("{{ color }}"), num_records=1))
+
+    # A job, waited on as the tutorials do, then its dataset as a DataFrame.
+    job = a.create(builder("{{ color | upper }}!"), num_records=4, wait_until_done=True)
+    out["job_id"] = job.get_job().id
+    out["job_status"] = job.get_job_status()
+    dataset = job.load_dataset()
+    out["job_columns"] = list(dataset.columns)
+    out["job_rows"] = json.loads(dataset.to_json(orient="records"))
+    again = a.get_job_results(out["job_id"])
+    out["again_status"] = again.get_job_status()
+    out["listed"] = [j.id for j in a.list_jobs()]
+
+    # Another key sees none of it.
     b = client(base_url, os.environ["CHECK_KEY_B"])
-    out["other_key"] = failure(lambda: b.preview(builder("{{ color }}"), num_records=1))
+    out["other_key_job"] = failure(lambda: b.get_job_results(out["job_id"]))
+    out["other_key_listed"] = [j.id for j in b.list_jobs()]
     return out
 
 

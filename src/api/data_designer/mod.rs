@@ -8,11 +8,15 @@
 //! (paths, bodies, stream framing, what the client validates) are written down in
 //! `docs/reference/nemo-data-designer-client-1.5.0.md`, from the client's source and runs of it.
 //!
-//! Served so far: `GET settings` (the server's model configs and providers, never their keys)
-//! and `POST preview` (a JSON Lines stream of logs, heartbeats and the dataset). Jobs, results
-//! and the Hub-compatible seed datastore are the next part of issue 26.
+//! Served so far: `GET settings` (the server's model configs and providers, never their keys),
+//! `POST preview` (a JSON Lines stream of logs, heartbeats and the dataset), jobs (create,
+//! retrieve, list, cancel, and the platform's `GET /v1/jobs/{id}/logs` that `wait_until_done()`
+//! polls) and the dataset result (a tar of Parquet for `load_dataset()`). The analysis and the
+//! Hub-compatible seed datastore are the next part of issue 26.
 
+mod jobs;
 mod preview;
+mod results;
 mod settings;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -31,4 +35,10 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(settings::settings))
         .routes(routes!(preview::preview))
+        .routes(routes!(jobs::create_job, jobs::list_jobs))
+        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::cancel_job))
+        .routes(routes!(jobs::job_logs))
+        .routes(routes!(results::dataset_result))
+        .routes(routes!(results::download_dataset))
 }
