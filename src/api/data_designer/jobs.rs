@@ -219,7 +219,8 @@ pub struct LogsQuery {
 /// What the client's `wait_until_done()` shows while it polls: entries that only grow (the
 /// client shows the ones past those it has seen), each a `PlatformJobLog` whose `message` is
 /// a JSON object with `name`, `levelname` and `message`. Made from the job's state: submitted,
-/// each tenth of its records done, a warning per failed record (first few), and the end.
+/// each tenth of its records done, and at the end a warning per failed record (the first few)
+/// and how it ended.
 #[utoipa::path(get, path = "/v1/jobs/{id}/logs", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id"), LogsQuery),
     responses(
@@ -255,27 +256,34 @@ pub async fn job_logs(
 }
 
 /// The log of a job as `(level, text)` lines, a function of its state that only grows as the
-/// job goes on (counts only rise, and the end comes last).
+/// job goes on: counts only rise, and what is not monotone comes once, at the end.
 fn log_lines(s: &JobSummary) -> Vec<(&'static str, String)> {
     let total = u64::from(s.job.num_records);
     let mut out = vec![("INFO", format!("🚀 Job submitted: {total} records"))];
     let done = s.counts.completed + s.counts.failed;
+    let mut last = 0;
     for tenth in 1..=10u64 {
+        // Each tenth once (a small job has fewer distinct marks than ten).
         let mark = (total * tenth).div_ceil(10);
-        if mark > 0 && done >= mark && (tenth == 10 || mark < total) {
+        if mark > last && done >= mark {
             out.push(("INFO", format!("⏳ {mark} of {total} records done")));
+            last = mark;
         }
     }
-    for f in &s.first_errors {
-        out.push((
-            "WARNING",
-            format!(
-                "⚠️ record {} failed: {}: {}",
-                f.index,
-                f.error.code.as_str(),
-                f.error.message
-            ),
-        ));
+    // The client shows the entries past those it has seen, by position: anything that can
+    // change order (the first failed records, by index) comes once, with the end.
+    if s.job.status.is_terminal() {
+        for f in &s.first_errors {
+            out.push((
+                "WARNING",
+                format!(
+                    "⚠️ record {} failed: {}: {}",
+                    f.index,
+                    f.error.code.as_str(),
+                    f.error.message
+                ),
+            ));
+        }
     }
     match s.job.status {
         JobStatus::Completed => out.push((
@@ -366,4 +374,71 @@ fn job_view(s: &JobSummary) -> Value {
         "created_at": job.created_at.to_rfc3339(),
         "updated_at": job.updated_at.to_rfc3339(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::job::{JobCounts, JobRow};
+
+    fn summary(status: JobStatus, completed: u64) -> JobSummary {
+        JobSummary {
+            job: JobRow {
+                id: crate::domain::JobId::new(),
+                owner: None,
+                status,
+                config: json!({}),
+                num_records: 20,
+                seed: 1,
+                metadata: None,
+                run_config: json!({}),
+                idempotency_key: None,
+                request_hash: None,
+                error: None,
+                created_at: chrono::Utc::now(),
+                updated_at: chrono::Utc::now(),
+                started_at: None,
+                finished_at: None,
+                output_columns: None,
+                seed_datasets: None,
+            },
+            counts: JobCounts {
+                completed,
+                ..JobCounts::default()
+            },
+            first_errors: Vec::new(),
+            usage: Default::default(),
+            tool_usage: Default::default(),
+        }
+    }
+
+    /// The client shows only the entries past the ones it has seen: each later log must start
+    /// with every earlier one.
+    #[test]
+    fn the_log_only_grows() {
+        let mut seen: Vec<(&str, String)> = Vec::new();
+        for (status, done) in [
+            (JobStatus::Queued, 0),
+            (JobStatus::Running, 1),
+            (JobStatus::Running, 7),
+            (JobStatus::Running, 19),
+            (JobStatus::Completed, 20),
+        ] {
+            let now = log_lines(&summary(status, done));
+            assert!(now.starts_with(&seen), "{seen:?} then {now:?}");
+            seen = now;
+        }
+        assert_eq!(seen.len(), 1 + 10 + 1, "{seen:?}");
+        // A small job: each mark once.
+        let mut small = summary(JobStatus::Completed, 3);
+        small.job.num_records = 3;
+        let lines = log_lines(&small);
+        let marks: Vec<&String> = lines
+            .iter()
+            .map(|(_, t)| t)
+            .filter(|t| t.contains("records done"))
+            .collect();
+        assert_eq!(marks.len(), 3, "{lines:?}");
+        assert!(seen.last().unwrap().1.contains("Job completed"));
+    }
 }
