@@ -62,8 +62,10 @@ pub struct JobSpec {
         (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
         (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
         (status = 403, description = "The key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
+        (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range`, config codes)", body = ErrorBody),
         (status = 429, description = "The key has `limits.max_jobs_in_flight_per_key` jobs queued or running (`too_many_jobs`)", body = ErrorBody),
+        (status = 503, description = "An MCP provider the tools need is unreachable (`mcp_unavailable`)", body = ErrorBody),
     ))]
 pub async fn create_job(
     State(state): State<AppState>,
@@ -227,6 +229,7 @@ pub struct LogsQuery {
         (status = 200, description = "The log (`SyncLogsPagination[PlatformJobLog]`)", body = Object),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
+        (status = 422, description = "A malformed query parameter (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn job_logs(
     State(state): State<AppState>,

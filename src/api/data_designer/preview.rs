@@ -65,6 +65,7 @@ pub struct PreviewRequest {
         (status = 200, description = "JSON Lines of preview messages", content_type = "application/jsonl", body = String),
         (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
         (status = 403, description = "The key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
+        (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
         (status = 422, description = "Invalid request or config (`num_records_out_of_range` above 10, config codes)", body = ErrorBody),
         (status = 503, description = "An MCP provider the tools need is unreachable (`mcp_unavailable`)", body = ErrorBody),
     ))]

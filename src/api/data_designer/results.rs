@@ -43,6 +43,7 @@ fn has_results(status: JobStatus) -> bool {
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The result (`PlatformJobResult`)", body = Object),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, another key's (`job_not_found`), or no result yet (`output_not_found`)", body = ErrorBody),
     ))]
 pub async fn dataset_result(
@@ -74,6 +75,7 @@ pub async fn dataset_result(
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "A tar archive", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, another key's (`job_not_found`), or no result yet (`output_not_found`)", body = ErrorBody),
     ))]
 pub async fn download_dataset(
