@@ -227,3 +227,37 @@ async fn the_preview_stream_is_json_lines_the_client_can_read() {
     assert_eq!(err["error"]["code"], "num_records_out_of_range", "{err}");
     app.stop().await;
 }
+
+/// The client serializes a drop-columns processor as `{"build_stage": "post_batch"}` alone (its
+/// `processors` field is typed by the abstract base, so pydantic drops `column_names` and
+/// `processor_type`) and marks the dropped columns `drop: true` instead: such a config previews,
+/// without the dropped column.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clients_processor_shape_is_accepted() {
+    let (app, _mock) = app_with_mock_llm(Backend::Sqlite, json!({"rules": []}), |_| {}).await;
+    let config = json!({"columns": [
+        {"name": "a", "drop": false, "column_type": "sampler", "sampler_type": "category",
+         "params": {"values": ["x"], "weights": null, "sampler_type": "category"},
+         "conditional_params": {}, "convert_to": null},
+        {"name": "b", "drop": true, "column_type": "expression", "expr": "{{ a }}!", "dtype": "str"}
+    ], "model_configs": [], "seed_config": null, "constraints": null, "profilers": null,
+       "processors": [{"build_stage": "post_batch"}]});
+    let resp = app
+        .client
+        .post(app.url("/v1/data-designer/preview"))
+        .json(&json!({"config": config, "num_records": 2}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body = resp.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let dataset = body
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|m| m["message_type"] == "dataset")
+        .expect("a dataset message");
+    let dataset: Value = serde_json::from_str(dataset["message"].as_str().unwrap()).unwrap();
+    assert_eq!(dataset, json!({"a": ["x", "x"]}), "{body}");
+    app.stop().await;
+}

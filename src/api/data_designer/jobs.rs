@@ -86,7 +86,7 @@ pub async fn create_job(
         "custom_fields": req.custom_fields.unwrap_or_else(|| json!({})),
     }});
     let submit = SubmitRequest {
-        config: req.spec.config,
+        config: super::client_config(req.spec.config),
         num_records: NumRecords::Count(req.spec.num_records),
         seed: None,
         metadata: Some(meta),

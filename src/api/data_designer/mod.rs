@@ -31,6 +31,26 @@ pub(super) fn is_streaming(method: &axum::http::Method, path: &str) -> bool {
     method == axum::http::Method::POST && path == "/v1/data-designer/preview"
 }
 
+/// The config as NVIDIA's client sends it, made what it means. The client types
+/// `DataDesignerConfig.processors` by the abstract `ProcessorConfig`, so pydantic serializes
+/// each processor as its base fields only, `{"build_stage": "post_batch"}`: a drop-columns
+/// processor loses `processor_type` and `column_names`, and the columns it drops are marked
+/// `drop: true` instead, which the config still carries. Such an entry says nothing more, so it
+/// goes (an entry with a `processor_type` is left to the parser, which checks it as always).
+pub(super) fn client_config(mut config: serde_json::Value) -> serde_json::Value {
+    if let Some(list) = config
+        .get_mut("processors")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        list.retain(|p| {
+            !p.as_object().is_some_and(|o| {
+                !o.contains_key("processor_type") && o.keys().all(|k| k == "build_stage")
+            })
+        });
+    }
+    config
+}
+
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(settings::settings))

@@ -81,7 +81,7 @@ pub async fn preview(
         .await?;
     let req: PreviewRequest = extract::from_value(value)?;
     let submit = SubmitRequest {
-        config: req.config,
+        config: super::client_config(req.config),
         num_records: NumRecords::Count(req.num_records.unwrap_or(DEFAULT_RECORDS)),
         seed: None,
         metadata: None,
