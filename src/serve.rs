@@ -485,13 +485,23 @@ impl Conn {
     }
 }
 
-/// A response body that keeps its request's [`RequestGuard`] until hyper drops it.
-struct GuardedBody {
+/// A response body that keeps `guard` until hyper drops it: here its request's
+/// [`RequestGuard`], in `api::long_requests` a long request's permit.
+pub(crate) struct GuardedBody<G> {
     inner: Body,
-    _guard: RequestGuard,
+    _guard: G,
 }
 
-impl hyper::body::Body for GuardedBody {
+impl<G> GuardedBody<G> {
+    pub(crate) fn new(inner: Body, guard: G) -> Self {
+        Self {
+            inner,
+            _guard: guard,
+        }
+    }
+}
+
+impl<G: Unpin> hyper::body::Body for GuardedBody<G> {
     type Data = Bytes;
     type Error = axum::Error;
 

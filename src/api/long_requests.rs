@@ -9,15 +9,11 @@
 //! the connections to short requests; past the bound a long request gets `503 server_busy` at
 //! once, with `Retry-After`.
 
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use hyper::body::{Frame, SizeHint};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::Semaphore;
 
 use crate::error::ApiError;
 
@@ -44,38 +40,8 @@ impl LongRequests {
         let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() else {
             return ApiError::ServerBusy(self.limit).into_response();
         };
-        run.await.map(|body| {
-            Body::new(Holding {
-                body,
-                _permit: permit,
-            })
-        })
-    }
-}
-
-/// A response body that holds its request's permit until it ends or is dropped.
-struct Holding {
-    body: Body,
-    _permit: OwnedSemaphorePermit,
-}
-
-impl hyper::body::Body for Holding {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.body.size_hint()
+        run.await
+            .map(|body| Body::new(crate::serve::GuardedBody::new(body, permit)))
     }
 }
 
