@@ -273,26 +273,11 @@ backends!(
 async fn a_crash_looping_record_is_abandoned(backend: Backend) {
     let db = TestDb::new(backend).await;
     let store = db.store.clone();
-    let CreateOutcome::Created(job) = store
-        .create_job(&NewJob {
-            id: synthgate::domain::JobId::new(),
-            owner: None,
-            config: sampler_config()["data_designer"].clone(),
-            num_records: 2,
-            seed: 1,
-            metadata: None,
-            run_config: json!({}),
-            idempotency_key: None,
-            request_hash: None,
-            output_columns: Vec::new(),
-            max_live_jobs: None,
-            seed_datasets: Vec::new(),
-        })
-        .await
-        .unwrap()
-    else {
-        panic!("job not created");
-    };
+    let job_id = create_job(
+        &db,
+        &json!({"config": sampler_config()["data_designer"], "num_records": 2}),
+    )
+    .await;
     // Three lives: each claim takes the record over and its worker "dies" at once. The last
     // two runs were alone (suspect), as a real pool would run them.
     for (owner, alone) in [("dead-0", false), ("dead-1", false), ("dead-2", true)] {
@@ -310,7 +295,7 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
         .expect("app starts");
     let deadline = Instant::now() + Duration::from_secs(30);
     let row = loop {
-        let row = store.get_job(job.id, None).await.unwrap().unwrap();
+        let row = store.get_job(job_id, None).await.unwrap().unwrap();
         if row.status.is_terminal() {
             break row;
         }
@@ -318,7 +303,7 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(row.status, JobStatus::Completed);
-    let records = store.list_records(job.id, None, None, 10).await.unwrap();
+    let records = store.list_records(job_id, None, None, 10).await.unwrap();
     assert_eq!(records[0].status, RecordStatus::Failed);
     assert_eq!(records[0].attempts, 3, "not run a fourth time");
     let e = records[0].error.as_ref().unwrap();
