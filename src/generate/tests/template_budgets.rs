@@ -158,3 +158,27 @@ fn rendering_time_is_what_renders_used() {
         "{err}"
     );
 }
+
+/// Python's `str.format` (through pycompat) and the `format` filter share minijinja's format
+/// parser: a huge width or precision allocated its padding before any budget saw it
+/// (`'{:>2000000000}'.format(1)`: 2 GB and 5 s). Refused at parse now, for both styles, as
+/// out of fuel (more than a template's fuel pays for).
+#[test]
+fn huge_format_widths_are_refused_before_allocating() {
+    for t in [
+        "{{ '{:>2000000000}'.format(1) }}",
+        "{{ '{:.2000000000f}'.format(1.5) }}",
+        "{{ '%2000000000d' | format(1) }}",
+    ] {
+        let started = std::time::Instant::now();
+        let plan = super::plan_columns(serde_json::json!([super::expr("out", t)]));
+        let (e, _) = super::failure(&plan, 0);
+        assert!(
+            e.message.contains("larger than 67108864"),
+            "{t}: {}",
+            e.message
+        );
+        assert!(e.message.contains(BUDGET_EXCEEDED), "{t}: {}", e.message);
+        assert!(started.elapsed() < std::time::Duration::from_secs(1), "{t}");
+    }
+}

@@ -1010,9 +1010,26 @@ fn parse_number(cursor: &mut Cursor) -> Result<Option<usize>, Error> {
             )
             .with_source(e)
         }));
+        // synthgate patch: a width or precision is the size of the padding or of the digits
+        // written, allocated before fuel is charged for the result; the str.format style had
+        // no check (`'{:>2000000000}'.format(1)` took 2 GB and 5 s, a larger one aborted on
+        // the allocation). Past what a template's fuel could pay for, it is out of fuel here.
+        if num > MAX_FORMAT_NUMBER {
+            return Err(Error::new(
+                ErrorKind::OutOfFuel,
+                format!(
+                    "width or precision {num} in the format string at offset {} is larger than {MAX_FORMAT_NUMBER}",
+                    cursor.position()
+                ),
+            ));
+        }
         Ok(Some(num))
     }
 }
+
+// synthgate patch: the largest width or precision a format string may ask for: 64 MiB, the
+// data one template's fuel pays for at most (1,000,000 units of 64 bytes in synthgate).
+const MAX_FORMAT_NUMBER: usize = 1 << 26;
 
 fn parse_type(cursor: &mut Cursor, style: FormatStyle) -> Result<Type, Error> {
     let t = match cursor.rest_bytes().get(0) {
