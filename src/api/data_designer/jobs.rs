@@ -149,8 +149,9 @@ pub struct ListJobsQuery {
 
 /// List Data Designer jobs
 ///
-/// The key's jobs, newest first, a page at a time. `pagination.total_pages` is at least 1 and
-/// `page` is the one asked for (the client's `list_jobs()` stops on their equality).
+/// The key's jobs, newest first, a page at a time. `pagination.page` is the one asked for and
+/// `total_pages` is `page + 1` while more follow, else `page` (the client's `list_jobs()` stops
+/// on their equality); the total is not counted.
 #[utoipa::path(get, path = "/v1/data-designer/jobs", tag = "data-designer",
     params(ListJobsQuery),
     responses(
@@ -170,26 +171,24 @@ pub async fn list_jobs(
             "query parameters 'page' and 'page_size' start at 1".into(),
         ));
     }
-    // Pages over our cursor pages: every one is read, to count the total.
+    // Pages over our cursor pages: those before the one asked for are walked, none after. The
+    // total is not counted (that would read every job on every page); `total_pages` says
+    // whether one more page follows, which is all `list_jobs()` needs to stop.
     let mut before = None;
-    let mut data = Vec::new();
-    let mut total = 0u64;
     let mut current = 1u32;
-    loop {
+    let (data, more) = loop {
         let chunk = state.jobs.jobs(caller.owner(), before, size).await?;
-        total += chunk.items.len() as u64;
-        if current == page {
-            data = chunk.items.iter().map(job_view).collect();
+        if current == page || !chunk.more {
+            let data: Vec<Value> = if current == page {
+                chunk.items.iter().map(job_view).collect()
+            } else {
+                Vec::new()
+            };
+            break (data, chunk.more && current == page);
         }
-        match chunk.items.last() {
-            Some(last) if chunk.more => {
-                before = Some(last.job.id);
-                current += 1;
-            }
-            _ => break,
-        }
-    }
-    let total_pages = total.div_ceil(u64::from(size)).max(1);
+        before = chunk.items.last().map(|last| last.job.id);
+        current += 1;
+    };
     Ok(Json(json!({
         "object": "list",
         "data": data,
@@ -198,8 +197,7 @@ pub async fn list_jobs(
             "page": page,
             "page_size": size,
             "current_page_size": data.len(),
-            "total_pages": total_pages.max(u64::from(page)),
-            "total_results": total,
+            "total_pages": if more { page + 1 } else { page },
         },
     })))
 }
