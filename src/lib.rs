@@ -32,7 +32,9 @@
 //!
 //! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), the web UI's static page
 //!   (`api::ui`, embedded from `ui/`), and the same operations as MCP tools at `/mcp`
-//!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool). Every job, record, trace, export and progress question
+//!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool), and NVIDIA's Data
+//!   Designer service API at `/v1/data-designer` (`api::data_designer`, for its Python
+//!   client). Every job, record, trace, export and progress question
 //!   goes to [`jobs`], every dataset question to [`datasets`]; it never touches the store.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
 //! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,
@@ -46,7 +48,9 @@
 //! * [`domain`]: plain data (configs, jobs, records, traces, usage); [`config`]: the server
 //!   config.
 //! * Around them: [`app`] (composition root), [`serve`] (the listener), [`auth`], [`metrics`],
-//!   [`cpu`], [`telemetry`], [`shutdown`], [`state`], [`error`], and [`cli`] (the client).
+//!   [`cpu`], [`telemetry`], [`shutdown`], [`state`], [`error`], [`decode`] (untrusted JSON
+//!   and YAML, strictly: request bodies, `/mcp` messages, JSONL rows), and [`cli`] (the client).
+//!   `fuzzing` (hidden) holds the entry points of the `cargo fuzz` targets in `fuzz/`.
 
 pub mod api;
 pub mod app;
