@@ -72,6 +72,9 @@ pub enum ApiError {
     /// The job already finished, so it cannot be cancelled.
     #[error("job {id} is already {status}")]
     JobFinished { id: String, status: &'static str },
+    /// The job has not finished, so it cannot be deleted.
+    #[error("job {id} is {status}: only a finished job can be deleted; cancel it first")]
+    JobNotFinished { id: String, status: &'static str },
     /// The `Idempotency-Key` was used before for a different request.
     #[error("Idempotency-Key '{0}' was already used for a different request")]
     IdempotencyConflict(String),
@@ -164,9 +167,10 @@ impl ApiError {
             | Self::MediaNotFound(_)
             | Self::DatasetNotFound(_)
             | Self::NotFound(_) => StatusCode::NOT_FOUND,
-            Self::JobFinished { .. } | Self::IdempotencyConflict(_) | Self::DatasetInUse(_) => {
-                StatusCode::CONFLICT
-            }
+            Self::JobFinished { .. }
+            | Self::JobNotFinished { .. }
+            | Self::IdempotencyConflict(_)
+            | Self::DatasetInUse(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) | Self::DatasetTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             Self::Timeout => StatusCode::REQUEST_TIMEOUT,
@@ -202,6 +206,7 @@ impl ApiError {
             Self::OutputNotFound(_) => "output_not_found",
             Self::MediaNotFound(_) => "media_not_found",
             Self::JobFinished { .. } => "job_finished",
+            Self::JobNotFinished { .. } => "job_not_finished",
             Self::IdempotencyConflict(_) => "idempotency_key_reused",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::NotFound(_) => "not_found",

@@ -21,7 +21,7 @@ use crate::state::AppState;
 pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(create_job, list_jobs))
-        .routes(routes!(get_job))
+        .routes(routes!(get_job, delete_job))
         .routes(routes!(get_job_config))
         .routes(routes!(cancel_job))
 }
@@ -290,6 +290,31 @@ pub async fn cancel_job(
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
     Ok(Json(state.jobs.cancel(id, caller.owner()).await?.into()))
+}
+
+/// Delete a job
+///
+/// Deletes a finished job (`completed`, `failed` or `cancelled`) with its records, traces,
+/// images and usage, in one transaction. A job still queued, running or cancelling is left as
+/// it is: `409 job_not_finished` (cancel it first).
+#[utoipa::path(
+    delete, path = "/v1/jobs/{id}", tag = "jobs",
+    params(("id" = uuid::Uuid, Path, description = "Job id")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such job (`job_not_found`)", body = ErrorBody),
+        (status = 409, description = "The job has not finished (`job_not_finished`)", body = ErrorBody),
+    )
+)]
+pub async fn delete_job(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath(id): ApiPath<String>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    let id = extract::job_id(&id)?;
+    state.jobs.delete(id, caller.owner()).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
 /// Validates `?limit=`.

@@ -5,7 +5,7 @@
 use crate::domain::job::{JobError, JobSummary};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
-use crate::store::{CancelOutcome, JobSelect};
+use crate::store::{CancelOutcome, DeleteJob, JobSelect};
 
 use super::JobService;
 
@@ -33,6 +33,25 @@ impl JobService {
                 status: job.status.as_str(),
             }),
             CancelOutcome::NotFound => Err(ApiError::JobNotFound(id.to_string())),
+        }
+    }
+
+    /// Deletes a finished job and everything of it (records, traces, media, usage). A job
+    /// still queued, running or cancelling is `job_not_finished`: cancel it first.
+    pub async fn delete(&self, id: JobId, owner: Option<&str>) -> Result<(), ApiError> {
+        // Visibility first: another key's job is not found, whatever its status.
+        self.get(id, owner).await?;
+        match self.store.delete_job(id).await? {
+            DeleteJob::Deleted => {
+                tracing::info!(job.id = %id, "job deleted");
+                self.forget(id);
+                Ok(())
+            }
+            DeleteJob::NotFound => Err(ApiError::JobNotFound(id.to_string())),
+            DeleteJob::NotFinished(status) => Err(ApiError::JobNotFinished {
+                id: id.to_string(),
+                status: status.as_str(),
+            }),
         }
     }
 

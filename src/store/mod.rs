@@ -10,6 +10,7 @@
 mod chunks;
 mod dataset_rows;
 mod fair;
+mod job_delete;
 mod open;
 pub mod postgres;
 mod rows;
@@ -32,7 +33,7 @@ pub use crate::domain::record::{
     FinishedRecord, RecordError, RecordErrorCode, RecordOutcome, RecordRow, RecordStage, Trace,
     TraceRow,
 };
-use crate::domain::{JobId, RecordId, RecordStatus};
+use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
 /// Errors from the store. Callers map them to HTTP 500/503 or retry.
 #[derive(Debug, thiserror::Error)]
@@ -241,6 +242,17 @@ pub enum CancelOutcome {
     Finished(JobRow),
 }
 
+/// The result of [`Store::delete_job`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeleteJob {
+    /// The job and everything of it are gone.
+    Deleted,
+    /// No such job.
+    NotFound,
+    /// The job has not finished (it is as it was): cancel it first.
+    NotFinished(JobStatus),
+}
+
 /// Persistence for jobs, records and traces. Two implementations: [`sqlite::SqliteStore`] and
 /// [`postgres::PgStore`]; the same test suite runs against both.
 #[async_trait]
@@ -282,6 +294,10 @@ pub trait Store: Send + Sync + 'static {
     /// nothing in flight has finished already: it becomes `completed` and the answer is
     /// [`CancelOutcome::Finished`], as for a job already terminal.
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError>;
+
+    /// Deletes a finished job (`completed`, `failed`, `cancelled`) with its records, traces,
+    /// media, chunks and usage, in one transaction; a job not finished is left as it is.
+    async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError>;
 
     /// Claims up to `limit` records for `owner` with a lease of `lease`, as chunks: chunks of
     /// `queued`/`running` jobs whose lease expired (a dead worker's) or that were given back,

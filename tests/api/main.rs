@@ -15,6 +15,7 @@ mod fuzz_seeds;
 mod hardening;
 mod helpers;
 mod hostile_inputs;
+mod job_delete;
 mod jobs;
 mod llm_client;
 mod llm_jobs;

@@ -22,13 +22,14 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::job_delete;
 use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts,
-    JobError, JobRow, JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store, StoreError,
-    TraceRow,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DeleteJob, FinishedRecord,
+    JobCounts, JobError, JobRow, JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store,
+    StoreError, TraceRow,
 };
 use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, RecordId, RecordStatus};
@@ -257,6 +258,23 @@ impl Store for PgStore {
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         self.cancel(id).await
+    }
+
+    async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let status: Option<String> =
+            sqlx::query_scalar("select status from jobs where id = $1 for update")
+                .bind(id.0)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Err(refused) = job_delete::decide(status.as_deref()) {
+            return Ok(refused);
+        }
+        for &statement in job_delete::STATEMENTS {
+            sqlx::query(statement).bind(id.0).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(DeleteJob::Deleted)
     }
 
     async fn claim(

@@ -11,9 +11,9 @@ use chrono::{DateTime, Utc};
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId, RecordStatus};
 use synthgate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, FinishedRecord, JobCounts,
-    JobError, JobRow, JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult, RecordRow, Store,
-    StoreError, TraceRow, UsageCounts,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DeleteJob, FinishedRecord,
+    JobCounts, JobError, JobRow, JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult,
+    RecordRow, Store, StoreError, TraceRow, UsageCounts,
 };
 
 use synthgate::config::LimitsConfig;
@@ -136,6 +136,10 @@ impl Store for Spy {
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         self.note("request_cancel");
         self.inner.request_cancel(id).await
+    }
+    async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
+        self.note("delete_job");
+        self.inner.delete_job(id).await
     }
     async fn claim(
         &self,
