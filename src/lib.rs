@@ -34,7 +34,7 @@
 //!   (`api::ui`, embedded from `ui/`), and the same operations as MCP tools at `/mcp`
 //!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool), and NVIDIA's Data
 //!   Designer service API at `/v1/data-designer` (`api::data_designer`, for its Python
-//!   client). Every job, record, trace, export and progress question
+//!   client) with its seed datastore, a Hub-compatible API at `/v1/hf` (`api::hub`). Every job, record, trace, export and progress question
 //!   goes to [`jobs`], every dataset question to [`datasets`]; it never touches the store.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
 //! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,

@@ -11,6 +11,7 @@ mod events;
 pub mod extract;
 mod health;
 pub mod host_guard;
+mod hub;
 mod jobs;
 mod long_requests;
 pub mod mcp_server;
@@ -57,6 +58,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(datasets::router())
         .merge(models::router())
         .merge(data_designer::router())
+        .merge(hub::router())
 }
 
 /// The application router with its middleware.

@@ -23,6 +23,8 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
         (name = "tools", description = "MCP providers and tool configs"),
         (name = "datasets", description = "Stored datasets: seed files for `seed_type: local`"),
         (name = "health", description = "Liveness and readiness"),
+        (name = "data-designer", description = "NVIDIA's Data Designer service API, for its `NeMoDataDesignerClient`"),
+        (name = "hf-datastore", description = "A Hugging Face Hub-compatible seed datastore (the Data Designer client's `upload_seed_dataset` and `with_seed_dataset`)"),
     ),
     // Schemas only query parameters refer to: `IntoParams` emits a `$ref` to them but does not
     // register them, which left `RecordsFormat` dangling.

@@ -12,6 +12,8 @@
 //! * [`formats`]: one reader per file format, and column type inference.
 //! * [`service`]: what the API calls: uploads (spooled to disk while hashed), lists, previews,
 //!   deletes.
+//! * [`datastore`]: files of Hub-style repositories (`/v1/hf`, NVIDIA's client's seed
+//!   datastore), kept as datasets and written out again from their rows when read.
 //! * [`resolve`]: a job's `seed_config.source` to the datasets it is bound to; [`seed_cache`]:
 //!   their blocks read while records run.
 //! * [`sources`]: server-side seeds (allow-listed directories, the Hugging Face Hub), imported
@@ -19,6 +21,7 @@
 //!
 //! The `Store` methods that read and delete datasets are in [`crate::store`].
 
+pub mod datastore;
 pub mod formats;
 pub mod import;
 pub mod resolve;

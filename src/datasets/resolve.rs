@@ -110,6 +110,7 @@ pub async fn resolve(
                 .await
                 .map_err(ResolveError::Issues)?
         }
+        SeedSource::Datastore { dataset } => datastore(ctx, dataset).await?,
         SeedSource::Other { seed_type } => {
             return Err(ResolveError::Issues(vec![unsupported(seed_type)]));
         }
@@ -127,6 +128,34 @@ pub async fn resolve(
         return Err(ResolveError::Issues(vec![not_found(path)]));
     }
     bind(&datasets).map_err(|i| ResolveError::Issues(vec![i]))
+}
+
+/// `seed_config.dataset` (`namespace/repo/file`, the file possibly a glob): the newest file
+/// of each matching name in the caller's datastore repository.
+async fn datastore(ctx: &ResolveCtx<'_>, dataset: &str) -> Result<Vec<DatasetMeta>, ResolveError> {
+    let not_found = |why: String| {
+        ResolveError::Issues(vec![ConfigIssue::at_field(
+            codes::SEED_DATASET_NOT_FOUND,
+            "seed_config.dataset",
+            why,
+        )])
+    };
+    let Some((repo, file)) = super::datastore::RepoId::split_dataset(dataset) else {
+        return Err(not_found(format!(
+            "'{dataset}' is not `namespace/repository/file`: name a file of your seed \
+             datastore (`upload_seed_dataset` to <synthgate>/v1/hf)"
+        )));
+    };
+    let files = super::datastore::repo_files(ctx.store, ctx.owner, &repo, Some(file)).await?;
+    if files.is_empty() {
+        return Err(not_found(format!(
+            "no file of the seed datastore matches '{dataset}': repository '{}' has no file \
+             '{file}' of yours (upload it with `upload_seed_dataset`, datastore endpoint \
+             <synthgate>/v1/hf)",
+            repo.as_str()
+        )));
+    }
+    Ok(files)
 }
 
 /// `seed_dataset_not_found` for a `local` path nothing matched.
@@ -187,7 +216,7 @@ pub fn bind(datasets: &[DatasetMeta]) -> Result<ResolvedSeed, ConfigIssue> {
 
 /// The type a dataset column's values take in an export: integers, floats and booleans as
 /// such, everything else (strings, timestamps, objects, arrays, all-null) as text.
-fn column_type(t: DatasetColumnType) -> ColumnType {
+pub(super) fn column_type(t: DatasetColumnType) -> ColumnType {
     match t {
         DatasetColumnType::Integer => ColumnType::Int,
         DatasetColumnType::Float => ColumnType::Float,

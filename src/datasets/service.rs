@@ -28,8 +28,10 @@ const MAX_NAME_BYTES: usize = 255;
 /// Datasets for the API.
 #[derive(Clone)]
 pub struct DatasetService {
-    store: Arc<dyn Store>,
-    config: Arc<DatasetsConfig>,
+    pub(super) store: Arc<dyn Store>,
+    pub(super) config: Arc<DatasetsConfig>,
+    /// The datastore's last renderings (see [`super::datastore`]).
+    pub(super) renders: Arc<super::datastore::RenderCache>,
 }
 
 /// A page of datasets, newest first; `more` when another page follows.
@@ -44,6 +46,7 @@ impl DatasetService {
         Self {
             store,
             config: Arc::new(config),
+            renders: Arc::default(),
         }
     }
 
@@ -70,7 +73,7 @@ impl DatasetService {
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let name = file_name(name)?;
+        let name = check_file_name(name, "query parameter 'name'")?;
         let format = dataset_format(format, &name)?;
         let max = self.config.max_upload_bytes;
         if content_length.is_some_and(|n| n > max) {
@@ -222,10 +225,11 @@ where
 }
 
 /// The dataset name from the `name` parameter: its last path component (`\` counts as `/`).
-fn file_name(raw: &str) -> Result<String, ApiError> {
+/// `field` names where the name came from, for the message.
+pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, ApiError> {
     let normalized = raw.replace('\\', "/");
     let name = normalized.rsplit('/').next().unwrap_or_default();
-    let bad = |why: &str| ApiError::InvalidRequest(format!("query parameter 'name': {why}"));
+    let bad = |why: &str| ApiError::InvalidRequest(format!("{field}: {why}"));
     if name.is_empty() || name == "." || name == ".." {
         return Err(bad("must be the file's name, e.g. `name=people.csv`"));
     }
@@ -278,13 +282,22 @@ mod tests {
 
     #[test]
     fn names_lose_their_directories() {
-        assert_eq!(file_name("data/people.csv").unwrap(), "people.csv");
-        assert_eq!(file_name(r"C:\seeds\a.jsonl").unwrap(), "a.jsonl");
-        assert!(file_name("dir/").is_err());
-        assert!(file_name("..").is_err());
-        assert!(file_name("a\nb.csv").is_err());
+        assert_eq!(
+            check_file_name("data/people.csv", "query parameter 'name'").unwrap(),
+            "people.csv"
+        );
+        assert_eq!(
+            check_file_name(r"C:\seeds\a.jsonl", "query parameter 'name'").unwrap(),
+            "a.jsonl"
+        );
+        assert!(check_file_name("dir/", "query parameter 'name'").is_err());
+        assert!(check_file_name("..", "query parameter 'name'").is_err());
+        assert!(check_file_name("a\nb.csv", "query parameter 'name'").is_err());
         for glob in ["*.csv", "a?.csv", "[ab].csv", "x]y.jsonl"] {
-            assert!(file_name(glob).is_err(), "{glob}");
+            assert!(
+                check_file_name(glob, "query parameter 'name'").is_err(),
+                "{glob}"
+            );
         }
     }
 

@@ -197,6 +197,7 @@ pub(crate) fn seed_type(source: &SeedSource) -> &str {
         SeedSource::Hf { .. } => "hf",
         SeedSource::Directory(_) => "directory",
         SeedSource::FileContents { .. } => "file_contents",
+        SeedSource::Datastore { .. } => "datastore",
         SeedSource::Other { seed_type } => seed_type,
     }
 }

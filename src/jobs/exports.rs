@@ -1,4 +1,4 @@
-//! Dataset exports: a job's completed records as JSONL, CSV or Parquet (`parquet_export`),
+//! Dataset exports: a job's completed records as JSONL, CSV or Parquet (`crate::datasets::formats::parquet_writer`),
 //! streamed one chunk of records per database round trip, so memory stays flat whatever the
 //! dataset size; and the datasets of its `schema_transform` processors, rendered from those
 //! rows as they stream (see `generate::processors` for why they are rendered, not stored).
@@ -13,7 +13,7 @@ use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
 use crate::generate::ColumnType;
 
-use super::parquet_export::ParquetSink;
+use crate::datasets::formats::parquet_writer::ParquetSink;
 
 use super::{CompiledJob, JobService};
 

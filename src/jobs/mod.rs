@@ -15,8 +15,8 @@
 //! * `plans`: compiled plans, cached by job;
 //! * `lifecycle`: cancel, early shutdown, finalizing;
 //! * `views`: job summaries, records, traces (one store round trip a job);
-//! * `exports`: the dataset as JSONL, CSV or Parquet, streamed; `parquet_export`: the
-//!   Parquet writer (a row group per chunk);
+//! * `exports`: the dataset as JSONL, CSV or Parquet, streamed (Parquet with
+//!   `crate::datasets::formats::parquet_writer`, a row group per chunk);
 //! * `progress`: what a progress stream sends;
 //! * `runner` and `preview`: generating records.
 
@@ -24,7 +24,6 @@ mod analysis;
 mod catalog;
 mod exports;
 mod lifecycle;
-mod parquet_export;
 mod plans;
 mod preview;
 mod progress;
@@ -44,7 +43,9 @@ use crate::llm::ChatModel;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
 
-pub use analysis::{ColumnStatistics, DatasetAnalysis, JudgeScoreProfile};
+pub use analysis::{
+    ColumnStatistics, DatasetAnalysis, DatasetProfile, JudgeScoreProfile, MAX_DISTINCT, Profiler,
+};
 pub use catalog::Catalog;
 pub use exports::ExportFormat;
 pub use plans::{CompileError, CompiledJob, PlanLookup};

@@ -7,11 +7,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Caller;
 use crate::datasets::seed_cache::SeedReadError;
+use crate::domain::dataset::DatasetConfig;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
 use crate::error::ApiError;
 use crate::generate::Generated;
 use crate::mcp::CallScope;
 
+use super::analysis::{DatasetProfile, Profiler};
 use super::runner::Sessions;
 use super::submit::Validated;
 use super::{JobService, SubmitRequest, check_caller};
@@ -28,6 +30,9 @@ pub struct Preview {
     pub seed: u64,
     /// The records, by index.
     pub records: Vec<Generated>,
+    /// The statistics of the completed records (`None` only if the stored config no longer
+    /// parses, which validation rules out).
+    pub profile: Option<DatasetProfile>,
 }
 
 /// A preview request that passed every check ([`JobService::prepare_preview`]).
@@ -137,10 +142,20 @@ impl JobService {
             });
         }
         records.iter_mut().for_each(inline_media);
+        let profile = DatasetConfig::parse(&v.config).ok().map(|config| {
+            let mut profiler = Profiler::new(&config, &v.compiled.plan);
+            for r in &records {
+                if let RecordOutcome::Completed { values } = &r.outcome {
+                    profiler.add(Some(values));
+                }
+            }
+            profiler.finish(u64::from(v.num_records))
+        });
         Ok(Preview {
             columns: v.compiled.plan.output_columns().to_vec(),
             seed: v.seed,
             records,
+            profile,
         })
     }
 }

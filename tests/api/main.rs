@@ -14,6 +14,7 @@ mod fuzz;
 mod fuzz_seeds;
 mod hardening;
 mod helpers;
+mod hf_datastore;
 mod hostile_inputs;
 mod job_delete;
 mod jobs;

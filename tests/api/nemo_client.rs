@@ -2,7 +2,9 @@
 //! against `/v1/data-designer` (issue 26), through tests/nemo/client_check.py: the settings,
 //! a preview whose DataFrame holds the generated records, a refused config as the client
 //! raises it, a key the server does not know, a job created and waited on whose `load_dataset()`
-//! equals our JSONL export, `get_job_results`, `list_jobs`, and another key that sees none of it.
+//! equals our JSONL export, `get_job_results`, `list_jobs`, another key that sees none of it,
+//! the analyses, artifacts, logs, the low-level status, results, filters, cancel and delete,
+//! and a seed uploaded to the `/v1/hf` datastore and used by a preview and a job.
 
 use std::time::Duration;
 
@@ -43,6 +45,8 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
         },
     )
     .await;
+    // huggingface_hub's cache and token store, kept out of the user's home.
+    let hf_home = tempfile::tempdir().unwrap();
     let out = tokio::time::timeout(
         Duration::from_secs(180),
         tokio::process::Command::new(python)
@@ -54,6 +58,8 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
             .env("CHECK_KEY_A", KEY_A)
             .env("CHECK_KEY_B", KEY_B)
             .env("CHECK_KEY_UNKNOWN", UNKNOWN_KEY)
+            .env("HF_HOME", hf_home.path())
+            .env("HF_HUB_DISABLE_TELEMETRY", "1")
             .kill_on_drop(true)
             .output(),
     )
@@ -157,6 +163,107 @@ async fn nemo_client_preview_and_settings(backend: Backend) {
     let text = got["other_key_job"]["text"].as_str().unwrap();
     assert!(text.contains("job_not_found"), "{got}");
     assert_eq!(got["other_key_listed"], json!([]), "{got}");
+
+    // The analyses, as the client validated them.
+    let analysis = &got["preview_analysis"];
+    assert_eq!(analysis["num_records"], 3, "{analysis}");
+    let color = &analysis["column_statistics"][0];
+    assert_eq!(
+        (&color["column_name"], &color["column_type"]),
+        (&json!("color"), &json!("sampler")),
+        "{analysis}"
+    );
+    assert_eq!(color["distribution_type"], "categorical", "{analysis}");
+    let counts: u64 = color["distribution"]["histogram"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counts, 3, "{analysis}");
+    assert!(got["preview_report_chars"].as_u64().unwrap() > 100, "{got}");
+    let job_analysis = &got["job_analysis"];
+    assert_eq!(job_analysis["num_records"], 4, "{job_analysis}");
+    assert_eq!(job_analysis["target_num_records"], 4, "{job_analysis}");
+    let poem = &job_analysis["column_statistics"][2];
+    assert_eq!(poem["column_name"], "poem", "{job_analysis}");
+    assert_eq!(poem["num_unique"], 1, "{job_analysis}");
+    assert_eq!(
+        got["artifacts"],
+        json!([
+            "artifacts/analysis.json",
+            "artifacts/dataset/part-0.parquet"
+        ]),
+        "{got}"
+    );
+    let logs = got["logs"].as_array().unwrap();
+    assert!(
+        logs.iter()
+            .any(|l| l.as_str().unwrap().contains("Job completed")),
+        "{got}"
+    );
+
+    // The low-level resource.
+    assert_eq!(got["status"]["status"], "completed", "{got}");
+    assert_eq!(got["status"]["details"]["completed"], 4, "{got}");
+    assert_eq!(got["results"], json!(["analysis", "dataset"]), "{got}");
+    let filtered = &got["filtered"];
+    assert!(
+        filtered["completed"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(job_id)),
+        "{got}"
+    );
+    assert_eq!(filtered["active"], json!([]), "{got}");
+    assert!(
+        filtered["named"]
+            .as_array()
+            .unwrap()
+            .contains(&json!(job_id)),
+        "{got}"
+    );
+    assert_eq!(filtered["other_name"], json!([]), "{got}");
+    assert_eq!(got["cancel_finished"]["type"], "ConflictError", "{got}");
+
+    // The seed: uploaded, its columns read back, used in order by a preview and a job.
+    assert_eq!(
+        got["seed_reference"], "default/cities/seed-dataset-dataframe.parquet",
+        "{got}"
+    );
+    assert_eq!(
+        got["seeded_columns"],
+        json!(["city", "country", "where"]),
+        "{got}"
+    );
+    let expected = json!([
+        {"city": "Lyon", "country": "FR", "where": "Lyon, FR"},
+        {"city": "Porto", "country": "PT", "where": "Porto, PT"},
+        {"city": "Kyoto", "country": "JP", "where": "Kyoto, JP"},
+    ]);
+    assert_eq!(got["seeded_preview"], expected, "{got}");
+    assert_eq!(got["seeded_job"], expected, "{got}");
+    // Key B: the repository is not found (huggingface_hub's `RepoNotFound`).
+    assert_eq!(got["other_key_seed"]["type"], "FileNotFoundError", "{got}");
+    assert!(
+        got["other_key_seed"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("repository not found"),
+        "{got}"
+    );
+
+    // Deleted, with its records.
+    assert_eq!(got["after_delete"]["type"], "NotFoundError", "{got}");
+    let seeded = got["seeded_job_id"].as_str().unwrap();
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/jobs/{seeded}/records")))
+        .bearer_auth(KEY_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
     app.stop().await;
 }
 

@@ -13,17 +13,29 @@ expression and an LLM text column on the server's model alias `writer`), then:
 * a preview with an unknown key: the exception and its text;
 * `create(builder, num_records=4, wait_until_done=True)`, the job's status, `load_dataset()`,
   `get_job_results(id)` and `list_jobs()`;
-* key B asking for key A's job, and listing its own (none).
+* key B asking for key A's job, and listing its own (none);
+* the preview's `analysis` (`to_report()` runs on it), the job's `load_analysis()`,
+  `download_artifacts()` and `get_logs()`;
+* the low-level resource: the job's status, its results, the list's filters, a cancel of a
+  finished job, a delete (of the seeded job);
+* a seed: `upload_seed_dataset(df, "default/cities", datastore_settings={"endpoint":
+  BASE_URL + "/v1/hf", "token": key})`, read back by `with_seed_dataset`, used by a preview
+  and by a job; key B cannot read the repository.
 
 Prints one JSON object of what it saw, on its last line of stdout (the client's config checks
 print their own report to stdout before it); the Rust test (tests/api/nemo_client.rs) asserts on it.
 Nothing here is a stub: every call is the client's, over HTTP, to the running service.
 """
 
+import contextlib
+import io
 import json
 import logging
 import os
 import sys
+import tempfile
+
+import pandas as pd
 
 from nemo_microservices.data_designer.essentials import (
     CategorySamplerParams,
@@ -110,6 +122,65 @@ def main(base_url: str) -> dict:
     b = client(base_url, os.environ["CHECK_KEY_B"])
     out["other_key_job"] = failure(lambda: b.get_job_results(out["job_id"]))
     out["other_key_listed"] = [j.id for j in b.list_jobs()]
+
+    # The analyses: the preview's (its report renders), and the job's.
+    out["preview_analysis"] = preview.analysis.model_dump(mode="json") if preview.analysis else None
+    report = io.StringIO()
+    with contextlib.redirect_stdout(report):
+        preview.analysis.to_report()
+    out["preview_report_chars"] = len(report.getvalue())
+    out["job_analysis"] = job.load_analysis().model_dump(mode="json")
+    with tempfile.TemporaryDirectory() as tmp:
+        job.download_artifacts(tmp)
+        out["artifacts"] = sorted(
+            os.path.relpath(os.path.join(d, f), tmp)
+            for d, _, files in os.walk(tmp)
+            for f in files
+        )
+    out["logs"] = [entry["message"] for entry in job.get_logs()]
+
+    # The low-level resource: what the high-level client does not call.
+    low = a._client.data_designer.jobs
+    status = low.get_status(out["job_id"])
+    out["status"] = {"status": status.status, "details": status.status_details}
+    out["results"] = sorted(r.result_name for r in low.results.list(out["job_id"]).data)
+    out["filtered"] = {
+        "completed": [j.id for j in low.list(filter={"status": "completed"}).data],
+        "active": [j.id for j in low.list(filter={"status": "active"}).data],
+        "named": [j.id for j in low.list(search={"name": ["designer-job"]}).data],
+        "other_name": [j.id for j in low.list(filter={"name": "nope"}).data],
+    }
+    out["cancel_finished"] = failure(lambda: low.cancel(out["job_id"]))
+
+    # A seed in the datastore, through the Hub API, then used by a preview and a job.
+    endpoint = base_url.rstrip("/") + "/v1/hf"
+    seed = pd.DataFrame({"city": ["Lyon", "Porto", "Kyoto"], "country": ["FR", "PT", "JP"]})
+    ref = a.upload_seed_dataset(
+        seed, "default/cities", datastore_settings={"endpoint": endpoint, "token": os.environ["CHECK_KEY_A"]}
+    )
+    out["seed_reference"] = ref.dataset
+    seeded = DataDesignerConfigBuilder(
+        model_configs=[ModelConfig(alias="writer", model="mock-writer", provider="mock")]
+    )
+    seeded.with_seed_dataset(ref, sampling_strategy="ordered")
+    seeded.add_column(ExpressionColumnConfig(name="where", expr="{{ city }}, {{ country }}"))
+    out["seeded_columns"] = [c.name for c in seeded.build().columns]
+    seeded_preview = a.preview(seeded, num_records=3)
+    out["seeded_preview"] = json.loads(seeded_preview.dataset.to_json(orient="records"))
+    seeded_job = a.create(seeded, num_records=3, wait_until_done=True)
+    out["seeded_job"] = json.loads(seeded_job.load_dataset().to_json(orient="records"))
+    other_ref = type(ref)(
+        dataset=ref.dataset, datastore_settings={"endpoint": endpoint, "token": os.environ["CHECK_KEY_B"]}
+    )
+    other = DataDesignerConfigBuilder(
+        model_configs=[ModelConfig(alias="writer", model="mock-writer", provider="mock")]
+    )
+    out["other_key_seed"] = failure(lambda: other.with_seed_dataset(other_ref))
+
+    # Deleted (the seeded job): gone for the client too.
+    out["seeded_job_id"] = seeded_job.get_job().id
+    low.delete(out["seeded_job_id"])
+    out["after_delete"] = failure(lambda: a.get_job_results(out["seeded_job_id"]))
     return out
 
 

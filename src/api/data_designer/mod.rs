@@ -8,13 +8,20 @@
 //! (paths, bodies, stream framing, what the client validates) are written down in
 //! `docs/reference/nemo-data-designer-client-1.5.0.md`, from the client's source and runs of it.
 //!
-//! Served so far: `GET settings` (the server's model configs and providers, never their keys),
-//! `POST preview` (a JSON Lines stream of logs, heartbeats and the dataset), jobs (create,
-//! retrieve, list, cancel, and the platform's `GET /v1/jobs/{id}/logs` that `wait_until_done()`
-//! polls) and the dataset result (a tar of Parquet for `load_dataset()`). The analysis and the
-//! Hub-compatible seed datastore are the next part of issue 26.
+//! * [`settings`]: the server's model configs and providers, never their keys;
+//! * [`preview`]: a JSON Lines stream of logs, heartbeats, the dataset and its analysis;
+//! * [`jobs`], [`list`], [`logs`]: create, retrieve, status, cancel, delete, the filtered list,
+//!   and the logs `wait_until_done()` polls;
+//! * [`results`]: the dataset (a tar of Parquet for `load_dataset()`) and the analysis
+//!   ([`analysis`]: our statistics in the client's `DatasetProfilerResults` shape).
+//!
+//! The seed datastore the client's `upload_seed_dataset` and `with_seed_dataset` use is the
+//! Hub-compatible API at `/v1/hf` (`crate::api::hub`).
 
+mod analysis;
 mod jobs;
+mod list;
+mod logs;
 mod preview;
 mod results;
 mod settings;
@@ -55,10 +62,13 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(settings::settings))
         .routes(routes!(preview::preview))
-        .routes(routes!(jobs::create_job, jobs::list_jobs))
-        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::create_job, list::list_jobs))
+        .routes(routes!(jobs::get_job, jobs::delete_job))
+        .routes(routes!(jobs::job_status))
         .routes(routes!(jobs::cancel_job))
-        .routes(routes!(jobs::job_logs))
-        .routes(routes!(results::dataset_result))
-        .routes(routes!(results::download_dataset))
+        .routes(routes!(logs::job_logs))
+        .routes(routes!(logs::data_designer_job_logs))
+        .routes(routes!(results::list_results))
+        .routes(routes!(results::get_result))
+        .routes(routes!(results::download_result))
 }

@@ -8,9 +8,9 @@
 //! finish and for each failed record, a `heartbeat` every [`HEARTBEAT`] so the client's
 //! per-read timeout does not fire while models think, and at the end one `dataset` message:
 //! the completed records as `{column: [values]}`, encoded as a JSON string in `message`,
-//! which the client turns into a DataFrame. Every line ends in `\n`, none is blank (the
-//! client's decoder fails on a blank line). The `analysis` message is not sent yet: the
-//! client then leaves `preview.analysis` empty and says nothing.
+//! which the client turns into a DataFrame, then one `analysis` message, the records'
+//! statistics as the client's `DatasetProfilerResults` (see [`super::analysis`]). Every line
+//! ends in `\n`, none is blank (the client's decoder fails on a blank line).
 //!
 //! A client that goes away drops the stream, which stops the preview's generation: the
 //! preview runs inside the response body's stream, not on a task of its own.
@@ -57,8 +57,8 @@ pub struct PreviewRequest {
 /// Data Designer preview
 ///
 /// Checks the config as `POST /v1/preview` does, then streams JSON Lines of `PreviewMessage`s
-/// (`log`, `heartbeat`, then one `dataset`) while up to 10 records are generated. Nothing is
-/// stored.
+/// (`log`, `heartbeat`, then one `dataset` and one `analysis`) while up to 10 records are
+/// generated. Nothing is stored.
 #[utoipa::path(post, path = "/v1/data-designer/preview", tag = "data-designer",
     request_body = PreviewRequest,
     responses(
@@ -148,7 +148,8 @@ pub async fn preview(
     Ok(resp)
 }
 
-/// The messages after the last record: a warning per failed record, the dataset, the end.
+/// The messages after the last record: a warning per failed record, the dataset, its
+/// analysis, the end.
 fn finish(preview: &Preview) -> Vec<Bytes> {
     let mut out = Vec::new();
     let mut columns: Map<String, Value> = preview
@@ -185,6 +186,10 @@ fn finish(preview: &Preview) -> Vec<Bytes> {
         }
     }
     out.push(line("dataset", &Value::Object(columns).to_string(), None));
+    if let Some(profile) = &preview.profile {
+        let analysis = super::analysis::profiler_results(profile).to_string();
+        out.push(line("analysis", &analysis, None));
+    }
     let done = preview.records.len() - failed;
     out.push(log(
         "info",
@@ -242,6 +247,7 @@ mod tests {
                 )),
                 completed(json!({"a": 2, "b": null})),
             ],
+            profile: None,
         };
         let lines: Vec<Value> = finish(&preview)
             .iter()

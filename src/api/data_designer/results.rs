@@ -1,7 +1,8 @@
-//! A Data Designer job's results: `GET /v1/data-designer/jobs/{id}/results/dataset` (the
-//! existence probe the client makes before a download) and `.../results/dataset/download`,
-//! the tar archive `load_dataset()` extracts: one `dataset/part-0.parquet`, our streamed Parquet
-//! export of the completed records.
+//! A Data Designer job's results, `dataset` and `analysis`: the list, each one's metadata
+//! (`GET .../results/{name}`, the existence probe the client makes before a download) and its
+//! download. The dataset is the tar archive `load_dataset()` extracts, one
+//! `dataset/part-0.parquet` (our streamed Parquet export of the completed records); the
+//! analysis is the JSON `load_analysis()` validates (see [`super::analysis`]).
 //!
 //! A tar header holds its file's size, so the Parquet export is streamed to a temporary file
 //! first (disk, not memory: a job of a million records is not held in memory), then the archive
@@ -21,6 +22,7 @@ use tokio::io::AsyncWriteExt as _;
 use crate::api::extract::{self, ApiPath};
 use crate::auth::Caller;
 use crate::domain::JobStatus;
+use crate::domain::job::JobRow;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::ExportFormat;
 use crate::state::AppState;
@@ -36,58 +38,116 @@ fn has_results(status: JobStatus) -> bool {
     )
 }
 
-/// A Data Designer job's dataset result
+/// The results a job has: both once it has finished or is stopping, else none.
+const RESULTS: [&str; 2] = ["dataset", "analysis"];
+
+/// The job, if `name` is one of its results now; `output_not_found` otherwise.
+async fn job_with_result(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+    name: &str,
+) -> Result<JobRow, ApiError> {
+    let id = extract::job_id(id)?;
+    let job = state.jobs.get(id, caller.owner()).await?;
+    if !RESULTS.contains(&name) || !has_results(job.status) {
+        return Err(ApiError::OutputNotFound(name.into()));
+    }
+    Ok(job)
+}
+
+/// A result as the client's `PlatformJobResult`.
+fn result_view(job: &JobRow, name: &str) -> Value {
+    json!({
+        "job_id": job.id.to_string(),
+        "result_name": name,
+        "namespace": "default",
+        "artifact_storage_type": "synthgate",
+        "artifact_url": format!("/v1/data-designer/jobs/{}/results/{name}/download", job.id),
+        "created_at": job.created_at.to_rfc3339(),
+        "updated_at": job.updated_at.to_rfc3339(),
+    })
+}
+
+/// List a Data Designer job's results
 ///
-/// The client's existence probe before a download: `404` until the job has finished.
-#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results/dataset", tag = "data-designer",
+/// `dataset` and `analysis` once the job has finished or is stopping; none before.
+#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "The result (`PlatformJobResult`)", body = Object),
+        (status = 200, description = "The results (`PlatformJobListResultResponse`)", body = Object),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
-        (status = 404, description = "No such job, another key's (`job_not_found`), or no result yet (`output_not_found`)", body = ErrorBody),
+        (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
     ))]
-pub async fn dataset_result(
+pub async fn list_results(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = extract::job_id(&id)?;
     let job = state.jobs.get(id, caller.owner()).await?;
-    if !has_results(job.status) {
-        return Err(ApiError::OutputNotFound("dataset".into()));
-    }
-    Ok(Json(json!({
-        "job_id": job.id.to_string(),
-        "result_name": "dataset",
-        "namespace": "default",
-        "artifact_storage_type": "synthgate",
-        "artifact_url": format!("/v1/data-designer/jobs/{}/results/dataset/download", job.id),
-        "created_at": job.created_at.to_rfc3339(),
-        "updated_at": job.updated_at.to_rfc3339(),
-    })))
+    let data: Vec<Value> = if has_results(job.status) {
+        RESULTS.iter().map(|name| result_view(&job, name)).collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Json(json!({"object": "list", "data": data})))
 }
 
-/// Download a Data Designer job's dataset
+/// A Data Designer job's result
 ///
-/// A tar archive holding `dataset/part-0.parquet`: the completed records, as
-/// `GET /v1/jobs/{id}/records?format=parquet` gives them.
-#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results/dataset/download", tag = "data-designer",
-    params(("id" = uuid::Uuid, Path, description = "Job id")),
+/// The client's existence probe before a download (`dataset` or `analysis`): `404` until
+/// the job has finished.
+#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results/{name}", tag = "data-designer",
+    params(("id" = uuid::Uuid, Path, description = "Job id"),
+        ("name" = String, Path, description = "`dataset` or `analysis`")),
     responses(
-        (status = 200, description = "A tar archive", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 200, description = "The result (`PlatformJobResult`)", body = Object),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
-        (status = 404, description = "No such job, another key's (`job_not_found`), or no result yet (`output_not_found`)", body = ErrorBody),
+        (status = 404, description = "No such job, another key's (`job_not_found`), or no such result yet (`output_not_found`)", body = ErrorBody),
     ))]
-pub async fn download_dataset(
+pub async fn get_result(
     State(state): State<AppState>,
     caller: Caller,
-    ApiPath(id): ApiPath<String>,
+    ApiPath((id, name)): ApiPath<(String, String)>,
+) -> Result<Json<Value>, ApiError> {
+    let job = job_with_result(&state, &caller, &id, &name).await?;
+    Ok(Json(result_view(&job, &name)))
+}
+
+/// Download a Data Designer job's result
+///
+/// `dataset`: a tar archive holding `dataset/part-0.parquet`, the completed records as
+/// `GET /v1/jobs/{id}/records?format=parquet` gives them. `analysis`: the records' statistics
+/// as the client's `DatasetProfilerResults` (JSON).
+#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results/{name}/download", tag = "data-designer",
+    params(("id" = uuid::Uuid, Path, description = "Job id"),
+        ("name" = String, Path, description = "`dataset` or `analysis`")),
+    responses(
+        (status = 200, description = "A tar archive (`dataset`) or a JSON object (`analysis`)", content_type = "application/x-tar", body = Vec<u8>),
+        (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
+        (status = 404, description = "No such job, another key's (`job_not_found`), or no such result yet (`output_not_found`)", body = ErrorBody),
+    ))]
+pub async fn download_result(
+    State(state): State<AppState>,
+    caller: Caller,
+    ApiPath((id, name)): ApiPath<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let id = extract::job_id(&id)?;
-    let job = state.jobs.get(id, caller.owner()).await?;
-    if !has_results(job.status) {
-        return Err(ApiError::OutputNotFound("dataset".into()));
+    let job = job_with_result(&state, &caller, &id, &name).await?;
+    if name == "analysis" {
+        let analysis = state.jobs.analysis(job.id, caller.owner()).await?;
+        return Ok(Json(super::analysis::profiler_results(&analysis.profile)).into_response());
     }
+    dataset_archive(&state, &caller, &job).await
+}
+
+/// The tar archive of a job's dataset (see the module docs).
+async fn dataset_archive(
+    state: &AppState,
+    caller: &Caller,
+    job: &JobRow,
+) -> Result<Response, ApiError> {
+    let id = job.id;
     let parquet = state
         .jobs
         .export(id, caller.owner(), ExportFormat::Parquet, false)

@@ -1,4 +1,5 @@
-//! File formats of datasets: one reader per format, and the column type inference they share.
+//! File formats of datasets: one reader per format, the column type inference they share, and
+//! the Parquet writer (`parquet_writer`) that job exports and datastore files are written with.
 //!
 //! A reader parses a file on disk streaming (never the whole file in memory: memory is bounded
 //! by `DatasetLimits::max_row_bytes` per row) and hands typed rows to a [`RowSink`], each row a
@@ -16,6 +17,7 @@ mod infer;
 pub(crate) mod jsonl;
 pub(crate) mod parquet;
 mod parquet_guard;
+pub(crate) mod parquet_writer;
 
 use std::path::Path;
 

@@ -61,6 +61,12 @@ pub enum SeedSource {
         /// The files' text encoding (DataDesigner's default `utf-8`).
         encoding: String,
     },
+    /// The Data Designer service's seed shape, `seed_config.dataset: "namespace/repo/file"`:
+    /// a file (or glob) of one of the caller's seed datastore repositories (`/v1/hf`).
+    Datastore {
+        /// The string as the config gives it.
+        dataset: String,
+    },
     /// Any other `seed_type` (`df`, `agent_rollout`, ...).
     Other {
         /// The `seed_type` given.
@@ -120,7 +126,11 @@ pub enum SelectionStrategy {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SeedConfigDe {
-    source: Value,
+    #[serde(default)]
+    source: Option<Value>,
+    /// The Data Designer service's older shape: a datastore file instead of `source`.
+    #[serde(default)]
+    dataset: Option<String>,
     #[serde(default)]
     sampling_strategy: SamplingStrategy,
     #[serde(default)]
@@ -237,7 +247,28 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
             return None;
         }
     };
-    let seed_type = match de.source.get("seed_type") {
+    let source_value = match (de.source, de.dataset) {
+        (Some(source), None) => source,
+        (None, Some(dataset)) => {
+            return Some(SeedConfig {
+                source: SeedSource::Datastore { dataset },
+                sampling_strategy: de.sampling_strategy,
+                selection_strategy: selection(de.selection_strategy, &mut fail)?,
+            });
+        }
+        (Some(_), Some(_)) => {
+            fail(
+                "dataset",
+                "give `source` or `dataset` (a seed datastore file), not both".into(),
+            );
+            return None;
+        }
+        (None, None) => {
+            fail("source", "missing field `source`".into());
+            return None;
+        }
+    };
+    let seed_type = match source_value.get("seed_type") {
         Some(Value::String(s)) => s.clone(),
         Some(other) => {
             fail(
@@ -246,14 +277,14 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
             );
             return None;
         }
-        None if de.source.is_object() => {
+        None if source_value.is_object() => {
             fail("source.seed_type", "missing field `seed_type`".into());
             return None;
         }
         None => {
             let msg = format!(
                 "invalid type: {}, expected an object",
-                json_kind(&de.source)
+                json_kind(&source_value)
             );
             fail("source", msg);
             return None;
@@ -261,17 +292,17 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
     };
     let parsed = match seed_type.as_str() {
         "inline" => {
-            deserialize_at::<InlineDe>(&de.source).map(|d| SeedSource::Inline { rows: d.rows })
+            deserialize_at::<InlineDe>(&source_value).map(|d| SeedSource::Inline { rows: d.rows })
         }
         "local" => {
-            deserialize_at::<LocalDe>(&de.source).map(|d| SeedSource::Local { path: d.path })
+            deserialize_at::<LocalDe>(&source_value).map(|d| SeedSource::Local { path: d.path })
         }
-        "hf" => deserialize_at::<HfDe>(&de.source).map(|d| SeedSource::Hf {
+        "hf" => deserialize_at::<HfDe>(&source_value).map(|d| SeedSource::Hf {
             path: d.path,
             token_given: d.token.is_some(),
             endpoint: d.endpoint,
         }),
-        "directory" => deserialize_at::<DirectoryDe>(&de.source).map(|d| {
+        "directory" => deserialize_at::<DirectoryDe>(&source_value).map(|d| {
             SeedSource::Directory(FileSystemSource {
                 path: d.path,
                 file_pattern: d.file_pattern,
@@ -279,7 +310,7 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
             })
         }),
         "file_contents" => {
-            deserialize_at::<FileContentsDe>(&de.source).map(|d| SeedSource::FileContents {
+            deserialize_at::<FileContentsDe>(&source_value).map(|d| SeedSource::FileContents {
                 files: FileSystemSource {
                     path: d.path,
                     file_pattern: d.file_pattern,
@@ -297,21 +328,29 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
             return None;
         }
     };
-    let selection_strategy = match de.selection_strategy {
-        None | Some(Value::Null) => None,
-        Some(sel) => Some(
-            parse_selection(&sel)
-                .map_err(|(p, m)| {
-                    fail(&join_path("selection_strategy", &p), m);
-                })
-                .ok()?,
-        ),
-    };
+    let selection_strategy = selection(de.selection_strategy, &mut fail)?;
     Some(SeedConfig {
         source,
         sampling_strategy: de.sampling_strategy,
         selection_strategy,
     })
+}
+
+/// `selection_strategy`: `Some(None)` when absent or null, `None` (after `fail`) when bad.
+fn selection(
+    value: Option<Value>,
+    fail: &mut impl FnMut(&str, String),
+) -> Option<Option<SelectionStrategy>> {
+    match value {
+        None | Some(Value::Null) => Some(None),
+        Some(sel) => match parse_selection(&sel) {
+            Ok(s) => Some(Some(s)),
+            Err((p, m)) => {
+                fail(&join_path("selection_strategy", &p), m);
+                None
+            }
+        },
+    }
 }
 
 /// Like pydantic's smart union: an object with `start`/`end` is an `IndexRange`, anything

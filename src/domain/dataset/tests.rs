@@ -386,3 +386,46 @@ fn file_backed_seed_sources_parse_with_datadesigners_defaults() {
         issues(json!({"seed_config": {"source": {"seed_type": "local", "path": "a.csv", "x": 1}}}));
     assert_eq!(i[0].field.as_deref(), Some("seed_config.source.x"));
 }
+
+#[test]
+fn the_data_designer_services_seed_shape_names_a_datastore_file() {
+    let seed = parse(json!({"columns": [], "seed_config": {
+        "dataset": "default/cities/seed.parquet", "sampling_strategy": "shuffle",
+        "selection_strategy": {"start": 0, "end": 1}}}))
+    .seed_config
+    .unwrap();
+    assert_eq!(
+        seed.source,
+        SeedSource::Datastore {
+            dataset: "default/cities/seed.parquet".into()
+        }
+    );
+    assert_eq!(seed.sampling_strategy, SamplingStrategy::Shuffle);
+    assert!(seed.selection_strategy.is_some());
+    for (seed_config, field, says) in [
+        (
+            json!({"dataset": "a/b/c.csv", "source": {"seed_type": "local", "path": "c.csv"}}),
+            "seed_config.dataset",
+            "not both",
+        ),
+        (
+            json!({"sampling_strategy": "ordered"}),
+            "seed_config.source",
+            "missing field",
+        ),
+        (
+            json!({"dataset": "a/b/c.csv", "selection_strategy": {"start": "x"}}),
+            "seed_config.selection_strategy.start",
+            "",
+        ),
+    ] {
+        let issues = DatasetConfig::parse(&json!({"columns": [], "seed_config": seed_config}))
+            .expect_err("refused");
+        assert!(
+            issues
+                .iter()
+                .any(|i| i.field.as_deref() == Some(field) && i.message.contains(says)),
+            "{seed_config}: {issues:?}"
+        );
+    }
+}

@@ -1,0 +1,436 @@
+//! The seed datastore: files of Hugging Face Hub-style dataset repositories (`namespace/name`),
+//! kept as the caller's datasets, which NVIDIA's Data Designer client uploads seeds to
+//! (`upload_seed_dataset`) and reads back (`with_seed_dataset`) through `/v1/hf`, and which a
+//! config names as `seed_config.dataset: "namespace/name/file"`.
+//!
+//! A repository is not stored on its own: it is the set of the key's datasets whose
+//! `source_ref` is `datastore:{namespace}/{name}`, and a file is the newest such dataset of
+//! its name. A commit imports the file like any upload (same parser, limits and column
+//! types), so a datastore file is also one of the key's uploads.
+//!
+//! The stored form is rows, not the file's bytes: a read of the file gets it written again
+//! from the rows, in its format ([`DatasetService::datastore_render`]). The same rows give the
+//! same bytes, on every replica, so sizes and range reads agree; the last few renderings are
+//! kept on disk, since a reader (`HfFileSystem`) reads one file in several ranges.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::Write as _;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use super::formats::parquet_writer::ParquetSink;
+use super::import::{FileDigest, import_file_digested};
+use super::service::{api_error, check_file_name};
+use super::{
+    BLOCK_ROWS, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetService,
+    DatasetSourceKind,
+};
+use crate::error::ApiError;
+use crate::store::{Store, StoreError};
+
+/// Renderings kept on disk.
+const RENDERED_KEPT: usize = 8;
+/// Datasets read per page of a repository's listing.
+const PAGE: u32 = 500;
+/// Longest namespace or repository name (the Hub's limit).
+const MAX_REPO_PART: usize = 96;
+
+/// A repository id, `namespace/name`: each part 1 to 96 of `A-Z a-z 0-9 . _ -`, not `.` or
+/// `..` (the Hub's rules, which also keep it one path segment each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RepoId(String);
+
+impl RepoId {
+    /// Checks `namespace` and `name`.
+    pub fn new(namespace: &str, name: &str) -> Result<Self, ApiError> {
+        for (what, part) in [("namespace", namespace), ("name", name)] {
+            let ok = !part.is_empty()
+                && part.len() <= MAX_REPO_PART
+                && part != "."
+                && part != ".."
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            if !ok {
+                return Err(ApiError::InvalidRequest(format!(
+                    "repository {what} '{part}': 1 to {MAX_REPO_PART} of A-Z, a-z, 0-9, '.', \
+                     '_' and '-'"
+                )));
+            }
+        }
+        Ok(Self(format!("{namespace}/{name}")))
+    }
+
+    /// Splits `seed_config.dataset` (`namespace/name/file`) into the repository and the file
+    /// (or glob); `None` if it does not have that shape.
+    pub fn split_dataset(dataset: &str) -> Option<(Self, &str)> {
+        let (repo, file) = dataset.rsplit_once('/')?;
+        let (namespace, name) = repo.split_once('/')?;
+        let repo = Self::new(namespace, name).ok()?;
+        (!file.is_empty()).then_some((repo, file))
+    }
+
+    /// `namespace/name`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The `source_ref` of its files.
+    fn source_ref(&self) -> String {
+        format!("datastore:{}", self.0)
+    }
+}
+
+/// A file of a repository written out from its rows: a temporary file, removed when the last
+/// reader drops it.
+#[derive(Debug)]
+pub struct Rendered {
+    /// Where the bytes are.
+    pub path: tempfile::TempPath,
+    /// How many.
+    pub size: u64,
+    /// Hex sha256 of the bytes (the Hub's `oid` and `ETag` take its first 40 digits).
+    pub sha256: String,
+}
+
+/// The last few renderings, newest last.
+#[derive(Debug, Default)]
+pub(super) struct RenderCache(Mutex<VecDeque<(DatasetId, Arc<Rendered>)>>);
+
+impl RenderCache {
+    fn get(&self, id: DatasetId) -> Option<Arc<Rendered>> {
+        let cache = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.iter().find(|(i, _)| *i == id).map(|(_, r)| r.clone())
+    }
+
+    fn put(&self, id: DatasetId, rendered: Arc<Rendered>) {
+        let mut cache = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        cache.retain(|(i, _)| *i != id);
+        cache.push_back((id, rendered));
+        while cache.len() > RENDERED_KEPT {
+            cache.pop_front();
+        }
+    }
+}
+
+/// The newest dataset of each name in `repo`, by name; `file`, if given, keeps only the
+/// names it matches (a glob when it holds `*`, `?` or `[`).
+pub async fn repo_files(
+    store: &dyn Store,
+    owner: Option<&str>,
+    repo: &RepoId,
+    file: Option<&str>,
+) -> Result<Vec<DatasetMeta>, StoreError> {
+    let pattern = file.and_then(|f| glob::Pattern::new(f).ok());
+    let matches = |name: &str| match (file, &pattern) {
+        (None, _) => true,
+        (Some(f), _) if !f.contains(['*', '?', '[']) => name == f,
+        (Some(_), Some(p)) => p.matches(name),
+        (Some(_), None) => false,
+    };
+    let mut newest: BTreeMap<String, DatasetMeta> = BTreeMap::new();
+    let mut before = None;
+    loop {
+        let q = DatasetQuery {
+            source_ref: Some(repo.source_ref()),
+            before,
+            limit: PAGE,
+            ..Default::default()
+        };
+        let page = store.find_datasets(owner, &q).await?;
+        let full = page.len() == PAGE as usize;
+        before = page.last().map(|d| d.id);
+        for d in page {
+            if matches(&d.name) {
+                // Newest first: the first of a name is the file.
+                newest.entry(d.name.clone()).or_insert(d);
+            }
+        }
+        if !full {
+            return Ok(newest.into_values().collect());
+        }
+    }
+}
+
+/// A repository's revision: a digest of its files (which dataset each name is), so it
+/// changes with every commit that changes a file. 40 hex digits, as a Hub commit id.
+pub fn revision(files: &[DatasetMeta]) -> String {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(f.name.as_bytes());
+        h.update([0]);
+        h.update(f.id.to_string().as_bytes());
+        h.update([0]);
+    }
+    hex::encode(h.finalize())[..40].to_owned()
+}
+
+impl DatasetService {
+    /// Imports `content` as file `path` of `repo`, unless the newest file of that name holds
+    /// the same bytes already. `path` is a plain file name with a `.csv`, `.jsonl`/`.ndjson`
+    /// or `.parquet` extension (directories in a repository are not served).
+    pub async fn datastore_commit(
+        &self,
+        owner: Option<&str>,
+        repo: &RepoId,
+        path: &str,
+        content: &[u8],
+    ) -> Result<DatasetMeta, ApiError> {
+        if path.contains(['/', '\\']) {
+            return Err(ApiError::InvalidDataset(format!(
+                "'{path}': files in folders of a repository are not served; commit it at the \
+                 repository's top level"
+            )));
+        }
+        let name = check_file_name(path, "the committed file's path")?;
+        let format = DatasetFormat::from_file_name(&name).ok_or_else(|| {
+            ApiError::UnsupportedDatasetFormat(format!(
+                "'{name}': the file name's extension must be .csv, .jsonl, .ndjson or .parquet"
+            ))
+        })?;
+        if content.is_empty() {
+            return Err(ApiError::InvalidDataset(format!("'{name}' is empty")));
+        }
+        let max = self.config.max_upload_bytes;
+        if content.len() as u64 > max {
+            return Err(ApiError::DatasetTooLarge(max));
+        }
+        let digest = FileDigest {
+            size_bytes: content.len() as u64,
+            sha256: hex::encode(Sha256::digest(content)),
+        };
+        let current = repo_files(&*self.store, owner, repo, Some(&name)).await?;
+        if let Some(same) = current.into_iter().find(|d| d.sha256 == digest.sha256) {
+            return Ok(same);
+        }
+        let dir = self.config.upload_dir();
+        let io = |e: std::io::Error| {
+            ApiError::Internal(format!("spooling a commit in {}: {e}", dir.display()))
+        };
+        let mut spool = tempfile::Builder::new()
+            .prefix("synthgate-commit-")
+            .tempfile_in(&dir)
+            .map_err(io)?;
+        spool.write_all(content).map_err(io)?;
+        spool.flush().map_err(io)?;
+        let meta = import_file_digested(
+            &*self.store,
+            owner,
+            &name,
+            format,
+            spool.path(),
+            digest,
+            DatasetSourceKind::Upload,
+            Some(repo.source_ref()),
+            &self.config.limits(),
+        )
+        .await
+        .map_err(api_error)?;
+        tracing::info!(dataset.id = %meta.id, repo = repo.as_str(), "datastore file committed");
+        Ok(meta)
+    }
+
+    /// The files of `repo` (the newest dataset of each name), by name.
+    pub async fn datastore_files(
+        &self,
+        owner: Option<&str>,
+        repo: &RepoId,
+    ) -> Result<Vec<DatasetMeta>, ApiError> {
+        Ok(repo_files(&*self.store, owner, repo, None).await?)
+    }
+
+    /// `meta`'s rows written out as a file of its format (see the module docs).
+    pub async fn datastore_render(&self, meta: &DatasetMeta) -> Result<Arc<Rendered>, ApiError> {
+        if let Some(r) = self.renders.get(meta.id) {
+            return Ok(r);
+        }
+        let dir = self.config.upload_dir();
+        let io = |e: std::io::Error| {
+            ApiError::Internal(format!(
+                "writing a datastore file in {}: {e}",
+                dir.display()
+            ))
+        };
+        let file = tempfile::Builder::new()
+            .prefix("synthgate-render-")
+            .tempfile_in(&dir)
+            .map_err(io)?;
+        let (file, path) = file.into_parts();
+        let mut out = std::io::BufWriter::new(file);
+        let mut writer = FileWriter::new(meta)?;
+        let mut hash = Sha256::new();
+        let mut size = 0u64;
+        let mut emit = |bytes: &[u8]| -> Result<(), ApiError> {
+            hash.update(bytes);
+            size += bytes.len() as u64;
+            out.write_all(bytes).map_err(io)
+        };
+        emit(&writer.start()?)?;
+        for block in 0..meta.num_rows.div_ceil(BLOCK_ROWS) {
+            let rows = self.store.read_dataset_block(meta.id, block).await?;
+            emit(&writer.rows(rows)?)?;
+        }
+        emit(&writer.finish()?)?;
+        out.flush().map_err(io)?;
+        let rendered = Arc::new(Rendered {
+            path,
+            size,
+            sha256: hex::encode(hash.finalize()),
+        });
+        self.renders.put(meta.id, rendered.clone());
+        Ok(rendered)
+    }
+}
+
+/// Writes rows in one of the formats: CSV with a header row, JSON Lines, or Parquet with the
+/// dataset's column types.
+enum FileWriter {
+    Csv(Vec<String>),
+    Jsonl,
+    Parquet(Box<ParquetSink>, Vec<String>),
+}
+
+impl FileWriter {
+    fn new(meta: &DatasetMeta) -> Result<Self, ApiError> {
+        let names: Vec<String> = meta.columns.iter().map(|c| c.name.clone()).collect();
+        Ok(match meta.format {
+            DatasetFormat::Csv => Self::Csv(names),
+            DatasetFormat::Jsonl | DatasetFormat::Listing => Self::Jsonl,
+            DatasetFormat::Parquet => {
+                let columns = meta
+                    .columns
+                    .iter()
+                    .map(|c| (c.name.clone(), super::resolve::column_type(c.r#type)))
+                    .collect();
+                let sink = ParquetSink::new(columns).map_err(internal)?;
+                Self::Parquet(Box::new(sink), names)
+            }
+        })
+    }
+
+    /// The bytes before the first row: the CSV header.
+    fn start(&mut self) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Self::Csv(names) => csv_line(names.iter().map(String::as_str)),
+            Self::Jsonl | Self::Parquet(..) => Ok(Vec::new()),
+        }
+    }
+
+    fn rows(&mut self, rows: Vec<Map<String, Value>>) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Self::Csv(names) => {
+                let mut out = Vec::new();
+                for row in &rows {
+                    let cells: Vec<String> = names
+                        .iter()
+                        .map(|n| match row.get(n) {
+                            None | Some(Value::Null) => String::new(),
+                            Some(Value::String(s)) => s.clone(),
+                            Some(other) => other.to_string(),
+                        })
+                        .collect();
+                    out.extend(csv_line(cells.iter().map(String::as_str))?);
+                }
+                Ok(out)
+            }
+            Self::Jsonl => {
+                let mut out = Vec::new();
+                for row in rows {
+                    serde_json::to_writer(&mut out, &row).map_err(internal)?;
+                    out.push(b'\n');
+                }
+                Ok(out)
+            }
+            Self::Parquet(sink, names) => {
+                let rows: Vec<Value> = rows
+                    .into_iter()
+                    .map(|mut row| {
+                        // In column order, as the sink writes them.
+                        let ordered: Map<String, Value> = names
+                            .iter()
+                            .map(|n| (n.clone(), row.remove(n).unwrap_or(Value::Null)))
+                            .collect();
+                        Value::Object(ordered)
+                    })
+                    .collect();
+                sink.write(&rows).map_err(internal)
+            }
+        }
+    }
+
+    /// The bytes after the last row: Parquet's footer.
+    fn finish(self) -> Result<Vec<u8>, ApiError> {
+        match self {
+            Self::Parquet(sink, _) => sink.finish().map_err(internal),
+            Self::Csv(_) | Self::Jsonl => Ok(Vec::new()),
+        }
+    }
+}
+
+/// One CSV record.
+fn csv_line<'a>(cells: impl Iterator<Item = &'a str>) -> Result<Vec<u8>, ApiError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(cells).map_err(internal)?;
+    w.into_inner().map_err(|e| internal(e.to_string()))
+}
+
+fn internal(e: impl std::fmt::Display) -> ApiError {
+    ApiError::Internal(format!("writing a datastore file: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repository_ids_and_dataset_names() {
+        assert!(RepoId::new("default", "my-seed").is_ok());
+        for (ns, name) in [
+            ("", "x"),
+            ("a/b", "x"),
+            ("..", "x"),
+            ("a", "x y"),
+            ("a", "é"),
+        ] {
+            assert!(RepoId::new(ns, name).is_err(), "{ns}/{name}");
+        }
+        assert!(RepoId::new("a", &"x".repeat(97)).is_err());
+        let (repo, file) = RepoId::split_dataset("default/my-seed/seed.parquet").unwrap();
+        assert_eq!((repo.as_str(), file), ("default/my-seed", "seed.parquet"));
+        assert_eq!(repo.source_ref(), "datastore:default/my-seed");
+        assert!(RepoId::split_dataset("my-seed/seed.parquet").is_none());
+        assert!(RepoId::split_dataset("a/b/").is_none());
+        assert!(RepoId::split_dataset("a/../x.csv").is_none());
+    }
+
+    #[test]
+    fn a_revision_changes_with_the_files() {
+        let meta = |name: &str| DatasetMeta {
+            id: DatasetId::new(),
+            owner: None,
+            name: name.into(),
+            format: DatasetFormat::Csv,
+            columns: Vec::new(),
+            num_rows: 0,
+            size_bytes: 0,
+            sha256: String::new(),
+            source: DatasetSourceKind::Upload,
+            source_ref: None,
+            created_at: chrono::Utc::now(),
+        };
+        let a = meta("a.csv");
+        let files = vec![a.clone()];
+        let r = revision(&files);
+        assert_eq!(r.len(), 40);
+        assert_eq!(r, revision(&files));
+        assert_ne!(r, revision(&[a, meta("a.csv")]));
+    }
+}
