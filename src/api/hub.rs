@@ -48,12 +48,43 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(resolve))
 }
 
-/// A Hub error: our envelope, with the `X-Error-Code` header `huggingface_hub` reads.
-fn hub_error(code: &'static str, err: ApiError) -> Response {
-    let mut resp = err.into_response();
-    resp.headers_mut()
-        .insert("x-error-code", HeaderValue::from_static(code));
-    resp
+/// The repository a read names; one whose name cannot exist is not found, as the Hub says.
+fn read_repo(namespace: &str, name: &str) -> Result<RepoId, HubError> {
+    RepoId::new(namespace, name)
+        .map_err(|e| HubError::coded("RepoNotFound", ApiError::NotFound(e.to_string())))
+}
+
+/// An error of the Hub API: our envelope, with the `X-Error-Code` header `huggingface_hub`
+/// reads where the Hub sets one.
+pub struct HubError {
+    code: Option<&'static str>,
+    err: ApiError,
+}
+
+impl HubError {
+    fn coded(code: &'static str, err: ApiError) -> Self {
+        Self {
+            code: Some(code),
+            err,
+        }
+    }
+}
+
+impl From<ApiError> for HubError {
+    fn from(err: ApiError) -> Self {
+        Self { code: None, err }
+    }
+}
+
+impl IntoResponse for HubError {
+    fn into_response(self) -> Response {
+        let mut resp = self.err.into_response();
+        if let Some(code) = self.code {
+            resp.headers_mut()
+                .insert("x-error-code", HeaderValue::from_static(code));
+        }
+        resp
+    }
 }
 
 /// The files of a repository at `rev`, with its revision; a Hub error if it has none or
@@ -63,14 +94,10 @@ async fn files_at(
     caller: &Caller,
     repo: &RepoId,
     rev: &str,
-) -> Result<(Vec<DatasetMeta>, String), Response> {
-    let files = state
-        .datasets
-        .datastore_files(caller.owner(), repo)
-        .await
-        .map_err(IntoResponse::into_response)?;
+) -> Result<(Vec<DatasetMeta>, String), HubError> {
+    let files = state.datasets.datastore_files(caller.owner(), repo).await?;
     if files.is_empty() {
-        return Err(hub_error(
+        return Err(HubError::coded(
             "RepoNotFound",
             ApiError::NotFound(format!(
                 "dataset repository '{}' (it has no file of yours)",
@@ -80,7 +107,7 @@ async fn files_at(
     }
     let sha = revision(&files);
     if rev != "main" && rev != sha {
-        return Err(hub_error(
+        return Err(HubError::coded(
             "RevisionNotFound",
             ApiError::NotFound(format!(
                 "revision '{rev}' of '{}' (revisions are not kept: use 'main')",
@@ -111,6 +138,7 @@ pub struct CreateRepo {
     request_body = CreateRepo,
     responses(
         (status = 200, description = "`{\"url\": \"datasets/{namespace}/{name}\"}`", body = Object),
+        (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
         (status = 422, description = "Not a dataset repository, or a bad name (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn create_repo(_caller: Caller, body: Bytes) -> Result<Json<Value>, ApiError> {
@@ -133,6 +161,7 @@ pub async fn create_repo(_caller: Caller, body: Bytes) -> Result<Json<Value>, Ap
     params(("namespace" = String, Path), ("name" = String, Path), ("rev" = String, Path)),
     responses(
         (status = 200, description = "`{\"files\": [{path, uploadMode: \"regular\", shouldIgnore: false}]}`", body = Object),
+        (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
         (status = 422, description = "A malformed body or name (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn preupload(
@@ -281,8 +310,8 @@ pub async fn repo_info(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, Response> {
-    let repo = RepoId::new(&namespace, &name).map_err(IntoResponse::into_response)?;
+) -> Result<Json<Value>, HubError> {
+    let repo = read_repo(&namespace, &name)?;
     let (files, sha) = files_at(&state, &caller, &repo, "main").await?;
     Ok(Json(info(&repo, &files, &sha)))
 }
@@ -296,8 +325,8 @@ pub async fn repo_info(
     responses(
         (status = 404, description = "Always (`not_found`, `X-Error-Code: RepoNotFound`)", body = ErrorBody),
     ))]
-pub async fn bare_repo_info(_caller: Caller, ApiPath(name): ApiPath<String>) -> Response {
-    hub_error(
+pub async fn bare_repo_info(_caller: Caller, ApiPath(name): ApiPath<String>) -> HubError {
+    HubError::coded(
         "RepoNotFound",
         ApiError::NotFound(format!(
             "dataset repository '{name}' (repositories are `namespace/name`)"
@@ -316,8 +345,8 @@ pub async fn repo_info_at(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
-) -> Result<Json<Value>, Response> {
-    let repo = RepoId::new(&namespace, &name).map_err(IntoResponse::into_response)?;
+) -> Result<Json<Value>, HubError> {
+    let repo = read_repo(&namespace, &name)?;
     let (files, sha) = files_at(&state, &caller, &repo, &rev).await?;
     Ok(Json(info(&repo, &files, &sha)))
 }
@@ -336,16 +365,12 @@ pub async fn tree(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
-) -> Result<Json<Value>, Response> {
-    let repo = RepoId::new(&namespace, &name).map_err(IntoResponse::into_response)?;
+) -> Result<Json<Value>, HubError> {
+    let repo = read_repo(&namespace, &name)?;
     let (files, _) = files_at(&state, &caller, &repo, &rev).await?;
     let mut entries = Vec::with_capacity(files.len());
     for f in &files {
-        let r = state
-            .datasets
-            .datastore_render(f)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        let r = state.datasets.datastore_render(f).await?;
         entries.push(json!({"type": "file", "path": f.name, "size": r.size,
             "oid": &r.sha256[..40]}));
     }
@@ -369,27 +394,21 @@ pub async fn resolve(
     caller: Caller,
     ApiPath((namespace, name, rev, file)): ApiPath<(String, String, String, String)>,
     req: Request,
-) -> Result<Response, Response> {
-    let repo = RepoId::new(&namespace, &name).map_err(IntoResponse::into_response)?;
+) -> Result<Response, HubError> {
+    let repo = read_repo(&namespace, &name)?;
     let (files, sha) = files_at(&state, &caller, &repo, &rev).await?;
     let Some(meta) = files.iter().find(|f| f.name == file) else {
-        return Err(hub_error(
+        return Err(HubError::coded(
             "EntryNotFound",
             ApiError::NotFound(format!("file '{file}' of '{}'", repo.as_str())),
         ));
     };
-    let rendered = state
-        .datasets
-        .datastore_render(meta)
-        .await
-        .map_err(IntoResponse::into_response)?;
+    let rendered = state.datasets.datastore_render(meta).await?;
     // The rendering has no extension, so its type is `application/octet-stream`.
     let served = tower_http::services::ServeFile::new(&rendered.path)
         .oneshot(req)
         .await
-        .map_err(|e| {
-            ApiError::Internal(format!("reading a datastore file: {e}")).into_response()
-        })?;
+        .map_err(|e| ApiError::Internal(format!("reading a datastore file: {e}")))?;
     let (mut parts, body) = served.into_parts();
     let etag = format!("\"{}\"", &rendered.sha256[..40]);
     for (name, value) in [("etag", etag.as_str()), ("x-repo-commit", sha.as_str())] {

@@ -274,6 +274,11 @@ impl Step {
                 let text = env
                     .render(template, &c)
                     .map_err(|e| StepError::new(RecordErrorCode::TemplateError, e))?;
+                // DataDesigner drops a row whose expression renders blank.
+                if text.trim().is_empty() {
+                    let msg = super::template::empty_render("expression");
+                    return Err(StepError::new(RecordErrorCode::TemplateError, msg));
+                }
                 let value = cast_expression(&text, *dtype)
                     .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
                 rec.put(self.slot, value);

@@ -106,12 +106,22 @@ impl Plan {
                     return Ok(None);
                 };
                 let ctx = ctx.unwrap_or_else(|| rec.context());
-                let render = |name: &str| {
-                    env.render(name, &ctx)
-                        .map_err(|e| columns::StepError::new(RecordErrorCode::TemplateError, e))
+                let render = |name: &str, what: &str| {
+                    let text = env
+                        .render(name, &ctx)
+                        .map_err(|e| columns::StepError::new(RecordErrorCode::TemplateError, e))?;
+                    if text.is_empty() {
+                        let msg = super::template::empty_render(what);
+                        return Err(columns::StepError::new(RecordErrorCode::TemplateError, msg));
+                    }
+                    Ok(text)
                 };
-                let user = render(&llm.prompt)?;
-                let system = llm.system.as_deref().map(render).transpose()?;
+                let user = render(&llm.prompt, "prompt")?;
+                let system = llm
+                    .system
+                    .as_deref()
+                    .map(|s| render(s, "system prompt"))
+                    .transpose()?;
                 Ok(Some((system, user)))
             })
             .await?;

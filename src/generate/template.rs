@@ -3,10 +3,14 @@
 //! templates read column values from.
 //!
 //! Choices, and why:
-//! * **Undefined values are `SemiStrict`.** Printing or iterating an undefined value (a typo
-//!   such as `{{ col.titel }}`) fails the record instead of silently rendering nothing, while
-//!   `{% if col.optional_key %}` still works. DataDesigner's Jinja renders such typos as
-//!   empty text; failing loudly is more useful for generated data.
+//! * **Undefined values as DataDesigner's Jinja has them.** Prompts and expressions render
+//!   with Jinja's default `Undefined` (minijinja's `Lenient`): a missing key of an object
+//!   (`{{ person.openness.description }}` without `description`) prints as empty text, a
+//!   lookup *on* a missing value (`{{ a.missing.deeper }}`) fails the record. A template that
+//!   renders to empty text fails as DataDesigner's does (see `generate::columns`), which is
+//!   where a typo shows. Skip conditions render with `StrictUndefined` (DataDesigner's
+//!   `skip_evaluator`): any undefined value fails the gate, and a failed gate skips the cell.
+//!   Names that are no column are refused at submit (`unknown_reference`) either way.
 //! * **Budgets.** Templates come from users, so they run under budgets that no template can
 //!   get past, whatever it does (see [`RecordBudget`]): minijinja fuel, which since 3.1 pays
 //!   for instructions *and* for the data a template creates (about 64 bytes per unit), checked
@@ -71,7 +75,12 @@ const JINJA_NAMES: &[&str] = &[
 /// Every template of one plan.
 #[derive(Debug)]
 pub(crate) struct Templates {
+    /// Prompts, expressions and the rest: undefined values print as empty text.
     env: Environment<'static>,
+    /// Skip conditions: any undefined value is an error.
+    strict: Environment<'static>,
+    /// The templates compiled into `strict`.
+    strict_names: HashSet<String>,
     builtins: HashSet<String>,
 }
 
@@ -94,17 +103,15 @@ impl Templates {
     }
 
     pub(crate) fn new() -> Self {
-        let mut env = Environment::new();
-        env.set_undefined_behavior(UndefinedBehavior::SemiStrict);
-        env.set_fuel(Some(TEMPLATE_FUEL));
-        env.set_auto_escape_callback(|_| AutoEscape::None);
-        // DataDesigner renders with Python's Jinja, so configs call Python's str, list and
-        // dict methods (`split`, `strip`, `startswith`, `items`, ...): minijinja-contrib's
-        // pycompat layer serves them, under the same fuel and budgets.
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        let env = environment(UndefinedBehavior::Lenient);
         let mut builtins: HashSet<String> = env.globals().map(|(k, _)| k.to_owned()).collect();
         builtins.extend(JINJA_NAMES.iter().map(|s| (*s).to_owned()));
-        Self { env, builtins }
+        Self {
+            env,
+            strict: environment(UndefinedBehavior::Strict),
+            strict_names: HashSet::new(),
+            builtins,
+        }
     }
 
     /// Compiles `source` under `name`. Errors carry minijinja's message.
@@ -114,6 +121,24 @@ impl Templates {
             .map_err(|e| e.to_string())
     }
 
+    /// Compiles a skip condition under `name`: undefined values in it are errors.
+    pub(crate) fn add_strict(&mut self, name: &str, source: &str) -> Result<(), String> {
+        self.strict
+            .add_template_owned(name.to_owned(), source.to_owned())
+            .map_err(|e| e.to_string())?;
+        self.strict_names.insert(name.to_owned());
+        Ok(())
+    }
+
+    /// Template `name`, from whichever environment compiled it.
+    fn get(&self, name: &str) -> Result<minijinja::Template<'_, '_>, minijinja::Error> {
+        if self.strict_names.contains(name) {
+            self.strict.get_template(name)
+        } else {
+            self.env.get_template(name)
+        }
+    }
+
     /// The variables template `name` reads (sorted), leaving out Jinja's own names (`range`,
     /// `loop`, ...) unless `is_column` says a column has that name.
     pub(crate) fn references(
@@ -121,7 +146,7 @@ impl Templates {
         name: &str,
         is_column: impl Fn(&str) -> bool,
     ) -> BTreeSet<String> {
-        let Ok(tmpl) = self.env.get_template(name) else {
+        let Ok(tmpl) = self.get(name) else {
             return BTreeSet::new();
         };
         tmpl.undeclared_variables(false)
@@ -138,7 +163,7 @@ impl Templates {
         ctx: &minijinja::Value,
         budget: &RecordBudget,
     ) -> Result<String, String> {
-        let tmpl = self.env.get_template(name).map_err(|e| e.to_string())?;
+        let tmpl = self.get(name).map_err(|e| e.to_string())?;
         if budget.fuel_left.load(Ordering::Relaxed) == 0 {
             return Err(format!(
                 "{BUDGET_EXCEEDED}: the record's templates used up their fuel ({RECORD_FUEL} units) before this one"
@@ -340,6 +365,31 @@ fn deserialized(value: &Value) -> Option<Value> {
     }
 }
 
+/// Why a template that rendered to empty text fails its record, as DataDesigner's
+/// `EmptyTemplateRenderError` does (an empty prompt or expression is almost always a field
+/// missing from the record, or a typo that Jinja's lenient undefined printed as nothing).
+pub(crate) fn empty_render(what: &str) -> String {
+    format!(
+        "the {what} rendered to empty text: a field it reads is missing, null or empty in this \
+         record; give a fallback (`{{{{ field if field else 'N/A' }}}}`) or gate the column with \
+         `skip`"
+    )
+}
+
+/// An environment with synthgate's settings and `undefined` behaviour: fuel, no escaping,
+/// Python's methods.
+fn environment(undefined: UndefinedBehavior) -> Environment<'static> {
+    let mut env = Environment::new();
+    env.set_undefined_behavior(undefined);
+    env.set_fuel(Some(TEMPLATE_FUEL));
+    env.set_auto_escape_callback(|_| AutoEscape::None);
+    // DataDesigner renders with Python's Jinja, so configs call Python's str, list and dict
+    // methods (`split`, `strip`, `startswith`, `items`, ...): minijinja-contrib's pycompat
+    // layer serves them, under the same fuel and budgets.
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env
+}
+
 /// Truthiness of a rendered `skip.when`, as DataDesigner's native Jinja environment sees it
 /// (the text is read back as a literal, then Python's `bool`).
 pub(crate) fn rendered_truthy(text: &str) -> bool {
@@ -399,18 +449,26 @@ mod tests {
     }
 
     #[test]
-    fn undefined_fails_on_print_but_not_on_test() {
+    fn undefined_values_render_as_pythons_jinja_renders_them() {
         let mut t = Templates::new();
-        t.add("p", "{{ obj.missing }}").unwrap();
+        t.add("p", "[{{ obj.missing }}]").unwrap();
         t.add("q", "{% if obj.missing %}y{% else %}n{% endif %}")
             .unwrap();
+        t.add("deeper", "{{ obj.missing.deeper }}").unwrap();
+        t.add_strict("skip", "{{ obj.missing }}").unwrap();
         let c = ctx(&[("obj", json!({"a": 1}))]).into_value();
+        let b = RecordBudget::new();
+        // Jinja's default `Undefined`: empty text, false, but no lookup on it.
+        assert_eq!(t.render("p", &c, &b).unwrap(), "[]");
+        assert_eq!(t.render("q", &c, &b).unwrap(), "n");
         assert!(
-            t.render("p", &c, &RecordBudget::new())
+            t.render("deeper", &c, &b)
                 .unwrap_err()
                 .contains("undefined")
         );
-        assert_eq!(t.render("q", &c, &RecordBudget::new()).unwrap(), "n");
+        // `StrictUndefined`, for skip conditions.
+        assert!(t.render("skip", &c, &b).unwrap_err().contains("undefined"));
+        assert_eq!(t.references("skip", |_| false).len(), 1);
     }
 
     #[test]

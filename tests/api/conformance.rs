@@ -61,7 +61,12 @@ const CASES: &[(&str, Expect)] = &[
     ("builder_default_model_configs", Accepted),
     ("tutorial_product_reviews", Accepted),
     ("tutorial_persona_bios", Accepted),
+    ("semantics_jinja", Accepted),
 ];
+
+/// Cases whose every value is determined by the config: each of DataDesigner's scalar columns
+/// must equal ours, row by row.
+const VALUE_CASES: &[&str] = &["semantics_jinja"];
 
 const NUM_RECORDS: u64 = 3;
 
@@ -165,6 +170,12 @@ async fn datadesigner_builder_configs_run_unchanged() {
         // DataDesigner's own preview of the same file against the same mock: where it runs,
         // its dataset has the same columns (it may order them differently).
         let dd = &reference[*name];
+        if VALUE_CASES.contains(name) {
+            assert_eq!(
+                dd["ok"], true,
+                "{name}: DataDesigner's preview failed: {dd}"
+            );
+        }
         if dd["ok"] == true {
             let mut theirs: Vec<&str> = dd["columns"]
                 .as_array()
@@ -187,6 +198,17 @@ async fn datadesigner_builder_configs_run_unchanged() {
                 .collect();
             outputs.sort_unstable();
             assert_eq!(dd["outputs"], json!(outputs), "{name}: processor outputs");
+            if VALUE_CASES.contains(name) {
+                for (column, theirs) in dd["scalars"].as_object().unwrap() {
+                    for (i, r) in records.iter().enumerate() {
+                        assert_eq!(
+                            &r["values"][column.as_str()],
+                            &theirs[i],
+                            "{name}: record {i}, column {column} differs from DataDesigner's"
+                        );
+                    }
+                }
+            }
             // And each value has the same JSON kind as DataDesigner's first row.
             let first = records[0]["values"].as_object().unwrap();
             for (column, theirs) in dd["shapes"].as_object().unwrap() {
@@ -228,6 +250,38 @@ async fn datadesigner_builder_configs_run_unchanged() {
             assert_eq!(body.lines().count() as u64, NUM_RECORDS, "{name}: {body}");
         }
     }
+    // The semantics case, spelled out: what both agreed on is DataDesigner's Jinja.
+    let (_, jobs) = app.get("/v1/jobs?limit=100").await;
+    let semantics = jobs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| {
+            j["columns"]
+                .as_array()
+                .is_some_and(|c| c.contains(&json!("gated")))
+        })
+        .expect("the semantics job");
+    let records = app.all_records(semantics["id"].as_str().unwrap()).await;
+    let v = &records[0]["values"];
+    assert_eq!(
+        (
+            &v["words"],
+            &v["doubled"],
+            &v["missing"],
+            &v["deep"],
+            &v["gated"]
+        ),
+        (
+            &json!(3),
+            &json!(2469.0),
+            &json!("[]"),
+            &json!("deep"),
+            &json!("skipped")
+        ),
+        "{v}"
+    );
+    assert_eq!(v["title"], "Great Soft Blanket", "{v}");
     assert!(
         shape_differences.is_empty(),
         "value kinds differ from DataDesigner's preview: {shape_differences:#?}"
@@ -295,6 +349,11 @@ fn output_columns(config: &Value) -> Vec<(String, &'static str)> {
                     _ => "scalar",
                 },
                 "image" => "array",
+                "expression" => match c["dtype"].as_str() {
+                    Some("int" | "float") => "number",
+                    Some("bool") => "scalar",
+                    _ => "string",
+                },
                 _ => "string",
             };
             (c["name"].as_str().unwrap().to_owned(), shape)

@@ -94,6 +94,12 @@ async fn schemathesis_finds_no_spec_violations() {
         .arg(&report)
         // Its working files (reports, caches) stay in the temp dir.
         .current_dir(work.path())
+        // A serializer for the datastore's JSON-lines commits (tests/schemathesis/).
+        .env("SCHEMATHESIS_HOOKS", "synthgate_hooks")
+        .env(
+            "PYTHONPATH",
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemathesis"),
+        )
         // Loopback only: no proxy may capture the requests.
         .env("NO_PROXY", "*")
         .env("no_proxy", "*")

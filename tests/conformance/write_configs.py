@@ -272,6 +272,27 @@ def cases():
     b.add_column(sampler("persona", "person", sp.PersonSamplerParams(locale="en_US")))
     b.add_column(name="bio", column_type="llm-text", model_alias="writer", prompt="Write a bio of {{ persona.first_name }}.")
     out["tutorial_persona_bios"] = b
+
+    # DataDesigner's Jinja semantics, value by value (issue 27): Python's string methods,
+    # JSON-looking values read back before rendering, undefined keys printed as empty text,
+    # and a skip condition over an undefined key (StrictUndefined: the cell is skipped).
+    from data_designer.config.base import SkipConfig
+
+    b = builder()
+    b.add_column(cc.ExpressionColumnConfig(name="review", expr="  great soft blanket  "))
+    b.add_column(cc.ExpressionColumnConfig(name="words", expr="{{ review.split() | length }}", dtype="int"))
+    b.add_column(cc.ExpressionColumnConfig(name="title", expr="{{ review.strip().title() }}"))
+    b.add_column(cc.ExpressionColumnConfig(name="num_str", expr="1234.5"))
+    b.add_column(cc.ExpressionColumnConfig(name="doubled", expr="{{ num_str * 2 }}", dtype="float"))
+    b.add_column(cc.ExpressionColumnConfig(name="obj", expr='{"a": 1, "b": {"c": "deep"}}'))
+    b.add_column(cc.ExpressionColumnConfig(name="missing", expr="[{{ obj.nope }}]"))
+    b.add_column(cc.ExpressionColumnConfig(name="deep", expr="{{ obj.b.c }}"))
+    b.add_column(
+        cc.ExpressionColumnConfig(
+            name="gated", expr="{{ obj.a }}", skip=SkipConfig(when="{{ obj.nope }}", value="skipped")
+        )
+    )
+    out["semantics_jinja"] = b
     return out
 
 

@@ -371,7 +371,7 @@ impl<'c> Compiler<'c> {
         deps: &mut Vec<usize>,
     ) -> Option<SkipStep> {
         let name = self.template_name(ci, "skip.when");
-        if let Err(msg) = self.templates.add(&name, when) {
+        if let Err(msg) = self.templates.add_strict(&name, when) {
             self.issue(codes::INVALID_TEMPLATE, ci, Some("skip.when"), msg);
             return None;
         }
