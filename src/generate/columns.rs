@@ -254,7 +254,7 @@ impl Step {
                         .apply(&sampled)
                         .map_err(|e| StepError::new(RecordErrorCode::TypeConversion, e))?;
                     draws += 1;
-                    if meets(constraints, &value, &rec.values)? {
+                    if meets(constraints, &sampled, &value, &rec.raw, &rec.values)? {
                         break (sampled, value);
                     }
                     if draws == MAX_DRAWS {
@@ -303,11 +303,17 @@ impl Step {
     }
 }
 
-/// Whether a draw meets every constraint on its column.
-fn meets(constraints: &[Check], value: &Value, values: &[Value]) -> Result<bool, StepError> {
+/// Whether a draw (`sampled`, converted to `value`) meets every constraint on its column.
+fn meets(
+    constraints: &[Check],
+    sampled: &Sampled,
+    value: &Value,
+    raw: &[Option<Sampled>],
+    values: &[Value],
+) -> Result<bool, StepError> {
     for c in constraints {
         let ok = c
-            .holds(value, values)
+            .holds(sampled, value, raw, values)
             .map_err(|e| StepError::new(RecordErrorCode::ConstraintUnsatisfied, e))?;
         if !ok {
             return Ok(false);

@@ -1,6 +1,12 @@
 //! DataDesigner's sampler `constraints` (`scalar_inequality`, `column_inequality`): parsing
 //! and checking them against the columns (`invalid_constraint`), and testing a draw.
 //!
+//! Numerical samplers compare their values after `convert_to`. `datetime` and `timedelta`
+//! samplers compare their instants before formatting, as DataDesigner does (its datetime
+//! `preproc` is the identity; `convert_to` formats after sampling), so `column_inequality`
+//! orders two date columns whatever their formats. A date compared with a number, which numpy
+//! cannot do either, is refused at submit.
+//!
 //! As in DataDesigner (`engine/sampling_gen/generator.py`), a constrained sampler column is
 //! redrawn until every constraint on it holds (rejection sampling), comparing the value after
 //! `convert_to`; a `column_inequality` makes the target column depend on its `rhs` column.
@@ -18,7 +24,10 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use chrono::NaiveDateTime;
+
 use super::convert::{parse_python_float, python_float_repr};
+use super::samplers::Sampled;
 use crate::domain::dataset::{ColumnConfig, ColumnKind, ConfigIssue, codes};
 
 /// Draws of one record's constrained column before it fails.
@@ -53,12 +62,29 @@ impl Op {
         }
     }
 
-    fn holds(self, lhs: f64, rhs: f64) -> bool {
+    fn holds<T: PartialOrd>(self, lhs: T, rhs: T) -> bool {
         match self {
             Self::Lt => lhs < rhs,
             Self::Le => lhs <= rhs,
             Self::Gt => lhs > rhs,
             Self::Ge => lhs >= rhs,
+        }
+    }
+}
+
+/// One side of a comparison: a number, or a sampled date (its instant, not its text).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Operand {
+    Number(f64),
+    Time(NaiveDateTime),
+}
+
+impl Operand {
+    /// A column's draw: its instant for dates, else its converted value as a number.
+    fn of(raw: Option<&Sampled>, value: &Value) -> Option<Self> {
+        match raw {
+            Some(Sampled::DateTime(t)) => Some(Self::Time(*t)),
+            _ => number(value).map(Self::Number),
         }
     }
 }
@@ -78,23 +104,38 @@ pub(crate) struct Check {
 }
 
 impl Check {
-    /// Whether `value` (the column's converted draw) meets the constraint. `Err` when a side
-    /// is not a number, which no redraw can fix.
-    pub(crate) fn holds(&self, value: &Value, values: &[Value]) -> Result<bool, String> {
-        let lhs = number(value).ok_or_else(|| format!("value {value} is not a number"))?;
+    /// Whether a draw (`sampled`, converted to `value`) meets the constraint; `raw` and
+    /// `values` are the record's draws and values by slot. `Err` when a side is not a number
+    /// or a date, or the two are not alike, which no redraw can fix.
+    pub(crate) fn holds(
+        &self,
+        sampled: &Sampled,
+        value: &Value,
+        raw: &[Option<Sampled>],
+        values: &[Value],
+    ) -> Result<bool, String> {
+        let lhs = Operand::of(Some(sampled), value)
+            .ok_or_else(|| format!("value {value} is not a number"))?;
         let rhs = match &self.rhs {
-            Rhs::Scalar(x) => *x,
+            Rhs::Scalar(x) => Operand::Number(*x),
             Rhs::Column { slot, name } => {
                 let v = values.get(*slot).unwrap_or(&Value::Null);
-                number(v).ok_or_else(|| {
+                Operand::of(raw.get(*slot).and_then(Option::as_ref), v).ok_or_else(|| {
                     format!(
-                        "constraint '{} {name}': {name} is {v}, not a number",
+                        "constraint '{} {name}': {name} is {v}, not a number or a date",
                         self.op.symbol()
                     )
                 })?
             }
         };
-        Ok(self.op.holds(lhs, rhs))
+        match (lhs, rhs) {
+            (Operand::Number(l), Operand::Number(r)) => Ok(self.op.holds(l, r)),
+            (Operand::Time(l), Operand::Time(r)) => Ok(self.op.holds(l, r)),
+            _ => Err(format!(
+                "constraint '{}' compares a date with a number",
+                self.describe()
+            )),
+        }
     }
 
     /// `< 10` or `<= other_column`, for messages.
@@ -186,13 +227,25 @@ pub(crate) fn compile(
             );
             bad("operator", msg);
         }
-        let target = numeric_sampler(&by_name, columns, &c.target_column);
+        let target = constrained_sampler(&by_name, columns, &c.target_column);
         if let Err(msg) = &target {
             bad("target_column", msg.clone());
         }
         let rhs = match resolve_type(c.constraint_type.as_deref(), &c.rhs) {
             Err(msg) => {
                 bad("constraint_type", msg);
+                None
+            }
+            Ok(Kind::Scalar) if matches!(target, Ok((_, Side::Time))) => {
+                bad(
+                    "rhs",
+                    format!(
+                        "'{}' is a date: a scalar_inequality would compare it with a number \
+                         ({}), which DataDesigner cannot either; compare it with another \
+                         datetime or timedelta column (column_inequality)",
+                        c.target_column, c.rhs
+                    ),
+                );
                 None
             }
             Ok(Kind::Scalar) => match number(&c.rhs).filter(|x| x.is_finite()) {
@@ -207,8 +260,19 @@ pub(crate) fn compile(
             },
             Ok(Kind::Column) => {
                 let name = c.rhs.as_str().unwrap_or_default();
-                match numeric_sampler(&by_name, columns, name) {
-                    Ok(ci) => Some((
+                match constrained_sampler(&by_name, columns, name) {
+                    Ok((_, side)) if matches!(target, Ok((_, t)) if t != side) => {
+                        bad(
+                            "rhs",
+                            format!(
+                                "'{}' and '{name}' cannot be compared: one is a date, the other \
+                                 a number",
+                                c.target_column
+                            ),
+                        );
+                        None
+                    }
+                    Ok((ci, _)) => Some((
                         Rhs::Column {
                             slot: slots[ci],
                             name: name.to_owned(),
@@ -222,7 +286,7 @@ pub(crate) fn compile(
                 }
             }
         };
-        if let (Some(op), Ok(target), Some((rhs, rhs_column))) = (op, target, rhs) {
+        if let (Some(op), Ok((target, _)), Some((rhs, rhs_column))) = (op, target, rhs) {
             if rhs_column == Some(target) {
                 bad(
                     "rhs",
@@ -266,24 +330,41 @@ fn resolve_type(given: Option<&str>, rhs: &Value) -> Result<Kind, String> {
     }
 }
 
-/// The index of column `name` if it is a numerical sampler (DataDesigner constrains only
-/// those), else why not.
-fn numeric_sampler(
+/// What a constrained column compares as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Number,
+    Time,
+}
+
+/// The index of column `name` and how it compares, if it is a sampler DataDesigner's
+/// constraints can compare (a numerical one, or a `datetime` or `timedelta` one), else why
+/// not.
+fn constrained_sampler(
     by_name: &HashMap<&str, usize>,
     columns: &[&ColumnConfig],
     name: &str,
-) -> Result<usize, String> {
+) -> Result<(usize, Side), String> {
+    use crate::domain::dataset::SamplerType;
     let Some(&ci) = by_name.get(name) else {
         return Err(format!("'{name}' is not a column"));
     };
     match &columns[ci].kind {
-        ColumnKind::Sampler(s) if s.sampler_type.is_numerical() => Ok(ci),
+        ColumnKind::Sampler(s) if s.sampler_type.is_numerical() => Ok((ci, Side::Number)),
+        ColumnKind::Sampler(s)
+            if matches!(
+                s.sampler_type,
+                SamplerType::Datetime | SamplerType::Timedelta
+            ) =>
+        {
+            Ok((ci, Side::Time))
+        }
         ColumnKind::Sampler(s) => Err(format!(
-            "'{name}' is a {} sampler; constraints apply to numerical samplers (bernoulli, bernoulli_mixture, binomial, gaussian, poisson, scipy, uniform)",
+            "'{name}' is a {} sampler; constraints apply to numerical samplers (bernoulli, bernoulli_mixture, binomial, gaussian, poisson, scipy, uniform) and to datetime and timedelta samplers",
             s.sampler_type.as_str()
         )),
         _ => Err(format!(
-            "'{name}' is not a sampler column; constraints apply to numerical sampler columns"
+            "'{name}' is not a sampler column; constraints apply to sampler columns"
         )),
     }
 }

@@ -55,6 +55,7 @@ const CASES: &[(&str, Expect)] = &[
     ("column_custom", Refused("python_callable_not_served")),
     ("constraint_scalar_inequality", Accepted),
     ("constraint_column_inequality", Accepted),
+    ("constraint_datetime_columns", Accepted),
     ("processor_drop_columns", Accepted),
     ("processor_schema_transform", Accepted),
     ("profiler_judge_score", Accepted),

@@ -178,6 +178,14 @@ def cases():
     b.add_column(sampler("y", "uniform", sp.UniformSamplerParams(low=0, high=10)))
     b.add_constraint(ColumnInequalityConstraint(target_column="x", operator="lt", rhs="y"))
     out["constraint_column_inequality"] = b
+    # Between two dates formatted `%m/%d/%Y` (DataDesigner's engine test and community
+    # notebooks order a discharge after an admission this way).
+    b = builder()
+    dates = sp.DatetimeSamplerParams(start="2019-01-01", end="2024-12-31", unit="D")
+    b.add_column(sampler("admitted", "datetime", dates, convert_to="%m/%d/%Y"))
+    b.add_column(sampler("discharged", "datetime", dates, convert_to="%m/%d/%Y"))
+    b.add_constraint(ColumnInequalityConstraint(target_column="discharged", operator="gt", rhs="admitted"))
+    out["constraint_datetime_columns"] = b
 
     # Processors and profilers.
     b = builder()

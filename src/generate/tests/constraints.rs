@@ -168,3 +168,94 @@ fn datadesigner_builder_output_runs() {
         assert_eq!(r["name"], name);
     }
 }
+
+#[test]
+fn datetime_columns_are_ordered_by_their_instants_whatever_their_format() {
+    // DataDesigner's engine test and notebooks: an end date after a start date, both
+    // formatted `%m/%d/%Y` (which would not order as text across years).
+    let mut start = sampler(
+        "start",
+        "datetime",
+        json!({"start": "2019-01-01", "end": "2024-12-31", "unit": "D"}),
+    );
+    start["convert_to"] = json!("%m/%d/%Y");
+    let mut end = sampler(
+        "end",
+        "datetime",
+        json!({"start": "2019-01-01", "end": "2024-12-31", "unit": "D"}),
+    );
+    end["convert_to"] = json!("%m/%d/%Y");
+    let follow = sampler(
+        "follow_up",
+        "timedelta",
+        json!({"dt_min": 0, "dt_max": 30, "reference_column_name": "end", "unit": "D"}),
+    );
+    let plan = plan(config(
+        json!([end, start, follow]),
+        json!([
+            {"target_column": "end", "operator": "gt", "rhs": "start"},
+            {"target_column": "follow_up", "operator": "gt", "rhs": "end",
+             "constraint_type": "column_inequality"},
+        ]),
+    ));
+    let day = |v: &Value| {
+        chrono::NaiveDate::parse_from_str(v.as_str().unwrap(), "%m/%d/%Y")
+            .or_else(|_| {
+                chrono::NaiveDateTime::parse_from_str(v.as_str().unwrap(), "%Y-%m-%dT%H:%M:%S")
+                    .map(|t| t.date())
+            })
+            .unwrap()
+    };
+    let mut across_years = 0;
+    for i in 0..300 {
+        let r = row(&plan, i);
+        let (s, e, f) = (day(&r["start"]), day(&r["end"]), day(&r["follow_up"]));
+        assert!(e > s, "{r:?}");
+        // Redrawn past a delta of 0: strictly later.
+        assert!(f > e, "{r:?}");
+        if r["end"].as_str() < r["start"].as_str() {
+            across_years += 1;
+        }
+        assert_eq!(row(&plan, i), r, "deterministic");
+    }
+    assert!(
+        across_years > 0,
+        "some end dates sort before their start as text"
+    );
+    // The column inequality orders start before end.
+    assert_eq!(plan.output_columns(), ["end", "start", "follow_up"]);
+}
+
+#[test]
+fn dates_and_numbers_are_not_compared() {
+    let i = issues(config(
+        json!([
+            sampler(
+                "when",
+                "datetime",
+                json!({"start": "2020-01-01", "end": "2021-01-01"})
+            ),
+            sampler("n", "uniform", json!({"low": 0, "high": 1})),
+        ]),
+        json!([
+            {"target_column": "when", "operator": "lt", "rhs": 5},
+            {"target_column": "when", "operator": "lt", "rhs": "n"},
+            {"target_column": "n", "operator": "lt", "rhs": "when"},
+        ]),
+    ));
+    let got: Vec<&str> = i.iter().map(|i| i.field.as_deref().unwrap()).collect();
+    assert_eq!(
+        got,
+        [
+            "constraints[0].rhs",
+            "constraints[1].rhs",
+            "constraints[2].rhs"
+        ]
+    );
+    assert!(
+        i[0].message.contains("'when' is a date"),
+        "{}",
+        i[0].message
+    );
+    assert!(i[1].message.contains("one is a date"), "{}", i[1].message);
+}
