@@ -100,6 +100,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.datasets.seed_cache_bytes,
         SeedSources::from_config(&config),
     );
+    let validators = jobs.validators().clone();
     let owner = config
         .workers
         .replica_id
@@ -157,6 +158,15 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     });
     let workers = tracker.spawn(pool.run(workers_token, drain));
     tracker.spawn(crate::metrics::upkeep(shutdown.clone()));
+    // Python code validators need ruff: found, or fetched (the pinned release) in the
+    // background, so a server without it starts at once and says what it did.
+    let fetch_token = shutdown.clone();
+    tracker.spawn(async move {
+        tokio::select! {
+            () = validators.provision_ruff() => {}
+            () = fetch_token.cancelled() => {}
+        }
+    });
     tracker.spawn(async move {
         let _ = http.await;
         let _ = workers.await;

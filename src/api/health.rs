@@ -93,8 +93,9 @@ pub async fn healthz() -> Json<HealthResponse> {
 /// Readiness
 ///
 /// `200` when the database takes a write (one row) within 2 s, else `503` with what failed. `checks.mcp`
-/// reports each MCP provider's state (`idle`, `connecting`, `connected`, `unavailable`)
-/// without affecting readiness.
+/// reports each MCP provider's state (`idle`, `connecting`, `connected`, `unavailable`) and
+/// `checks.python_validator` the ruff Python code validators run (`ruff <version> (<path>)`,
+/// `installing ruff <version>`, `unavailable: <why>`), without affecting readiness.
 #[utoipa::path(get, path = "/readyz", tag = "health",
     responses(
         (status = 200, description = "Ready", body = HealthResponse),
@@ -130,6 +131,11 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthRe
             .collect();
         checks.insert("mcp".into(), Value::Object(mcp));
     }
+    // Reported, not gating: only jobs with Python code validators need ruff.
+    checks.insert(
+        "python_validator".into(),
+        Value::String(state.jobs.validators().ruff_status()),
+    );
     let status = if ready {
         StatusCode::OK
     } else {

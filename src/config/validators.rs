@@ -11,6 +11,11 @@ pub struct ValidatorsConfig {
     /// The ruff executable Python code validators run (a path, or a name looked up on PATH).
     /// A job with a Python code validator is refused at submit when it cannot be run.
     pub ruff_path: String,
+    /// When `ruff_path` cannot be run: fetch the ruff release synthgate pins (the wheel from
+    /// PyPI, checked against the sha256 the binary holds) into `tools_dir` at start and use it.
+    pub ruff_download: bool,
+    /// Where a downloaded ruff is kept (and found again at the next start).
+    pub tools_dir: String,
     /// Longest one ruff run may take; past it the record fails with `validator_error`.
     pub code_timeout_sec: u64,
     /// Remote validator endpoints jobs may name: an entry ending in `/` allows every URL of the
@@ -24,6 +29,8 @@ impl Default for ValidatorsConfig {
     fn default() -> Self {
         Self {
             ruff_path: "ruff".into(),
+            ruff_download: true,
+            tools_dir: "data/tools".into(),
             code_timeout_sec: 30,
             remote_endpoints: Vec::new(),
         }
@@ -34,6 +41,9 @@ impl ValidatorsConfig {
     pub(super) fn problems(&self, out: &mut Vec<String>) {
         if self.ruff_path.trim().is_empty() {
             out.push("config key `validators.ruff_path`: must not be empty".into());
+        }
+        if self.tools_dir.trim().is_empty() {
+            out.push("config key `validators.tools_dir`: must not be empty".into());
         }
         if self.code_timeout_sec == 0 {
             out.push("config key `validators.code_timeout_sec`: must be at least 1".into());
@@ -60,13 +70,16 @@ mod tests {
         assert!(out.is_empty(), "{out:?}");
         let bad = ValidatorsConfig {
             ruff_path: " ".into(),
+            ruff_download: true,
+            tools_dir: "".into(),
             code_timeout_sec: 0,
             remote_endpoints: vec!["https://ok.example/".into(), "ftp://x/".into()],
         };
         bad.problems(&mut out);
-        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out.len(), 4, "{out:?}");
         assert!(out[0].contains("`validators.ruff_path`"));
-        assert!(out[1].contains("`validators.code_timeout_sec`"));
-        assert!(out[2].contains("`validators.remote_endpoints[1]`"));
+        assert!(out[1].contains("`validators.tools_dir`"));
+        assert!(out[2].contains("`validators.code_timeout_sec`"));
+        assert!(out[3].contains("`validators.remote_endpoints[1]`"));
     }
 }

@@ -145,6 +145,12 @@ impl JobService {
         &self.runner
     }
 
+    /// What validation columns run with here (the ruff for Python code validators, the
+    /// remote endpoint allow list).
+    pub fn validators(&self) -> &Arc<crate::generate::ValidatorEnv> {
+        &self.catalog.plan_context().validators
+    }
+
     /// Whether the server config defines model alias `alias` (a job may define others).
     pub fn is_server_model_alias(&self, alias: &str) -> bool {
         self.catalog.is_server_model_alias(alias)

@@ -26,6 +26,9 @@ pub fn test_config(db: &TestDb) -> Config {
     config.workers.poll_interval_ms = 50;
     config.workers.lease_ttl_sec = 3;
     config.workers.write_interval_ms = 20;
+    // Tests never fetch ruff: scripts/test puts one on PATH, and a test without it sees the
+    // Python validator unavailable, as it should.
+    config.validators.ruff_download = false;
     config
 }
 

@@ -42,7 +42,8 @@ pub fn start_serve(port: u16, config: Option<&Path>, env: &[(&str, &str)], log: 
     }
     cmd.arg("serve")
         .env("SYNTHGATE__SERVER__PORT", port.to_string())
-        .env("NO_COLOR", "1");
+        .env("NO_COLOR", "1")
+        .env("SYNTHGATE__VALIDATORS__RUFF_DOWNLOAD", "false");
     for (k, v) in env {
         cmd.env(k, v);
     }

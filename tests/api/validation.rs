@@ -456,6 +456,14 @@ async fn configs_the_server_cannot_run_are_refused_at_submit() {
     let msg = e["message"].as_str().unwrap();
     assert!(msg.starts_with("column 'lint': "), "{msg}");
     assert!(msg.contains("validators.ruff_path"), "{msg}");
+    // Readiness says so, without failing on it.
+    let (status, ready) = app.get("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    let python = ready["checks"]["python_validator"].as_str().unwrap();
+    assert!(
+        python.starts_with("unavailable: ") && python.contains("/nonexistent/ruff"),
+        "{ready}"
+    );
     // SQL needs no ruff.
     let sql = json!([
         src,

@@ -6,14 +6,16 @@
 //! per-record output is what DataDesigner writes for that record, and `batch_size` changes
 //! nothing. Module map: `python` (ruff, DataDesigner's pylint-style score), `statements`
 //! (counting Python statements for that score), `sql` (parse errors per dialect), `remote`
-//! (POST with timeout and retries).
+//! (POST with timeout and retries), `ruff_install` (the pinned ruff, fetched when the server
+//! has none).
 
 mod python;
 mod remote;
+mod ruff_install;
 pub(crate) mod sql;
 mod statements;
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -30,8 +32,8 @@ use super::columns::StepError;
 #[derive(Debug, Default)]
 pub struct ValidatorEnv {
     config: ValidatorsConfig,
-    /// `Ok(version)` or why ruff cannot be run; filled on the first Python code validator.
-    ruff: OnceLock<Result<String, String>>,
+    /// Which ruff Python code validators run, once known.
+    ruff: RwLock<Ruff>,
     /// The client for remote validators: no redirects (an allowed endpoint must not bounce a
     /// request elsewhere) and no proxy from the environment.
     client: OnceLock<reqwest::Client>,
@@ -42,36 +44,143 @@ impl ValidatorEnv {
     pub fn new(config: ValidatorsConfig) -> Self {
         Self {
             config,
-            ruff: OnceLock::new(),
+            ruff: RwLock::new(Ruff::Unchecked),
             client: OnceLock::new(),
         }
     }
 
-    /// `Ok` when the configured ruff runs (`ruff --version`), else why not. Checked once per
-    /// process: a failed check stays failed until restart, so installing ruff needs a restart.
-    /// It blocks for the few milliseconds one `ruff --version` takes, the first time only;
-    /// compilation runs on the `CpuGate`, so that is not a runtime thread.
-    pub(crate) fn ruff_ready(&self) -> Result<&str, &str> {
-        let result = self.ruff.get_or_init(|| {
-            let path = &self.config.ruff_path;
-            match std::process::Command::new(path)
-                .arg("--version")
-                .stdin(std::process::Stdio::null())
-                .output()
-            {
-                Ok(out) if out.status.success() => {
-                    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
-                }
-                Ok(out) => Err(format!(
-                    "'{path} --version' exited with {}",
-                    out.status
-                        .code()
-                        .map_or("a signal".into(), |c| c.to_string())
-                )),
-                Err(e) => Err(format!("'{path}' cannot be run: {e}")),
+    /// The ruff Python code validators run (its path), or why there is none. The first call
+    /// looks for one: `validators.ruff_path`, then a ruff installed earlier in
+    /// `validators.tools_dir`; that takes the few milliseconds of a `ruff --version` or two
+    /// (compilation runs on the `CpuGate`, not a runtime thread). A ruff being fetched
+    /// ([`Self::provision_ruff`]) is not there yet.
+    pub(crate) fn ruff_ready(&self) -> Result<String, String> {
+        if let Some(known) = self.read_ruff().known() {
+            return known;
+        }
+        let found = self.find_ruff();
+        let mut state = self
+            .ruff
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(*state, Ruff::Unchecked) {
+            *state = match &found {
+                Ok((path, version)) => Ruff::Ready {
+                    path: path.clone(),
+                    version: version.clone(),
+                },
+                Err(why) => Ruff::Missing(why.clone()),
+            };
+        }
+        state.known().unwrap_or_else(|| found.map(|(path, _)| path))
+    }
+
+    /// At start: finds a ruff, and when there is none and `validators.ruff_download` allows
+    /// it, fetches the pinned release into `validators.tools_dir`. Says what it found in the
+    /// log; [`Self::ruff_status`] reports it.
+    pub async fn provision_ruff(&self) {
+        let found = self.find_ruff();
+        let missing = match found {
+            Ok((path, version)) => {
+                tracing::info!(ruff.path = %path, ruff.version = %version, "Python code validators run ruff");
+                *self
+                    .ruff
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                    Ruff::Ready { path, version };
+                return;
             }
-        });
-        result.as_deref().map_err(String::as_str)
+            Err(why) => why,
+        };
+        let wheel = match ruff_install::wheel_for_this_machine() {
+            Some(w) if self.config.ruff_download => w,
+            other => {
+                let why = if other.is_none() {
+                    format!("{missing}; no pinned ruff wheel for this platform")
+                } else {
+                    format!("{missing}; `validators.ruff_download` is off")
+                };
+                tracing::warn!(reason = %why, "Python code validators are unavailable: install ruff (`pip install ruff=={}`) or set validators.ruff_path", ruff_install::RUFF_VERSION);
+                *self
+                    .ruff
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Ruff::Missing(why);
+                return;
+            }
+        };
+        *self
+            .ruff
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Ruff::Installing;
+        tracing::info!(
+            ruff.version = ruff_install::RUFF_VERSION,
+            url = wheel.url,
+            "no ruff here: fetching the pinned release for Python code validators"
+        );
+        let dir = std::path::PathBuf::from(&self.config.tools_dir);
+        crate::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(300))
+            .build()
+            .unwrap_or_default();
+        let state = match ruff_install::install(&client, wheel.url, wheel.sha256, &dir).await {
+            Ok(path) => match probe(&path.to_string_lossy()) {
+                Ok(version) => {
+                    tracing::info!(ruff.path = %path.display(), ruff.version = %version, "ruff installed; Python code validators run it");
+                    Ruff::Ready {
+                        path: path.to_string_lossy().into_owned(),
+                        version,
+                    }
+                }
+                Err(why) => {
+                    Ruff::Missing(format!("{missing}; the fetched ruff does not run: {why}"))
+                }
+            },
+            Err(why) => Ruff::Missing(format!("{missing}; fetching ruff failed: {why}")),
+        };
+        if let Ruff::Missing(why) = &state {
+            tracing::warn!(reason = %why, "Python code validators are unavailable: install ruff (`pip install ruff=={}`) or set validators.ruff_path", ruff_install::RUFF_VERSION);
+        }
+        *self
+            .ruff
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = state;
+    }
+
+    /// For `/readyz`: `ruff <version> (<path>)`, `installing`, `unavailable: <why>`, or
+    /// `unchecked` before anything looked.
+    pub fn ruff_status(&self) -> String {
+        match &*self.read_ruff() {
+            Ruff::Unchecked => "unchecked".into(),
+            Ruff::Installing => format!("installing ruff {}", ruff_install::RUFF_VERSION),
+            Ruff::Ready { path, version } => format!("{version} ({path})"),
+            Ruff::Missing(why) => format!("unavailable: {why}"),
+        }
+    }
+
+    fn read_ruff(&self) -> std::sync::RwLockReadGuard<'_, Ruff> {
+        self.ruff
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The configured ruff, else one installed earlier in `tools_dir`: `(path, version)`, or
+    /// why neither runs.
+    fn find_ruff(&self) -> Result<(String, String), String> {
+        let configured = &self.config.ruff_path;
+        let why = match probe(configured) {
+            Ok(version) => return Ok((configured.clone(), version)),
+            Err(why) => why,
+        };
+        let installed = ruff_install::installed_path(std::path::Path::new(&self.config.tools_dir));
+        if let Ok(installed) = std::fs::canonicalize(installed) {
+            let installed = installed.to_string_lossy().into_owned();
+            if let Ok(version) = probe(&installed) {
+                return Ok((installed, version));
+            }
+        }
+        Err(why)
     }
 
     /// Whether a job may name `url` as a remote validator endpoint.
@@ -111,9 +220,54 @@ impl ValidatorEnv {
     fn code_timeout(&self) -> Duration {
         Duration::from_secs(self.config.code_timeout_sec)
     }
+}
 
-    fn ruff_path(&self) -> &str {
-        &self.config.ruff_path
+/// What is known of the ruff Python code validators run.
+#[derive(Debug, Default)]
+enum Ruff {
+    /// Nothing looked yet.
+    #[default]
+    Unchecked,
+    /// Being fetched (at start).
+    Installing,
+    /// This one runs.
+    Ready { path: String, version: String },
+    /// None runs, and why.
+    Missing(String),
+}
+
+impl Ruff {
+    /// The path, or why there is none; `None` while unchecked.
+    fn known(&self) -> Option<Result<String, String>> {
+        match self {
+            Self::Unchecked => None,
+            Self::Installing => Some(Err(format!(
+                "ruff {} is being fetched for Python code validators; try again in a few seconds",
+                ruff_install::RUFF_VERSION
+            ))),
+            Self::Ready { path, .. } => Some(Ok(path.clone())),
+            Self::Missing(why) => Some(Err(why.clone())),
+        }
+    }
+}
+
+/// `ruff --version` of the ruff at `path`: its version line, or why it does not run.
+fn probe(path: &str) -> Result<String, String> {
+    match std::process::Command::new(path)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => {
+            Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        }
+        Ok(out) => Err(format!(
+            "'{path} --version' exited with {}",
+            out.status
+                .code()
+                .map_or("a signal".into(), |c| c.to_string())
+        )),
+        Err(e) => Err(format!("'{path}' cannot be run: {e}")),
     }
 }
 
@@ -167,8 +321,7 @@ impl ValidationStep {
     ) -> Result<Self, Unservable> {
         let kind = match &column.validator {
             Validator::Code(CodeLang::Python) => {
-                env.ruff_ready()
-                    .map_err(|e| Unservable::Ruff(e.to_owned()))?;
+                env.ruff_ready().map_err(Unservable::Ruff)?;
                 Kind::Code(Code::Python(Arc::clone(env)))
             }
             Validator::Code(CodeLang::Sql(dialect)) => Kind::Code(Code::Sql(*dialect)),
@@ -291,8 +444,13 @@ mod tests {
             ruff_path: "/nonexistent/ruff".into(),
             ..ValidatorsConfig::default()
         });
-        let why = e.ruff_ready().unwrap_err().to_owned();
+        let why = e.ruff_ready().unwrap_err();
         assert!(why.contains("/nonexistent/ruff"), "{why}");
         assert_eq!(e.ruff_ready().unwrap_err(), why, "cached");
+        assert!(
+            e.ruff_status().starts_with("unavailable: "),
+            "{}",
+            e.ruff_status()
+        );
     }
 }

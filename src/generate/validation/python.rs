@@ -55,7 +55,10 @@ pub(super) async fn validate(env: &ValidatorEnv, code: &str) -> Result<Value, St
 async fn run_ruff(env: &ValidatorEnv, code: &str) -> Result<Vec<u8>, StepError> {
     let fail = |msg: String| StepError::new(RecordErrorCode::ValidatorError, msg);
     // `--isolated`: no ruff config file from the server's working directory changes verdicts.
-    let mut child = tokio::process::Command::new(env.ruff_path())
+    // The ruff the column was compiled against (a plan with a Python validator exists only
+    // once one was found).
+    let ruff = env.ruff_ready().map_err(fail)?;
+    let mut child = tokio::process::Command::new(ruff)
         .args(["check", "--isolated", "--no-cache", "--select", RULES])
         .args(["--output-format=json", "--stdin-filename", "record.py", "-"])
         .stdin(Stdio::piped())
