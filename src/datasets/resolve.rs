@@ -21,7 +21,7 @@
 //! pub async fn resolve_directory(ctx: &ResolveCtx<'_>, files: &FileSystemSource,
 //!     contents: Option<&str>) -> Result<Vec<DatasetMeta>, Vec<ConfigIssue>>;
 //! // src/datasets/sources/hf.rs
-//! pub async fn resolve(ctx: &ResolveCtx<'_>, path: &str, endpoint: &str, token_given: bool)
+//! pub async fn resolve(ctx: &ResolveCtx<'_>, path: &str, endpoint: &str, token: Option<&SeedToken>)
 //!     -> Result<Vec<DatasetMeta>, Vec<ConfigIssue>>;
 //! ```
 //!
@@ -97,9 +97,9 @@ pub async fn resolve(
         },
         SeedSource::Hf {
             path,
-            token_given,
+            token,
             endpoint,
-        } => sources::hf::resolve(ctx, path, endpoint, *token_given)
+        } => sources::hf::resolve(ctx, path, endpoint, token.as_ref())
             .await
             .map_err(ResolveError::Issues)?,
         SeedSource::Directory(files) => sources::server::resolve_directory(ctx, files, None)

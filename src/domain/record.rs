@@ -169,7 +169,7 @@ named_enum! {
         InvalidConfig = "invalid_config" in Compile:
             "the job's stored config no longer compiles against this replica's server config",
         TemplateError = "template_error" in Render:
-            "a template (expression, sampler condition, skip gate or prompt) failed to render: an undefined value, a type error, or its fuel or size limit",
+            "a template (expression, sampler condition, skip gate or prompt) failed to render: a lookup on an undefined value, a type error, text that rendered empty, or its fuel or size limit",
         SamplerError = "sampler_error" in Sample:
             "a sampler could not draw a value (e.g. a timedelta whose reference is not a datetime)",
         ConstraintUnsatisfied = "constraint_unsatisfied" in Sample:

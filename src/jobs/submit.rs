@@ -80,6 +80,8 @@ impl JobService {
         let id = JobId::new();
         let max = self.limits.max_num_records;
         let seed = self.resolve_seed(&req.config, caller.owner()).await?;
+        // A token the seed source gave has done its work: it is not stored, hashed or echoed.
+        crate::domain::dataset::redact_seed_token(&mut req.config);
         let v = self
             .cpu
             .run(|| {

@@ -57,7 +57,7 @@ struct Repo {
 #[derive(Debug, Default)]
 struct HubState {
     repos: BTreeMap<String, Repo>,
-    token: Option<String>,
+    tokens: Vec<String>,
     page_size: usize,
     downloads: BTreeMap<String, usize>,
     requests: Vec<HubRequest>,
@@ -141,7 +141,12 @@ impl MockHub {
 
     /// The token private repositories accept (`None`: no token is valid).
     pub fn set_token(&self, token: Option<&str>) {
-        lock(&self.state).token = token.map(str::to_owned);
+        lock(&self.state).tokens = token.map(str::to_owned).into_iter().collect();
+    }
+
+    /// Another token private repositories accept (a second user's, say).
+    pub fn add_token(&self, token: &str) {
+        lock(&self.state).tokens.push(token.to_owned());
     }
 
     /// Entries per page of a tree listing (the Hub's is 1000).
@@ -246,10 +251,10 @@ fn visible<'a>(
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
-    let authed = match (given, st.token.as_deref()) {
-        (None, _) => false,
-        (Some(g), Some(t)) if g == t => true,
-        (Some(_), _) => {
+    let authed = match given {
+        None => false,
+        Some(g) if st.tokens.iter().any(|t| t == g) => true,
+        Some(_) => {
             return Err(Box::new(hub_error(
                 StatusCode::UNAUTHORIZED,
                 None,

@@ -5,8 +5,12 @@
 //! `datasets/{owner}/{repo}[@{revision}]/{file or glob}`, where a glob may use `*`, `?`,
 //! `[...]` within a directory and `**` across directories (`datasets/o/r/**/*.parquet`).
 //!
-//! What a job may not choose: the token (a job's `token` is refused with `secret_in_config`;
-//! the server's comes from `datasets.hf.token_env`) and the endpoint (DataDesigner's default
+//! The token: the server's (`datasets.hf.token_env`), or one the job gives
+//! (`seed_config.source.token`, as DataDesigner's configs carry it for a private or gated
+//! repository), used for this submit's fetch only: the submit stores the config with the token
+//! replaced by [`REDACTED_TOKEN`], and the token is never logged or echoed.
+//!
+//! What a job may not choose: the endpoint (DataDesigner's default
 //! `https://huggingface.co`, which its serialized configs always carry, means the configured
 //! Hub; any other than the configured one is refused with `seed_endpoint_not_allowed`, so a
 //! job cannot make the server fetch from an address of its choosing).
@@ -21,7 +25,7 @@ use super::hub::{Hub, HubError};
 use super::{dataset_format, import_issue, reuse_by_ref, server_failure, too_many_files};
 use crate::datasets::resolve::ResolveCtx;
 use crate::datasets::{DatasetMeta, DatasetSourceKind, import_file};
-use crate::domain::dataset::{ConfigIssue, codes};
+use crate::domain::dataset::{ConfigIssue, REDACTED_TOKEN, SeedToken, codes};
 
 const PATH: &str = "seed_config.source.path";
 
@@ -44,14 +48,15 @@ pub async fn resolve(
     ctx: &ResolveCtx<'_>,
     path: &str,
     endpoint: &str,
-    token_given: bool,
+    token: Option<&SeedToken>,
 ) -> Result<Vec<DatasetMeta>, Vec<ConfigIssue>> {
-    if token_given {
+    use secrecy::ExposeSecret as _;
+    if token.is_some_and(|t| t.0.expose_secret() == REDACTED_TOKEN) {
         return Err(vec![ConfigIssue::at_field(
-            codes::SECRET_IN_CONFIG,
+            codes::INVALID_SEED_CONFIG,
             "seed_config.source.token",
-            "a job may not carry a Hugging Face token: secrets stay on the server, which \
-             uses the token its operator configured (datasets.hf.token_env); remove `token`",
+            "this is the marker a stored config holds where its token was: give the token \
+             again (or remove `token` to use the server's)",
         )]);
     }
     let Some(hub) = ctx.sources.hub.as_ref() else {
@@ -79,6 +84,14 @@ pub async fn resolve(
     }
     let parsed = parse_hf_path(path)
         .map_err(|m| vec![ConfigIssue::at_field(codes::INVALID_SEED_CONFIG, PATH, m)])?;
+    let with_token;
+    let hub = match token {
+        Some(t) => {
+            with_token = hub.with_token(t.0.clone());
+            &with_token
+        }
+        None => hub,
+    };
     fetch(ctx, hub, &parsed).await.map_err(|i| vec![i])
 }
 
@@ -210,7 +223,7 @@ fn too_large(file: &str, limit: u64) -> ConfigIssue {
 /// The issue for a failed Hub call about `what` (a repository, revision or file).
 fn hub_issue(e: &HubError, hub: &Hub, what: &str) -> ConfigIssue {
     let token_hint = if hub.has_token() {
-        "the server's Hub token does not give access to it"
+        "the Hub token used (the job's `token`, else the server's) does not give access to it"
     } else {
         "this server has no Hub token (datasets.hf.token_env)"
     };
@@ -235,7 +248,7 @@ fn hub_issue(e: &HubError, hub: &Hub, what: &str) -> ConfigIssue {
             format!(
                 "the Hub refused access to {what} (HTTP {status}): {}",
                 if hub.has_token() {
-                    "the server's Hub token is invalid or lacks access (gated repositories need their terms accepted)"
+                    "the Hub token used (the job's `token`, else the server's) is invalid or lacks access (gated repositories need their terms accepted)"
                 } else {
                     "this server has no Hub token (datasets.hf.token_env)"
                 }

@@ -145,6 +145,14 @@ impl Hub {
         self.endpoint.as_str().trim_end_matches('/').to_owned()
     }
 
+    /// The same Hub with `token` instead of the server's (a job's own, for one fetch).
+    pub(crate) fn with_token(&self, token: SecretString) -> Self {
+        Self {
+            token: Some(token),
+            ..self.clone()
+        }
+    }
+
     /// Whether the server has a token for the Hub.
     pub(crate) fn has_token(&self) -> bool {
         self.token.is_some()

@@ -55,9 +55,6 @@ pub mod codes {
     /// A `local` seed path that matches no uploaded dataset of the caller and no file in the
     /// server's seed directories.
     pub const SEED_DATASET_NOT_FOUND: &str = "seed_dataset_not_found";
-    /// A seed source carries a secret (an `hf` `token`): secrets come only from the server
-    /// config.
-    pub const SECRET_IN_CONFIG: &str = "secret_in_config";
     /// An `hf` seed's `endpoint` is not the server's configured Hub endpoint.
     pub const SEED_ENDPOINT_NOT_ALLOWED: &str = "seed_endpoint_not_allowed";
     /// A server-side seed could not be fetched or stored: the Hub refused the server's token,
@@ -184,10 +181,6 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::SEED_DATASET_NOT_FOUND,
         "a local seed path matches none of the caller's uploaded datasets (upload it: POST /v1/datasets or synthgate submit) and no file in the server's seed directories",
-    ),
-    (
-        codes::SECRET_IN_CONFIG,
-        "a seed source carries a secret (an hf `token`); the server's own token is used",
     ),
     (
         codes::SEED_ENDPOINT_NOT_ALLOWED,
@@ -336,7 +329,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 36);
+        assert_eq!(seen.len(), 35);
     }
 
     #[test]

@@ -47,7 +47,10 @@ pub use sampler_params::{
     SamplerParams, SamplerType, Scalar, SubcategoryParams, TimedeltaParams, UniformParams,
     UuidParams,
 };
-pub use seed::{FileSystemSource, SamplingStrategy, SeedConfig, SeedSource, SelectionStrategy};
+pub use seed::{
+    FileSystemSource, REDACTED_TOKEN, SamplingStrategy, SeedConfig, SeedSource, SeedToken,
+    SelectionStrategy, redact_seed_token,
+};
 pub use validation_column::{
     CodeLang, PYTHON_CALLABLE_HELP, RemoteValidatorParams, SqlDialect, ValidationColumn, Validator,
 };

@@ -46,9 +46,10 @@ pub enum SeedSource {
     Hf {
         /// The path as the config gives it.
         path: String,
-        /// A token given in the job. Never used or stored: the Hub token comes from the
-        /// server config; a job that carries one is refused.
-        token_given: bool,
+        /// A token given in the job, for a private or gated repository: used for this
+        /// submit's fetch only, never stored (the stored config holds [`REDACTED_TOKEN`]),
+        /// logged or echoed.
+        token: Option<SeedToken>,
         /// The endpoint the config names (DataDesigner's default `https://huggingface.co`).
         endpoint: String,
     },
@@ -102,6 +103,47 @@ pub enum SamplingStrategy {
     Ordered,
     /// Each pass over the rows uses its own seed-determined permutation.
     Shuffle,
+}
+
+/// A token a config gives for its seed source. Its `Debug` shows no secret; equality (for
+/// comparing parsed configs) compares the values.
+#[derive(Clone)]
+pub struct SeedToken(pub secrecy::SecretString);
+
+impl std::fmt::Debug for SeedToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SeedToken([REDACTED])")
+    }
+}
+
+impl PartialEq for SeedToken {
+    fn eq(&self, other: &Self) -> bool {
+        use secrecy::ExposeSecret as _;
+        self.0.expose_secret() == other.0.expose_secret()
+    }
+}
+
+/// What a stored config holds in place of an `hf` seed's token.
+pub const REDACTED_TOKEN: &str = "[redacted by synthgate]";
+
+/// Replaces the token of an `hf` seed source in `config` (the job body's config, wrapped in
+/// `data_designer` or not) with [`REDACTED_TOKEN`]: run after the seed is resolved, before
+/// the config is stored or hashed.
+pub fn redact_seed_token(config: &mut Value) {
+    let inner = if config.get("data_designer").is_some_and(Value::is_object) {
+        &mut config["data_designer"]
+    } else {
+        config
+    };
+    if let Some(source) = inner
+        .get_mut("seed_config")
+        .and_then(|s| s.get_mut("source"))
+        .and_then(Value::as_object_mut)
+        && source.get("seed_type").and_then(Value::as_str) == Some("hf")
+        && source.get("token").is_some_and(Value::is_string)
+    {
+        source.insert("token".into(), Value::String(REDACTED_TOKEN.into()));
+    }
 }
 
 /// DataDesigner's `IndexRange | PartitionBlock`.
@@ -299,7 +341,7 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
         }
         "hf" => deserialize_at::<HfDe>(&source_value).map(|d| SeedSource::Hf {
             path: d.path,
-            token_given: d.token.is_some(),
+            token: d.token.map(|t| SeedToken(secrecy::SecretString::from(t))),
             endpoint: d.endpoint,
         }),
         "directory" => deserialize_at::<DirectoryDe>(&source_value).map(|d| {

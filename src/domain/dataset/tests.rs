@@ -356,7 +356,9 @@ fn file_backed_seed_sources_parse_with_datadesigners_defaults() {
         source(json!({"seed_type": "hf", "path": "datasets/a/b/*.parquet", "token": "hf_x"})),
         SeedSource::Hf {
             path: "datasets/a/b/*.parquet".into(),
-            token_given: true,
+            token: Some(crate::domain::dataset::SeedToken(
+                secrecy::SecretString::from("hf_x")
+            )),
             endpoint: "https://huggingface.co".into(),
         }
     );

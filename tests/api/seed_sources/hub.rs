@@ -14,7 +14,7 @@ use crate::db::{TestDb, both_backends};
 both_backends!(
     hub_files_and_globs_are_fetched_once,
     private_repositories_need_the_servers_token,
-    a_job_chooses_neither_token_nor_endpoint,
+    a_job_chooses_no_endpoint,
     redirects_off_the_hubs_hosts_are_not_followed,
 );
 
@@ -52,14 +52,9 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
     let cx = ctx(db.store.as_ref(), None, &s);
     let endpoint = hub.endpoint();
 
-    let one = resolve(
-        &cx,
-        "datasets/acme/reviews/data/train.csv",
-        &endpoint,
-        false,
-    )
-    .await
-    .unwrap();
+    let one = resolve(&cx, "datasets/acme/reviews/data/train.csv", &endpoint, None)
+        .await
+        .unwrap();
     assert_eq!(one.len(), 1);
     assert_eq!(one[0].name, "train.csv");
     assert_eq!(one[0].source, DatasetSourceKind::Hf);
@@ -75,13 +70,13 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
     );
 
     // A glob, in path order, over a listing of several pages.
-    let globbed = resolve(&cx, "datasets/acme/reviews/data/*.csv", &endpoint, false)
+    let globbed = resolve(&cx, "datasets/acme/reviews/data/*.csv", &endpoint, None)
         .await
         .unwrap();
     let names: Vec<&str> = globbed.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["test.csv", "train.csv"]);
     assert_eq!(globbed[1].id, one[0].id, "train.csv was cached");
-    let deep = resolve(&cx, "datasets/acme/reviews/**/m*.csv", &endpoint, false)
+    let deep = resolve(&cx, "datasets/acme/reviews/**/m*.csv", &endpoint, None)
         .await
         .unwrap();
     assert_eq!(deep[0].name, "more.csv");
@@ -95,14 +90,14 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
         &cx,
         &format!("datasets/acme/reviews@{sha}/data/test.csv"),
         &endpoint,
-        false,
+        None,
     )
     .await
     .unwrap();
     assert_eq!(pinned[0].id, globbed[0].id);
 
     // The large file comes through the redirect to storage.
-    let large = resolve(&cx, "datasets/acme/reviews/big/all.csv", &endpoint, false)
+    let large = resolve(&cx, "datasets/acme/reviews/big/all.csv", &endpoint, None)
         .await
         .unwrap();
     assert_eq!(large[0].num_rows, 2000);
@@ -115,7 +110,7 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
             &cx,
             &format!("datasets/acme/reviews/{path}"),
             &endpoint,
-            false,
+            None,
         )
         .await
         .unwrap();
@@ -129,14 +124,9 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
 
     // A new commit on main is fetched again.
     hub.add_dataset("acme/reviews", &[("data/train.csv", &csv(1, "v2"))], false);
-    let v2 = resolve(
-        &cx,
-        "datasets/acme/reviews/data/train.csv",
-        &endpoint,
-        false,
-    )
-    .await
-    .unwrap();
+    let v2 = resolve(&cx, "datasets/acme/reviews/data/train.csv", &endpoint, None)
+        .await
+        .unwrap();
     assert_ne!(v2[0].id, one[0].id);
     assert_eq!(v2[0].num_rows, 1);
 
@@ -147,7 +137,7 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
         ("datasets/acme/reviews@v9/data/train.csv", "no revision"),
         ("datasets/acme/reviews/data/*.parquet", "matches"),
     ] {
-        let issue = one_issue(resolve(&cx, path, &endpoint, false).await);
+        let issue = one_issue(resolve(&cx, path, &endpoint, None).await);
         assert_eq!(
             issue.code, "seed_dataset_not_found",
             "{path}: {}",
@@ -160,9 +150,9 @@ async fn hub_files_and_globs_are_fetched_once(db: TestDb) {
             issue.message
         );
     }
-    let readme = one_issue(resolve(&cx, "datasets/acme/reviews/README.md", &endpoint, false).await);
+    let readme = one_issue(resolve(&cx, "datasets/acme/reviews/README.md", &endpoint, None).await);
     assert_eq!(readme.code, "invalid_seed_config");
-    let model = one_issue(resolve(&cx, "acme/reviews/data/train.csv", &endpoint, false).await);
+    let model = one_issue(resolve(&cx, "acme/reviews/data/train.csv", &endpoint, None).await);
     assert_eq!(model.code, "invalid_seed_config");
 }
 
@@ -179,7 +169,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
             &ctx(db.store.as_ref(), None, &anonymous),
             "datasets/acme/private/data.csv",
             &endpoint,
-            false,
+            None,
         )
         .await,
     );
@@ -195,7 +185,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
             &ctx(db.store.as_ref(), None, &wrong),
             "datasets/acme/private/data.csv",
             &endpoint,
-            false,
+            None,
         )
         .await,
     );
@@ -212,7 +202,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
         &ctx(db.store.as_ref(), None, &with_token),
         "datasets/acme/private/data.csv",
         &endpoint,
-        false,
+        None,
     )
     .await
     .unwrap();
@@ -232,7 +222,7 @@ async fn private_repositories_need_the_servers_token(db: TestDb) {
     );
 }
 
-async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
+async fn a_job_chooses_no_endpoint(db: TestDb) {
     let hub = MockHub::start().await.unwrap();
     hub.add_dataset("acme/reviews", &[("data.csv", &csv(2, "x"))], false);
     let s = sources(|c| {
@@ -242,14 +232,17 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
     let cx = ctx(db.store.as_ref(), None, &s);
     let path = "datasets/acme/reviews/data.csv";
 
-    let issue = one_issue(resolve(&cx, path, &hub.endpoint(), true).await);
-    assert_eq!(issue.code, "secret_in_config");
+    // A stored config's redaction marker is not a token: the job is asked for the token.
+    let marker =
+        synthgate::domain::dataset::SeedToken(synthgate::domain::dataset::REDACTED_TOKEN.into());
+    let issue = one_issue(resolve(&cx, path, &hub.endpoint(), Some(&marker)).await);
+    assert_eq!(issue.code, "invalid_seed_config");
     assert_eq!(issue.field.as_deref(), Some("seed_config.source.token"));
 
-    let issue = one_issue(resolve(&cx, path, "https://hub.attacker.example", false).await);
+    let issue = one_issue(resolve(&cx, path, "https://hub.attacker.example", None).await);
     assert_eq!(issue.code, "seed_endpoint_not_allowed");
     assert_eq!(issue.field.as_deref(), Some("seed_config.source.endpoint"));
-    let issue = one_issue(resolve(&cx, path, "http://169.254.169.254", false).await);
+    let issue = one_issue(resolve(&cx, path, "http://169.254.169.254", None).await);
     assert_eq!(issue.code, "seed_endpoint_not_allowed");
     assert!(
         hub.requests().is_empty(),
@@ -257,12 +250,12 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
     );
 
     // DataDesigner's default (what its configs carry) means the configured Hub.
-    let dd_default = resolve(&cx, path, "https://huggingface.co", false)
+    let dd_default = resolve(&cx, path, "https://huggingface.co", None)
         .await
         .unwrap();
     assert_eq!(dd_default[0].num_rows, 2);
     // A trailing slash is the same endpoint.
-    let ok = resolve(&cx, path, &format!("{}/", hub.endpoint()), false)
+    let ok = resolve(&cx, path, &format!("{}/", hub.endpoint()), None)
         .await
         .unwrap();
     assert_eq!(ok[0].num_rows, 2);
@@ -277,7 +270,7 @@ async fn a_job_chooses_neither_token_nor_endpoint(db: TestDb) {
             &ctx(db.store.as_ref(), None, &off),
             path,
             &hub.endpoint(),
-            false,
+            None,
         )
         .await,
     );
@@ -297,7 +290,7 @@ async fn redirects_off_the_hubs_hosts_are_not_followed(db: TestDb) {
             &ctx(db.store.as_ref(), None, &s),
             "datasets/acme/big/all.csv",
             &endpoint,
-            false,
+            None,
         )
         .await,
     );

@@ -1,9 +1,10 @@
 //! `hf` seeds in a running server (the real binary, configured by file, the Hub token from
 //! the environment variable `datasets.hf.token_env` names): a job seeded from a private
 //! repository runs with the server's token; a second job downloads nothing; a job that
-//! carries its own token is refused with `secret_in_config`. Then neither token may appear in
-//! any response body, in the service's log (at debug level) or in the database file, and the
-//! server's token never reached the Hub's storage.
+//! carries its own token (as DataDesigner's configs do) fetches with that token, and its stored
+//! config holds the redaction marker instead. Then neither token may appear in any response
+//! body, in the service's log (at debug level) or in the database file, and no token reached
+//! the Hub's storage.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -34,11 +35,13 @@ async fn hub_tokens_stay_on_the_server() {
     synthgate::install_crypto_provider();
     let hub = MockHub::start().await.unwrap();
     hub.set_token(Some(SERVER_TOKEN));
+    hub.add_token(JOB_TOKEN);
     let mut csv = String::from("id,text\n");
     for i in 0..2000 {
         csv.push_str(&format!("{i},private row {i}\n"));
     }
     hub.add_dataset("acme/private", &[("data.csv", csv.as_bytes())], true);
+    hub.add_dataset("acme/mine", &[("data.csv", b"id,text\n7,mine\n")], true);
 
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("hub.db");
@@ -97,11 +100,40 @@ datasets:
         (status, serde_json::from_str::<Value>(&text).unwrap())
     };
 
-    // A job's own token is refused, and nothing is fetched for it.
-    let (status, body) = post(job("datasets/acme/private/data.csv", Some(JOB_TOKEN))).await;
+    // A job's own token fetches its private repository, and only that fetch.
+    let (status, body) = post(job("datasets/acme/mine/data.csv", Some(JOB_TOKEN))).await;
+    assert_eq!(status, 202, "{body}");
+    let mine = body["id"].as_str().unwrap().to_owned();
+    let resp = client
+        .get(format!("{base}/v1/jobs/{mine}/config"))
+        .send()
+        .await
+        .unwrap();
+    let text = resp.text().await.unwrap();
+    let stored: Value = serde_json::from_str(&text).unwrap();
+    let config_body = text;
+    assert_eq!(
+        stored["config"]["seed_config"]["source"]["token"],
+        synthgate::domain::dataset::REDACTED_TOKEN,
+        "{stored}"
+    );
+    let job_fetches: Vec<_> = hub
+        .requests()
+        .into_iter()
+        .filter(|r| r.server == "hub")
+        .collect();
+    assert!(!job_fetches.is_empty());
+    for r in &job_fetches {
+        assert!(r.path.contains("acme/mine"), "{r:?}");
+        assert_eq!(
+            r.authorization.as_deref(),
+            Some(format!("Bearer {JOB_TOKEN}").as_str())
+        );
+    }
+    // Resubmitting the stored config: the marker is not a token.
+    let (status, body) = post(json!({"config": stored["config"], "num_records": 1})).await;
     assert_eq!(status, 422, "{body}");
-    assert_eq!(body["error"]["code"], "secret_in_config", "{body}");
-    assert!(hub.requests().is_empty());
+    assert_eq!(body["error"]["code"], "invalid_seed_config", "{body}");
 
     // The server's token opens the private repository; a second job downloads nothing.
     let mut ids = Vec::new();
@@ -143,6 +175,7 @@ datasets:
         assert_eq!(first["label"], "0: private row 0", "{first}");
     }
 
+    bodies.push_str(&config_body);
     child.kill().await.unwrap();
     let _ = child.wait().await;
     let log = std::fs::read_to_string(&log_path).unwrap();
@@ -172,9 +205,15 @@ datasets:
         if r.server == "cdn" {
             assert_eq!(r.authorization, None, "the token reached the CDN");
         } else {
+            let token = if r.path.contains("acme/mine") {
+                JOB_TOKEN
+            } else {
+                SERVER_TOKEN
+            };
             assert_eq!(
                 r.authorization.as_deref(),
-                Some(format!("Bearer {SERVER_TOKEN}").as_str())
+                Some(format!("Bearer {token}").as_str()),
+                "{r:?}"
             );
         }
     }
