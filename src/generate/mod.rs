@@ -34,6 +34,7 @@ mod multimodal;
 mod person;
 mod person_compile;
 mod person_fields;
+mod phone;
 mod processors;
 mod rng;
 mod run;

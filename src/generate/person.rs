@@ -261,7 +261,10 @@ fn read_table(file: &PathBuf, locale: &str, personas: bool) -> Result<PeopleTabl
     Ok(PeopleTable { names, rows })
 }
 
-/// A Parquet value as JSON (text, numbers and booleans are what these datasets hold).
+/// A Parquet value as JSON: text, numbers and booleans as such, structs (the Big Five traits'
+/// `{t_score, label, description}`) as objects, lists as arrays, maps as objects, as
+/// DataDesigner's pandas rows hold them, so `{{ person.openness.description }}` reads a key.
+/// (The reader's schema guard bounds how deep they nest.)
 fn json(field: &Field) -> Value {
     match field {
         Field::Null => Value::Null,
@@ -279,6 +282,24 @@ fn json(field: &Field) -> Value {
         }
         Field::Double(x) => serde_json::Number::from_f64(*x).map_or(Value::Null, Value::Number),
         Field::Str(s) => Value::String(s.clone()),
+        Field::Group(row) => Value::Object(
+            row.get_column_iter()
+                .map(|(name, f)| (name.clone(), json(f)))
+                .collect(),
+        ),
+        Field::ListInternal(list) => Value::Array(list.elements().iter().map(json).collect()),
+        Field::MapInternal(map) => Value::Object(
+            map.entries()
+                .iter()
+                .map(|(k, v)| {
+                    let key = match json(k) {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    };
+                    (key, json(v))
+                })
+                .collect(),
+        ),
         other => Value::String(other.to_string()),
     }
 }

@@ -3,9 +3,10 @@
 //! (`entities/person.py`, `entities/email_address_utils.py`): `locale`, `birth_date`,
 //! `email_address`, and for en_US `state` in place of `region`.
 //!
-//! Not reproduced: DataDesigner's en_US `phone_number` (drawn from a ZIP-to-area-code table it
-//! ships) and en_US `national_id` (a synthetic SSN); both are `null` here, as they are for
-//! every other locale in DataDesigner.
+//! For en_US, `national_id` is a synthetic SSN as DataDesigner makes it (an area number of the
+//! person's state when born before the 2011 randomization, else any, never 666), and adults
+//! get a `phone_number` whose area code comes from their postcode (`super::phone`). Both are
+//! `null` for every other locale, as in DataDesigner.
 
 use chrono::{Datelike, NaiveDate, Utc};
 use rand::RngExt;
@@ -145,14 +146,32 @@ pub(crate) fn derive_fields(
         }
         _ => None,
     };
+    let phone = match (locale, age, field(&pii, "postcode")) {
+        ("en_US", Some(a), Some(postcode)) if a >= 18 => {
+            let code = match postcode {
+                Value::String(s) => s,
+                Value::Number(n) => format!("{:05}", n.as_u64().unwrap_or_default()),
+                _ => String::new(),
+            };
+            super::phone::phone_number(&code, rng)
+        }
+        _ => None,
+    };
+    // DataDesigner derives it from `region` (the state, for en_US) and the birth date.
+    let national_id = match (locale, field(&pii, "region"), &born) {
+        ("en_US", Some(Value::String(state)), Some(b)) => NaiveDate::parse_from_str(b, "%Y-%m-%d")
+            .ok()
+            .map(|b| Value::String(ssn(&state, b, rng))),
+        _ => None,
+    };
     let mut set = |key: &str, value: Value| match pii.iter_mut().find(|(k, _)| k == key) {
         Some(slot) => slot.1 = value,
         None => pii.push((key.into(), value)),
     };
     set("birth_date", born.map_or(Value::Null, Value::String));
-    set("phone_number", Value::Null);
+    set("phone_number", phone.map_or(Value::Null, Value::String));
     set("email_address", email.map_or(Value::Null, Value::String));
-    set("national_id", Value::Null);
+    set("national_id", national_id.unwrap_or(Value::Null));
     if locale == "en_US"
         && !pii.iter().any(|(k, _)| k == "state")
         && let Some(i) = pii.iter().position(|(k, _)| k == "region")
@@ -169,6 +188,92 @@ pub(crate) fn derive_fields(
         }
     }
     Value::Object(out)
+}
+
+/// SSN area numbers by state before the 2011 randomization (DataDesigner's
+/// `STATE_TO_AREA_SSN`, from the Social Security Administration's allocation).
+const SSN_AREAS: &[(&str, u16, u16)] = &[
+    ("NH", 1, 3),
+    ("ME", 4, 7),
+    ("VT", 8, 9),
+    ("MA", 10, 34),
+    ("RI", 35, 39),
+    ("CT", 40, 49),
+    ("NY", 50, 134),
+    ("NJ", 135, 158),
+    ("PA", 159, 211),
+    ("MD", 212, 220),
+    ("DE", 221, 222),
+    ("VA", 223, 231),
+    ("WV", 232, 236),
+    ("NC", 237, 246),
+    ("SC", 247, 251),
+    ("GA", 252, 260),
+    ("FL", 261, 267),
+    ("OH", 268, 302),
+    ("IN", 303, 317),
+    ("IL", 318, 361),
+    ("MI", 362, 386),
+    ("WI", 387, 399),
+    ("KY", 400, 407),
+    ("TN", 408, 415),
+    ("AL", 416, 424),
+    ("MS", 425, 428),
+    ("AR", 429, 432),
+    ("LA", 433, 439),
+    ("OK", 440, 448),
+    ("TX", 449, 467),
+    ("MN", 468, 477),
+    ("IA", 478, 485),
+    ("MO", 486, 500),
+    ("ND", 501, 502),
+    ("SD", 503, 504),
+    ("NE", 505, 508),
+    ("KS", 509, 515),
+    ("MT", 516, 517),
+    ("ID", 518, 519),
+    ("WY", 520, 520),
+    ("CO", 521, 524),
+    ("NM", 525, 527),
+    ("AZ", 526, 527),
+    ("UT", 528, 529),
+    ("NV", 530, 530),
+    ("WA", 531, 539),
+    ("OR", 540, 544),
+    ("CA", 545, 573),
+    ("AK", 574, 574),
+    ("HI", 575, 576),
+    ("DC", 577, 579),
+    ("VI", 580, 580),
+    ("PR", 580, 599),
+    ("GU", 586, 586),
+    ("AS", 586, 586),
+];
+
+/// The day SSNs stopped encoding the state (DataDesigner's `SSN_RANDOMIZATION_DATE`).
+const SSN_RANDOMIZATION: (i32, u32, u32) = (2011, 6, 25);
+
+/// DataDesigner's `generate_ssn`: `AAA-GG-SSSS` with an area number of `state` for people
+/// born before the randomization (any, 1 to 899, for others and unknown states), never 666.
+/// (DataDesigner's 30% "born in another state" draw is overwritten right after it is made,
+/// so its area is always the state's; so is this one's.)
+fn ssn(state: &str, born: NaiveDate, rng: &mut ChaCha8Rng) -> String {
+    let (y, m, d) = SSN_RANDOMIZATION;
+    let randomized = NaiveDate::from_ymd_opt(y, m, d).is_some_and(|r| born >= r);
+    let (lo, hi) = SSN_AREAS
+        .iter()
+        .find(|(s, _, _)| *s == state)
+        .filter(|_| !randomized)
+        .map_or((1, 899), |&(_, lo, hi)| (lo, hi));
+    let area = loop {
+        let a = rng.random_range(lo..=hi);
+        if a != 666 {
+            break a;
+        }
+    };
+    let group = rng.random_range(1..=99u16);
+    let serial = rng.random_range(1..=9999u16);
+    format!("{area:03}-{group:02}-{serial:04}")
 }
 
 /// Picks from `options` by weight.

@@ -39,6 +39,12 @@ pub(crate) fn write_dataset(dir: &Path) {
             REQUIRED BYTE_ARRAY city (UTF8);
             REQUIRED BYTE_ARRAY region (UTF8);
             REQUIRED BYTE_ARRAY persona (UTF8);
+            REQUIRED group openness {
+                REQUIRED INT64 t_score;
+                REQUIRED BYTE_ARRAY label (UTF8);
+                REQUIRED BYTE_ARRAY description (UTF8);
+            }
+            REQUIRED BYTE_ARRAY postcode (UTF8);
         }",
     )
     .unwrap();
@@ -56,10 +62,32 @@ pub(crate) fn write_dataset(dir: &Path) {
     ];
     let mut i = 0;
     while let Some(mut col) = rg.next_column().unwrap() {
-        if i == 3 {
-            let ages: Vec<i64> = PEOPLE.iter().map(|p| p.3).collect();
+        // The Big Five traits are structs in the persona files: `openness` is leaves 7 to 9.
+        if i == 3 || i == 7 {
+            let numbers: Vec<i64> = PEOPLE
+                .iter()
+                .map(|p| if i == 3 { p.3 } else { 39 + p.3 % 7 })
+                .collect();
             col.typed::<Int64Type>()
-                .write_batch(&ages, None, None)
+                .write_batch(&numbers, None, None)
+                .unwrap();
+        } else if i >= 8 {
+            let values: Vec<ByteArray> = PEOPLE
+                .iter()
+                .map(|p| {
+                    // Leaf 10: an Austin ZIP code.
+                    let text = if i == 10 {
+                        "78701".to_owned()
+                    } else if i == 8 {
+                        "average".to_owned()
+                    } else {
+                        format!("{} is curious", p.0)
+                    };
+                    ByteArray::from(text.into_bytes())
+                })
+                .collect();
+            col.typed::<ByteArrayType>()
+                .write_batch(&values, None, None)
                 .unwrap();
         } else {
             let values: Vec<ByteArray> = if i == 6 {
@@ -103,6 +131,8 @@ async fn person_dataset(backend: Backend) {
                 "age_range": [18, 90], "with_synthetic_personas": true})),
             {"name": "intro", "column_type": "expression",
              "expr": "{{ person.first_name }} from {{ person.state }}"},
+            {"name": "trait", "column_type": "expression",
+             "expr": "{{ person.openness.description }} ({{ person.openness.label }})"},
             sampler("fake", "person_from_faker", json!({"locale": "de_DE", "sex": "Male"})),
             sampler("score", "scipy", json!({"dist_name": "beta",
                 "dist_params": {"a": 2, "b": 5}, "decimal_places": 3})),
@@ -126,6 +156,7 @@ async fn person_dataset(backend: Backend) {
     assert_eq!(done["status"], "completed", "{done}");
     let records = app.all_records(id).await;
     assert_eq!(records.len(), 20);
+    let mut austin_phones = 0;
     for r in &records {
         let v = &r["values"];
         let p = &v["person"];
@@ -139,12 +170,32 @@ async fn person_dataset(backend: Backend) {
         assert!(p["email_address"].as_str().unwrap().contains('@'), "{p}");
         assert!(p["birth_date"].is_string());
         assert_eq!(v["intro"], format!("{first} from TX"));
+        // Struct columns are objects, as in DataDesigner's rows.
+        assert_eq!(p["openness"]["label"], "average", "{p}");
+        assert!(p["openness"]["t_score"].is_i64(), "{p}");
+        assert_eq!(v["trait"], format!("{first} is curious (average)"));
+        // en_US adults get a synthetic SSN of their state (TX: 449 to 467 before 2011).
+        let ssn = p["national_id"].as_str().unwrap();
+        let parts: Vec<u32> = ssn.split('-').map(|x| x.parse().unwrap()).collect();
+        assert_eq!(ssn.len(), 11, "{ssn}");
+        assert!((449..=467).contains(&parts[0]), "{ssn}");
+        let phone = p["phone_number"].as_str().unwrap();
+        assert_eq!(phone.len(), 12, "{phone}");
+        if phone.starts_with("512-") || phone.starts_with("737-") {
+            austin_phones += 1;
+        }
         assert_eq!(v["fake"]["sex"], "Male");
         assert_eq!(v["fake"]["locale"], "de_DE");
         let score = v["score"].as_f64().unwrap();
         assert!((0.0..0.5).contains(&score), "constraint: {score}");
         assert!(v["spend"].as_f64().unwrap() >= 0.0);
     }
+    // Area codes come from the postcode (Austin: 512, 737) but for DataDesigner's 10% drawn
+    // anywhere.
+    assert!(
+        austin_phones >= 14,
+        "{austin_phones} of 20 phones from Austin"
+    );
     app.stop().await;
 }
 
