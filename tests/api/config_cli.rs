@@ -7,6 +7,8 @@ fn synthgate(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
         .args(args)
         .envs(env.iter().copied())
         .env_remove("SYNTHGATE_CONFIG")
+        // A server started here never fetches ruff into the working tree.
+        .env("SYNTHGATE__VALIDATORS__RUFF_DOWNLOAD", "false")
         .output()
         .expect("run synthgate");
     (

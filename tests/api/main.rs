@@ -46,6 +46,7 @@ mod secrets;
 mod seed_conformance;
 mod seed_sources;
 mod seeds;
+mod sql_conformance;
 mod store;
 mod ui;
 mod validation;

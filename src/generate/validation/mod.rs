@@ -13,6 +13,7 @@ mod python;
 mod remote;
 mod ruff_install;
 pub(crate) mod sql;
+mod sql_dialects;
 mod statements;
 
 use std::sync::{Arc, OnceLock, RwLock};
@@ -442,6 +443,7 @@ mod tests {
     fn a_missing_ruff_is_reported_once_with_the_path() {
         let e = ValidatorEnv::new(ValidatorsConfig {
             ruff_path: "/nonexistent/ruff".into(),
+            tools_dir: "/nonexistent/tools".into(),
             ..ValidatorsConfig::default()
         });
         let why = e.ruff_ready().unwrap_err();

@@ -1,8 +1,10 @@
 //! SQL code validators: DataDesigner lints with sqlfluff and counts only its parse (`PRS`)
 //! errors, plus one custom check (`DECIMAL(p)` without a scale). Here the query is parsed with
-//! `sqlparser` in the matching dialect. The two parsers are different programs, so an unusual
-//! query may be accepted by one and refused by the other; messages follow DataDesigner's
-//! `PRS: Line L, Position P: ...` form.
+//! `sqlparser` in the matching dialect, then checked for statements and clauses the dialect
+//! lacks (`super::sql_dialects`: `sqlparser` takes `PRINT` or `SELECT TOP` in any dialect,
+//! sqlfluff does not). The two are different programs, so an unusual query may still be
+//! accepted by one and refused by the other (tests/api/sql_conformance.rs measures where);
+//! messages follow DataDesigner's `PRS: Line L, Position P: ...` form.
 
 use serde_json::{Value, json};
 use sqlparser::dialect::{
@@ -54,8 +56,8 @@ pub(crate) fn validate(dialect: SqlDialect, query: &str) -> Value {
 }
 
 /// The parser's error for `query`, if any; more than [`MAX_TOKENS`] tokens is one.
-fn parse_error(dialect: SqlDialect, query: &str) -> Option<String> {
-    let dialect: &dyn Dialect = match dialect {
+fn parse_error(dialect_name: SqlDialect, query: &str) -> Option<String> {
+    let dialect: &dyn Dialect = match dialect_name {
         SqlDialect::Sqlite => &SQLiteDialect {},
         SqlDialect::Tsql => &MsSqlDialect {},
         SqlDialect::Bigquery => &BigQueryDialect {},
@@ -76,11 +78,13 @@ fn parse_error(dialect: SqlDialect, query: &str) -> Option<String> {
             "the query has {count} tokens, more than the {MAX_TOKENS} a query may have to be validated"
         ));
     }
-    Parser::new(dialect)
-        .with_tokens_with_locations(tokens)
+    if let Err(e) = Parser::new(dialect)
+        .with_tokens_with_locations(tokens.clone())
         .parse_statements()
-        .err()
-        .map(|e| e.to_string())
+    {
+        return Some(e.to_string());
+    }
+    super::sql_dialects::foreign_construct(dialect_name, &tokens)
 }
 
 /// `sql parser error: Expected: X, found: Y at Line: 1, Column: 5` →
