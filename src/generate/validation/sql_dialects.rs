@@ -39,153 +39,39 @@ struct Rule {
     what: &'static str,
 }
 
+/// One rule a line: the construct, the dialects that have it, and what the error says.
+#[rustfmt::skip]
 const RULES: &[Rule] = &[
-    Rule {
-        at: At::Statement("PRINT"),
-        allowed: &[Tsql],
-        what: "PRINT is T-SQL's",
-    },
-    Rule {
-        at: At::Statement("EXEC"),
-        allowed: &[Tsql],
-        what: "EXEC is T-SQL's",
-    },
-    Rule {
-        at: At::Statement("EXECUTE"),
-        allowed: &[Tsql, Postgres, Mysql, Bigquery],
-        what: "EXECUTE is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("GO"),
-        allowed: &[Tsql],
-        what: "GO is T-SQL's batch separator",
-    },
-    Rule {
-        at: At::Statement("RETURN"),
-        allowed: &[Tsql, Mysql],
-        what: "RETURN outside a routine is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("PRAGMA"),
-        allowed: &[Sqlite, Tsql],
-        what: "PRAGMA is SQLite's",
-    },
-    Rule {
-        at: At::Statement("VACUUM"),
-        allowed: &[Sqlite, Postgres, Tsql],
-        what: "VACUUM is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("SHOW"),
-        allowed: &[Postgres, Mysql, Tsql],
-        what: "SHOW is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("USE"),
-        allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery],
-        what: "USE is not in SQLite",
-    },
-    Rule {
-        at: At::Statement("SET"),
-        allowed: &[Postgres, Mysql, Tsql, Bigquery],
-        what: "SET is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("CALL"),
-        allowed: &[Postgres, Mysql, Bigquery],
-        what: "CALL is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("GRANT"),
-        allowed: &[Ansi, Postgres, Mysql, Tsql],
-        what: "GRANT is not in this dialect",
-    },
-    Rule {
-        at: At::Statement("TRUNCATE"),
-        allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery],
-        what: "TRUNCATE is not in SQLite (use DELETE FROM)",
-    },
-    Rule {
-        at: At::Statement("MERGE"),
-        allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery],
-        what: "MERGE is not in SQLite",
-    },
-    Rule {
-        at: At::BareBegin,
-        allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery],
-        what: "a bare BEGIN is not T-SQL (BEGIN TRANSACTION)",
-    },
-    Rule {
-        at: At::Top,
-        allowed: &[Tsql],
-        what: "SELECT TOP is T-SQL's (use LIMIT)",
-    },
-    Rule {
-        at: At::Word("LIMIT"),
-        allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery],
-        what: "LIMIT is not T-SQL (use TOP or OFFSET ... FETCH)",
-    },
+    Rule { at: At::Statement("PRINT"), allowed: &[Tsql], what: "PRINT is T-SQL's" },
+    Rule { at: At::Statement("EXEC"), allowed: &[Tsql], what: "EXEC is T-SQL's" },
+    Rule { at: At::Statement("EXECUTE"), allowed: &[Tsql, Postgres, Mysql, Bigquery], what: "EXECUTE is not in this dialect" },
+    Rule { at: At::Statement("GO"), allowed: &[Tsql], what: "GO is T-SQL's batch separator" },
+    Rule { at: At::Statement("RETURN"), allowed: &[Tsql, Mysql], what: "RETURN outside a routine is not in this dialect" },
+    Rule { at: At::Statement("PRAGMA"), allowed: &[Sqlite, Tsql], what: "PRAGMA is SQLite's" },
+    Rule { at: At::Statement("VACUUM"), allowed: &[Sqlite, Postgres, Tsql], what: "VACUUM is not in this dialect" },
+    Rule { at: At::Statement("SHOW"), allowed: &[Postgres, Mysql, Tsql], what: "SHOW is not in this dialect" },
+    Rule { at: At::Statement("USE"), allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery], what: "USE is not in SQLite" },
+    Rule { at: At::Statement("SET"), allowed: &[Postgres, Mysql, Tsql, Bigquery], what: "SET is not in this dialect" },
+    Rule { at: At::Statement("CALL"), allowed: &[Postgres, Mysql, Bigquery], what: "CALL is not in this dialect" },
+    Rule { at: At::Statement("GRANT"), allowed: &[Ansi, Postgres, Mysql, Tsql], what: "GRANT is not in this dialect" },
+    Rule { at: At::Statement("TRUNCATE"), allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery], what: "TRUNCATE is not in SQLite (use DELETE FROM)" },
+    Rule { at: At::Statement("MERGE"), allowed: &[Ansi, Postgres, Mysql, Tsql, Bigquery], what: "MERGE is not in SQLite" },
+    Rule { at: At::BareBegin, allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery], what: "a bare BEGIN is not T-SQL (BEGIN TRANSACTION)" },
+    Rule { at: At::Top, allowed: &[Tsql], what: "SELECT TOP is T-SQL's (use LIMIT)" },
+    Rule { at: At::Word("LIMIT"), allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery], what: "LIMIT is not T-SQL (use TOP or OFFSET ... FETCH)" },
     // T-SQL has it after OFFSET only; that order is not checked here.
-    Rule {
-        at: At::Word("FETCH"),
-        allowed: &[Ansi, Postgres, Tsql],
-        what: "FETCH FIRST/NEXT is not in this dialect (use LIMIT)",
-    },
-    Rule {
-        at: At::Word("QUALIFY"),
-        allowed: &[Bigquery],
-        what: "QUALIFY is BigQuery's",
-    },
-    Rule {
-        at: At::Word("ILIKE"),
-        allowed: &[Ansi, Postgres, Tsql, Bigquery],
-        what: "ILIKE is not in this dialect (use LOWER(...) LIKE)",
-    },
-    Rule {
-        at: At::Word("REGEXP"),
-        allowed: &[Sqlite, Mysql, Tsql],
-        what: "REGEXP is not in this dialect",
-    },
-    Rule {
-        at: At::Word("TABLESAMPLE"),
-        allowed: &[Ansi, Postgres, Mysql, Tsql],
-        what: "TABLESAMPLE is not in this dialect",
-    },
-    Rule {
-        at: At::Words(&["ON", "CONFLICT"]),
-        allowed: &[Sqlite, Postgres],
-        what: "ON CONFLICT is PostgreSQL's and SQLite's",
-    },
-    Rule {
-        at: At::Words(&["ON", "DUPLICATE", "KEY"]),
-        allowed: &[Mysql],
-        what: "ON DUPLICATE KEY is MySQL's",
-    },
-    Rule {
-        at: At::Words(&["ADD", "COLUMN"]),
-        allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery],
-        what: "ADD COLUMN is not T-SQL (ADD name type)",
-    },
-    Rule {
-        at: At::Quoted('`'),
-        allowed: &[Sqlite, Mysql, Bigquery],
-        what: "backtick-quoted names are not in this dialect",
-    },
-    Rule {
-        at: At::Quoted('['),
-        allowed: &[Tsql],
-        what: "bracket-quoted names are T-SQL's",
-    },
-    Rule {
-        at: At::DoubleQuotedTable,
-        allowed: &[Ansi, Sqlite, Postgres, Tsql],
-        what: "a double-quoted table name is a string in this dialect",
-    },
-    Rule {
-        at: At::DollarPlaceholder,
-        allowed: &[Sqlite, Postgres, Mysql, Tsql],
-        what: "$n placeholders are not in this dialect",
-    },
+    Rule { at: At::Word("FETCH"), allowed: &[Ansi, Postgres, Tsql], what: "FETCH FIRST/NEXT is not in this dialect (use LIMIT)" },
+    Rule { at: At::Word("QUALIFY"), allowed: &[Bigquery], what: "QUALIFY is BigQuery's" },
+    Rule { at: At::Word("ILIKE"), allowed: &[Ansi, Postgres, Tsql, Bigquery], what: "ILIKE is not in this dialect (use LOWER(...) LIKE)" },
+    Rule { at: At::Word("REGEXP"), allowed: &[Sqlite, Mysql, Tsql], what: "REGEXP is not in this dialect" },
+    Rule { at: At::Word("TABLESAMPLE"), allowed: &[Ansi, Postgres, Mysql, Tsql], what: "TABLESAMPLE is not in this dialect" },
+    Rule { at: At::Words(&["ON", "CONFLICT"]), allowed: &[Sqlite, Postgres], what: "ON CONFLICT is PostgreSQL's and SQLite's" },
+    Rule { at: At::Words(&["ON", "DUPLICATE", "KEY"]), allowed: &[Mysql], what: "ON DUPLICATE KEY is MySQL's" },
+    Rule { at: At::Words(&["ADD", "COLUMN"]), allowed: &[Ansi, Sqlite, Postgres, Mysql, Bigquery], what: "ADD COLUMN is not T-SQL (ADD name type)" },
+    Rule { at: At::Quoted('`'), allowed: &[Sqlite, Mysql, Bigquery], what: "backtick-quoted names are not in this dialect" },
+    Rule { at: At::Quoted('['), allowed: &[Tsql], what: "bracket-quoted names are T-SQL's" },
+    Rule { at: At::DoubleQuotedTable, allowed: &[Ansi, Sqlite, Postgres, Tsql], what: "a double-quoted table name is a string in this dialect" },
+    Rule { at: At::DollarPlaceholder, allowed: &[Sqlite, Postgres, Mysql, Tsql], what: "$n placeholders are not in this dialect" },
 ];
 
 /// The first construct of `tokens` that `dialect`'s grammar lacks, worded as the parser's
@@ -247,12 +133,27 @@ pub(super) fn foreign_construct(dialect: SqlDialect, tokens: &[TokenWithSpan]) -
         if let Some(rule) = hit {
             let at = t.span.start;
             return Some(format!(
-                "{} at Line: {}, Column: {}",
-                rule.what, at.line, at.column
+                "{} (dialect {}) at Line: {}, Column: {}",
+                rule.what,
+                name(dialect),
+                at.line,
+                at.column
             ));
         }
     }
     None
+}
+
+/// The dialect as `code_lang` names it.
+fn name(dialect: SqlDialect) -> &'static str {
+    match dialect {
+        Ansi => "sql:ansi",
+        Sqlite => "sql:sqlite",
+        Postgres => "sql:postgres",
+        Mysql => "sql:mysql",
+        Tsql => "sql:tsql",
+        Bigquery => "sql:bigquery",
+    }
 }
 
 #[cfg(test)]
