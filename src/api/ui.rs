@@ -67,6 +67,11 @@ const ASSETS: &[Asset] = &[
 /// The UI routes: the page at `/ui` (and `/ui/`), its assets at `/ui/{path}`.
 pub(super) fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     Router::new()
+        // A browser at the server's root lands on the page.
+        .route(
+            "/",
+            get(|| async { axum::response::Redirect::temporary("/ui") }),
+        )
         .route("/ui", get(|| async { serve("index.html") }))
         .route("/ui/", get(|| async { serve("index.html") }))
         .route(

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use synthgate::config::Config;
 
 use crate::db::Backend;
-use crate::helpers::{TestApp, sampler_config, spawn_app_with, status_json};
+use crate::helpers::{TestApp, sampler_config, spawn_app, spawn_app_with, status_json};
 use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio};
 
 const KEY: &str = "ui-key-0123456789abcdef";
@@ -82,10 +82,28 @@ async fn the_page_and_assets_are_public_with_a_strict_csp() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_ui_false_serves_no_page() {
     let app = spawn_app_with(Backend::Sqlite, |c| c.server.ui = false).await;
-    for path in ["/ui", "/ui/js/main.js"] {
+    for path in ["/", "/ui", "/ui/js/main.js"] {
         let (status, body) = app.get(path).await;
         assert_eq!(status, 404, "{path}: {body}");
     }
+    app.stop().await;
+}
+
+/// A browser at the server's root is sent to the page.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_root_leads_to_the_page() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let resp = client.get(app.url("/")).send().await.unwrap();
+    assert_eq!(resp.status(), 307);
+    assert_eq!(resp.headers()["location"], "/ui");
+    // Followed, it is the page.
+    let (status, page) = app.get_text("/").await;
+    assert_eq!(status, 200);
+    assert!(page.contains("<html"), "{page}");
     app.stop().await;
 }
 
