@@ -1,11 +1,11 @@
 //! Entry points for the fuzz targets in `fuzz/` (`cargo fuzz`) and for the replay of their
-//! corpus in the test suite (`tests/api/fuzz_corpus.rs`). Not an API: hidden from the docs.
+//! seeds in the test suite (`tests/api/fuzz_seeds.rs`). Not an API: hidden from the docs.
 //!
 //! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
 //! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
-//! dataset file, an `/mcp` message. Any error is a fine answer. What must not happen is a
-//! panic, an abort (a stack overflow), or work without bound; libFuzzer reports the first two
-//! as crashes and the last as a timeout or out-of-memory.
+//! dataset file, an `/mcp` message, a seed datastore commit. Any error is a fine answer. What
+//! must not happen is a panic, an abort (a stack overflow), or work without bound; libFuzzer
+//! reports the first two as crashes and the last as a timeout or out-of-memory.
 
 use std::io::Write;
 
@@ -87,6 +87,12 @@ pub fn sql(data: &[u8]) {
             let _ = crate::generate::validation::sql::validate(*dialect, code);
         }
     }
+}
+
+/// A seed datastore commit body (`POST /v1/hf/api/datasets/{ns}/{repo}/commit/main`), read as
+/// the handler reads it before any file is imported.
+pub fn hub_commit(data: &[u8]) {
+    let _ = crate::datasets::datastore::parse_commit(data);
 }
 
 /// An uploaded dataset file in `format` (CSV, JSONL or Parquet), read as an upload is: its

@@ -21,7 +21,6 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -32,7 +31,7 @@ use utoipa_axum::routes;
 use super::extract::{self, ApiPath, BodyFormat};
 use crate::auth::Caller;
 use crate::datasets::DatasetMeta;
-use crate::datasets::datastore::{RepoId, revision};
+use crate::datasets::datastore::{RepoId, parse_commit, revision};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -187,21 +186,6 @@ pub async fn preupload(
     Ok(Json(json!({"files": files})))
 }
 
-/// One line of a commit's `application/x-ndjson` body.
-#[derive(Debug, Deserialize)]
-struct CommitLine {
-    key: String,
-    value: Value,
-}
-
-/// A `file` line's value.
-#[derive(Debug, Deserialize)]
-struct CommitFile {
-    path: String,
-    content: String,
-    encoding: String,
-}
-
 /// Commit files
 ///
 /// Imports each inline file (`{"key": "file", "value": {path, content, encoding: "base64"}}`)
@@ -228,45 +212,11 @@ pub async fn commit(
             "revision '{rev}': commits go to 'main' (branches are not served)"
         )));
     }
-    let mut files = Vec::new();
-    for (n, line) in body.split(|b| *b == b'\n').enumerate() {
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let at = |msg: String| ApiError::InvalidRequest(format!("commit line {}: {msg}", n + 1));
-        let value = extract::decode_body(BodyFormat::Json, &Bytes::copy_from_slice(line))
-            .map_err(|e| at(e.to_string()))?;
-        let line: CommitLine = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
-        match line.key.as_str() {
-            "header" => {}
-            "file" => {
-                let f: CommitFile =
-                    serde_json::from_value(line.value).map_err(|e| at(e.to_string()))?;
-                if f.encoding != "base64" {
-                    return Err(at(format!(
-                        "encoding '{}': only base64 is served",
-                        f.encoding
-                    )));
-                }
-                let bytes = base64::engine::general_purpose::STANDARD
-                    .decode(f.content.as_bytes())
-                    .map_err(|e| at(format!("content is not base64: {e}")))?;
-                files.push((f.path, bytes));
-            }
-            other => {
-                return Err(at(format!(
-                    "'{other}' operations are not served (only inline `file` uploads)"
-                )));
-            }
-        }
-    }
-    if files.is_empty() {
-        return Err(ApiError::InvalidRequest("the commit holds no file".into()));
-    }
-    for (path, bytes) in &files {
+    let files = parse_commit(&body).map_err(ApiError::InvalidRequest)?;
+    for f in &files {
         state
             .datasets
-            .datastore_commit(caller.owner(), &repo, path, bytes)
+            .datastore_commit(caller.owner(), &repo, &f.path, &f.content)
             .await?;
     }
     let now = state

@@ -160,6 +160,77 @@ pub async fn repo_files(
     }
 }
 
+/// A file of a commit: its path in the repository and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommittedFile {
+    pub path: String,
+    pub content: Vec<u8>,
+}
+
+/// Reads a commit's `application/x-ndjson` body, as `huggingface_hub`'s `create_commit` sends
+/// it: a `header` line, then one `{"key": "file", "value": {path, content, encoding:
+/// "base64"}}` line per file. Each line goes through the strict decoder (`crate::decode`:
+/// depth, size and duplicate keys bounded); other operations (`deletedFile`, `lfsFile`, ...)
+/// are refused. The body itself is bounded by `server.max_body_bytes` before it gets here.
+/// `Err` says which line and why.
+pub fn parse_commit(body: &[u8]) -> Result<Vec<CommittedFile>, String> {
+    use base64::Engine as _;
+
+    #[derive(serde::Deserialize)]
+    struct Line {
+        key: String,
+        value: Value,
+    }
+    #[derive(serde::Deserialize)]
+    struct File {
+        path: String,
+        content: String,
+        encoding: String,
+    }
+    let mut files = Vec::new();
+    for (n, line) in body.split(|b| *b == b'\n').enumerate() {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let at = |msg: String| format!("commit line {}: {msg}", n + 1);
+        let value = crate::decode::json(line).map_err(|e| {
+            at(match e {
+                crate::decode::DecodeError::Syntax(m)
+                | crate::decode::DecodeError::DuplicateKey(m) => m,
+            })
+        })?;
+        let line: Line = serde_json::from_value(value).map_err(|e| at(e.to_string()))?;
+        match line.key.as_str() {
+            "header" => {}
+            "file" => {
+                let f: File = serde_json::from_value(line.value).map_err(|e| at(e.to_string()))?;
+                if f.encoding != "base64" {
+                    return Err(at(format!(
+                        "encoding '{}': only base64 is served",
+                        f.encoding
+                    )));
+                }
+                let content = base64::engine::general_purpose::STANDARD
+                    .decode(f.content.as_bytes())
+                    .map_err(|e| at(format!("content is not base64: {e}")))?;
+                files.push(CommittedFile {
+                    path: f.path,
+                    content,
+                });
+            }
+            other => {
+                return Err(at(format!(
+                    "'{other}' operations are not served (only inline `file` uploads)"
+                )));
+            }
+        }
+    }
+    if files.is_empty() {
+        return Err("the commit holds no file".into());
+    }
+    Ok(files)
+}
+
 /// A repository's revision: a digest of its files (which dataset each name is), so it
 /// changes with every commit that changes a file. 40 hex digits, as a Hub commit id.
 pub fn revision(files: &[DatasetMeta]) -> String {

@@ -163,6 +163,11 @@ fn sql_seeds_and_mutations() {
 }
 
 #[test]
+fn hub_commit_seeds_and_mutations() {
+    run("hub_commit", seeds("hub_commit"), fuzzing::hub_commit);
+}
+
+#[test]
 fn mcp_message_seeds_and_mutations() {
     run("mcp_message", seeds("mcp_message"), fuzzing::mcp_message);
 }
