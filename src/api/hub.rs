@@ -233,6 +233,19 @@ pub async fn commit(
     })))
 }
 
+/// The info of repository `namespace/name` at `rev`: `{id, sha, private, siblings}`.
+async fn info_at(
+    state: &AppState,
+    caller: &Caller,
+    namespace: &str,
+    name: &str,
+    rev: &str,
+) -> Result<Json<Value>, HubError> {
+    let repo = read_repo(namespace, name)?;
+    let (files, sha) = files_at(state, caller, &repo, rev).await?;
+    Ok(Json(info(&repo, &files, &sha)))
+}
+
 /// A repository's info: `{id, sha, private, siblings}`.
 fn info(repo: &RepoId, files: &[DatasetMeta], sha: &str) -> Value {
     let siblings: Vec<Value> = files.iter().map(|f| json!({"rfilename": f.name})).collect();
@@ -261,9 +274,7 @@ pub async fn repo_info(
     caller: Caller,
     ApiPath((namespace, name)): ApiPath<(String, String)>,
 ) -> Result<Json<Value>, HubError> {
-    let repo = read_repo(&namespace, &name)?;
-    let (files, sha) = files_at(&state, &caller, &repo, "main").await?;
-    Ok(Json(info(&repo, &files, &sha)))
+    info_at(&state, &caller, &namespace, &name, "main").await
 }
 
 /// A repository without a namespace
@@ -296,9 +307,7 @@ pub async fn repo_info_at(
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
 ) -> Result<Json<Value>, HubError> {
-    let repo = read_repo(&namespace, &name)?;
-    let (files, sha) = files_at(&state, &caller, &repo, &rev).await?;
-    Ok(Json(info(&repo, &files, &sha)))
+    info_at(&state, &caller, &namespace, &name, &rev).await
 }
 
 /// A datastore repository's files

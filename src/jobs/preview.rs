@@ -30,24 +30,36 @@ pub struct Preview {
     pub seed: u64,
     /// The records, by index.
     pub records: Vec<Generated>,
-    /// The statistics of the completed records (`None` only if the stored config no longer
-    /// parses, which validation rules out).
+    /// The statistics of the completed records, when asked for
+    /// ([`PreparedPreview::with_profile`]; also `None` if the config no longer parses, which
+    /// validation rules out).
     pub profile: Option<DatasetProfile>,
 }
 
 /// A preview request that passed every check ([`JobService::prepare_preview`]).
 #[derive(Debug)]
-pub struct PreparedPreview(Validated);
+pub struct PreparedPreview {
+    validated: Validated,
+    /// Whether [`JobService::run_preview`] profiles the records.
+    profile: bool,
+}
 
 impl PreparedPreview {
+    /// The preview also profiles its records (`Preview::profile`): the Data Designer door
+    /// sends the profile; `/v1/preview` and `/mcp` do not, and skip the work.
+    pub fn with_profile(mut self) -> Self {
+        self.profile = true;
+        self
+    }
+
     /// Records it will generate.
     pub fn num_records(&self) -> u32 {
-        self.0.num_records
+        self.validated.num_records
     }
 
     /// Columns of a dataset row, in order.
     pub fn columns(&self) -> &[String] {
-        self.0.compiled.plan.output_columns()
+        self.validated.compiled.plan.output_columns()
     }
 }
 
@@ -88,7 +100,10 @@ impl JobService {
         check_caller(&v.compiled, caller)?;
         self.check_tools(&v.compiled).await?;
         self.probe(&v.compiled).await?;
-        Ok(PreparedPreview(v))
+        Ok(PreparedPreview {
+            validated: v,
+            profile: false,
+        })
     }
 
     /// Generates a prepared preview's records, calling `on_record(done, total)` as each
@@ -98,7 +113,7 @@ impl JobService {
         prepared: PreparedPreview,
         on_record: &(dyn Fn(u32, u32) + Sync),
     ) -> Result<Preview, ApiError> {
-        let v = prepared.0;
+        let (v, profile) = (prepared.validated, prepared.profile);
         // One scope per preview: its `per_job` MCP sessions live as long as the request.
         let preview_id = uuid::Uuid::new_v4();
         let _sessions = Sessions::Job(&self.tools, preview_id);
@@ -142,15 +157,18 @@ impl JobService {
             });
         }
         records.iter_mut().for_each(inline_media);
-        let profile = DatasetConfig::parse(&v.config).ok().map(|config| {
-            let mut profiler = Profiler::new(&config, &v.compiled.plan);
-            for r in &records {
-                if let RecordOutcome::Completed { values } = &r.outcome {
-                    profiler.add(Some(values));
+        let profile = profile
+            .then(|| DatasetConfig::parse(&v.config).ok())
+            .flatten()
+            .map(|config| {
+                let mut profiler = Profiler::new(&config, &v.compiled.plan);
+                for r in &records {
+                    if let RecordOutcome::Completed { values } = &r.outcome {
+                        profiler.add(Some(values));
+                    }
                 }
-            }
-            profiler.finish(u64::from(v.num_records))
-        });
+                profiler.finish(u64::from(v.num_records))
+            });
         Ok(Preview {
             columns: v.compiled.plan.output_columns().to_vec(),
             seed: v.seed,

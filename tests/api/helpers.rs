@@ -32,6 +32,17 @@ pub fn test_config(db: &TestDb) -> Config {
     config
 }
 
+/// The gateway with one slow worker slot (one record a claim, a claim a second), which keeps
+/// most records of a large job pending for a while: for cancelling or deleting one in flight.
+pub async fn spawn_slow_worker_app(backend: Backend) -> TestApp {
+    spawn_app_with(backend, |c| {
+        c.workers.count = 1;
+        c.workers.claim_batch_size = 1;
+        c.workers.poll_interval_ms = 1000;
+    })
+    .await
+}
+
 /// Starts the gateway on `backend` with the default test config.
 pub async fn spawn_app(backend: Backend) -> TestApp {
     spawn_app_with(backend, |_| {}).await

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{app_with_mock_llm, sampler_config, spawn_app_with, status_json};
+use crate::helpers::{app_with_mock_llm, sampler_config, spawn_slow_worker_app, status_json};
 
 fn config() -> Value {
     json!({"columns": [
@@ -137,12 +137,7 @@ backends!(
 
 async fn a_job_not_finished_is_not_deleted(backend: Backend) {
     // One slow worker slot keeps most records pending long enough to try.
-    let app = spawn_app_with(backend, |c| {
-        c.workers.count = 1;
-        c.workers.claim_batch_size = 1;
-        c.workers.poll_interval_ms = 1000;
-    })
-    .await;
+    let app = spawn_slow_worker_app(backend).await;
     let (_, job) = app
         .create_job(&json!({"config": sampler_config(), "num_records": 100_000}))
         .await;

@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::{sampler_config, spawn_app, spawn_app_with, status_json};
+use crate::helpers::{
+    sampler_config, spawn_app, spawn_app_with, spawn_slow_worker_app, status_json,
+};
 
 const N: u64 = 10_000;
 
@@ -175,12 +177,7 @@ backends!(idempotency, idempotency_key_returns_the_same_job);
 
 async fn cancel_stops_claiming(backend: Backend) {
     // One slow worker slot keeps most records pending long enough to cancel.
-    let app = spawn_app_with(backend, |c| {
-        c.workers.count = 1;
-        c.workers.claim_batch_size = 1;
-        c.workers.poll_interval_ms = 1000;
-    })
-    .await;
+    let app = spawn_slow_worker_app(backend).await;
     let (_, job) = app
         .create_job(&json!({"config": sampler_config(), "num_records": 100_000}))
         .await;

@@ -89,7 +89,11 @@ pub async fn preview(
         idempotency_key: None,
         owner: None,
     };
-    let prepared = state.jobs.prepare_preview(submit, &caller).await?;
+    let prepared = state
+        .jobs
+        .prepare_preview(submit, &caller)
+        .await?
+        .with_profile();
     let total = prepared.num_records();
 
     let (tx, rx) = mpsc::channel::<Bytes>(64);
