@@ -1,31 +1,24 @@
 //! The `person_from_faker` sampler: a made-up person with DataDesigner's fields, in its order
-//! (`engine/sampling_gen/people_gen.py`, `PeopleGenFaker.make_person`), from the locale
-//! tables of the `fake` crate.
+//! (`engine/sampling_gen/people_gen.py`, `PeopleGenFaker.make_person`), from Python Faker's
+//! data for the locale ([`super::faker_locales`]): every locale DataDesigner accepts is served.
 //!
-//! DataDesigner uses Python's Faker, which knows about ninety locales; `fake` knows fourteen.
-//! [`FakerLocale::parse`] maps the DataDesigner locale names that have a `fake` table, and
-//! anything else is refused at submit with the list of served ones. Known differences from
-//! Faker: `fake` has one first-name table per locale, not one per sex, so `first_name` does not
-//! follow `sex`; street, city, post code and phone formats are `fake`'s.
+//! As in DataDesigner, first and last names follow `sex`, and a field Faker lacks for a locale
+//! (`state` outside the locales that have states, `phone_number` in the Philippine ones) is
+//! null. Faker's list fields are drawn with Faker's weights; fields Faker builds from formats
+//! (street, building number, post code, phone) come from a fixed sample of Faker's output.
 //!
 //! Every field is drawn from the column's own random stream, so a person depends only on the
 //! job seed and record index, except `birth_date`, which DataDesigner (and synthgate) count
 //! back from the day the record is generated.
 
+use std::sync::Arc;
+
 use chrono::{Datelike, NaiveDate, Utc};
-use fake::Fake;
-use fake::faker::address::raw::{
-    BuildingNumber, CityName, CountryName, PostCode, StateName, StreetName,
-};
-use fake::faker::job::raw::Title;
-use fake::faker::name::raw::{FirstName, LastName};
-use fake::faker::phone_number::raw::PhoneNumber;
-use fake::locales::{
-    AR_SA, DE_DE, EN, FA_IR, FR_FR, IT_IT, JA_JP, NL_NL, PT_BR, PT_PT, TR_TR, ZH_CN, ZH_TW,
-};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{Map, Value};
+
+use super::faker_locales::{LocaleTable, Pool};
 
 /// DataDesigner's `faker_constants.sex`.
 pub(crate) const SEXES: [&str; 2] = ["Male", "Female"];
@@ -53,112 +46,11 @@ const MARITAL_STATUS: [&str; 5] = [
 ];
 const COLLEGE_LEVEL: [&str; 3] = ["bachelors", "graduate", "doctorate"];
 
-/// A `fake` locale table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum FakerLocale {
-    En,
-    FrFr,
-    DeDe,
-    ItIt,
-    JaJp,
-    PtBr,
-    PtPt,
-    ZhCn,
-    ZhTw,
-    ArSa,
-    NlNl,
-    TrTr,
-    FaIr,
-}
-
-/// DataDesigner locale name → `fake` table, in the order messages list them.
-const LOCALES: &[(&str, FakerLocale)] = &[
-    ("en_US", FakerLocale::En),
-    ("en", FakerLocale::En),
-    ("ar_SA", FakerLocale::ArSa),
-    ("de_DE", FakerLocale::DeDe),
-    ("de", FakerLocale::DeDe),
-    ("fa_IR", FakerLocale::FaIr),
-    ("fr_FR", FakerLocale::FrFr),
-    ("it_IT", FakerLocale::ItIt),
-    ("ja_JP", FakerLocale::JaJp),
-    ("nl_NL", FakerLocale::NlNl),
-    ("pt_BR", FakerLocale::PtBr),
-    ("pt_PT", FakerLocale::PtPt),
-    ("tr_TR", FakerLocale::TrTr),
-    ("zh_CN", FakerLocale::ZhCn),
-    ("zh_TW", FakerLocale::ZhTw),
-];
-
-impl FakerLocale {
-    /// The table for a DataDesigner locale name, if `fake` has one.
-    pub(crate) fn parse(name: &str) -> Option<Self> {
-        LOCALES.iter().find(|(n, _)| *n == name).map(|(_, l)| *l)
-    }
-
-    /// The served locale names, comma-separated.
-    pub(crate) fn served() -> String {
-        LOCALES
-            .iter()
-            .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-
-    /// Whether `fake` has this locale's own states (others fall back to US states, which
-    /// Faker would not give: DataDesigner then has `state: null`).
-    fn has_states(self) -> bool {
-        match self {
-            Self::En
-            | Self::DeDe
-            | Self::FaIr
-            | Self::ItIt
-            | Self::NlNl
-            | Self::PtBr
-            | Self::PtPt
-            | Self::TrTr => true,
-            Self::FrFr | Self::JaJp | Self::ZhCn | Self::ZhTw | Self::ArSa => false,
-        }
-    }
-}
-
-/// The fields `fake` supplies for one person.
-struct Drawn {
-    first_name: String,
-    last_name: String,
-    street_number: String,
-    street_name: String,
-    city: String,
-    state: String,
-    postcode: String,
-    country: String,
-    occupation: String,
-    phone_number: String,
-}
-
-/// Draws the locale-dependent fields, in DataDesigner's draw order.
-macro_rules! draw_with {
-    ($l:expr, $rng:expr) => {
-        Drawn {
-            first_name: FirstName($l).fake_with_rng($rng),
-            last_name: LastName($l).fake_with_rng($rng),
-            street_number: BuildingNumber($l).fake_with_rng($rng),
-            street_name: StreetName($l).fake_with_rng($rng),
-            city: CityName($l).fake_with_rng($rng),
-            state: StateName($l).fake_with_rng($rng),
-            postcode: PostCode($l).fake_with_rng($rng),
-            country: CountryName($l).fake_with_rng($rng),
-            occupation: Title($l).fake_with_rng($rng),
-            phone_number: PhoneNumber($l).fake_with_rng($rng),
-        }
-    };
-}
-
 /// A compiled `person_from_faker` sampler.
 #[derive(Debug, Clone)]
 pub(crate) struct FakerPerson {
     pub(crate) locale_name: String,
-    pub(crate) locale: FakerLocale,
+    pub(crate) table: Arc<LocaleTable>,
     pub(crate) sex: Option<&'static str>,
     pub(crate) cities: Option<Vec<String>>,
     pub(crate) age_range: (i64, i64),
@@ -171,28 +63,32 @@ impl FakerPerson {
         let sex = self
             .sex
             .unwrap_or_else(|| SEXES[rng.random_range(0..SEXES.len())]);
-        let d = match self.locale {
-            FakerLocale::En => draw_with!(EN, rng),
-            FakerLocale::FrFr => draw_with!(FR_FR, rng),
-            FakerLocale::DeDe => draw_with!(DE_DE, rng),
-            FakerLocale::ItIt => draw_with!(IT_IT, rng),
-            FakerLocale::JaJp => draw_with!(JA_JP, rng),
-            FakerLocale::PtBr => draw_with!(PT_BR, rng),
-            FakerLocale::PtPt => draw_with!(PT_PT, rng),
-            FakerLocale::ZhCn => draw_with!(ZH_CN, rng),
-            FakerLocale::ZhTw => draw_with!(ZH_TW, rng),
-            FakerLocale::ArSa => draw_with!(AR_SA, rng),
-            FakerLocale::NlNl => draw_with!(NL_NL, rng),
-            FakerLocale::TrTr => draw_with!(TR_TR, rng),
-            FakerLocale::FaIr => draw_with!(FA_IR, rng),
+        let t = &*self.table;
+        let draw = |pool: &Option<Pool>, rng: &mut ChaCha8Rng| match pool {
+            Some(p) => Value::String(p.draw(rng).to_owned()),
+            None => Value::Null,
         };
+        let (first, last) = if sex == "Male" {
+            (&t.first_name_male, &t.last_name_male)
+        } else {
+            (&t.first_name_female, &t.last_name_female)
+        };
+        let first_name = draw(first, rng);
+        let last_name = draw(last, rng);
+        let street_number = draw(&t.building_number, rng);
+        let street_name = draw(&t.street_name, rng);
         let city = match &self.cities {
-            Some(cities) if !cities.is_empty() => cities[rng.random_range(0..cities.len())].clone(),
-            _ => d.city,
+            Some(cities) if !cities.is_empty() => {
+                Value::String(cities[rng.random_range(0..cities.len())].clone())
+            }
+            _ => draw(&t.city, rng),
         };
+        let state = draw(&t.state, rng);
+        let postcode = draw(&t.postcode, rng);
         let (lo, hi) = self.age_range;
         let age = rng.random_range(lo..=hi);
         let birth_date = birth_date(Utc::now().date_naive(), age, rng);
+        let country = draw(&t.country, rng);
         let marital = MARITAL_STATUS[rng.random_range(0..MARITAL_STATUS.len())];
         let education = EDUCATION_LEVEL[rng.random_range(0..EDUCATION_LEVEL.len())];
         let bachelors = if COLLEGE_LEVEL.contains(&education) {
@@ -200,35 +96,31 @@ impl FakerPerson {
         } else {
             "no_degree"
         };
-        let state = if self.locale.has_states() {
-            Value::String(d.state)
-        } else {
-            Value::Null
-        };
+        let occupation = draw(&t.job, rng);
         let phone = if age >= 18 {
-            Value::String(d.phone_number)
+            draw(&t.phone_number, rng)
         } else {
             Value::Null
         };
         let mut p = Map::with_capacity(20);
         p.insert("uuid".into(), Value::String(uuid));
         p.insert("locale".into(), Value::String(self.locale_name.clone()));
-        p.insert("first_name".into(), Value::String(d.first_name));
-        p.insert("last_name".into(), Value::String(d.last_name));
+        p.insert("first_name".into(), first_name);
+        p.insert("last_name".into(), last_name);
         p.insert("middle_name".into(), Value::Null);
         p.insert("sex".into(), Value::String(sex.to_owned()));
-        p.insert("street_number".into(), Value::String(d.street_number));
-        p.insert("street_name".into(), Value::String(d.street_name));
-        p.insert("city".into(), Value::String(city));
+        p.insert("street_number".into(), street_number);
+        p.insert("street_name".into(), street_name);
+        p.insert("city".into(), city);
         p.insert("state".into(), state);
-        p.insert("postcode".into(), Value::String(d.postcode));
+        p.insert("postcode".into(), postcode);
         p.insert("age".into(), Value::from(age));
         p.insert("birth_date".into(), Value::String(birth_date));
-        p.insert("country".into(), Value::String(d.country));
+        p.insert("country".into(), country);
         p.insert("marital_status".into(), Value::String(marital.into()));
         p.insert("education_level".into(), Value::String(education.into()));
         p.insert("unit".into(), Value::String(String::new()));
-        p.insert("occupation".into(), Value::String(d.occupation));
+        p.insert("occupation".into(), occupation);
         p.insert("phone_number".into(), phone);
         p.insert("bachelors_field".into(), Value::String(bachelors.into()));
         Value::Object(p)
@@ -263,7 +155,7 @@ mod tests {
     fn person(locale: &str) -> FakerPerson {
         FakerPerson {
             locale_name: locale.into(),
-            locale: FakerLocale::parse(locale).unwrap(),
+            table: super::super::faker_locales::table(locale).unwrap(),
             sex: None,
             cities: None,
             age_range: (18, 114),
@@ -315,6 +207,8 @@ mod tests {
         for i in 0..50 {
             let v = p.sample(&mut column_rng(3, i, 9));
             assert_eq!(v["sex"], "Female");
+            let first = v["first_name"].as_str().unwrap();
+            assert!(p.table.first_name_female.as_ref().unwrap().contains(first));
             assert!(["Berlin", "Köln"].contains(&v["city"].as_str().unwrap()));
             let age = v["age"].as_i64().unwrap();
             assert!((10..=12).contains(&age));
@@ -337,8 +231,22 @@ mod tests {
     }
 
     #[test]
-    fn unknown_locales_are_not_mapped() {
-        assert_eq!(FakerLocale::parse("en_GB"), None);
-        assert!(FakerLocale::served().starts_with("en_US, en, ar_SA"));
+    fn locales_beyond_the_old_list_follow_faker() {
+        // en_GB is DataDesigner's own all-samplers test locale: British names, no state.
+        let gb = person("en_GB");
+        let v = gb.sample(&mut column_rng(1, 0, 7));
+        assert!(v["state"].is_null());
+        let last = v["last_name"].as_str().unwrap();
+        let pools = &gb.table;
+        let sex_pool = if v["sex"] == "Male" {
+            &pools.last_name_male
+        } else {
+            &pools.last_name_female
+        };
+        assert!(sex_pool.as_ref().unwrap().contains(last));
+        // Faker has no phone numbers for the Philippine locales: DataDesigner gives null.
+        let ph = person("en_PH").sample(&mut column_rng(1, 0, 7));
+        assert!(ph["phone_number"].is_null());
+        assert!(ph["first_name"].is_string());
     }
 }

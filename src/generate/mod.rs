@@ -13,8 +13,8 @@
 //! tool loop), `code` (llm-code extraction), `media` and `multimodal` (embedding and image
 //! columns, image context), `validation` (validation columns: ruff, SQL parsing, remote
 //! validators), `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats
-//! distributions), `faker_person`, `person`, `person_compile` and `person_fields` (the person
-//! samplers), `constraints` (sampler constraints), `processors` (drop_columns and
+//! distributions), `faker_locales` (Python Faker's data), `faker_person`, `person`,
+//! `person_compile` and `person_fields` (the person samplers), `constraints` (sampler constraints), `processors` (drop_columns and
 //! schema_transform), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
 //! casts), `datetime`, `rng` (the seeding scheme), `dtypes` (each dataset column's value type,
 //! for typed exports).
@@ -27,6 +27,7 @@ mod convert;
 mod dag;
 mod datetime;
 mod dtypes;
+mod faker_locales;
 mod faker_person;
 mod llm;
 mod media;

@@ -1,7 +1,8 @@
 //! Compiling the person samplers' parameters (`person_from_faker`, `person`): DataDesigner's
 //! checks of `sex`, `age_range` and `city`, the faker locale, and the managed dataset.
 
-use super::faker_person::{FakerLocale, FakerPerson, SEXES};
+use super::faker_locales;
+use super::faker_person::{FakerPerson, SEXES};
 use super::person::PersonDraw;
 use super::samplers::SamplerIssues;
 use crate::domain::dataset::{CityFilter, MAX_AGE, MIN_AGE, PersonFromFakerParams, PersonParams};
@@ -13,21 +14,15 @@ pub(crate) fn compile_faker(
     issues: &mut SamplerIssues<'_>,
 ) -> Option<FakerPerson> {
     let f = |name: &str| format!("{field}.{name}");
-    let locale = FakerLocale::parse(&pf.locale);
-    if locale.is_none() {
-        let msg = format!(
-            "locale '{}' is not served by person_from_faker; served locales: {}",
-            pf.locale,
-            FakerLocale::served()
-        );
-        issues.bad(&f("locale"), msg);
-    }
+    let table = faker_locales::table(&pf.locale)
+        .map_err(|msg| issues.bad(&f("locale"), msg))
+        .ok();
     let sex = check_sex(pf.sex.as_deref(), &f("sex"), issues);
     let age_range = check_age_range(&pf.age_range, &f("age_range"), issues);
     let cities = check_cities(pf.city.as_ref(), &f("city"), issues);
     Some(FakerPerson {
         locale_name: pf.locale.clone(),
-        locale: locale?,
+        table: table?,
         sex: sex?,
         cities: cities?,
         age_range: age_range?,

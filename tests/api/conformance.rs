@@ -42,6 +42,7 @@ const CASES: &[(&str, Expect)] = &[
     ("sampler_bernoulli_mixture", Accepted),
     ("sampler_person", Accepted),
     ("sampler_person_from_faker", Accepted),
+    ("sampler_person_from_faker_locales", Accepted),
     ("column_expression", Accepted),
     ("column_llm-text", Accepted),
     ("column_llm-code", Accepted),
@@ -382,4 +383,30 @@ fn shape_fits(shape: &str, v: &Value) -> bool {
         "string" => v.is_string(),
         _ => v.is_string() || v.is_number() || v.is_boolean(),
     }
+}
+
+/// The person_from_faker tables the binary embeds are what `scripts/faker-locales.py` takes
+/// out of the Faker release DataDesigner runs: regenerated here, byte for byte. A Faker or
+/// DataDesigner upgrade that changes the data fails this test until the asset is rewritten.
+#[test]
+fn faker_locale_asset_is_reproducible() {
+    let Some(python) = datadesigner_python() else {
+        return;
+    };
+    let root = env!("CARGO_MANIFEST_DIR");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("faker_locales.jsonl.gz");
+    let status = std::process::Command::new(python)
+        .arg(format!("{root}/scripts/faker-locales.py"))
+        .arg(&out)
+        .status()
+        .expect("run scripts/faker-locales.py");
+    assert!(status.success(), "scripts/faker-locales.py failed");
+    let embedded =
+        std::fs::read(format!("{root}/src/generate/assets/faker_locales.jsonl.gz")).unwrap();
+    assert!(
+        std::fs::read(&out).unwrap() == embedded,
+        "src/generate/assets/faker_locales.jsonl.gz is not what scripts/faker-locales.py writes; \
+         rerun it with .venv-datadesigner/bin/python"
+    );
 }

@@ -98,6 +98,12 @@ def cases():
         sampler("end", "timedelta", sp.TimeDeltaSamplerParams(dt_min=1, dt_max=5, reference_column_name="start"))
     )
     out["sampler_timedelta"] = b
+    # person_from_faker beyond en_US: en_GB is DataDesigner's own all-samplers test locale; the
+    # others are large markets with their own scripts and without states (issue 27).
+    b = builder()
+    for locale in ["en_GB", "es_MX", "hi_IN", "ja_JP", "pt_BR", "ko_KR"]:
+        b.add_column(sampler(f"person_{locale}", "person_from_faker", sp.PersonFromFakerSamplerParams(locale=locale)))
+    out["sampler_person_from_faker_locales"] = b
 
     # One per column type.
     b = builder()
