@@ -18,7 +18,7 @@
 //!   whose shared items fuel cannot see; a deadline; and an output cap ([`MAX_RENDERED_LEN`],
 //!   DataDesigner's limit). Fuel and time are budgets of the *record*, shared by all of its
 //!   templates, so a config of many heavy columns cannot multiply them. The last two come from
-//!   synthgate's patch of minijinja (`vendor/minijinja/SYNTHGATE.md`).
+//!   synthgate's patch of minijinja (`patches/README.md`).
 //! * **No auto-escaping**: prompts are not HTML.
 //! * **Upstream JSON.** String values holding a JSON object or array are parsed before
 //!   rendering (as DataDesigner does), so `{{ col.key }}` works on structured output.
