@@ -14,7 +14,7 @@ use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 /// `POST /v1/jobs` as JSON.
 ///
 /// The first example needs no LLM; the second needs the model alias `writer` in the server
-/// config (as in the README).
+/// config (as docs/llm-columns.md shows).
 #[derive(Debug, Deserialize, ToSchema, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(examples(

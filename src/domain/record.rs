@@ -5,7 +5,7 @@
 //!
 //! [`RecordErrorCode`] is the one list of the codes a record can fail with: every producer
 //! names a variant, the OpenAPI schema lists [`RecordErrorCode::ALL`], and tests hold the
-//! README table to it. A code has one stage ([`RecordErrorCode::stage`]), so the two cannot
+//! docs/api.md table to it. A code has one stage ([`RecordErrorCode::stage`]), so the two cannot
 //! disagree.
 //!
 //! Codes and stages are read back from the database, which replicas of other versions of the
@@ -164,7 +164,7 @@ named_enum! {
 
 named_enum! {
     /// Why a record failed: the one list of record error codes, each with the stage it fails
-    /// in and what it means (shown by the OpenAPI schema and the README table).
+    /// in and what it means (shown by the OpenAPI schema and the table in docs/api.md).
     pub enum RecordErrorCode {
         InvalidConfig = "invalid_config" in Compile:
             "the job's stored config no longer compiles against this replica's server config",

@@ -7,6 +7,7 @@ mod connections;
 mod datasets;
 mod db;
 mod db_faults;
+mod docs;
 mod errors;
 mod exports;
 mod faults;

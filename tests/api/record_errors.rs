@@ -1,5 +1,5 @@
 //! `RecordErrorCode` is the one list of record error codes: the committed `openapi.yaml` and
-//! the README table must say the same, in both directions.
+//! the table in docs/api.md must say the same, in both directions.
 
 use serde_json::Value;
 use synthgate::domain::record::{RecordErrorCode, RecordStage};
@@ -51,7 +51,7 @@ fn openapi_record_error_lists_every_code_and_stage() {
 }
 
 #[test]
-fn readme_record_error_table_is_the_list_of_codes() {
+fn docs_record_error_table_is_the_list_of_codes() {
     let expected: Vec<String> = ["| code | stage | meaning |", "| --- | --- | --- |"]
         .into_iter()
         .map(str::to_owned)
@@ -63,7 +63,7 @@ fn readme_record_error_table_is_the_list_of_codes() {
             )
         }))
         .collect();
-    let readme = committed("README.md");
+    let readme = committed("docs/api.md");
     let table: Vec<&str> = readme
         .lines()
         .skip_while(|l| *l != expected[0])
@@ -71,7 +71,7 @@ fn readme_record_error_table_is_the_list_of_codes() {
         .collect();
     assert!(
         table == expected,
-        "the README's record error table differs from RecordErrorCode; it should read:\n\n{}\n",
+        "docs/api.md's record error table differs from RecordErrorCode; it should read:\n\n{}\n",
         expected.join("\n")
     );
 }

@@ -5,7 +5,7 @@
 //! The browser tests skip, saying why, only where no Chromium or Playwright can be had; under
 //! `CI=true` they fail instead, so CI never passes without having run them (`scripts/test`
 //! installs both). Screenshots land in `target/ui-screenshots/`; `docs/screenshots/` holds the
-//! committed copies the README shows.
+//! committed copies docs/operations.md shows.
 
 use std::path::PathBuf;
 use std::time::Duration;

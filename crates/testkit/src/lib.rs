@@ -1,5 +1,5 @@
 //! synthgate's test doubles, kept out of the product crate: they are what tests, benches and the
-//! README's examples talk to instead of a real LLM or MCP server.
+//! README's example and docs talk to instead of a real LLM or MCP server.
 //!
 //! - [`mock_llm`]: a scripted OpenAI/Anthropic-compatible LLM (binary `mock-llm`).
 //! - [`mock_mcp`]: a scripted MCP server over stdio and streamable HTTP (binary `mock-mcp`).
