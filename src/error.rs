@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
+use crate::datasets::DatasetError;
 use crate::domain::dataset::ConfigIssue;
 use crate::store::StoreError;
 
@@ -283,6 +284,22 @@ impl ApiError {
                 Some(out)
             }
             _ => None,
+        }
+    }
+}
+
+impl From<DatasetError> for ApiError {
+    fn from(e: DatasetError) -> Self {
+        match e {
+            DatasetError::NotFound(id) => Self::DatasetNotFound(id),
+            DatasetError::InUse(msg) => Self::DatasetInUse(msg),
+            DatasetError::TooLarge(max) => Self::DatasetTooLarge(max),
+            DatasetError::Invalid(msg) => Self::InvalidDataset(msg),
+            DatasetError::UnsupportedFormat(msg) => Self::UnsupportedDatasetFormat(msg),
+            DatasetError::InvalidRequest(msg) => Self::InvalidRequest(msg),
+            DatasetError::Stalled => Self::Timeout,
+            DatasetError::Store(e) => e.into(),
+            DatasetError::Internal(msg) => Self::Internal(msg),
         }
     }
 }

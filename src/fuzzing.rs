@@ -11,9 +11,10 @@ use std::io::Write;
 
 use serde_json::{Map, Value, json};
 
+use crate::config::DatasetLimits;
 use crate::datasets::DatasetFormat;
 use crate::datasets::formats::RowSink;
-use crate::datasets::import::{DatasetLimits, ImportError};
+use crate::datasets::import::ImportError;
 use crate::domain::dataset::{CodeLang, DatasetConfig};
 use crate::generate::{Plan, PlanContext};
 

@@ -28,29 +28,34 @@
 //!                      /v1/records/{id}, /media ─► api ─► jobs
 //! ```
 //!
-//! The layers, each depending only on those below it:
+//! The layers, each depending only on those below it (`tests/api/layers.rs` holds the code to
+//! this map, file by file):
 //!
-//! * [`api`]: HTTP only (routes, extractors, bodies, OpenAPI), the web UI's static page
-//!   (`api::ui`, embedded from `ui/`), and the same operations as MCP tools at `/mcp`
-//!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool), and NVIDIA's Data
-//!   Designer service API at `/v1/data-designer` (`api::data_designer`, for its Python
-//!   client) with its seed datastore, a Hub-compatible API at `/v1/hf` (`api::hub`). Every job, record, trace, export and progress question
-//!   goes to [`jobs`], every dataset question to [`datasets`]; it never touches the store.
-//! * [`jobs`]: the one door to jobs, and the only code that changes a job's status.
+//! * The drivers: [`api`], HTTP only (routes, extractors, bodies, OpenAPI), the web UI's static
+//!   page (`api::ui`, embedded from `ui/`), the same operations as MCP tools at `/mcp`
+//!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool), NVIDIA's Data
+//!   Designer service API at `/v1/data-designer` (`api::data_designer`, for its Python client)
+//!   and its seed datastore, a Hub-compatible API at `/v1/hf` (`api::hub`), with [`state`], the
+//!   handles the handlers share; and [`worker`], the queue of one replica: claims, leases, the
+//!   batch writer. Every job, record, trace, export and progress question goes to [`jobs`],
+//!   every dataset question to [`datasets`]; neither driver touches the store for them.
+//! * [`jobs`]: the one door to jobs, and the only code that changes a job's status; [`auth`]:
+//!   the caller it is given.
 //! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,
 //!   a config's seed resolved to the datasets a job is bound to, the block cache records read
-//!   seed rows through, and the server-side sources (allow-listed directories, the Hub).
-//! * [`worker`]: the queue of one replica: claims, leases, the batch writer.
+//!   seed rows through, and the server-side sources (allow-listed directories, the Hub). It
+//!   fails with its own [`datasets::DatasetError`]; [`error`] maps it, like the store's errors,
+//!   to HTTP.
 //! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool
 //!   calls (their error kinds and live `tool_call` events), the MCP session pool, tool-list
 //!   cache and providers' OAuth, LLM providers.
 //! * [`store`]: persistence of [`domain`] types on SQLite or Postgres.
-//! * [`domain`]: plain data (configs, jobs, records, traces, usage); [`config`]: the server
-//!   config.
-//! * Around them: [`app`] (composition root), [`serve`] (the listener), [`auth`], [`metrics`],
-//!   [`cpu`], [`telemetry`], [`shutdown`], [`state`], [`error`], [`decode`] (untrusted JSON
-//!   and YAML, strictly: request bodies, `/mcp` messages, JSONL rows), and [`cli`] (the client).
-//!   `fuzzing` (hidden) holds the entry points of the `cargo fuzz` targets in `fuzz/`.
+//! * [`domain`]: plain data (configs, jobs, records, traces, usage, stored datasets' metadata);
+//!   [`config`]: the server config, its defaults and limits; and the leaf helpers [`decode`]
+//!   (untrusted JSON and YAML, strictly: request bodies, `/mcp` messages, JSONL rows),
+//!   [`metrics`], [`cpu`], [`telemetry`], [`shutdown`], [`serve`] (the listener).
+//! * Above them all: [`app`] (composition root) and [`cli`] (the client). `fuzzing` (hidden)
+//!   holds the entry points of the `cargo fuzz` targets in `fuzz/`.
 
 pub mod api;
 pub mod app;

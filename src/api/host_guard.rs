@@ -24,23 +24,16 @@ use axum::http::header::{HOST, ORIGIN};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::config::ServerConfig;
+use crate::config::{HostEntry, ServerConfig};
 use crate::error::ApiError;
 
 /// The names (and ports) a server answers to, and the foreign origins it accepts.
 #[derive(Debug, Clone)]
 pub struct HostGuard {
     /// `None`: any host (a non-loopback listener without `server.allowed_hosts`).
-    hosts: Option<Vec<Allowed>>,
+    hosts: Option<Vec<HostEntry>>,
     /// Lower-cased `scheme://host[:port]` of each of `server.allowed_origins`.
     origins: Vec<String>,
-}
-
-/// One allowed host name, with or without a port.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Allowed {
-    host: String,
-    port: Option<u16>,
 }
 
 /// Names of the loopback interface, allowed by default on a loopback listener.
@@ -54,14 +47,14 @@ impl HostGuard {
                 server
                     .allowed_hosts
                     .iter()
-                    .filter_map(|h| parse_host(h))
+                    .filter_map(|h| HostEntry::parse(h))
                     .collect(),
             )
         } else if is_loopback(&server.host) {
             Some(
                 LOOPBACK_NAMES
                     .iter()
-                    .map(|h| Allowed {
+                    .map(|h| HostEntry {
                         host: (*h).to_owned(),
                         port: None,
                     })
@@ -80,7 +73,7 @@ impl HostGuard {
 
     /// Why the request must be refused, if it must.
     fn check(&self, host: Option<&str>, origin: Option<&str>) -> Result<(), ApiError> {
-        let host_allowed = match (&self.hosts, host.and_then(parse_host)) {
+        let host_allowed = match (&self.hosts, host.and_then(HostEntry::parse)) {
             (None, _) => true,
             (Some(allowed), Some(h)) => allowed
                 .iter()
@@ -141,35 +134,6 @@ fn is_loopback(addr: &str) -> bool {
             .trim_end_matches(']')
             .parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
-}
-
-/// `name`, `name:port`, `[v6]` or `[v6]:port`, lower-cased; `None` when malformed.
-fn parse_host(text: &str) -> Option<Allowed> {
-    let text = text.trim().to_ascii_lowercase();
-    let (host, port) = if text.starts_with('[') {
-        let end = text.find(']')?;
-        let (host, rest) = text.split_at(end + 1);
-        match rest.strip_prefix(':') {
-            Some(port) => (host.to_owned(), Some(port.parse().ok()?)),
-            None if rest.is_empty() => (host.to_owned(), None),
-            None => return None,
-        }
-    } else {
-        match text.rsplit_once(':') {
-            Some((host, port)) => (host.to_owned(), Some(port.parse().ok()?)),
-            None => (text.clone(), None),
-        }
-    };
-    let valid = !host.is_empty()
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._[]:".contains(&b));
-    valid.then_some(Allowed { host, port })
-}
-
-/// Whether `text` is a valid `server.allowed_hosts` entry.
-pub(crate) fn valid_host_entry(text: &str) -> bool {
-    parse_host(text).is_some()
 }
 
 #[cfg(test)]
@@ -252,10 +216,10 @@ mod tests {
             "[::1]:8080",
             "10.0.0.1",
         ] {
-            assert!(valid_host_entry(ok), "{ok}");
+            assert!(HostEntry::parse(ok).is_some(), "{ok}");
         }
         for bad in ["", "a b", "host:port", "[::1", "a/b"] {
-            assert!(!valid_host_entry(bad), "{bad}");
+            assert!(!HostEntry::parse(bad).is_none(), "{bad}");
         }
     }
 }

@@ -30,6 +30,7 @@ use utoipa_axum::routes;
 
 use super::extract::{self, ApiPath, BodyFormat};
 use crate::auth::Caller;
+use crate::datasets::DatasetError;
 use crate::datasets::DatasetMeta;
 use crate::datasets::datastore::{RepoId, parse_commit, revision};
 use crate::error::{ApiError, ErrorBody};
@@ -72,6 +73,12 @@ impl HubError {
 impl From<ApiError> for HubError {
     fn from(err: ApiError) -> Self {
         Self { code: None, err }
+    }
+}
+
+impl From<DatasetError> for HubError {
+    fn from(err: DatasetError) -> Self {
+        ApiError::from(err).into()
     }
 }
 

@@ -8,7 +8,40 @@ use std::time::Duration;
 use secrecy::SecretString;
 use serde::Deserialize;
 
-use crate::datasets::DatasetLimits;
+/// The seed block cache's size when the server config does not set one: blocks of seed rows
+/// kept in memory per process, shared by every job.
+pub const DEFAULT_SEED_CACHE_BYTES: u64 = 8 << 20;
+
+/// Bounds on what a dataset file may hold, from the server config (`datasets:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetLimits {
+    /// Longest row (CSV record, JSONL line) in bytes. Bounds the importer's memory: a block
+    /// holds `BLOCK_ROWS` rows (`domain::stored_dataset`).
+    pub max_row_bytes: usize,
+    /// Most columns a dataset may have.
+    pub max_columns: usize,
+    /// Most rows a dataset may have.
+    pub max_rows: u64,
+    /// Most bytes a dataset's rows may take as JSON, as stored. A small file can decode to
+    /// far more (a dictionary-encoded Parquet column repeats one value: 10 KB became 4 GB),
+    /// so the decoded size is bounded, not only the file's.
+    pub max_dataset_bytes: u64,
+    /// An `importing` dataset with no block written for this long belongs to an import that
+    /// died; the next import deletes it.
+    pub import_idle_timeout: Duration,
+}
+
+impl Default for DatasetLimits {
+    fn default() -> Self {
+        Self {
+            max_row_bytes: 1024 * 1024,
+            max_columns: 1_000,
+            max_rows: 10_000_000,
+            max_dataset_bytes: 2 << 30,
+            import_idle_timeout: Duration::from_secs(300),
+        }
+    }
+}
 
 /// Limits and places for stored datasets, and the server-side seed sources.
 #[derive(Debug, Clone, Deserialize)]
@@ -69,7 +102,7 @@ impl Default for DatasetsConfig {
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
-            seed_cache_bytes: crate::jobs::DEFAULT_SEED_CACHE_BYTES,
+            seed_cache_bytes: DEFAULT_SEED_CACHE_BYTES,
             seed_dirs: Vec::new(),
             max_seed_files: 10_000,
             max_seed_bytes: 64 * 1024 * 1024,

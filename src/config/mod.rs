@@ -7,6 +7,7 @@
 //! Every error names the key it is about, so an operator can fix it without reading code.
 
 mod datasets;
+mod host_entry;
 mod providers;
 mod secrets;
 mod sections;
@@ -17,7 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use datasets::{DatasetsConfig, HfConfig};
+pub use datasets::{DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, HfConfig};
+pub use host_entry::HostEntry;
 pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
     ProviderType, SessionScope, resolve_api_key,

@@ -7,6 +7,8 @@ use std::time::Duration;
 use secrecy::{ExposeSecret, SecretString};
 use serde::Deserialize;
 
+use super::HostEntry;
+
 /// The HTTP listener.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -110,7 +112,7 @@ impl ServerConfig {
             ));
         }
         for h in &self.allowed_hosts {
-            if !crate::api::host_guard::valid_host_entry(h) {
+            if HostEntry::parse(h).is_none() {
                 out.push(format!(
                     "config key `server.allowed_hosts`: `{h}` is not a host name, `name:port`, or `[v6]:port`"
                 ));
@@ -119,7 +121,7 @@ impl ServerConfig {
         for o in &self.allowed_origins {
             let valid = o.split_once("://").is_some_and(|(scheme, rest)| {
                 matches!(scheme, "http" | "https")
-                    && crate::api::host_guard::valid_host_entry(rest.trim_end_matches('/'))
+                    && HostEntry::parse(rest.trim_end_matches('/')).is_some()
             });
             if !valid {
                 out.push(format!(

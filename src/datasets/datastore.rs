@@ -20,14 +20,14 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
+use super::error::DatasetError;
 use super::formats::parquet_writer::ParquetSink;
 use super::import::{FileDigest, import_file_digested};
-use super::service::{api_error, check_file_name};
+use super::service::check_file_name;
 use super::{
     BLOCK_ROWS, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetService,
     DatasetSourceKind,
 };
-use crate::error::ApiError;
 use crate::store::{Store, StoreError};
 
 /// Renderings kept on disk.
@@ -44,7 +44,7 @@ pub struct RepoId(String);
 
 impl RepoId {
     /// Checks `namespace` and `name`.
-    pub fn new(namespace: &str, name: &str) -> Result<Self, ApiError> {
+    pub fn new(namespace: &str, name: &str) -> Result<Self, DatasetError> {
         for (what, part) in [("namespace", namespace), ("name", name)] {
             let ok = !part.is_empty()
                 && part.len() <= MAX_REPO_PART
@@ -54,7 +54,7 @@ impl RepoId {
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
             if !ok {
-                return Err(ApiError::InvalidRequest(format!(
+                return Err(DatasetError::InvalidRequest(format!(
                     "repository {what} '{part}': 1 to {MAX_REPO_PART} of A-Z, a-z, 0-9, '.', \
                      '_' and '-'"
                 )));
@@ -254,25 +254,25 @@ impl DatasetService {
         repo: &RepoId,
         path: &str,
         content: &[u8],
-    ) -> Result<DatasetMeta, ApiError> {
+    ) -> Result<DatasetMeta, DatasetError> {
         if path.contains(['/', '\\']) {
-            return Err(ApiError::InvalidDataset(format!(
+            return Err(DatasetError::Invalid(format!(
                 "'{path}': files in folders of a repository are not served; commit it at the \
                  repository's top level"
             )));
         }
         let name = check_file_name(path, "the committed file's path")?;
         let format = DatasetFormat::from_file_name(&name).ok_or_else(|| {
-            ApiError::UnsupportedDatasetFormat(format!(
+            DatasetError::UnsupportedFormat(format!(
                 "'{name}': the file name's extension must be .csv, .jsonl, .ndjson or .parquet"
             ))
         })?;
         if content.is_empty() {
-            return Err(ApiError::InvalidDataset(format!("'{name}' is empty")));
+            return Err(DatasetError::Invalid(format!("'{name}' is empty")));
         }
         let max = self.config.max_upload_bytes;
         if content.len() as u64 > max {
-            return Err(ApiError::DatasetTooLarge(max));
+            return Err(DatasetError::TooLarge(max));
         }
         let digest = FileDigest {
             size_bytes: content.len() as u64,
@@ -284,7 +284,7 @@ impl DatasetService {
         }
         let dir = self.config.upload_dir();
         let io = |e: std::io::Error| {
-            ApiError::Internal(format!("spooling a commit in {}: {e}", dir.display()))
+            DatasetError::Internal(format!("spooling a commit in {}: {e}", dir.display()))
         };
         let mut spool = tempfile::Builder::new()
             .prefix("synthgate-commit-")
@@ -304,7 +304,7 @@ impl DatasetService {
             &self.config.limits(),
         )
         .await
-        .map_err(api_error)?;
+        .map_err(DatasetError::from)?;
         tracing::info!(dataset.id = %meta.id, repo = repo.as_str(), "datastore file committed");
         Ok(meta)
     }
@@ -314,18 +314,21 @@ impl DatasetService {
         &self,
         owner: Option<&str>,
         repo: &RepoId,
-    ) -> Result<Vec<DatasetMeta>, ApiError> {
+    ) -> Result<Vec<DatasetMeta>, DatasetError> {
         Ok(repo_files(&*self.store, owner, repo, None).await?)
     }
 
     /// `meta`'s rows written out as a file of its format (see the module docs).
-    pub async fn datastore_render(&self, meta: &DatasetMeta) -> Result<Arc<Rendered>, ApiError> {
+    pub async fn datastore_render(
+        &self,
+        meta: &DatasetMeta,
+    ) -> Result<Arc<Rendered>, DatasetError> {
         if let Some(r) = self.renders.get(meta.id) {
             return Ok(r);
         }
         let dir = self.config.upload_dir();
         let io = |e: std::io::Error| {
-            ApiError::Internal(format!(
+            DatasetError::Internal(format!(
                 "writing a datastore file in {}: {e}",
                 dir.display()
             ))
@@ -339,7 +342,7 @@ impl DatasetService {
         let mut writer = FileWriter::new(meta)?;
         let mut hash = Sha256::new();
         let mut size = 0u64;
-        let mut emit = |bytes: &[u8]| -> Result<(), ApiError> {
+        let mut emit = |bytes: &[u8]| -> Result<(), DatasetError> {
             hash.update(bytes);
             size += bytes.len() as u64;
             out.write_all(bytes).map_err(io)
@@ -370,7 +373,7 @@ enum FileWriter {
 }
 
 impl FileWriter {
-    fn new(meta: &DatasetMeta) -> Result<Self, ApiError> {
+    fn new(meta: &DatasetMeta) -> Result<Self, DatasetError> {
         let names: Vec<String> = meta.columns.iter().map(|c| c.name.clone()).collect();
         Ok(match meta.format {
             DatasetFormat::Csv => Self::Csv(names),
@@ -388,14 +391,14 @@ impl FileWriter {
     }
 
     /// The bytes before the first row: the CSV header.
-    fn start(&mut self) -> Result<Vec<u8>, ApiError> {
+    fn start(&mut self) -> Result<Vec<u8>, DatasetError> {
         match self {
             Self::Csv(names) => csv_line(names.iter().map(String::as_str)),
             Self::Jsonl | Self::Parquet(..) => Ok(Vec::new()),
         }
     }
 
-    fn rows(&mut self, rows: Vec<Map<String, Value>>) -> Result<Vec<u8>, ApiError> {
+    fn rows(&mut self, rows: Vec<Map<String, Value>>) -> Result<Vec<u8>, DatasetError> {
         match self {
             Self::Csv(names) => {
                 let mut out = Vec::new();
@@ -438,7 +441,7 @@ impl FileWriter {
     }
 
     /// The bytes after the last row: Parquet's footer.
-    fn finish(self) -> Result<Vec<u8>, ApiError> {
+    fn finish(self) -> Result<Vec<u8>, DatasetError> {
         match self {
             Self::Parquet(sink, _) => sink.finish().map_err(internal),
             Self::Csv(_) | Self::Jsonl => Ok(Vec::new()),
@@ -447,14 +450,14 @@ impl FileWriter {
 }
 
 /// One CSV record.
-fn csv_line<'a>(cells: impl Iterator<Item = &'a str>) -> Result<Vec<u8>, ApiError> {
+fn csv_line<'a>(cells: impl Iterator<Item = &'a str>) -> Result<Vec<u8>, DatasetError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(cells).map_err(internal)?;
     w.into_inner().map_err(|e| internal(e.to_string()))
 }
 
-fn internal(e: impl std::fmt::Display) -> ApiError {
-    ApiError::Internal(format!("writing a datastore file: {e}"))
+fn internal(e: impl std::fmt::Display) -> DatasetError {
+    DatasetError::Internal(format!("writing a datastore file: {e}"))
 }
 
 #[cfg(test)]

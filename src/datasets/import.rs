@@ -13,7 +13,6 @@
 use std::fmt;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -21,6 +20,7 @@ use tokio::sync::mpsc;
 
 use super::formats::{self, Kind, KindSet, RowSink};
 use super::{BLOCK_ROWS, DatasetColumn, DatasetFormat, DatasetId, DatasetMeta, DatasetSourceKind};
+use crate::config::DatasetLimits;
 use crate::store::{Store, StoreError};
 
 /// A batch of encoded blocks is sent to the writer once it reaches this many bytes.
@@ -29,37 +29,6 @@ pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
 const BATCHES_IN_FLIGHT: usize = 2;
 /// At most this many blocks per batch (bounds the binds of one insert statement).
 const BATCH_BLOCKS: usize = 256;
-
-/// Bounds on what a dataset file may hold, from the server config (`datasets:`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DatasetLimits {
-    /// Longest row (CSV record, JSONL line) in bytes. Bounds the importer's memory: a block
-    /// holds `BLOCK_ROWS` rows.
-    pub max_row_bytes: usize,
-    /// Most columns a dataset may have.
-    pub max_columns: usize,
-    /// Most rows a dataset may have.
-    pub max_rows: u64,
-    /// Most bytes a dataset's rows may take as JSON, as stored. A small file can decode to
-    /// far more (a dictionary-encoded Parquet column repeats one value: 10 KB became 4 GB),
-    /// so the decoded size is bounded, not only the file's.
-    pub max_dataset_bytes: u64,
-    /// An `importing` dataset with no block written for this long belongs to an import that
-    /// died; the next import deletes it.
-    pub import_idle_timeout: Duration,
-}
-
-impl Default for DatasetLimits {
-    fn default() -> Self {
-        Self {
-            max_row_bytes: 1024 * 1024,
-            max_columns: 1_000,
-            max_rows: 10_000_000,
-            max_dataset_bytes: 2 << 30,
-            import_idle_timeout: Duration::from_secs(300),
-        }
-    }
-}
 
 /// Why an import failed: a stable code and a message for the client naming the row and
 /// column. Code `internal` is a server-side failure: its message is for the log only.

@@ -11,12 +11,12 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::import::{FileDigest, ImportError, import_file_digested};
+use super::error::DatasetError;
+use super::import::{FileDigest, import_file_digested};
 use super::{
     DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind, DeleteDataset,
 };
 use crate::config::DatasetsConfig;
-use crate::error::ApiError;
 use crate::store::Store;
 
 /// Rows a dataset's `preview` shows.
@@ -52,7 +52,7 @@ impl DatasetService {
 
     /// Deletes imports left `importing` by a process that died (idle for longer than
     /// `datasets.import_idle_timeout_sec`). Run at start-up.
-    pub async fn delete_stale_imports(&self) -> Result<u64, ApiError> {
+    pub async fn delete_stale_imports(&self) -> Result<u64, DatasetError> {
         let idle = Duration::from_secs(self.config.import_idle_timeout_sec);
         Ok(self.store.delete_stale_imports(idle).await?)
     }
@@ -68,7 +68,7 @@ impl DatasetService {
         format: Option<&str>,
         content_length: Option<u64>,
         body: S,
-    ) -> Result<(DatasetMeta, bool), ApiError>
+    ) -> Result<(DatasetMeta, bool), DatasetError>
     where
         S: Stream<Item = Result<Bytes, E>> + Unpin,
         E: std::fmt::Display,
@@ -77,19 +77,19 @@ impl DatasetService {
         let format = dataset_format(format, &name)?;
         let max = self.config.max_upload_bytes;
         if content_length.is_some_and(|n| n > max) {
-            return Err(ApiError::DatasetTooLarge(max));
+            return Err(DatasetError::TooLarge(max));
         }
         let dir = self.config.upload_dir();
         let spool = tempfile::Builder::new()
             .prefix("synthgate-upload-")
             .tempfile_in(&dir)
             .map_err(|e| {
-                ApiError::Internal(format!("creating an upload file in {}: {e}", dir.display()))
+                DatasetError::Internal(format!("creating an upload file in {}: {e}", dir.display()))
             })?;
         let idle = Duration::from_secs(self.config.upload_idle_timeout_sec);
         let digest = spool_body(spool.path(), body, max, idle).await?;
         if digest.size_bytes == 0 {
-            return Err(ApiError::InvalidDataset(
+            return Err(DatasetError::Invalid(
                 "the file is empty: the request body holds the file's bytes".into(),
             ));
         }
@@ -114,7 +114,7 @@ impl DatasetService {
             &self.config.limits(),
         )
         .await
-        .map_err(api_error)?;
+        .map_err(DatasetError::from)?;
         tracing::info!(
             dataset.id = %meta.id,
             dataset.rows = meta.num_rows,
@@ -130,7 +130,7 @@ impl DatasetService {
         &self,
         owner: Option<&str>,
         mut q: DatasetQuery,
-    ) -> Result<DatasetPage, ApiError> {
+    ) -> Result<DatasetPage, DatasetError> {
         let limit = q.limit;
         q.limit = limit.saturating_add(1);
         let mut items = self.store.find_datasets(owner, &q).await?;
@@ -144,25 +144,25 @@ impl DatasetService {
         &self,
         owner: Option<&str>,
         id: DatasetId,
-    ) -> Result<(DatasetMeta, Vec<Map<String, Value>>), ApiError> {
+    ) -> Result<(DatasetMeta, Vec<Map<String, Value>>), DatasetError> {
         let meta = self
             .store
             .get_dataset(id, owner)
             .await?
-            .ok_or_else(|| ApiError::DatasetNotFound(id.to_string()))?;
+            .ok_or_else(|| DatasetError::NotFound(id.to_string()))?;
         let mut rows = self.store.read_dataset_block(id, 0).await?;
         rows.truncate(PREVIEW_ROWS);
         Ok((meta, rows))
     }
 
     /// Deletes a dataset unless a queued or running job reads it.
-    pub async fn delete(&self, owner: Option<&str>, id: DatasetId) -> Result<(), ApiError> {
+    pub async fn delete(&self, owner: Option<&str>, id: DatasetId) -> Result<(), DatasetError> {
         match self.store.delete_dataset(id, owner).await? {
             DeleteDataset::Deleted => {
                 tracing::info!(dataset.id = %id, "dataset deleted");
                 Ok(())
             }
-            DeleteDataset::Missing => Err(ApiError::DatasetNotFound(id.to_string())),
+            DeleteDataset::Missing => Err(DatasetError::NotFound(id.to_string())),
             DeleteDataset::InUse(jobs) => {
                 let shown: Vec<String> = jobs.iter().take(10).map(ToString::to_string).collect();
                 let more = jobs.len().saturating_sub(shown.len());
@@ -171,7 +171,7 @@ impl DatasetService {
                 } else {
                     String::new()
                 };
-                Err(ApiError::DatasetInUse(format!(
+                Err(DatasetError::InUse(format!(
                     "dataset {id} is read by jobs that are queued or running: {}{tail}; \
                      cancel them or wait for them to finish",
                     shown.join(", ")
@@ -187,12 +187,12 @@ async fn spool_body<S, E>(
     mut body: S,
     max: u64,
     idle: Duration,
-) -> Result<FileDigest, ApiError>
+) -> Result<FileDigest, DatasetError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let io = |e: std::io::Error| ApiError::Internal(format!("writing the upload to disk: {e}"));
+    let io = |e: std::io::Error| DatasetError::Internal(format!("writing the upload to disk: {e}"));
     let mut file = tokio::io::BufWriter::with_capacity(
         256 * 1024,
         tokio::fs::File::create(path).await.map_err(io)?,
@@ -201,10 +201,10 @@ where
     let mut size = 0u64;
     loop {
         let chunk = match tokio::time::timeout(idle, body.next()).await {
-            Err(_) => return Err(ApiError::Timeout),
+            Err(_) => return Err(DatasetError::Stalled),
             Ok(None) => break,
             Ok(Some(Err(e))) => {
-                return Err(ApiError::InvalidRequest(format!(
+                return Err(DatasetError::InvalidRequest(format!(
                     "the upload did not arrive whole: {e}"
                 )));
             }
@@ -212,7 +212,7 @@ where
         };
         size += chunk.len() as u64;
         if size > max {
-            return Err(ApiError::DatasetTooLarge(max));
+            return Err(DatasetError::TooLarge(max));
         }
         hasher.update(&chunk);
         file.write_all(&chunk).await.map_err(io)?;
@@ -226,10 +226,10 @@ where
 
 /// The dataset name from the `name` parameter: its last path component (`\` counts as `/`).
 /// `field` names where the name came from, for the message.
-pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, ApiError> {
+pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, DatasetError> {
     let normalized = raw.replace('\\', "/");
     let name = normalized.rsplit('/').next().unwrap_or_default();
-    let bad = |why: &str| ApiError::InvalidRequest(format!("{field}: {why}"));
+    let bad = |why: &str| DatasetError::InvalidRequest(format!("{field}: {why}"));
     if name.is_empty() || name == "." || name == ".." {
         return Err(bad("must be the file's name, e.g. `name=people.csv`"));
     }
@@ -250,29 +250,20 @@ pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, ApiError
 }
 
 /// The format from the `format` parameter, else the name's extension.
-fn dataset_format(param: Option<&str>, name: &str) -> Result<DatasetFormat, ApiError> {
+fn dataset_format(param: Option<&str>, name: &str) -> Result<DatasetFormat, DatasetError> {
     match param {
         Some(raw) => match DatasetFormat::parse(&raw.to_ascii_lowercase()) {
-            Some(DatasetFormat::Listing) | None => Err(ApiError::UnsupportedDatasetFormat(
-                format!("query parameter 'format': '{raw}' is not one of csv, jsonl, parquet"),
-            )),
+            Some(DatasetFormat::Listing) | None => Err(DatasetError::UnsupportedFormat(format!(
+                "query parameter 'format': '{raw}' is not one of csv, jsonl, parquet"
+            ))),
             Some(f) => Ok(f),
         },
         None => DatasetFormat::from_file_name(name).ok_or_else(|| {
-            ApiError::UnsupportedDatasetFormat(format!(
+            DatasetError::UnsupportedFormat(format!(
                 "cannot tell the format of '{name}': name a .csv, .jsonl, .ndjson or .parquet \
                  file, or pass `format=csv|jsonl|parquet`"
             ))
         }),
-    }
-}
-
-/// An import failure as the API reports it.
-pub fn api_error(e: ImportError) -> ApiError {
-    match e.code {
-        "invalid_dataset" => ApiError::InvalidDataset(e.message),
-        "unsupported_dataset_format" => ApiError::UnsupportedDatasetFormat(e.message),
-        _ => ApiError::Internal(e.message),
     }
 }
 
@@ -309,8 +300,8 @@ mod tests {
             DatasetFormat::Parquet
         );
         let e = dataset_format(None, "a.txt").unwrap_err();
-        assert_eq!(e.code(), "unsupported_dataset_format");
+        assert!(matches!(e, DatasetError::UnsupportedFormat(_)), "{e:?}");
         let e = dataset_format(Some("listing"), "a.csv").unwrap_err();
-        assert_eq!(e.code(), "unsupported_dataset_format");
+        assert!(matches!(e, DatasetError::UnsupportedFormat(_)), "{e:?}");
     }
 }

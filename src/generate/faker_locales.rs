@@ -173,7 +173,11 @@ fn read(locale: &str) -> Result<LocaleTable, String> {
             Some(Some(RawField::List { v, w })) => (v, w),
             Some(Some(RawField::Ref { at })) => {
                 let (l, f) = at.split_once('/').ok_or("bad reference")?;
-                let line = if l == locale { Some(&own) } else { others.get(l) };
+                let line = if l == locale {
+                    Some(&own)
+                } else {
+                    others.get(l)
+                };
                 match line.and_then(|line| line.get(f)) {
                     Some(Some(RawField::List { v, w })) => (v, w),
                     _ => return Err(format!("reference {at} names no list")),

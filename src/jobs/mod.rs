@@ -80,10 +80,6 @@ pub struct JobService {
     sources: Arc<SeedSources>,
 }
 
-/// The seed block cache's size when the server config does not set one (see
-/// [`JobService::with_datasets`]).
-pub const DEFAULT_SEED_CACHE_BYTES: u64 = 8 << 20;
-
 impl JobService {
     /// A service over `store`, with the server's `catalog`; records are generated with `llm`
     /// and `tools` (one MCP session pool per process).
@@ -101,7 +97,7 @@ impl JobService {
             cpu.clone(),
             limits.max_prompt_chars,
             limits.max_image_bytes,
-            SeedBlocks::new(store.clone(), DEFAULT_SEED_CACHE_BYTES),
+            SeedBlocks::new(store.clone(), crate::config::DEFAULT_SEED_CACHE_BYTES),
         );
         Self {
             store,

@@ -6,7 +6,8 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::rows::{DbJson, DbTime};
-use crate::datasets::{DatasetColumn, DatasetFormat, DatasetId, DatasetMeta, DatasetSourceKind};
+use crate::domain::DatasetId;
+use crate::domain::stored_dataset::{DatasetColumn, DatasetFormat, DatasetMeta, DatasetSourceKind};
 
 /// Columns of a dataset, in [`DatasetDb`] order.
 macro_rules! dataset_columns {

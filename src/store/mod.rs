@@ -27,12 +27,13 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
+use crate::domain::DatasetId;
 pub use crate::domain::job::{FailedRecord, JobCounts, JobError, JobRow, JobSummary};
 pub use crate::domain::record::{
     FinishedRecord, RecordError, RecordErrorCode, RecordOutcome, RecordRow, RecordStage, Trace,
     TraceRow,
 };
+use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
 /// Errors from the store. Callers map them to HTTP 500/503 or retry.

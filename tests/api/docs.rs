@@ -104,12 +104,18 @@ fn every_relative_link_resolves() {
 fn the_readme_is_a_front_page() {
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let lines = readme.lines().count();
-    assert!(lines < 300, "README.md has {lines} lines; the manual belongs in docs/");
+    assert!(
+        lines < 300,
+        "README.md has {lines} lines; the manual belongs in docs/"
+    );
     for command in ["cargo run --release -- serve", "scripts/test"] {
         assert!(readme.contains(command), "README.md lost `{command}`");
     }
     for page in pages().iter().skip(1) {
         let name = page.strip_prefix(root()).unwrap().display().to_string();
-        assert!(readme.contains(&format!("]({name})")), "README.md does not link {name}");
+        assert!(
+            readme.contains(&format!("]({name})")),
+            "README.md does not link {name}"
+        );
     }
 }

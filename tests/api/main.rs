@@ -19,6 +19,7 @@ mod hf_datastore;
 mod hostile_inputs;
 mod job_delete;
 mod jobs;
+mod layers;
 mod llm_client;
 mod llm_jobs;
 mod llm_small;

@@ -16,7 +16,8 @@ use std::rc::Rc;
 use serde_json::{Map, Value};
 
 use super::{Kind, KindSet, RowSink, check_column_names};
-use crate::datasets::import::{DatasetLimits, ImportError};
+use crate::config::DatasetLimits;
+use crate::datasets::import::ImportError;
 use crate::datasets::{ColumnType, DatasetColumn};
 
 /// pandas' default NA strings (`pandas._libs.parsers.STR_NA_VALUES`), matched exactly.

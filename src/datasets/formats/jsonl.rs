@@ -11,8 +11,9 @@ use std::path::Path;
 use serde_json::{Map, Value};
 
 use super::{KindSet, RowSink, check_column_names};
+use crate::config::DatasetLimits;
 use crate::datasets::DatasetColumn;
-use crate::datasets::import::{DatasetLimits, ImportError, json_kind};
+use crate::datasets::import::{ImportError, json_kind};
 
 /// Pass 1: checks every line and infers the columns and their types.
 pub(crate) fn infer(

@@ -23,8 +23,9 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use super::import::{DatasetLimits, ImportError};
+use super::import::ImportError;
 use super::{DatasetColumn, DatasetFormat};
+use crate::config::DatasetLimits;
 pub(crate) use infer::{Kind, KindSet};
 
 /// Where a reader puts the rows it parsed, in file order.

@@ -23,7 +23,8 @@ use parquet::schema::types::Type;
 use serde_json::{Map, Value};
 
 use super::{RowSink, check_column_names, parquet_guard};
-use crate::datasets::import::{DatasetLimits, ImportError};
+use crate::config::DatasetLimits;
+use crate::datasets::import::ImportError;
 use crate::datasets::{ColumnType, DatasetColumn};
 
 /// Longest piece of a reader error put in a message: the crate's errors may quote a whole

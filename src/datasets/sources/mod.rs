@@ -23,8 +23,9 @@ use std::time::Duration;
 use secrecy::SecretString;
 
 use crate::config::Config;
+use crate::config::DatasetLimits;
 use crate::datasets::resolve::ResolveCtx;
-use crate::datasets::{DatasetFormat, DatasetLimits, DatasetMeta, DatasetQuery, ImportError};
+use crate::datasets::{DatasetFormat, DatasetMeta, DatasetQuery, ImportError};
 use crate::domain::dataset::{ConfigIssue, codes};
 
 /// The server-side sources a seed can resolve against: built once at start-up from the

@@ -7,8 +7,9 @@ use sqlx::{QueryBuilder, Sqlite};
 use uuid::Uuid;
 
 use super::{SqliteStore, now_us, push_ids};
-use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
+use crate::domain::DatasetId;
 use crate::domain::JobId;
+use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::store::StoreError;
 use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
 

@@ -37,7 +37,8 @@ use super::{
     JobCounts, JobError, JobRow, JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store,
     StoreError, TraceRow,
 };
-use crate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
+use crate::domain::DatasetId;
+use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, RecordId, RecordStatus};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");

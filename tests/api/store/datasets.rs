@@ -5,9 +5,10 @@ use std::io::Write;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use synthgate::config::DatasetLimits;
 use synthgate::datasets::{
-    BLOCK_ROWS, ColumnType, DatasetFormat, DatasetId, DatasetLimits, DatasetMeta, DatasetQuery,
-    DatasetSourceKind, DeleteDataset, import_file, import_rows,
+    BLOCK_ROWS, ColumnType, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind,
+    DeleteDataset, import_file, import_rows,
 };
 use synthgate::store::{CreateOutcome, Store};
 

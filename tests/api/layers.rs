@@ -1,0 +1,126 @@
+//! The module map of `src/lib.rs` as a rule: each top-level module may import only modules of
+//! its own rank or below, so no import climbs back up (a store that imports datasets, a
+//! config that reaches into the API). Read from the source, not from a list kept by hand: a
+//! new `crate::...` path that climbs fails here with the file and line.
+
+use std::path::Path;
+
+/// Top-level modules by rank; an import must name a module of the same rank or lower.
+const RANKS: &[(&str, u8)] = &[
+    // Plain data and leaf helpers.
+    ("domain", 0),
+    ("config", 0),
+    ("decode", 0),
+    ("metrics", 0),
+    ("cpu", 0),
+    ("shutdown", 0),
+    ("telemetry", 0),
+    ("serve", 0),
+    ("install_crypto_provider", 0),
+    // Persistence of domain types.
+    ("store", 1),
+    // Outbound calls: LLM providers, MCP sessions, tool calls.
+    ("llm", 2),
+    ("mcp", 2),
+    ("tools", 2),
+    // Compiled plans and record generation.
+    ("generate", 3),
+    // Seed datasets.
+    ("datasets", 4),
+    // The HTTP edge's error vocabulary (maps store and dataset errors).
+    ("error", 4),
+    // The job service and the caller identity it is given.
+    ("jobs", 5),
+    ("auth", 5),
+    // The drivers: HTTP handlers (with their shared state) and the queue's workers.
+    ("state", 6),
+    ("api", 6),
+    ("worker", 6),
+    // The composition root, the client and the fuzz entry points.
+    ("app", 7),
+    ("cli", 7),
+    ("fuzzing", 7),
+];
+
+fn rank(module: &str) -> Option<u8> {
+    RANKS.iter().find(|(m, _)| *m == module).map(|(_, r)| *r)
+}
+
+/// Every `.rs` file under `dir`.
+fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn no_import_climbs_a_layer() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let mut climbs = Vec::new();
+    let mut unranked = Vec::new();
+    for path in &all {
+        let rel = path.strip_prefix(&src).unwrap();
+        let top = rel.iter().next().unwrap().to_string_lossy();
+        let module = top.trim_end_matches(".rs");
+        if matches!(module, "lib" | "main") {
+            continue;
+        }
+        let Some(own) = rank(module) else {
+            unranked.push(module.to_owned());
+            continue;
+        };
+        let text = std::fs::read_to_string(path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for (i, _) in code.match_indices("crate::") {
+                let rest = &code[i + "crate::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if rest.starts_with('{') {
+                    climbs.push(format!(
+                        "src/{}:{}: `crate::{{...}}` is not checked here; import each module on its own line",
+                        rel.display(),
+                        n + 1
+                    ));
+                    continue;
+                }
+                if name == module || name.is_empty() {
+                    continue;
+                }
+                match rank(&name) {
+                    Some(r) if r <= own => {}
+                    Some(_) => climbs.push(format!(
+                        "src/{}:{}: {module} imports {name}: {}",
+                        rel.display(),
+                        n + 1,
+                        code.trim()
+                    )),
+                    None => unranked.push(name),
+                }
+            }
+        }
+    }
+    unranked.sort();
+    unranked.dedup();
+    assert!(
+        unranked.is_empty(),
+        "modules without a rank in tests/api/layers.rs: {unranked:?}"
+    );
+    assert!(
+        climbs.is_empty(),
+        "imports that climb:\n{}",
+        climbs.join("\n")
+    );
+}
