@@ -8,6 +8,7 @@
 //! backends.
 
 mod chunks;
+mod claim;
 mod dataset_rows;
 mod fair;
 mod job_delete;

@@ -7,6 +7,7 @@
 //!
 //! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
 
+mod claim;
 mod datasets;
 mod queue;
 mod usage;

@@ -14,63 +14,17 @@ use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
+use super::claim::PgClaim;
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::{
-    self, EXPIRED_SCAN, Plan, Rest, Stale, abandoned_message, records_of, to_count,
-};
-use crate::store::fair::{ClaimableJob, shares};
+use crate::store::chunks::{Rest, to_count};
+use crate::store::claim;
 use crate::store::rows::job_columns;
 use crate::store::rows::{self, Written, dedup_results, dedup_traces};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode,
-    RecordResult, RecordStage, StoreError, storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, RecordStage, StoreError,
+    storable, usage,
 };
-
-/// Chunks of live jobs whose lease expired (their worker died) or that were given back,
-/// locked; the claim decides per chunk (see `chunks::plan`). The table holds only chunks in
-/// flight, so this scan stays small however large the jobs.
-const STALE: &str = "\
-    select c.job_id, c.start_idx, c.end_idx, c.lease_owner is null as released, \
-           c.lease_expiries, c.attempts \
-    from chunks c \
-    where (c.lease_owner is null or c.lease_expires_at <= now()) \
-      and c.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-    order by c.job_id, c.start_idx \
-    limit $1 \
-    for update of c skip locked";
-
-/// Indexes of `[$2, $3)` of job `$1` that have a result.
-const WRITTEN: &str = "\
-    select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx";
-
-/// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
-/// records in progress, for fair shares. One row per live job.
-const CLAIMABLE_JOBS: &str = "\
-    select j.id, j.owner, \
-           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy \
-    from jobs j \
-    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
-    order by j.id";
-
-/// Carves the next chunk of up to `$2` indexes off job `$1` and leases it to `$3` for `$4`.
-/// The job row's lock serializes carvers of one job; `for update` re-reads `claimed_upto` on
-/// the latest row version after waiting, so no index is carved twice.
-const CARVE: &str = "\
-    with picked as ( \
-        select id, claimed_upto as lo, least(claimed_upto + $2, num_records) as hi from jobs \
-        where id = $1 and status in ('queued', 'running') and claimed_upto < num_records \
-        for update), \
-    moved as ( \
-        update jobs j \
-        set claimed_upto = p.hi, status = 'running', \
-            started_at = coalesce(j.started_at, now()), updated_at = now() \
-        from picked p where j.id = p.id \
-        returning p.lo, p.hi) \
-    insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at) \
-    select $1, lo, hi, $3, now() + $4 from moved \
-    returning start_idx, end_idx";
 
 /// Inserts a given-back chunk (the rest of a cut one).
 const INSERT_REST: &str = "\
@@ -78,16 +32,8 @@ const INSERT_REST: &str = "\
                         lease_expiries, written) \
     values ($1, $2, $3, null, null, $4, $5, $6)";
 
-/// Takes over a stale chunk, cut to `[start, $3)`.
-const TAKE_OVER: &str = "\
-    update chunks \
-    set end_idx = $3, lease_owner = $4, lease_expires_at = now() + $5, \
-        attempts = attempts + 1, lease_expiries = $6, written = $7, updated_at = now() \
-    where job_id = $1 and start_idx = $2 \
-    returning attempts";
-
 /// Inserts results (only the new ones: an index written before keeps its first result).
-const INSERT_RECORDS: &str = "\
+pub(super) const INSERT_RECORDS: &str = "\
     insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
                          error_message, error_column, error_stage) \
     select * from unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::jsonb[], \
@@ -113,161 +59,10 @@ impl PgStore {
         lease: Duration,
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError> {
-        let mut out = Claim::default();
-        let mut claimed: Vec<ClaimedRecord> = Vec::new();
-        let mut left = limit as usize;
-        let mut alone = false;
-        let mut tx = self.pool.begin().await?;
-        // Stale chunks first: they are older work, and usually few.
-        let stale: Vec<(Uuid, i64, i64, bool, i64, i64)> = sqlx::query_as(STALE)
-            .bind(EXPIRED_SCAN)
-            .fetch_all(&mut *tx)
-            .await?;
-        for (job, start, end, released, expiries, attempts) in stale {
-            let chunk = Stale {
-                start: to_count(start),
-                end: to_count(end),
-                released,
-                lease_expiries: to_count(expiries),
-            };
-            let written: Vec<i64> = sqlx::query_scalar(WRITTEN)
-                .bind(job)
-                .bind(start)
-                .bind(end)
-                .fetch_all(&mut *tx)
-                .await?;
-            let written: Vec<u32> = written.into_iter().map(to_count).collect();
-            let may_alone = policy.alone && claimed.is_empty();
-            match chunks::plan(chunk, &written, left, policy, may_alone) {
-                Plan::Done => {
-                    delete_chunk(&mut tx, job, start).await?;
-                }
-                Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
-                Plan::Abandon { indexes, rest } => {
-                    let after = chunk.lease_expiries.saturating_add(1);
-                    delete_chunk(&mut tx, job, start).await?;
-                    if let Some(rest) = rest {
-                        insert_rest(&mut tx, job, rest, attempts, after).await?;
-                    }
-                    let code = RecordErrorCode::RecordAbandoned;
-                    let stage = code.stage();
-                    let n = indexes.len();
-                    let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(INSERT_RECORDS)
-                        .bind((0..n).map(|_| RecordId::new().0).collect::<Vec<_>>())
-                        .bind(vec![job; n])
-                        .bind(indexes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
-                        .bind(vec!["failed"; n])
-                        .bind(vec![None::<Value>; n])
-                        .bind(vec![attempts; n])
-                        .bind(vec![Some(code.as_str()); n])
-                        .bind(vec![Some(abandoned_message(policy.max_lease_expiries)); n])
-                        .bind(vec![None::<&str>; n])
-                        .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    let failed = usage::tally(inserted.iter().map(|&(_, j, _)| (JobId(j), false)));
-                    super::usage::add_records(&mut tx, &failed).await?;
-                    out.abandoned.extend(
-                        inserted
-                            .into_iter()
-                            .map(|(r, j, _)| (RecordId(r), JobId(j))),
-                    );
-                }
-                Plan::Take {
-                    end: cut,
-                    todo,
-                    written,
-                    lease_expiries,
-                    alone: is_alone,
-                    rest,
-                } => {
-                    if let Some(rest) = rest {
-                        insert_rest(&mut tx, job, rest, attempts, lease_expiries).await?;
-                    }
-                    let attempts: i64 = sqlx::query_scalar(TAKE_OVER)
-                        .bind(job)
-                        .bind(start)
-                        .bind(i64::from(cut))
-                        .bind(owner)
-                        .bind(lease)
-                        .bind(i64::from(lease_expiries))
-                        .bind(i64::from(written))
-                        .fetch_one(&mut *tx)
-                        .await?;
-                    // A job whose chunk is taken over is running already, but for one whose
-                    // chunk was created by migration 0007.
-                    sqlx::query(
-                        "update jobs set status = 'running', \
-                         started_at = coalesce(started_at, now()), updated_at = now() \
-                         where id = $1 and status = 'queued'",
-                    )
-                    .bind(job)
-                    .execute(&mut *tx)
-                    .await?;
-                    left = left.saturating_sub(todo.len());
-                    let key = ChunkKey {
-                        job_id: JobId(job),
-                        start: chunk.start,
-                    };
-                    claimed.extend(records_of(
-                        key,
-                        &todo,
-                        to_count(attempts),
-                        lease_expiries,
-                        is_alone,
-                    ));
-                    if is_alone {
-                        alone = true;
-                        break;
-                    }
-                }
-            }
-        }
-        // New chunks, unless the claim hands out a record that must run alone.
-        if !alone && left > 0 {
-            let mut jobs: Vec<ClaimableJob> =
-                sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
-            // Rounds: a job that yields less than its share (fewer indexes left than asked)
-            // drops out, and the next round shares what is left among the others.
-            while left > 0 && !jobs.is_empty() {
-                let mut dry = Vec::new();
-                for (i, want) in shares(&jobs, left) {
-                    let carved: Option<(i64, i64)> = sqlx::query_as(CARVE)
-                        .bind(jobs[i].id)
-                        .bind(want as i64)
-                        .bind(owner)
-                        .bind(lease)
-                        .fetch_optional(&mut *tx)
-                        .await?;
-                    let got = match carved {
-                        Some((lo, hi)) => {
-                            let (lo, hi) = (to_count(lo), to_count(hi));
-                            let key = ChunkKey {
-                                job_id: JobId(jobs[i].id),
-                                start: lo,
-                            };
-                            let todo: Vec<u32> = (lo..hi).collect();
-                            claimed.extend(records_of(key, &todo, 1, 0, false));
-                            todo.len()
-                        }
-                        None => 0,
-                    };
-                    if got < want {
-                        dry.push(i);
-                    }
-                    jobs[i].busy += got as i64;
-                    left -= got;
-                }
-                let mut i = 0;
-                jobs.retain(|_| {
-                    i += 1;
-                    !dry.contains(&(i - 1))
-                });
-            }
-        }
-        tx.commit().await?;
-        claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
-        out.records = claimed;
+        let tx = self.pool.begin().await?;
+        let mut steps = PgClaim { tx, owner, lease };
+        let out = claim::claim(&mut steps, limit, policy).await?;
+        steps.tx.commit().await?;
         Ok(out)
     }
 
@@ -583,7 +378,7 @@ impl PgStore {
     }
 }
 
-async fn delete_chunk(
+pub(super) async fn delete_chunk(
     tx: &mut Transaction<'_, Postgres>,
     job: Uuid,
     start: i64,
@@ -596,7 +391,7 @@ async fn delete_chunk(
     Ok(())
 }
 
-async fn insert_rest(
+pub(super) async fn insert_rest(
     tx: &mut Transaction<'_, Postgres>,
     job: Uuid,
     rest: Rest,

@@ -11,6 +11,7 @@
 //!
 //! This file holds opening and the read side; `sqlite/queue.rs` holds the work queue.
 
+mod claim;
 mod datasets;
 mod queue;
 mod usage;

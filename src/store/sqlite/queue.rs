@@ -17,42 +17,16 @@ use std::time::Duration;
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
+use super::claim::SqliteClaim;
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::{
-    self, EXPIRED_SCAN, Plan, Rest, Stale, abandoned_message, records_of, to_count,
-};
-use crate::store::fair::{ClaimableJob, shares};
+use crate::store::chunks::{Rest, to_count};
+use crate::store::claim;
 use crate::store::rows::{self, Written, dedup_results, dedup_traces, job_columns};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, ClaimedRecord, JobError, RecordErrorCode,
-    RecordResult, RecordStage, StoreError, storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, RecordStage, StoreError,
+    storable, usage,
 };
-
-/// Chunks of live jobs whose lease expired (their worker died) or that were given back; `$1`
-/// is now. The claim decides per chunk (see `chunks::plan`).
-const STALE: &str = "\
-    select c.job_id, c.start_idx, c.end_idx, c.lease_owner is null as released, \
-           c.lease_expiries, c.attempts \
-    from chunks c \
-    where (c.lease_owner is null or c.lease_expires_at <= $1) \
-      and c.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
-    order by c.job_id, c.start_idx \
-    limit $2";
-
-/// Indexes of `[$2, $3)` of job `$1` that have a result.
-const WRITTEN: &str = "\
-    select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx";
-
-/// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
-/// records in progress, for fair shares.
-const CLAIMABLE_JOBS: &str = "\
-    select j.id, j.owner, \
-           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0) as busy \
-    from jobs j \
-    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
-    order by j.id";
 
 /// Rows per multi-row insert of records: 12 binds each, well under SQLite's 32,766.
 const INSERT_ROWS: usize = 1_000;
@@ -65,209 +39,16 @@ impl SqliteStore {
         lease: Duration,
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError> {
-        let mut out = Claim::default();
         let now = now_us();
-        let expires = expiry_us(now, lease);
-        let mut claimed: Vec<ClaimedRecord> = Vec::new();
-        let mut left = limit as usize;
-        let mut alone = false;
-        let (_write, mut tx) = self.begin_write().await?;
-        // Stale chunks first: they are older work, and usually few.
-        let stale: Vec<(Uuid, i64, i64, bool, i64, i64)> = sqlx::query_as(STALE)
-            .bind(now)
-            .bind(EXPIRED_SCAN)
-            .fetch_all(&mut *tx)
-            .await?;
-        for (job, start, end, released, expiries, attempts) in stale {
-            let chunk = Stale {
-                start: to_count(start),
-                end: to_count(end),
-                released,
-                lease_expiries: to_count(expiries),
-            };
-            let written: Vec<i64> = sqlx::query_scalar(WRITTEN)
-                .bind(job)
-                .bind(start)
-                .bind(end)
-                .fetch_all(&mut *tx)
-                .await?;
-            let written: Vec<u32> = written.into_iter().map(to_count).collect();
-            let may_alone = policy.alone && claimed.is_empty();
-            match chunks::plan(chunk, &written, left, policy, may_alone) {
-                Plan::Done => delete_chunk(&mut tx, job, start).await?,
-                Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
-                Plan::Abandon { indexes, rest } => {
-                    let after = chunk.lease_expiries.saturating_add(1);
-                    delete_chunk(&mut tx, job, start).await?;
-                    if let Some(rest) = rest {
-                        insert_rest(&mut tx, job, rest, attempts, after, now).await?;
-                    }
-                    let code = RecordErrorCode::RecordAbandoned;
-                    let stage = code.stage();
-                    let message = abandoned_message(policy.max_lease_expiries);
-                    let mut qb = QueryBuilder::<Sqlite>::new(
-                        "insert into records (id, job_id, idx, status, \"values\", attempts, \
-                         error_code, error_message, error_column, error_stage, created_at, \
-                         updated_at) ",
-                    );
-                    qb.push_values(&indexes, |mut row, &idx| {
-                        row.push_bind(RecordId::new().0)
-                            .push_bind(job)
-                            .push_bind(i64::from(idx))
-                            .push_bind("failed")
-                            .push_bind(None::<String>)
-                            .push_bind(attempts)
-                            .push_bind(code.as_str())
-                            .push_bind(message.as_str())
-                            .push_bind(None::<String>)
-                            .push_bind(stage.as_ref().map(RecordStage::as_str))
-                            .push_bind(now)
-                            .push_bind(now);
-                    });
-                    qb.push(" on conflict (job_id, idx) do nothing returning id, job_id");
-                    let rows: Vec<(Uuid, Uuid)> = qb
-                        .build_query_as()
-                        .persistent(false)
-                        .fetch_all(&mut *tx)
-                        .await?;
-                    let failed = usage::tally(rows.iter().map(|&(_, j)| (JobId(j), false)));
-                    super::usage::add_records(&mut tx, &failed).await?;
-                    out.abandoned
-                        .extend(rows.into_iter().map(|(r, j)| (RecordId(r), JobId(j))));
-                }
-                Plan::Take {
-                    end: cut,
-                    todo,
-                    written,
-                    lease_expiries,
-                    alone: is_alone,
-                    rest,
-                } => {
-                    if let Some(rest) = rest {
-                        insert_rest(&mut tx, job, rest, attempts, lease_expiries, now).await?;
-                    }
-                    let attempts: i64 = sqlx::query_scalar(
-                        "update chunks \
-                         set end_idx = $3, lease_owner = $4, lease_expires_at = $5, \
-                             attempts = attempts + 1, lease_expiries = $6, written = $7, \
-                             updated_at = $8 \
-                         where job_id = $1 and start_idx = $2 \
-                         returning attempts",
-                    )
-                    .bind(job)
-                    .bind(start)
-                    .bind(i64::from(cut))
-                    .bind(owner)
-                    .bind(expires)
-                    .bind(i64::from(lease_expiries))
-                    .bind(i64::from(written))
-                    .bind(now)
-                    .fetch_one(&mut *tx)
-                    .await?;
-                    // A job whose chunk is taken over is running already, but for one whose
-                    // chunk was created by migration 0007.
-                    sqlx::query(
-                        "update jobs set status = 'running', \
-                         started_at = coalesce(started_at, $2), updated_at = $2 \
-                         where id = $1 and status = 'queued'",
-                    )
-                    .bind(job)
-                    .bind(now)
-                    .execute(&mut *tx)
-                    .await?;
-                    left = left.saturating_sub(todo.len());
-                    let key = ChunkKey {
-                        job_id: JobId(job),
-                        start: chunk.start,
-                    };
-                    claimed.extend(records_of(
-                        key,
-                        &todo,
-                        to_count(attempts),
-                        lease_expiries,
-                        is_alone,
-                    ));
-                    if is_alone {
-                        alone = true;
-                        break;
-                    }
-                }
-            }
-        }
-        // New chunks, unless the claim hands out a record that must run alone.
-        if !alone && left > 0 {
-            let mut jobs: Vec<ClaimableJob> =
-                sqlx::query_as(CLAIMABLE_JOBS).fetch_all(&mut *tx).await?;
-            // Rounds, as on Postgres: inside this transaction a job yields less than its share
-            // only when it has fewer unclaimed indexes left; it drops out and the next round
-            // shares the rest among the others.
-            while left > 0 && !jobs.is_empty() {
-                let mut dry = Vec::new();
-                for (i, want) in shares(&jobs, left) {
-                    // Under the write lock: nothing moves `claimed_upto` in between.
-                    let carved: Option<(i64, i64)> = sqlx::query_as(
-                        "select claimed_upto, min(claimed_upto + $2, num_records) from jobs \
-                         where id = $1 and status in ('queued', 'running') \
-                           and claimed_upto < num_records",
-                    )
-                    .bind(jobs[i].id)
-                    .bind(want as i64)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                    if let Some((_, hi)) = carved {
-                        sqlx::query(
-                            "update jobs set claimed_upto = $2, status = 'running', \
-                             started_at = coalesce(started_at, $3), updated_at = $3 \
-                             where id = $1",
-                        )
-                        .bind(jobs[i].id)
-                        .bind(hi)
-                        .bind(now)
-                        .execute(&mut *tx)
-                        .await?;
-                    }
-                    let got = match carved {
-                        Some((lo, hi)) => {
-                            sqlx::query(
-                                "insert into chunks (job_id, start_idx, end_idx, lease_owner, \
-                                 lease_expires_at, created_at, updated_at) \
-                                 values ($1, $2, $3, $4, $5, $6, $6)",
-                            )
-                            .bind(jobs[i].id)
-                            .bind(lo)
-                            .bind(hi)
-                            .bind(owner)
-                            .bind(expires)
-                            .bind(now)
-                            .execute(&mut *tx)
-                            .await?;
-                            let (lo, hi) = (to_count(lo), to_count(hi));
-                            let key = ChunkKey {
-                                job_id: JobId(jobs[i].id),
-                                start: lo,
-                            };
-                            let todo: Vec<u32> = (lo..hi).collect();
-                            claimed.extend(records_of(key, &todo, 1, 0, false));
-                            todo.len()
-                        }
-                        None => 0,
-                    };
-                    if got < want {
-                        dry.push(i);
-                    }
-                    jobs[i].busy += got as i64;
-                    left -= got;
-                }
-                let mut i = 0;
-                jobs.retain(|_| {
-                    i += 1;
-                    !dry.contains(&(i - 1))
-                });
-            }
-        }
-        tx.commit().await?;
-        claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
-        out.records = claimed;
+        let (_write, tx) = self.begin_write().await?;
+        let mut steps = SqliteClaim {
+            tx,
+            owner,
+            now,
+            expires: expiry_us(now, lease),
+        };
+        let out = claim::claim(&mut steps, limit, policy).await?;
+        steps.tx.commit().await?;
         Ok(out)
     }
 
@@ -566,7 +347,7 @@ fn push_keys(qb: &mut QueryBuilder<Sqlite>, keys: &[ChunkKey]) {
     list.push_unseparated(")");
 }
 
-async fn delete_chunk(
+pub(super) async fn delete_chunk(
     tx: &mut Transaction<'_, Sqlite>,
     job: Uuid,
     start: i64,
@@ -579,7 +360,7 @@ async fn delete_chunk(
     Ok(())
 }
 
-async fn insert_rest(
+pub(super) async fn insert_rest(
     tx: &mut Transaction<'_, Sqlite>,
     job: Uuid,
     rest: Rest,

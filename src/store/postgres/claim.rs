@@ -1,0 +1,181 @@
+//! A claim's statements on Postgres ([`ClaimSteps`]), in one read-committed transaction. The
+//! stale chunks it reads are locked `for update skip locked`, so concurrent claimers (in one
+//! process or many) never take the same one; a new chunk is carved under the job row's lock
+//! (`for update`), which re-reads `claimed_upto` after waiting, so no index is carved twice.
+//! Every timestamp, lease expiry included, is the database's `now()`: replicas whose clocks
+//! disagree still agree on when a lease has expired.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use sqlx::{Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::domain::{JobId, RecordId};
+use crate::store::chunks::Rest;
+use crate::store::claim::{ClaimSteps, StaleRow, WRITTEN};
+use crate::store::fair::ClaimableJob;
+use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
+
+/// Chunks of live jobs whose lease expired (their worker died) or that were given back,
+/// locked. The table holds only chunks in flight, so this scan stays small however large the
+/// jobs.
+const STALE: &str = "\
+    select c.job_id, c.start_idx, c.end_idx, c.lease_owner is null as released, \
+           c.lease_expiries, c.attempts \
+    from chunks c \
+    where (c.lease_owner is null or c.lease_expires_at <= now()) \
+      and c.job_id in (select j.id from jobs j where j.status in ('queued', 'running')) \
+    order by c.job_id, c.start_idx \
+    limit $1 \
+    for update of c skip locked";
+
+/// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
+/// records in progress, for fair shares. One row per live job.
+const CLAIMABLE_JOBS: &str = "\
+    select j.id, j.owner, \
+           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
+                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy \
+    from jobs j \
+    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
+    order by j.id";
+
+/// Carves the next chunk of up to `$2` indexes off job `$1` and leases it to `$3` for `$4`.
+/// The job row's lock serializes carvers of one job; `for update` re-reads `claimed_upto` on
+/// the latest row version after waiting, so no index is carved twice.
+const CARVE: &str = "\
+    with picked as ( \
+        select id, claimed_upto as lo, least(claimed_upto + $2, num_records) as hi from jobs \
+        where id = $1 and status in ('queued', 'running') and claimed_upto < num_records \
+        for update), \
+    moved as ( \
+        update jobs j \
+        set claimed_upto = p.hi, status = 'running', \
+            started_at = coalesce(j.started_at, now()), updated_at = now() \
+        from picked p where j.id = p.id \
+        returning p.lo, p.hi) \
+    insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at) \
+    select $1, lo, hi, $3, now() + $4 from moved \
+    returning start_idx, end_idx";
+
+/// Takes over a stale chunk, cut to `[start, $3)`.
+const TAKE_OVER: &str = "\
+    update chunks \
+    set end_idx = $3, lease_owner = $4, lease_expires_at = now() + $5, \
+        attempts = attempts + 1, lease_expiries = $6, written = $7, updated_at = now() \
+    where job_id = $1 and start_idx = $2 \
+    returning attempts";
+
+/// One claim's transaction, for `owner`, with leases of `lease`.
+pub(super) struct PgClaim<'a> {
+    pub(super) tx: Transaction<'static, Postgres>,
+    pub(super) owner: &'a str,
+    pub(super) lease: Duration,
+}
+
+impl ClaimSteps for PgClaim<'_> {
+    async fn stale_chunks(&mut self, limit: i64) -> Result<Vec<StaleRow>, StoreError> {
+        Ok(sqlx::query_as(STALE)
+            .bind(limit)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn written(&mut self, job: Uuid, start: i64, end: i64) -> Result<Vec<i64>, StoreError> {
+        Ok(sqlx::query_scalar(WRITTEN)
+            .bind(job)
+            .bind(start)
+            .bind(end)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn delete_chunk(&mut self, job: Uuid, start: i64) -> Result<(), StoreError> {
+        super::queue::delete_chunk(&mut self.tx, job, start).await
+    }
+
+    async fn insert_rest(
+        &mut self,
+        job: Uuid,
+        rest: Rest,
+        attempts: i64,
+        lease_expiries: u32,
+    ) -> Result<(), StoreError> {
+        super::queue::insert_rest(&mut self.tx, job, rest, attempts, lease_expiries).await
+    }
+
+    async fn abandon(
+        &mut self,
+        job: Uuid,
+        indexes: &[u32],
+        attempts: i64,
+        message: &str,
+    ) -> Result<Vec<Uuid>, StoreError> {
+        let code = RecordErrorCode::RecordAbandoned;
+        let stage = code.stage();
+        let n = indexes.len();
+        let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(super::queue::INSERT_RECORDS)
+            .bind((0..n).map(|_| RecordId::new().0).collect::<Vec<_>>())
+            .bind(vec![job; n])
+            .bind(indexes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
+            .bind(vec!["failed"; n])
+            .bind(vec![None::<Value>; n])
+            .bind(vec![attempts; n])
+            .bind(vec![Some(code.as_str()); n])
+            .bind(vec![Some(message); n])
+            .bind(vec![None::<&str>; n])
+            .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
+            .fetch_all(&mut *self.tx)
+            .await?;
+        let failed = usage::tally(inserted.iter().map(|_| (JobId(job), false)));
+        super::usage::add_records(&mut self.tx, &failed).await?;
+        Ok(inserted.into_iter().map(|(id, _, _)| id).collect())
+    }
+
+    async fn take_over(
+        &mut self,
+        job: Uuid,
+        start: i64,
+        end: u32,
+        lease_expiries: u32,
+        written: u32,
+    ) -> Result<i64, StoreError> {
+        let attempts: i64 = sqlx::query_scalar(TAKE_OVER)
+            .bind(job)
+            .bind(start)
+            .bind(i64::from(end))
+            .bind(self.owner)
+            .bind(self.lease)
+            .bind(i64::from(lease_expiries))
+            .bind(i64::from(written))
+            .fetch_one(&mut *self.tx)
+            .await?;
+        // A job whose chunk is taken over is running already, but for one whose chunk was
+        // created by migration 0007.
+        sqlx::query(
+            "update jobs set status = 'running', \
+             started_at = coalesce(started_at, now()), updated_at = now() \
+             where id = $1 and status = 'queued'",
+        )
+        .bind(job)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(attempts)
+    }
+
+    async fn claimable_jobs(&mut self) -> Result<Vec<ClaimableJob>, StoreError> {
+        Ok(sqlx::query_as(CLAIMABLE_JOBS)
+            .fetch_all(&mut *self.tx)
+            .await?)
+    }
+
+    async fn carve(&mut self, job: Uuid, want: usize) -> Result<Option<(i64, i64)>, StoreError> {
+        Ok(sqlx::query_as(CARVE)
+            .bind(job)
+            .bind(i64::try_from(want).unwrap_or(i64::MAX))
+            .bind(self.owner)
+            .bind(self.lease)
+            .fetch_optional(&mut *self.tx)
+            .await?)
+    }
+}
