@@ -9,6 +9,7 @@
 
 mod chunks;
 mod claim;
+mod complete;
 mod dataset_rows;
 mod fair;
 mod job_delete;

@@ -8,6 +8,7 @@
 //! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
 
 mod claim;
+mod complete;
 mod datasets;
 mod queue;
 mod usage;

@@ -6,25 +6,22 @@
 //! while holding a job row (cancel, finalize) skips locked chunks instead, so no two of these
 //! transactions can wait on each other in a cycle.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
 use super::claim::PgClaim;
+use super::complete::PgComplete;
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::{Rest, to_count};
-use crate::store::claim;
+use crate::store::chunks::Rest;
 use crate::store::rows::job_columns;
-use crate::store::rows::{self, Written, dedup_results, dedup_traces};
+use crate::store::rows::{self};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, RecordStage, StoreError,
-    storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, StoreError,
 };
+use crate::store::{claim, complete};
 
 /// Inserts a given-back chunk (the rest of a cut one).
 const INSERT_REST: &str = "\
@@ -71,190 +68,15 @@ impl PgStore {
         owner: &str,
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
-        let results: Vec<Cow<'_, RecordResult>> = dedup_results(results)
-            .into_iter()
-            .map(storable::storable)
-            .collect();
+        let (results, keys) = complete::prepare(results);
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let mut keys: Vec<ChunkKey> = results.iter().map(|r| r.chunk).collect();
-        keys.sort_unstable();
-        keys.dedup();
-
-        let mut tx = self.pool.begin().await?;
-        // The fence: the chunks `owner` still holds, locked in key order (the only statement
-        // that locks several chunks and waits), so a claim cannot take one over mid-write.
-        let held: Vec<(Uuid, i64)> = sqlx::query_as(
-            "select c.job_id, c.start_idx from chunks c \
-             join unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
-               on c.job_id = k.job_id and c.start_idx = k.start_idx \
-             where c.lease_owner = $1 \
-             order by c.job_id, c.start_idx \
-             for update of c",
-        )
-        .bind(owner)
-        .bind(keys.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
-        .bind(keys.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
-        .fetch_all(&mut *tx)
-        .await?;
-        let held: std::collections::HashSet<ChunkKey> = held
-            .into_iter()
-            .map(|(j, s)| ChunkKey {
-                job_id: JobId(j),
-                start: to_count(s),
-            })
-            .collect();
-        let fenced: Vec<&RecordResult> = results
-            .iter()
-            .map(|r| r.as_ref())
-            .filter(|r| held.contains(&r.chunk))
-            .collect();
-        let mut written: HashMap<Uuid, JobId> = HashMap::new();
-        if !fenced.is_empty() {
-            let n = fenced.len();
-            let mut ids = Vec::with_capacity(n);
-            let mut jobs = Vec::with_capacity(n);
-            let mut idxs = Vec::with_capacity(n);
-            let mut statuses = Vec::with_capacity(n);
-            let mut values = Vec::with_capacity(n);
-            let mut attempts = Vec::with_capacity(n);
-            let (mut codes, mut messages, mut columns, mut stages) = (
-                Vec::with_capacity(n),
-                Vec::with_capacity(n),
-                Vec::with_capacity(n),
-                Vec::with_capacity(n),
-            );
-            for result in &fenced {
-                let w = Written::from(&result.outcome);
-                ids.push(result.id.0);
-                jobs.push(result.job_id.0);
-                idxs.push(i64::from(result.index));
-                statuses.push(w.status.as_str());
-                values.push(w.values);
-                attempts.push(i64::from(result.attempts));
-                codes.push(w.error.map(|e| e.code.as_str()));
-                messages.push(w.error.map(|e| e.message.as_str()));
-                columns.push(w.error.and_then(|e| e.column.as_deref()));
-                stages.push(
-                    w.error
-                        .and_then(|e| e.stage.as_ref())
-                        .map(RecordStage::as_str),
-                );
-            }
-            let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(INSERT_RECORDS)
-                .bind(ids)
-                .bind(jobs)
-                .bind(idxs)
-                .bind(statuses)
-                .bind(values)
-                .bind(attempts)
-                .bind(codes)
-                .bind(messages)
-                .bind(columns)
-                .bind(stages)
-                .fetch_all(&mut *tx)
-                .await?;
-            written = inserted
-                .iter()
-                .map(|(id, job, _)| (*id, JobId(*job)))
-                .collect();
-            // Count the new rows on their chunks; a chunk with all of its records written is
-            // done and goes.
-            let mut per_chunk: BTreeMap<ChunkKey, i64> = BTreeMap::new();
-            for r in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
-                *per_chunk.entry(r.chunk).or_default() += 1;
-            }
-            if !per_chunk.is_empty() {
-                let (cj, cs, cn): (Vec<Uuid>, Vec<i64>, Vec<i64>) = per_chunk
-                    .iter()
-                    .map(|(k, n)| (k.job_id.0, i64::from(k.start), *n))
-                    .collect();
-                sqlx::query(
-                    "update chunks c set written = c.written + k.n, updated_at = now() \
-                     from unnest($1::uuid[], $2::bigint[], $3::bigint[]) as k(job_id, start_idx, n) \
-                     where c.job_id = k.job_id and c.start_idx = k.start_idx",
-                )
-                .bind(&cj)
-                .bind(&cs)
-                .bind(cn)
-                .execute(&mut *tx)
-                .await?;
-                sqlx::query(
-                    "delete from chunks c \
-                     using unnest($1::uuid[], $2::bigint[]) as k(job_id, start_idx) \
-                     where c.job_id = k.job_id and c.start_idx = k.start_idx \
-                       and c.written >= c.end_idx - c.start_idx",
-                )
-                .bind(cj)
-                .bind(cs)
-                .execute(&mut *tx)
-                .await?;
-            }
-            // Traces and media of the new rows (a new row has none yet).
-            let (mut record_ids, mut names, mut traces): (Vec<Uuid>, Vec<&str>, Vec<&Value>) =
-                Default::default();
-            for result in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
-                for t in dedup_traces(&result.traces) {
-                    record_ids.push(result.id.0);
-                    names.push(t.column.as_str());
-                    traces.push(&t.messages);
-                }
-            }
-            if !record_ids.is_empty() {
-                sqlx::query(
-                    "insert into traces (record_id, column_name, messages) \
-                     select * from unnest($1::uuid[], $2::text[], $3::jsonb[])",
-                )
-                .bind(record_ids)
-                .bind(names)
-                .bind(traces)
-                .execute(&mut *tx)
-                .await?;
-            }
-            for result in fenced.iter().filter(|r| written.contains_key(&r.id.0)) {
-                for m in &result.media {
-                    sqlx::query(
-                        "insert into media (record_id, column_name, idx, mime_type, data) \
-                         values ($1, $2, $3, $4, $5) on conflict do nothing",
-                    )
-                    .bind(result.id.0)
-                    .bind(m.column.as_str())
-                    .bind(i64::from(m.index))
-                    .bind(m.mime_type.as_str())
-                    .bind(m.data.as_slice())
-                    .execute(&mut *tx)
-                    .await?;
-                }
-            }
-            // Usage of the written results only, in their transaction: exact whatever crashes,
-            // and a retried batch whose first commit did land counts nothing twice.
-            let deltas = usage::sum(
-                fenced
-                    .iter()
-                    .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.usage))),
-            );
-            super::usage::add(&mut tx, &deltas).await?;
-            let tools = usage::sum_tools(
-                fenced
-                    .iter()
-                    .filter_map(|r| written.get(&r.id.0).map(|job| (*job, &r.tool_usage))),
-            );
-            super::usage::add_tools(&mut tx, &tools).await?;
-            let tally = usage::tally(fenced.iter().filter_map(|r| {
-                written
-                    .get(&r.id.0)
-                    .map(|job| (*job, r.outcome.is_completed()))
-            }));
-            super::usage::add_records(&mut tx, &tally).await?;
-        }
-        tx.commit().await?;
-        // In the order of `results`, like the SQLite store.
-        Ok(results
-            .iter()
-            .filter(|r| written.contains_key(&r.id.0))
-            .map(|r| r.id)
-            .collect())
+        let tx = self.pool.begin().await?;
+        let mut steps = PgComplete { tx, owner };
+        let written = complete::complete(&mut steps, &results, &keys).await?;
+        steps.tx.commit().await?;
+        Ok(written)
     }
 
     pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {

@@ -12,6 +12,7 @@
 //! This file holds opening and the read side; `sqlite/queue.rs` holds the work queue.
 
 mod claim;
+mod complete;
 mod datasets;
 mod queue;
 mod usage;

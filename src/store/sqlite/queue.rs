@@ -10,26 +10,21 @@
 //! and the cache filled as a long job met more sizes (memory that grew with the records
 //! written).
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
 use super::claim::SqliteClaim;
+use super::complete::SqliteComplete;
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::{Rest, to_count};
-use crate::store::claim;
-use crate::store::rows::{self, Written, dedup_results, dedup_traces, job_columns};
+use crate::store::chunks::Rest;
+use crate::store::rows::{self, job_columns};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, RecordStage, StoreError,
-    storable, usage,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, StoreError,
 };
-
-/// Rows per multi-row insert of records: 12 binds each, well under SQLite's 32,766.
-const INSERT_ROWS: usize = 1_000;
+use crate::store::{claim, complete};
 
 impl SqliteStore {
     pub(super) async fn claim(
@@ -110,162 +105,16 @@ impl SqliteStore {
         owner: &str,
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
-        let results: Vec<Cow<'_, RecordResult>> = dedup_results(results)
-            .into_iter()
-            .map(storable::storable)
-            .collect();
+        let (results, keys) = complete::prepare(results);
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let mut keys: Vec<ChunkKey> = results.iter().map(|r| r.chunk).collect();
-        keys.sort_unstable();
-        keys.dedup();
         let now = now_us();
-        let (_write, mut tx) = self.begin_write().await?;
-        // The fence: the chunks `owner` still holds. Under the write lock, nothing can take
-        // them over before the commit.
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "select job_id, start_idx from chunks where lease_owner = ",
-        );
-        qb.push_bind(owner).push(" and (job_id, start_idx) in ");
-        push_keys(&mut qb, &keys);
-        let held: Vec<(Uuid, i64)> = qb
-            .build_query_as()
-            .persistent(false)
-            .fetch_all(&mut *tx)
-            .await?;
-        let held: HashSet<ChunkKey> = held
-            .into_iter()
-            .map(|(j, s)| ChunkKey {
-                job_id: JobId(j),
-                start: to_count(s),
-            })
-            .collect();
-        let fenced: Vec<&RecordResult> = results
-            .iter()
-            .map(|r| r.as_ref())
-            .filter(|r| held.contains(&r.chunk))
-            .collect();
-        let mut written: HashSet<Uuid> = HashSet::new();
-        for part in fenced.chunks(INSERT_ROWS) {
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
-                 error_message, error_column, error_stage, created_at, updated_at) ",
-            );
-            qb.push_values(part, |mut row, r| {
-                let w = Written::from(&r.outcome);
-                row.push_bind(r.id.0)
-                    .push_bind(r.job_id.0)
-                    .push_bind(i64::from(r.index))
-                    .push_bind(w.status.as_str())
-                    .push_bind(w.values.map(|v| v.to_string()))
-                    .push_bind(i64::from(r.attempts))
-                    .push_bind(w.error.map(|e| e.code.as_str()))
-                    .push_bind(w.error.map(|e| e.message.as_str()))
-                    .push_bind(w.error.and_then(|e| e.column.as_deref()))
-                    .push_bind(
-                        w.error
-                            .and_then(|e| e.stage.as_ref())
-                            .map(RecordStage::as_str),
-                    )
-                    .push_bind(now)
-                    .push_bind(now);
-            });
-            qb.push(" on conflict (job_id, idx) do nothing returning id");
-            let ids: Vec<Uuid> = qb
-                .build_query_scalar()
-                .persistent(false)
-                .fetch_all(&mut *tx)
-                .await?;
-            written.extend(ids);
-        }
-        let new: Vec<&RecordResult> = fenced
-            .iter()
-            .copied()
-            .filter(|r| written.contains(&r.id.0))
-            .collect();
-        // Count the new rows on their chunks; a chunk with all of its records written is done
-        // and goes.
-        let mut per_chunk: BTreeMap<ChunkKey, i64> = BTreeMap::new();
-        for r in &new {
-            *per_chunk.entry(r.chunk).or_default() += 1;
-        }
-        for (key, n) in &per_chunk {
-            sqlx::query(
-                "update chunks set written = written + $3, updated_at = $4 \
-                 where job_id = $1 and start_idx = $2",
-            )
-            .bind(key.job_id.0)
-            .bind(i64::from(key.start))
-            .bind(n)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        }
-        if !per_chunk.is_empty() {
-            let keys: Vec<ChunkKey> = per_chunk.keys().copied().collect();
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "delete from chunks where written >= end_idx - start_idx \
-                 and (job_id, start_idx) in ",
-            );
-            push_keys(&mut qb, &keys);
-            qb.build().persistent(false).execute(&mut *tx).await?;
-        }
-        // Traces and media of the new rows (a new row has none yet).
-        let mut traces = Vec::new();
-        for r in &new {
-            traces.extend(dedup_traces(&r.traces).into_iter().map(|t| (r.id, t)));
-        }
-        for part in traces.chunks(INSERT_ROWS) {
-            let mut qb = QueryBuilder::<Sqlite>::new(
-                "insert into traces (record_id, column_name, messages, created_at, updated_at) ",
-            );
-            qb.push_values(part, |mut row, (id, t)| {
-                row.push_bind(id.0)
-                    .push_bind(t.column.as_str())
-                    .push_bind(t.messages.to_string())
-                    .push_bind(now)
-                    .push_bind(now);
-            });
-            qb.build().persistent(false).execute(&mut *tx).await?;
-        }
-        for r in &new {
-            for m in &r.media {
-                sqlx::query(
-                    "insert or ignore into media (record_id, column_name, idx, mime_type, data, \
-                     created_at) values ($1, $2, $3, $4, $5, $6)",
-                )
-                .bind(r.id.0)
-                .bind(m.column.as_str())
-                .bind(i64::from(m.index))
-                .bind(m.mime_type.as_str())
-                .bind(m.data.as_slice())
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        // Usage of the written results only, in their transaction: exact whatever crashes.
-        let by_job: HashMap<RecordId, JobId> = new.iter().map(|r| (r.id, r.job_id)).collect();
-        let deltas = usage::sum(
-            new.iter()
-                .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.usage))),
-        );
-        super::usage::add(&mut tx, &deltas, now).await?;
-        let tools = usage::sum_tools(
-            new.iter()
-                .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.tool_usage))),
-        );
-        super::usage::add_tools(&mut tx, &tools, now).await?;
-        let tally = usage::tally(new.iter().map(|r| (r.job_id, r.outcome.is_completed())));
-        super::usage::add_records(&mut tx, &tally).await?;
-        tx.commit().await?;
-        // In the order of `results`, like the Postgres store.
-        Ok(results
-            .iter()
-            .filter(|r| written.contains(&r.id.0))
-            .map(|r| r.id)
-            .collect())
+        let (_write, tx) = self.begin_write().await?;
+        let mut steps = SqliteComplete { tx, owner, now };
+        let written = complete::complete(&mut steps, &results, &keys).await?;
+        steps.tx.commit().await?;
+        Ok(written)
     }
 
     pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
@@ -334,7 +183,7 @@ impl SqliteStore {
 
 /// Appends `((?, ?), ...)`: one `(job_id, start_idx)` row value per chunk. Callers never pass
 /// an empty list.
-fn push_keys(qb: &mut QueryBuilder<Sqlite>, keys: &[ChunkKey]) {
+pub(super) fn push_keys(qb: &mut QueryBuilder<Sqlite>, keys: &[ChunkKey]) {
     qb.push("(");
     let mut list = qb.separated(", ");
     for k in keys {

@@ -1,0 +1,124 @@
+//! A batch write of results, written once for both backends: the fence (only results whose
+//! chunk the writer still holds are written), the result rows (an index written before keeps
+//! its first result), the chunks' written counts (a chunk whose records are all written goes),
+//! the new rows' traces and media, and the usage of exactly the new rows, all in one
+//! transaction, so a crash or a retried batch counts nothing twice.
+//!
+//! Each backend says the steps in its own SQL ([`CompleteSteps`]): multi-row inserts in parts
+//! on SQLite, `unnest` arrays on Postgres, whose fence also locks the held chunks in key order.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use uuid::Uuid;
+
+use super::rows::{dedup_results, dedup_traces};
+use super::usage::{self, ToolDelta, UsageDelta};
+use super::{ChunkKey, RecordResult, StoreError, Trace, storable};
+use crate::domain::media::Media;
+use crate::domain::{JobId, RecordId};
+
+/// The statements of one batch write, on the backend's open transaction, for one writer
+/// (the lease owner the implementation holds).
+pub(crate) trait CompleteSteps {
+    /// Of `keys` (sorted, without duplicates), the chunks this writer still holds; on a
+    /// backend with row locks, locked until the commit, in key order.
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<ChunkKey>, StoreError>;
+
+    /// Inserts a row for each result whose index has none; returns the new rows' ids.
+    async fn insert_records(&mut self, results: &[&RecordResult]) -> Result<Vec<Uuid>, StoreError>;
+
+    /// Adds each count to its chunk's written records, and deletes the chunks all of whose
+    /// records are now written.
+    async fn count_written(
+        &mut self,
+        per_chunk: &BTreeMap<ChunkKey, i64>,
+    ) -> Result<(), StoreError>;
+
+    /// Inserts the traces of new rows.
+    async fn insert_traces(&mut self, traces: &[(RecordId, &Trace)]) -> Result<(), StoreError>;
+
+    /// Inserts the images of a new row (one that exists already is kept).
+    async fn insert_media(&mut self, record: RecordId, media: &[Media]) -> Result<(), StoreError>;
+
+    /// Adds the new rows' LLM usage, tool calls and completed/failed counts to their jobs.
+    async fn add_usage(
+        &mut self,
+        deltas: &[UsageDelta],
+        tools: &[ToolDelta<'_>],
+        tally: &[(JobId, usage::RecordTally)],
+    ) -> Result<(), StoreError>;
+}
+
+/// The results worth writing: one per record id, made storable (see [`storable`]), and the
+/// chunks they belong to, sorted. Empty when there is nothing to write: no transaction needed.
+pub(crate) fn prepare(results: &[RecordResult]) -> (Vec<Cow<'_, RecordResult>>, Vec<ChunkKey>) {
+    let results: Vec<Cow<'_, RecordResult>> = dedup_results(results)
+        .into_iter()
+        .map(storable::storable)
+        .collect();
+    let mut keys: Vec<ChunkKey> = results.iter().map(|r| r.chunk).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    (results, keys)
+}
+
+/// Writes `results` (from [`prepare`]) through `steps`; returns the ids written, in the order
+/// of `results`. The caller commits.
+pub(crate) async fn complete<S: CompleteSteps>(
+    steps: &mut S,
+    results: &[Cow<'_, RecordResult>],
+    keys: &[ChunkKey],
+) -> Result<Vec<RecordId>, StoreError> {
+    let held: HashSet<ChunkKey> = steps.held(keys).await?.into_iter().collect();
+    let fenced: Vec<&RecordResult> = results
+        .iter()
+        .map(|r| r.as_ref())
+        .filter(|r| held.contains(&r.chunk))
+        .collect();
+    if fenced.is_empty() {
+        return Ok(Vec::new());
+    }
+    let written: HashSet<Uuid> = steps.insert_records(&fenced).await?.into_iter().collect();
+    let new: Vec<&RecordResult> = fenced
+        .into_iter()
+        .filter(|r| written.contains(&r.id.0))
+        .collect();
+    if new.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut per_chunk: BTreeMap<ChunkKey, i64> = BTreeMap::new();
+    for r in &new {
+        *per_chunk.entry(r.chunk).or_default() += 1;
+    }
+    steps.count_written(&per_chunk).await?;
+    // Traces and media of the new rows (a new row has none yet).
+    let traces: Vec<(RecordId, &Trace)> = new
+        .iter()
+        .flat_map(|r| dedup_traces(&r.traces).into_iter().map(|t| (r.id, t)))
+        .collect();
+    if !traces.is_empty() {
+        steps.insert_traces(&traces).await?;
+    }
+    for r in new.iter().filter(|r| !r.media.is_empty()) {
+        steps.insert_media(r.id, &r.media).await?;
+    }
+    // Usage of the written results only, in their transaction: exact whatever crashes, and a
+    // retried batch whose first commit did land counts nothing twice.
+    let by_job: HashMap<RecordId, JobId> = new.iter().map(|r| (r.id, r.job_id)).collect();
+    let deltas = usage::sum(
+        new.iter()
+            .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.usage))),
+    );
+    let tools = usage::sum_tools(
+        new.iter()
+            .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.tool_usage))),
+    );
+    let tally = usage::tally(new.iter().map(|r| (r.job_id, r.outcome.is_completed())));
+    steps.add_usage(&deltas, &tools, &tally).await?;
+    Ok(results
+        .iter()
+        .filter(|r| written.contains(&r.id.0))
+        .map(|r| r.id)
+        .collect())
+}
