@@ -257,9 +257,12 @@ pub enum DeleteJob {
 }
 
 /// Persistence for jobs, records and traces. Two implementations: [`sqlite::SqliteStore`] and
-/// [`postgres::PgStore`]; the same test suite runs against both.
+/// [`postgres::PgStore`]; the same test suite runs against both. Split by concern into the
+/// traits it requires; `Arc<dyn Store>` is what the services hold.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store:
+    JobStore + QueueStore + RecordStore + DatasetStore + Send + Sync + 'static
+{
     /// For readiness: the database takes a write (one row of `readiness`). A read alone stayed
     /// fine on a full disk or a read-only database while every claim and submit failed.
     async fn probe_write(&self) -> Result<(), StoreError>;
@@ -267,6 +270,13 @@ pub trait Store: Send + Sync + 'static {
     /// The database's clock, so progress streams compare timestamps on one clock.
     async fn now(&self) -> Result<DateTime<Utc>, StoreError>;
 
+    /// Closes the connection pool.
+    async fn close(&self);
+}
+
+/// Jobs: submit, read, summarize, delete.
+#[async_trait]
+pub trait JobStore: Send + Sync {
     /// Inserts the job (one row, whatever `num_records`: its records are carved into chunks by
     /// later claims). If `(owner, idempotency_key)` already exists, inserts nothing and returns
     /// the existing job.
@@ -290,6 +300,22 @@ pub trait Store: Send + Sync + 'static {
     /// stopped (cancelled, cancelling or failed).
     async fn job_counts(&self, id: JobId) -> Result<JobCounts, StoreError>;
 
+    /// Deletes a finished job (`completed`, `failed`, `cancelled`) with its records, traces,
+    /// media, chunks and usage, in one transaction; a job not finished is left as it is.
+    async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError>;
+
+    /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
+
+    /// Those of `ids` that a cancel reached (`cancelling` or `cancelled`): the worker pool
+    /// stops their records in flight, wherever the cancel was asked.
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
+}
+
+/// The work queue: chunk claims under leases, fenced batch writes of results, cancellation and
+/// finalizing. Written once over each backend's steps (`claim.rs`, `complete.rs`).
+#[async_trait]
+pub trait QueueStore: Send + Sync {
     /// Cancels a `queued`/`running` job, deciding in one transaction against its chunks: the
     /// job becomes `cancelling` (no claim carves or takes over its chunks any more, so its
     /// pending records count as cancelled), then it is finalized like `finalize_jobs` would
@@ -297,10 +323,6 @@ pub trait Store: Send + Sync + 'static {
     /// nothing in flight has finished already: it becomes `completed` and the answer is
     /// [`CancelOutcome::Finished`], as for a job already terminal.
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError>;
-
-    /// Deletes a finished job (`completed`, `failed`, `cancelled`) with its records, traces,
-    /// media, chunks and usage, in one transaction; a job not finished is left as it is.
-    async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError>;
 
     /// Claims up to `limit` records for `owner` with a lease of `lease`, as chunks: chunks of
     /// `queued`/`running` jobs whose lease expired (a dead worker's) or that were given back,
@@ -376,7 +398,11 @@ pub trait Store: Send + Sync + 'static {
     /// A job in any other status (including `cancelling`: the user's cancel stands) is left as
     /// it is.
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError>;
+}
 
+/// Records, their traces and images, and a job's usage, as stored.
+#[async_trait]
+pub trait RecordStore: Send + Sync {
     /// A record by id; `owner: Some(k)` restricts to records of jobs owned by `k`.
     async fn get_record(
         &self,
@@ -430,14 +456,11 @@ pub trait Store: Send + Sync + 'static {
         &self,
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, UsageCounts>, StoreError>;
+}
 
-    /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
-    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
-
-    /// Those of `ids` that a cancel reached (`cancelling` or `cancelled`): the worker pool
-    /// stops their records in flight, wherever the cancel was asked.
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
-
+/// Stored datasets: metadata, blocks of rows, imports and deletes.
+#[async_trait]
+pub trait DatasetStore: Send + Sync {
     /// `ready` datasets visible to `owner` (all when `None`: auth is off) matching `q`,
     /// newest first.
     async fn find_datasets(
@@ -505,7 +528,4 @@ pub trait Store: Send + Sync + 'static {
     /// whose process died. Returns how many. Live imports of other replicas write blocks far
     /// more often than any sensible `idle`.
     async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError>;
-
-    /// Closes the connection pool.
-    async fn close(&self);
 }

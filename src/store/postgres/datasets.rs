@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sqlx::{Postgres, QueryBuilder};
@@ -11,13 +12,14 @@ use super::PgStore;
 use crate::domain::DatasetId;
 use crate::domain::JobId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
-use crate::store::StoreError;
 use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+use crate::store::{DatasetStore, StoreError};
 
 type Dataset = DatasetDb<Value, DateTime<Utc>>;
 
-impl PgStore {
-    pub(super) async fn find_datasets_impl(
+#[async_trait]
+impl DatasetStore for PgStore {
+    async fn find_datasets(
         &self,
         owner: Option<&str>,
         q: &DatasetQuery,
@@ -48,7 +50,7 @@ impl PgStore {
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
 
-    pub(super) async fn get_dataset_impl(
+    async fn get_dataset(
         &self,
         id: DatasetId,
         owner: Option<&str>,
@@ -66,10 +68,7 @@ impl PgStore {
         row.map(DatasetMeta::try_from).transpose()
     }
 
-    pub(super) async fn get_datasets_impl(
-        &self,
-        ids: &[DatasetId],
-    ) -> Result<Vec<DatasetMeta>, StoreError> {
+    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -85,7 +84,7 @@ impl PgStore {
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
 
-    pub(super) async fn read_dataset_block_impl(
+    async fn read_dataset_block(
         &self,
         id: DatasetId,
         block: u64,
@@ -100,7 +99,7 @@ impl PgStore {
         decode_block(bytes)
     }
 
-    pub(super) async fn delete_dataset_impl(
+    async fn delete_dataset(
         &self,
         id: DatasetId,
         owner: Option<&str>,
@@ -140,10 +139,7 @@ impl PgStore {
         Ok(DeleteDataset::Deleted)
     }
 
-    pub(super) async fn begin_dataset_import_impl(
-        &self,
-        meta: &DatasetMeta,
-    ) -> Result<(), StoreError> {
+    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {
         sqlx::query(
             "insert into datasets (id, owner, name, format, columns, num_rows, size_bytes, \
              sha256, source, source_ref, status) \
@@ -163,7 +159,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn write_dataset_blocks_impl(
+    async fn write_dataset_blocks(
         &self,
         id: DatasetId,
         first_block: u64,
@@ -200,7 +196,7 @@ impl PgStore {
         Ok(true)
     }
 
-    pub(super) async fn finish_dataset_import_impl(
+    async fn finish_dataset_import(
         &self,
         id: DatasetId,
         columns: &[DatasetColumn],
@@ -219,7 +215,7 @@ impl PgStore {
         row.map(DatasetMeta::try_from).transpose()
     }
 
-    pub(super) async fn abort_dataset_import_impl(&self, id: DatasetId) -> Result<(), StoreError> {
+    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError> {
         sqlx::query("delete from datasets where id = $1 and status = 'importing'")
             .bind(id.0)
             .execute(&self.pool)
@@ -227,10 +223,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn delete_stale_imports_impl(
-        &self,
-        idle: Duration,
-    ) -> Result<u64, StoreError> {
+    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
         let deleted = sqlx::query(
             "delete from datasets where status = 'importing' \
              and updated_at <= now() - make_interval(secs => $1)",

@@ -29,12 +29,9 @@ use super::rows::{
     self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
 };
 use super::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DeleteJob, FinishedRecord,
-    JobCounts, JobError, JobRow, JobSelect, JobSummary, NewJob, RecordResult, RecordRow, Store,
-    StoreError, TraceRow,
+    CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
+    NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
-use crate::domain::DatasetId;
-use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::domain::{JobId, RecordId, RecordStatus};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
@@ -102,6 +99,13 @@ impl Store for PgStore {
             .await?)
     }
 
+    async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+#[async_trait]
+impl JobStore for PgStore {
     async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
         if job.max_live_jobs.is_some() {
@@ -259,10 +263,6 @@ impl Store for PgStore {
         rows::job_counts(&job, rows)
     }
 
-    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
-        self.cancel(id).await
-    }
-
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
         let mut tx = self.pool.begin().await?;
         let status: Option<String> =
@@ -280,45 +280,32 @@ impl Store for PgStore {
         Ok(DeleteJob::Deleted)
     }
 
-    async fn claim(
-        &self,
-        owner: &str,
-        limit: u32,
-        lease: Duration,
-        policy: ClaimPolicy,
-    ) -> Result<Claim, StoreError> {
-        self.claim(owner, limit, lease, policy).await
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('queued', 'running', 'cancelling') order by id",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids.into_iter().map(JobId).collect())
     }
 
-    async fn renew_leases(
-        &self,
-        owner: &str,
-        chunks: &[ChunkKey],
-        lease: Duration,
-    ) -> Result<u64, StoreError> {
-        self.renew(owner, chunks, lease).await
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let found: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('cancelling', 'cancelled') and id = any($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(found.into_iter().map(JobId).collect())
     }
+}
 
-    async fn complete_records(
-        &self,
-        owner: &str,
-        results: &[RecordResult],
-    ) -> Result<Vec<RecordId>, StoreError> {
-        self.complete(owner, results).await
-    }
-
-    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
-        self.release(owner, chunks).await
-    }
-
-    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        self.finalize(ids).await
-    }
-
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
-        self.fail(id, error).await
-    }
-
+#[async_trait]
+impl RecordStore for PgStore {
     async fn get_record(
         &self,
         id: RecordId,
@@ -439,99 +426,5 @@ impl Store for PgStore {
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
         usage::get(&self.pool, job_id).await
-    }
-
-    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
-        let ids: Vec<Uuid> = sqlx::query_scalar(
-            "select id from jobs where status in ('queued', 'running', 'cancelling') order by id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(ids.into_iter().map(JobId).collect())
-    }
-
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let found: Vec<Uuid> = sqlx::query_scalar(
-            "select id from jobs where status in ('cancelling', 'cancelled') and id = any($1)",
-        )
-        .bind(&ids)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(found.into_iter().map(JobId).collect())
-    }
-
-    async fn find_datasets(
-        &self,
-        owner: Option<&str>,
-        q: &DatasetQuery,
-    ) -> Result<Vec<DatasetMeta>, StoreError> {
-        self.find_datasets_impl(owner, q).await
-    }
-
-    async fn get_dataset(
-        &self,
-        id: DatasetId,
-        owner: Option<&str>,
-    ) -> Result<Option<DatasetMeta>, StoreError> {
-        self.get_dataset_impl(id, owner).await
-    }
-
-    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {
-        self.get_datasets_impl(ids).await
-    }
-
-    async fn read_dataset_block(
-        &self,
-        id: DatasetId,
-        block: u64,
-    ) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, StoreError> {
-        self.read_dataset_block_impl(id, block).await
-    }
-
-    async fn delete_dataset(
-        &self,
-        id: DatasetId,
-        owner: Option<&str>,
-    ) -> Result<DeleteDataset, StoreError> {
-        self.delete_dataset_impl(id, owner).await
-    }
-
-    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {
-        self.begin_dataset_import_impl(meta).await
-    }
-
-    async fn write_dataset_blocks(
-        &self,
-        id: DatasetId,
-        first_block: u64,
-        blocks: &[Vec<u8>],
-    ) -> Result<bool, StoreError> {
-        self.write_dataset_blocks_impl(id, first_block, blocks)
-            .await
-    }
-
-    async fn finish_dataset_import(
-        &self,
-        id: DatasetId,
-        columns: &[DatasetColumn],
-        num_rows: u64,
-    ) -> Result<Option<DatasetMeta>, StoreError> {
-        self.finish_dataset_import_impl(id, columns, num_rows).await
-    }
-
-    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError> {
-        self.abort_dataset_import_impl(id).await
-    }
-
-    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
-        self.delete_stale_imports_impl(idle).await
-    }
-
-    async fn close(&self) {
-        self.pool.close().await;
     }
 }

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
@@ -19,7 +20,7 @@ use crate::store::chunks::Rest;
 use crate::store::rows::job_columns;
 use crate::store::rows::{self};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, StoreError,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
 use crate::store::{claim, complete};
 
@@ -48,8 +49,9 @@ const DROP_DEAD_CHUNKS: &str = "\
           and c.job_id in (select id from jobs where id = any($1) and status = 'cancelling') \
         for update of c skip locked)";
 
-impl PgStore {
-    pub(super) async fn claim(
+#[async_trait]
+impl QueueStore for PgStore {
+    async fn claim(
         &self,
         owner: &str,
         limit: u32,
@@ -63,7 +65,7 @@ impl PgStore {
         Ok(out)
     }
 
-    pub(super) async fn complete(
+    async fn complete_records(
         &self,
         owner: &str,
         results: &[RecordResult],
@@ -79,7 +81,7 @@ impl PgStore {
         Ok(written)
     }
 
-    pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
         let live: Option<Uuid> = sqlx::query_scalar(
             "update jobs set status = 'cancelling', updated_at = now() \
@@ -108,7 +110,7 @@ impl PgStore {
         Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
     }
 
-    pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
         // No chunk is touched: claims skip a failed job, and records in flight may still land.
         sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
@@ -123,7 +125,7 @@ impl PgStore {
         Ok(())
     }
 
-    pub(super) async fn finalize(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
         let mut ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -137,11 +139,7 @@ impl PgStore {
         Ok(done.into_iter().map(JobId).collect())
     }
 
-    pub(super) async fn release(
-        &self,
-        owner: &str,
-        chunks: &[ChunkKey],
-    ) -> Result<u64, StoreError> {
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
         if chunks.is_empty() {
             return Ok(0);
         }
@@ -164,7 +162,7 @@ impl PgStore {
         Ok(done.rows_affected())
     }
 
-    pub(super) async fn renew(
+    async fn renew_leases(
         &self,
         owner: &str,
         chunks: &[ChunkKey],

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::{QueryBuilder, Sqlite};
 use uuid::Uuid;
@@ -10,13 +11,14 @@ use super::{SqliteStore, now_us, push_ids};
 use crate::domain::DatasetId;
 use crate::domain::JobId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
-use crate::store::StoreError;
 use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+use crate::store::{DatasetStore, StoreError};
 
 type Dataset = DatasetDb<String, i64>;
 
-impl SqliteStore {
-    pub(super) async fn find_datasets_impl(
+#[async_trait]
+impl DatasetStore for SqliteStore {
+    async fn find_datasets(
         &self,
         owner: Option<&str>,
         q: &DatasetQuery,
@@ -47,7 +49,7 @@ impl SqliteStore {
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
 
-    pub(super) async fn get_dataset_impl(
+    async fn get_dataset(
         &self,
         id: DatasetId,
         owner: Option<&str>,
@@ -65,10 +67,7 @@ impl SqliteStore {
         row.map(DatasetMeta::try_from).transpose()
     }
 
-    pub(super) async fn get_datasets_impl(
-        &self,
-        ids: &[DatasetId],
-    ) -> Result<Vec<DatasetMeta>, StoreError> {
+    async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -82,7 +81,7 @@ impl SqliteStore {
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
 
-    pub(super) async fn read_dataset_block_impl(
+    async fn read_dataset_block(
         &self,
         id: DatasetId,
         block: u64,
@@ -97,7 +96,7 @@ impl SqliteStore {
         decode_block(bytes)
     }
 
-    pub(super) async fn delete_dataset_impl(
+    async fn delete_dataset(
         &self,
         id: DatasetId,
         owner: Option<&str>,
@@ -136,10 +135,7 @@ impl SqliteStore {
         Ok(DeleteDataset::Deleted)
     }
 
-    pub(super) async fn begin_dataset_import_impl(
-        &self,
-        meta: &DatasetMeta,
-    ) -> Result<(), StoreError> {
+    async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {
         let now = now_us();
         let _write = self.write_lock().await;
         sqlx::query(
@@ -162,7 +158,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn write_dataset_blocks_impl(
+    async fn write_dataset_blocks(
         &self,
         id: DatasetId,
         first_block: u64,
@@ -195,7 +191,7 @@ impl SqliteStore {
         Ok(true)
     }
 
-    pub(super) async fn finish_dataset_import_impl(
+    async fn finish_dataset_import(
         &self,
         id: DatasetId,
         columns: &[DatasetColumn],
@@ -216,7 +212,7 @@ impl SqliteStore {
         row.map(DatasetMeta::try_from).transpose()
     }
 
-    pub(super) async fn abort_dataset_import_impl(&self, id: DatasetId) -> Result<(), StoreError> {
+    async fn abort_dataset_import(&self, id: DatasetId) -> Result<(), StoreError> {
         let _write = self.write_lock().await;
         sqlx::query("delete from datasets where id = $1 and status = 'importing'")
             .bind(id.0)
@@ -225,10 +221,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn delete_stale_imports_impl(
-        &self,
-        idle: Duration,
-    ) -> Result<u64, StoreError> {
+    async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
         let idle_us = i64::try_from(idle.as_micros()).unwrap_or(i64::MAX);
         let cutoff = now_us().saturating_sub(idle_us);
         let _write = self.write_lock().await;

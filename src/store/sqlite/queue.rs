@@ -12,6 +12,7 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
@@ -22,12 +23,13 @@ use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
 use crate::store::rows::{self, job_columns};
 use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, RecordResult, StoreError,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
 use crate::store::{claim, complete};
 
-impl SqliteStore {
-    pub(super) async fn claim(
+#[async_trait]
+impl QueueStore for SqliteStore {
+    async fn claim(
         &self,
         owner: &str,
         limit: u32,
@@ -47,7 +49,7 @@ impl SqliteStore {
         Ok(out)
     }
 
-    pub(super) async fn renew(
+    async fn renew_leases(
         &self,
         owner: &str,
         chunks: &[ChunkKey],
@@ -63,11 +65,7 @@ impl SqliteStore {
         .await
     }
 
-    pub(super) async fn release(
-        &self,
-        owner: &str,
-        chunks: &[ChunkKey],
-    ) -> Result<u64, StoreError> {
+    async fn release_chunks(&self, owner: &str, chunks: &[ChunkKey]) -> Result<u64, StoreError> {
         self.update_owned(owner, chunks, |qb| {
             qb.push("lease_owner = null, lease_expires_at = null, updated_at = ")
                 .push_bind(now_us());
@@ -75,32 +73,7 @@ impl SqliteStore {
         .await
     }
 
-    /// `update chunks set <set>` on those of `chunks` that `owner` still holds; how many.
-    async fn update_owned(
-        &self,
-        owner: &str,
-        chunks: &[ChunkKey],
-        set: impl FnOnce(&mut QueryBuilder<Sqlite>),
-    ) -> Result<u64, StoreError> {
-        if chunks.is_empty() {
-            return Ok(0);
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new("update chunks set ");
-        set(&mut qb);
-        let _write = self.write_lock().await;
-        qb.push(" where lease_owner = ")
-            .push_bind(owner)
-            .push(" and (job_id, start_idx) in ");
-        push_keys(&mut qb, chunks);
-        Ok(qb
-            .build()
-            .persistent(false)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
-    }
-
-    pub(super) async fn complete(
+    async fn complete_records(
         &self,
         owner: &str,
         results: &[RecordResult],
@@ -117,7 +90,7 @@ impl SqliteStore {
         Ok(written)
     }
 
-    pub(super) async fn cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         let now = now_us();
         let (_write, mut tx) = self.begin_write().await?;
         let live: Option<Uuid> = sqlx::query_scalar(
@@ -148,7 +121,7 @@ impl SqliteStore {
         Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
     }
 
-    pub(super) async fn fail(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
         // No chunk is touched: claims skip a failed job, and records in flight may still land.
         let _write = self.write_lock().await;
         sqlx::query(
@@ -165,7 +138,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    pub(super) async fn finalize(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+    async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
         let mut ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
         ids.sort_unstable();
         ids.dedup();
@@ -178,6 +151,33 @@ impl SqliteStore {
         tx.commit().await?;
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
+    }
+}
+
+impl SqliteStore {
+    /// `update chunks set <set>` on those of `chunks` that `owner` still holds; how many.
+    async fn update_owned(
+        &self,
+        owner: &str,
+        chunks: &[ChunkKey],
+        set: impl FnOnce(&mut QueryBuilder<Sqlite>),
+    ) -> Result<u64, StoreError> {
+        if chunks.is_empty() {
+            return Ok(0);
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new("update chunks set ");
+        set(&mut qb);
+        let _write = self.write_lock().await;
+        qb.push(" where lease_owner = ")
+            .push_bind(owner)
+            .push(" and (job_id, start_idx) in ");
+        push_keys(&mut qb, chunks);
+        Ok(qb
+            .build()
+            .persistent(false)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 }
 

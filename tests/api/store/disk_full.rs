@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use synthgate::store::Store;
+use synthgate::store::{JobStore, Store};
 use synthgate::store::sqlite::SqliteStore;
 
 use super::new_job;

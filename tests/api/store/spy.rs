@@ -11,9 +11,10 @@ use chrono::{DateTime, Utc};
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId, RecordStatus};
 use synthgate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DeleteJob, FinishedRecord,
-    JobCounts, JobError, JobRow, JobSelect, JobSummary, NewJob, RecordOutcome, RecordResult,
-    RecordRow, Store, StoreError, TraceRow, UsageCounts,
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DatasetStore, DeleteJob,
+    FinishedRecord, JobCounts, JobError, JobRow, JobSelect, JobStore, JobSummary, NewJob,
+    QueueStore, RecordOutcome, RecordResult, RecordRow, RecordStore, Store, StoreError, TraceRow,
+    UsageCounts,
 };
 
 use synthgate::config::LimitsConfig;
@@ -113,6 +114,14 @@ impl Store for Spy {
         self.note("now");
         self.inner.now().await
     }
+    async fn close(&self) {
+        self.note("close");
+        self.inner.close().await
+    }
+}
+
+#[async_trait]
+impl JobStore for Spy {
     async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
         self.note("create_job");
         self.inner.create_job(job).await
@@ -133,13 +142,25 @@ impl Store for Spy {
         self.note("job_counts");
         self.inner.job_counts(id).await
     }
-    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
-        self.note("request_cancel");
-        self.inner.request_cancel(id).await
-    }
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
         self.note("delete_job");
         self.inner.delete_job(id).await
+    }
+    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
+        self.note("live_jobs");
+        self.inner.live_jobs().await
+    }
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.note("cancelled_jobs");
+        self.inner.cancelled_jobs(ids).await
+    }
+}
+
+#[async_trait]
+impl QueueStore for Spy {
+    async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
+        self.note("request_cancel");
+        self.inner.request_cancel(id).await
     }
     async fn claim(
         &self,
@@ -186,6 +207,10 @@ impl Store for Spy {
         self.note("fail_job");
         self.inner.fail_job(id, error).await
     }
+}
+
+#[async_trait]
+impl RecordStore for Spy {
     async fn get_record(
         &self,
         id: RecordId,
@@ -238,14 +263,10 @@ impl Store for Spy {
         self.note("job_usage");
         self.inner.job_usage(job_id).await
     }
-    async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
-        self.note("live_jobs");
-        self.inner.live_jobs().await
-    }
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        self.note("cancelled_jobs");
-        self.inner.cancelled_jobs(ids).await
-    }
+}
+
+#[async_trait]
+impl DatasetStore for Spy {
     async fn find_datasets(
         &self,
         owner: Option<&str>,
@@ -315,9 +336,5 @@ impl Store for Spy {
     async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError> {
         self.note("delete_stale_imports");
         self.inner.delete_stale_imports(idle).await
-    }
-    async fn close(&self) {
-        self.note("close");
-        self.inner.close().await
     }
 }
