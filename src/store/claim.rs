@@ -9,16 +9,13 @@
 //! implements on its open transaction; the order of the steps, and so the queue's behaviour,
 //! is here.
 
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use uuid::Uuid;
 
 use super::chunks::{self, EXPIRED_SCAN, Plan, Rest, Stale, records_of, to_count};
 use super::fair::{ClaimableJob, shares};
 use super::{ChunkKey, Claim, ClaimPolicy, ClaimedRecord, StoreError};
 use crate::domain::{JobId, RecordId};
-
-/// Indexes of `[$2, $3)` of job `$1` that have a result: the same statement on both backends.
-pub(crate) const WRITTEN: &str = "\
-    select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx";
 
 /// A chunk whose lease expired or that was given back, as a backend reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
@@ -34,16 +31,16 @@ pub(crate) struct StaleRow {
 /// The statements of one claim, on the backend's open transaction. The claimer (lease owner),
 /// the lease's length and the clock are the implementation's.
 pub(crate) trait ClaimSteps {
+    /// The backend's database.
+    type Db: Database;
+
+    /// The claim's open transaction, for the statements both backends say alike.
+    fn conn(&mut self) -> &mut <Self::Db as Database>::Connection;
+
     /// Up to `limit` chunks of live jobs whose lease expired or that were given back, by job
     /// and start; on a backend with row locks, locked for this transaction (skipping any that
     /// another claim holds).
     async fn stale_chunks(&mut self, limit: i64) -> Result<Vec<StaleRow>, StoreError>;
-
-    /// Indexes of `[start, end)` of `job` that have a result, ascending.
-    async fn written(&mut self, job: Uuid, start: i64, end: i64) -> Result<Vec<i64>, StoreError>;
-
-    /// Deletes the chunk of `job` starting at `start`.
-    async fn delete_chunk(&mut self, job: Uuid, start: i64) -> Result<(), StoreError>;
 
     /// Inserts `rest`, the part after a cut, as a chunk given back (no owner) with the cut
     /// chunk's `attempts` and these `lease_expiries`.
@@ -87,11 +84,19 @@ pub(crate) trait ClaimSteps {
 }
 
 /// Claims up to `limit` records through `steps`. The caller commits.
-pub(crate) async fn claim<S: ClaimSteps>(
+pub(crate) async fn claim<S>(
     steps: &mut S,
     limit: u32,
     policy: ClaimPolicy,
-) -> Result<Claim, StoreError> {
+) -> Result<Claim, StoreError>
+where
+    S: ClaimSteps,
+    for<'c> &'c mut <S::Db as Database>::Connection: Executor<'c, Database = S::Db>,
+    <S::Db as Database>::Arguments: IntoArguments<S::Db>,
+    for<'q> Uuid: Encode<'q, S::Db> + Type<S::Db>,
+    for<'q> i64: Encode<'q, S::Db> + Type<S::Db>,
+    for<'r> (i64,): FromRow<'r, <S::Db as Database>::Row>,
+{
     let mut out = Claim::default();
     let mut claimed: Vec<ClaimedRecord> = Vec::new();
     let mut left = limit as usize;
@@ -105,19 +110,22 @@ pub(crate) async fn claim<S: ClaimSteps>(
             released: row.released,
             lease_expiries: to_count(row.lease_expiries),
         };
-        let written: Vec<u32> = steps
-            .written(job, start, row.end_idx)
-            .await?
-            .into_iter()
-            .map(to_count)
-            .collect();
+        let written: Vec<i64> = sqlx::query_scalar(
+            "select idx from records where job_id = $1 and idx >= $2 and idx < $3 order by idx",
+        )
+        .bind(job)
+        .bind(start)
+        .bind(row.end_idx)
+        .fetch_all(steps.conn())
+        .await?;
+        let written: Vec<u32> = written.into_iter().map(to_count).collect();
         let may_alone = policy.alone && claimed.is_empty();
         match chunks::plan(chunk, &written, left, policy, may_alone) {
-            Plan::Done => steps.delete_chunk(job, start).await?,
+            Plan::Done => delete_chunk(steps.conn(), job, start).await?,
             Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
             Plan::Abandon { indexes, rest } => {
                 let after = chunk.lease_expiries.saturating_add(1);
-                steps.delete_chunk(job, start).await?;
+                delete_chunk(steps.conn(), job, start).await?;
                 if let Some(rest) = rest {
                     steps.insert_rest(job, rest, row.attempts, after).await?;
                 }
@@ -198,4 +206,25 @@ pub(crate) async fn claim<S: ClaimSteps>(
     claimed.sort_unstable_by_key(|c| (c.job_id, c.index));
     out.records = claimed;
     Ok(out)
+}
+
+/// Deletes the chunk of `job` starting at `start`.
+async fn delete_chunk<'c, DB>(
+    conn: &'c mut DB::Connection,
+    job: Uuid,
+    start: i64,
+) -> Result<(), StoreError>
+where
+    DB: Database,
+    &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> Uuid: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+{
+    sqlx::query("delete from chunks where job_id = $1 and start_idx = $2")
+        .bind(job)
+        .bind(start)
+        .execute(conn)
+        .await?;
+    Ok(())
 }

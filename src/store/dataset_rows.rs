@@ -97,3 +97,84 @@ pub(crate) fn missing_datasets(wanted: &[DatasetId], found: &[uuid::Uuid]) -> Ve
         .copied()
         .collect()
 }
+
+/// `select` of the ready datasets matching `q` (and `owner`, when given), newest first: the
+/// same statement on both backends.
+pub(crate) fn find_query<'a, DB: sqlx::Database>(
+    owner: Option<&'a str>,
+    q: &'a crate::domain::stored_dataset::DatasetQuery,
+) -> sqlx::QueryBuilder<DB>
+where
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut qb = sqlx::QueryBuilder::new(concat!(
+        "select ",
+        dataset_columns!(),
+        " from datasets where status = 'ready'"
+    ));
+    let filters = [
+        (" and owner = ", owner),
+        (" and name = ", q.name.as_deref()),
+        (" and sha256 = ", q.sha256.as_deref()),
+        (" and source_ref = ", q.source_ref.as_deref()),
+    ];
+    for (sql, value) in filters {
+        if let Some(value) = value {
+            qb.push(sql).push_bind(value);
+        }
+    }
+    if let Some(before) = q.before {
+        qb.push(" and id < ").push_bind(before.0);
+    }
+    qb.push(" order by id desc limit ")
+        .push_bind(i64::from(q.limit));
+    qb
+}
+
+/// `select <what> from datasets where status = 'ready' and id = <id>`, restricted to `owner`
+/// when given: a ready dataset the caller may see.
+pub(crate) fn one_query<'a, DB: sqlx::Database>(
+    what: &str,
+    id: DatasetId,
+    owner: Option<&'a str>,
+) -> sqlx::QueryBuilder<DB>
+where
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    let mut qb = sqlx::QueryBuilder::new(format!(
+        "select {what} from datasets where status = 'ready' and id = "
+    ));
+    qb.push_bind(id.0);
+    if let Some(owner) = owner {
+        qb.push(" and owner = ").push_bind(owner);
+    }
+    qb
+}
+
+/// Block `block` of dataset `id`, decoded (empty when there is none): the same statement on
+/// both backends.
+pub(crate) async fn read_block<'e, DB, E>(
+    exec: E,
+    id: DatasetId,
+    block: u64,
+) -> Result<Vec<Map<String, Value>>, StoreError>
+where
+    DB: sqlx::Database,
+    E: sqlx::Executor<'e, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'q> i64: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (Vec<u8>,): sqlx::FromRow<'r, DB::Row>,
+{
+    let bytes: Option<Vec<u8>> = sqlx::query_scalar(
+        "select rows from dataset_blocks where dataset_id = $1 and block_index = $2",
+    )
+    .bind(id.0)
+    .bind(to_i64(block))
+    .fetch_optional(exec)
+    .await?;
+    decode_block(bytes)
+}

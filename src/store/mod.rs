@@ -15,6 +15,7 @@ mod fair;
 mod job_delete;
 mod open;
 pub mod postgres;
+mod reads;
 mod rows;
 pub mod sqlite;
 pub mod storable;

@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
-use crate::store::claim::{ClaimSteps, StaleRow, WRITTEN};
+use crate::store::claim::{ClaimSteps, StaleRow};
 use crate::store::fair::ClaimableJob;
 use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
 
@@ -74,24 +74,17 @@ pub(super) struct PgClaim<'a> {
 }
 
 impl ClaimSteps for PgClaim<'_> {
+    type Db = Postgres;
+
+    fn conn(&mut self) -> &mut <Postgres as sqlx::Database>::Connection {
+        &mut self.tx
+    }
+
     async fn stale_chunks(&mut self, limit: i64) -> Result<Vec<StaleRow>, StoreError> {
         Ok(sqlx::query_as(STALE)
             .bind(limit)
             .fetch_all(&mut *self.tx)
             .await?)
-    }
-
-    async fn written(&mut self, job: Uuid, start: i64, end: i64) -> Result<Vec<i64>, StoreError> {
-        Ok(sqlx::query_scalar(WRITTEN)
-            .bind(job)
-            .bind(start)
-            .bind(end)
-            .fetch_all(&mut *self.tx)
-            .await?)
-    }
-
-    async fn delete_chunk(&mut self, job: Uuid, start: i64) -> Result<(), StoreError> {
-        super::queue::delete_chunk(&mut self.tx, job, start).await
     }
 
     async fn insert_rest(

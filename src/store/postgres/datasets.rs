@@ -5,14 +5,16 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
-use sqlx::{Postgres, QueryBuilder};
+use sqlx::Postgres;
 use uuid::Uuid;
 
 use super::PgStore;
 use crate::domain::DatasetId;
 use crate::domain::JobId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
-use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+use crate::store::dataset_rows::{
+    DatasetDb, columns_json, dataset_columns, find_query, one_query, read_block, to_i64,
+};
 use crate::store::{DatasetStore, StoreError};
 
 type Dataset = DatasetDb<Value, DateTime<Utc>>;
@@ -24,28 +26,7 @@ impl DatasetStore for PgStore {
         owner: Option<&str>,
         q: &DatasetQuery,
     ) -> Result<Vec<DatasetMeta>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(concat!(
-            "select ",
-            dataset_columns!(),
-            " from datasets where status = 'ready'"
-        ));
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
-        if let Some(name) = &q.name {
-            qb.push(" and name = ").push_bind(name);
-        }
-        if let Some(sha256) = &q.sha256 {
-            qb.push(" and sha256 = ").push_bind(sha256);
-        }
-        if let Some(source_ref) = &q.source_ref {
-            qb.push(" and source_ref = ").push_bind(source_ref);
-        }
-        if let Some(before) = q.before {
-            qb.push(" and id < ").push_bind(before.0);
-        }
-        qb.push(" order by id desc limit ")
-            .push_bind(i64::from(q.limit));
+        let mut qb = find_query::<Postgres>(owner, q);
         let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
@@ -55,15 +36,7 @@ impl DatasetStore for PgStore {
         id: DatasetId,
         owner: Option<&str>,
     ) -> Result<Option<DatasetMeta>, StoreError> {
-        let mut qb = QueryBuilder::<Postgres>::new(concat!(
-            "select ",
-            dataset_columns!(),
-            " from datasets where status = 'ready' and id = "
-        ));
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
+        let mut qb = one_query::<Postgres>(dataset_columns!(), id, owner);
         let row: Option<Dataset> = qb.build_query_as().fetch_optional(&self.pool).await?;
         row.map(DatasetMeta::try_from).transpose()
     }
@@ -89,14 +62,7 @@ impl DatasetStore for PgStore {
         id: DatasetId,
         block: u64,
     ) -> Result<Vec<Map<String, Value>>, StoreError> {
-        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
-            "select rows from dataset_blocks where dataset_id = $1 and block_index = $2",
-        )
-        .bind(id.0)
-        .bind(to_i64(block))
-        .fetch_optional(&self.pool)
-        .await?;
-        decode_block(bytes)
+        read_block(&self.pool, id, block).await
     }
 
     async fn delete_dataset(
@@ -107,13 +73,7 @@ impl DatasetStore for PgStore {
         let mut tx = self.pool.begin().await?;
         // `for update` waits for a submit holding the row `for share` to commit, so the job
         // check below sees that job; a submit that comes later finds the row gone.
-        let mut qb = QueryBuilder::<Postgres>::new(
-            "select id from datasets where status = 'ready' and id = ",
-        );
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
+        let mut qb = one_query::<Postgres>("id", id, owner);
         qb.push(" for update");
         let found: Option<Uuid> = qb.build_query_scalar().fetch_optional(&mut *tx).await?;
         if found.is_none() {

@@ -198,19 +198,6 @@ impl QueueStore for PgStore {
     }
 }
 
-pub(super) async fn delete_chunk(
-    tx: &mut Transaction<'_, Postgres>,
-    job: Uuid,
-    start: i64,
-) -> Result<(), StoreError> {
-    sqlx::query("delete from chunks where job_id = $1 and start_idx = $2")
-        .bind(job)
-        .bind(start)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-
 pub(super) async fn insert_rest(
     tx: &mut Transaction<'_, Postgres>,
     job: Uuid,

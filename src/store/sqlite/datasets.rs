@@ -11,7 +11,9 @@ use super::{SqliteStore, now_us, push_ids};
 use crate::domain::DatasetId;
 use crate::domain::JobId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
-use crate::store::dataset_rows::{DatasetDb, columns_json, dataset_columns, decode_block, to_i64};
+use crate::store::dataset_rows::{
+    DatasetDb, columns_json, dataset_columns, find_query, one_query, read_block, to_i64,
+};
 use crate::store::{DatasetStore, StoreError};
 
 type Dataset = DatasetDb<String, i64>;
@@ -23,28 +25,7 @@ impl DatasetStore for SqliteStore {
         owner: Option<&str>,
         q: &DatasetQuery,
     ) -> Result<Vec<DatasetMeta>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
-            "select ",
-            dataset_columns!(),
-            " from datasets where status = 'ready'"
-        ));
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
-        if let Some(name) = &q.name {
-            qb.push(" and name = ").push_bind(name);
-        }
-        if let Some(sha256) = &q.sha256 {
-            qb.push(" and sha256 = ").push_bind(sha256);
-        }
-        if let Some(source_ref) = &q.source_ref {
-            qb.push(" and source_ref = ").push_bind(source_ref);
-        }
-        if let Some(before) = q.before {
-            qb.push(" and id < ").push_bind(before.0);
-        }
-        qb.push(" order by id desc limit ")
-            .push_bind(i64::from(q.limit));
+        let mut qb = find_query::<Sqlite>(owner, q);
         let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows.into_iter().map(DatasetMeta::try_from).collect()
     }
@@ -54,15 +35,7 @@ impl DatasetStore for SqliteStore {
         id: DatasetId,
         owner: Option<&str>,
     ) -> Result<Option<DatasetMeta>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
-            "select ",
-            dataset_columns!(),
-            " from datasets where status = 'ready' and id = "
-        ));
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
+        let mut qb = one_query::<Sqlite>(dataset_columns!(), id, owner);
         let row: Option<Dataset> = qb.build_query_as().fetch_optional(&self.pool).await?;
         row.map(DatasetMeta::try_from).transpose()
     }
@@ -86,14 +59,7 @@ impl DatasetStore for SqliteStore {
         id: DatasetId,
         block: u64,
     ) -> Result<Vec<Map<String, Value>>, StoreError> {
-        let bytes: Option<Vec<u8>> = sqlx::query_scalar(
-            "select rows from dataset_blocks where dataset_id = $1 and block_index = $2",
-        )
-        .bind(id.0)
-        .bind(to_i64(block))
-        .fetch_optional(&self.pool)
-        .await?;
-        decode_block(bytes)
+        read_block(&self.pool, id, block).await
     }
 
     async fn delete_dataset(
@@ -104,12 +70,7 @@ impl DatasetStore for SqliteStore {
         // `immediate`: holds the write lock from the check to the delete, so no job that
         // lists the dataset can be inserted in between.
         let (_write, mut tx) = self.begin_write().await?;
-        let mut qb =
-            QueryBuilder::<Sqlite>::new("select id from datasets where status = 'ready' and id = ");
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
+        let mut qb = one_query::<Sqlite>("id", id, owner);
         let found: Option<Uuid> = qb.build_query_scalar().fetch_optional(&mut *tx).await?;
         if found.is_none() {
             return Ok(DeleteDataset::Missing);

@@ -30,14 +30,12 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
-use super::job_delete;
-use super::rows::{
-    self, CountDb, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns, record_columns,
-};
+use super::rows::{self, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns};
 use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
     NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
+use super::{job_delete, reads};
 use crate::domain::{JobId, RecordId, RecordStatus};
 
 static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
@@ -246,66 +244,37 @@ impl JobStore for SqliteStore {
         .await?;
 
         let Some(inserted) = inserted else {
-            let existing: Job = sqlx::query_as(concat!(
-                "select ",
-                job_columns!(),
-                " from jobs where coalesce(owner, '') = coalesce($1, '') and idempotency_key = $2"
-            ))
-            .bind(job.owner.as_deref())
-            .bind(job.idempotency_key.as_deref())
-            .fetch_one(&mut *tx)
+            let existing: Job = reads::job_by_key(
+                &mut *tx,
+                job.owner.as_deref(),
+                job.idempotency_key.as_deref(),
+            )
             .await?;
             return Ok(CreateOutcome::Existing(existing.try_into()?));
         };
-        if !job.seed_datasets.is_empty() {
+        let found: Vec<uuid::Uuid> = if job.seed_datasets.is_empty() {
+            Vec::new()
+        } else {
             // Under the write lock taken by `begin immediate`: no delete can slip in between
             // this check and the commit.
             let mut qb = QueryBuilder::<Sqlite>::new(
                 "select id from datasets where status = 'ready' and id in ",
             );
             push_ids(&mut qb, job.seed_datasets.iter().map(|id| id.0));
-            let found: Vec<uuid::Uuid> = qb
-                .build_query_scalar()
+            qb.build_query_scalar()
                 .persistent(false)
                 .fetch_all(&mut *tx)
-                .await?;
-            let missing = crate::store::dataset_rows::missing_datasets(&job.seed_datasets, &found);
-            if !missing.is_empty() {
-                // Dropping the transaction rolls the insert back.
-                return Ok(CreateOutcome::SeedDatasetsMissing(missing));
-            }
+                .await?
+        };
+        if let Some(refused) = reads::refusal::<Sqlite>(&mut tx, job, &found).await? {
+            return Ok(refused);
         }
-        if let Some(max) = job.max_live_jobs {
-            // The new job counts itself; its records are not inserted yet, so a refusal is cheap.
-            let live: i64 = sqlx::query_scalar(
-                "select count(*) from jobs where status in ('queued', 'running', 'cancelling') \
-                 and owner is not distinct from $1",
-            )
-            .bind(job.owner.as_deref())
-            .fetch_one(&mut *tx)
-            .await?;
-            if live > i64::from(max) {
-                // Dropping the transaction rolls the insert back.
-                return Ok(CreateOutcome::TooManyJobs {
-                    live: u64::try_from(live - 1).unwrap_or(0),
-                });
-            }
-        }
-
         tx.commit().await?;
         Ok(CreateOutcome::Created(inserted.try_into()?))
     }
 
     async fn get_job(&self, id: JobId, owner: Option<&str>) -> Result<Option<JobRow>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
-            "select ",
-            job_columns!(),
-            " from jobs where id = "
-        ));
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and owner = ").push_bind(owner);
-        }
+        let mut qb = reads::job_query::<Sqlite>(id, owner);
         let row: Option<Job> = qb.build_query_as().fetch_optional(&self.pool).await?;
         row.map(JobRow::try_from).transpose()
     }
@@ -350,18 +319,7 @@ impl JobStore for SqliteStore {
         let Some(job) = self.get_job(id, None).await? else {
             return Ok(JobCounts::default());
         };
-        let rows: Vec<CountDb> = sqlx::query_as(
-            "select 'completed' as status, completed as n from job_record_counts \
-             where job_id = $1 \
-             union all \
-             select 'failed', failed from job_record_counts where job_id = $1 \
-             union all \
-             select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
-             from chunks where job_id = $1 and lease_owner is not null",
-        )
-        .bind(id.0)
-        .fetch_all(&self.pool)
-        .await?;
+        let rows = reads::count_rows(&self.pool, id).await?;
         rows::job_counts(&job, rows)
     }
 
@@ -371,23 +329,15 @@ impl JobStore for SqliteStore {
             .bind(id.0)
             .fetch_optional(&mut *tx)
             .await?;
-        if let Err(refused) = job_delete::decide(status.as_deref()) {
-            return Ok(refused);
+        let outcome = job_delete::delete_in::<Sqlite>(&mut tx, id, status.as_deref()).await?;
+        if outcome == DeleteJob::Deleted {
+            tx.commit().await?;
         }
-        for &statement in job_delete::STATEMENTS {
-            sqlx::query(statement).bind(id.0).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(DeleteJob::Deleted)
+        Ok(outcome)
     }
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
-        let ids: Vec<uuid::Uuid> = sqlx::query_scalar(
-            "select id from jobs where status in ('queued', 'running', 'cancelling') order by id",
-        )
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(ids.into_iter().map(JobId).collect())
+        reads::live_jobs(&self.pool).await
     }
 
     async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
@@ -414,15 +364,7 @@ impl RecordStore for SqliteStore {
         id: RecordId,
         owner: Option<&str>,
     ) -> Result<Option<RecordRow>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
-            "select ",
-            record_columns!(),
-            " from records r join jobs j on j.id = r.job_id where r.id = "
-        ));
-        qb.push_bind(id.0);
-        if let Some(owner) = owner {
-            qb.push(" and j.owner = ").push_bind(owner);
-        }
+        let mut qb = reads::record_query::<Sqlite>(id, owner);
         let row: Option<Record> = qb.build_query_as().fetch_optional(&self.pool).await?;
         row.map(RecordRow::try_from).transpose()
     }
@@ -434,22 +376,7 @@ impl RecordStore for SqliteStore {
         status: Option<RecordStatus>,
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(concat!(
-            "select ",
-            record_columns!(),
-            " from records r where r.job_id = "
-        ));
-        qb.push_bind(job_id.0);
-        if let Some(after) = after_index {
-            qb.push(" and r.idx > ").push_bind(i64::from(after));
-        }
-        if let Some(status) = status {
-            // A literal, not a bind: only a query that names `status = 'failed'` itself can
-            // use the partial index on failed records (a statement status, not user text).
-            qb.push(format_args!(" and r.status = '{}'", status.as_str()));
-        }
-        qb.push(" order by r.idx limit ")
-            .push_bind(i64::from(limit));
+        let mut qb = reads::records_page_query::<Sqlite>(job_id, after_index, status, limit);
         let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
@@ -477,13 +404,7 @@ impl RecordStore for SqliteStore {
         record_id: RecordId,
         column: Option<&str>,
     ) -> Result<Vec<TraceRow>, StoreError> {
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "select record_id, column_name, messages, created_at from traces where record_id = ",
-        );
-        qb.push_bind(record_id.0);
-        if let Some(column) = column {
-            qb.push(" and column_name = ").push_bind(column);
-        }
+        let mut qb = reads::traces_query::<Sqlite>(record_id, column);
         qb.push(" order by column_name");
         let rows: Vec<TraceDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
@@ -495,15 +416,7 @@ impl RecordStore for SqliteStore {
         column: &str,
         index: u32,
     ) -> Result<Option<(String, Vec<u8>)>, StoreError> {
-        let row: Option<(String, Vec<u8>)> = sqlx::query_as(
-            "select mime_type, data from media where record_id = $1 and column_name = $2 and idx = $3",
-        )
-        .bind(record_id.0)
-        .bind(column)
-        .bind(i64::from(index))
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row)
+        reads::media(&self.pool, record_id, column, index).await
     }
 
     async fn traces_for(&self, record_ids: &[RecordId]) -> Result<Vec<TraceRow>, StoreError> {

@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
-use synthgate::store::{JobStore, Store};
 use synthgate::store::sqlite::SqliteStore;
+use synthgate::store::{JobStore, Store};
 
 use super::new_job;
 
