@@ -178,3 +178,30 @@ where
     .await?;
     decode_block(bytes)
 }
+
+/// The end of a dataset delete, in the caller's transaction: refused while `users` (live jobs
+/// that read it) is not empty, else the dataset goes, its blocks with it (`on delete
+/// cascade`). The caller commits on [`DeleteDataset::Deleted`].
+pub(crate) async fn delete_unless_used<'c, DB>(
+    conn: &'c mut DB::Connection,
+    id: DatasetId,
+    users: Vec<Uuid>,
+) -> Result<crate::domain::stored_dataset::DeleteDataset, StoreError>
+where
+    DB: sqlx::Database,
+    &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+{
+    use crate::domain::stored_dataset::DeleteDataset;
+    if !users.is_empty() {
+        return Ok(DeleteDataset::InUse(
+            users.into_iter().map(crate::domain::JobId).collect(),
+        ));
+    }
+    sqlx::query("delete from datasets where id = $1")
+        .bind(id.0)
+        .execute(conn)
+        .await?;
+    Ok(DeleteDataset::Deleted)
+}

@@ -10,10 +10,10 @@ use uuid::Uuid;
 
 use super::PgStore;
 use crate::domain::DatasetId;
-use crate::domain::JobId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::store::dataset_rows::{
-    DatasetDb, columns_json, dataset_columns, find_query, one_query, read_block, to_i64,
+    DatasetDb, columns_json, dataset_columns, delete_unless_used, find_query, one_query,
+    read_block, to_i64,
 };
 use crate::store::{DatasetStore, StoreError};
 
@@ -87,16 +87,11 @@ impl DatasetStore for PgStore {
         .bind(id.to_string())
         .fetch_all(&mut *tx)
         .await?;
-        if !users.is_empty() {
-            return Ok(DeleteDataset::InUse(users.into_iter().map(JobId).collect()));
+        let outcome = delete_unless_used::<Postgres>(&mut tx, id, users).await?;
+        if outcome == DeleteDataset::Deleted {
+            tx.commit().await?;
         }
-        // The blocks go with it (`on delete cascade`).
-        sqlx::query("delete from datasets where id = $1")
-            .bind(id.0)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(DeleteDataset::Deleted)
+        Ok(outcome)
     }
 
     async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError> {

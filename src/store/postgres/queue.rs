@@ -17,12 +17,10 @@ use super::complete::PgComplete;
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
-use crate::store::rows::job_columns;
-use crate::store::rows::{self};
 use crate::store::{
     CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
-use crate::store::{claim, complete};
+use crate::store::{claim, complete, reads};
 
 /// Inserts a given-back chunk (the rest of a cut one).
 const INSERT_REST: &str = "\
@@ -95,19 +93,9 @@ impl QueueStore for PgStore {
             // flight, `completed` if nothing was left to cancel.
             finalize_in(&mut tx, &[id.0]).await?;
         }
-        let job: Option<Job> = sqlx::query_as(concat!(
-            "select ",
-            job_columns!(),
-            " from jobs where id = $1"
-        ))
-        .bind(id.0)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let outcome = reads::cancel_outcome::<Postgres, Job>(&mut tx, id, live.is_some()).await?;
         tx.commit().await?;
-        let Some(job) = job else {
-            return Ok(CancelOutcome::NotFound);
-        };
-        Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
+        Ok(outcome)
     }
 
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {

@@ -21,11 +21,10 @@ use super::complete::SqliteComplete;
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
-use crate::store::rows::{self, job_columns};
 use crate::store::{
     CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
-use crate::store::{claim, complete};
+use crate::store::{claim, complete, reads};
 
 #[async_trait]
 impl QueueStore for SqliteStore {
@@ -106,19 +105,9 @@ impl QueueStore for SqliteStore {
             // flight, `completed` if nothing was left to cancel.
             finalize_in(&mut tx, &[id.0], now).await?;
         }
-        let job: Option<Job> = sqlx::query_as(concat!(
-            "select ",
-            job_columns!(),
-            " from jobs where id = $1"
-        ))
-        .bind(id.0)
-        .fetch_optional(&mut *tx)
-        .await?;
+        let outcome = reads::cancel_outcome::<Sqlite, Job>(&mut tx, id, live.is_some()).await?;
         tx.commit().await?;
-        let Some(job) = job else {
-            return Ok(CancelOutcome::NotFound);
-        };
-        Ok(rows::cancel_outcome(job.try_into()?, live.is_some()))
+        Ok(outcome)
     }
 
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
