@@ -10,7 +10,7 @@
 //! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
 //! `validate` (model/tool configs, aliases), `columns` (per-record steps), `run` (a record
 //! with its I/O: the section loop, LLM and validation steps), `llm` (LLM columns and their
-//! tool loop), `code` (llm-code extraction), `media` and `multimodal` (embedding and image
+//! tool loop), `llm_output` (the answer asked for and read back), `code` (llm-code extraction), `media` and `multimodal` (embedding and image
 //! columns, image context), `validation` (validation columns: ruff, SQL parsing, remote
 //! validators), `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats
 //! distributions), `faker_locales` (Python Faker's data), `faker_person`, `person`,
@@ -30,6 +30,7 @@ mod dtypes;
 mod faker_locales;
 mod faker_person;
 mod llm;
+mod llm_output;
 mod media;
 mod multimodal;
 mod person;

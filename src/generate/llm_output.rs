@@ -1,0 +1,174 @@
+//! What an LLM column tells the model about the answer it wants (JSON under a schema, code in
+//! a language, judge scores) and how the answer is read back: DataDesigner's instructions,
+//! word for word, and its lenient JSON extraction from fences or braces.
+
+use serde_json::{Map, Value, json};
+
+use crate::domain::dataset::Score;
+
+/// A ```json fence, else any fence, else the text from the first `{`/`[` to the last `}`/`]`.
+pub(crate) fn extract_json(text: &str) -> &str {
+    if let Some(body) = fenced(text, Some("json")).or_else(|| fenced(text, None)) {
+        return body.trim();
+    }
+    let start = text.find(['{', '[']);
+    let end = text.rfind(['}', ']']);
+    match (start, end) {
+        (Some(s), Some(e)) if s < e => &text[s..=e],
+        _ => text.trim(),
+    }
+}
+
+/// The body of the first fence whose info string is `lang` (any fence when `None`).
+fn fenced<'t>(text: &'t str, lang: Option<&str>) -> Option<&'t str> {
+    let mut rest = text;
+    while let Some(open) = rest.find("```") {
+        let after = &rest[open + 3..];
+        let line_end = after.find('\n')?;
+        let info = after[..line_end].trim();
+        let body_start = &after[line_end + 1..];
+        let close = body_start.find("```")?;
+        if lang.is_none_or(|l| info.eq_ignore_ascii_case(l)) {
+            return Some(&body_start[..close]);
+        }
+        rest = &body_start[close + 3..];
+    }
+    None
+}
+
+pub(super) fn json_instructions(schema: &Value) -> String {
+    format!(
+        "* Your response must be in JSON format.\n\
+         * Your JSON response must be returned within a Markdown ```json code fence.\n\
+         * The JSON must follow the schema below.\n\n\
+         <response_schema>\n{}\n</response_schema>",
+        serde_json::to_string_pretty(schema).unwrap_or_default()
+    )
+}
+
+pub(super) fn code_instructions(lang: &str) -> String {
+    let fence = lang.split(':').next().unwrap_or(lang);
+    format!("* Return only the {lang} code, inside one Markdown ```{fence} code fence.")
+}
+
+/// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`, where an
+/// option is a key of the score's `options` as the config gives it: a JSON config's keys are
+/// strings (`"1"`, not `1`), so DataDesigner answers with strings, and so does this.
+pub(super) fn judge_schema(scores: &[Score]) -> Value {
+    let mut props = Map::new();
+    for s in scores {
+        let options: Vec<Value> = s.options.keys().map(|k| json!(k)).collect();
+        props.insert(
+            s.name.clone(),
+            json!({
+                "type": "object",
+                "properties": {"reasoning": {"type": "string"}, "score": {"enum": options}},
+                "required": ["reasoning", "score"],
+            }),
+        );
+    }
+    let required: Vec<&str> = scores.iter().map(|s| s.name.as_str()).collect();
+    json!({"type": "object", "properties": props, "required": required})
+}
+
+/// DataDesigner's score coercion, before the schema check: a model's `score` that is not one
+/// of the options as written but matches exactly one of them once both are normalized (text
+/// trimmed and case-folded, `3` and `3.0` read as `"3"`) becomes that option, so `3` answers
+/// option `"3"` and `"Good "` answers `"good"`. A boolean never matches a number's option.
+pub(super) fn coerce_judge_scores(scores: &[Score], value: &mut Value) {
+    fn normalize(v: &Value) -> String {
+        match v {
+            Value::String(s) => s.trim().to_lowercase(),
+            Value::Number(n) => match n.as_f64() {
+                Some(f) if f.fract() == 0.0 && n.as_i64().is_none() && n.as_u64().is_none() => {
+                    format!("{}", f as i64)
+                }
+                _ => n.to_string(),
+            },
+            other => other.to_string().to_lowercase(),
+        }
+    }
+    for s in scores {
+        let Some(score) = value.get_mut(&s.name).and_then(|v| v.get_mut("score")) else {
+            continue;
+        };
+        if score.as_str().is_some_and(|v| s.options.contains_key(v)) {
+            continue;
+        }
+        let wanted = normalize(score);
+        let mut matches = s
+            .options
+            .keys()
+            .filter(|k| k.trim().to_lowercase() == wanted);
+        if let (Some(key), None) = (matches.next(), matches.next()) {
+            *score = Value::String(key.clone());
+        }
+    }
+}
+
+pub(super) fn judge_instructions(scores: &[Score], schema: &Value) -> String {
+    let mut rubric = String::from("Assess the content above on these criteria:\n");
+    for s in scores {
+        rubric.push_str(&format!("\n{}: {}\n", s.name, s.description));
+        for (k, v) in &s.options {
+            let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
+            rubric.push_str(&format!("  * {k}: {v}\n"));
+        }
+    }
+    format!("{rubric}\n{}", json_instructions(schema))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_found_in_fences_or_braces() {
+        assert_eq!(extract_json("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(extract_json("sure! {\"a\": [1]} done"), "{\"a\": [1]}");
+        assert_eq!(extract_json("```\n[1,2]\n```"), "[1,2]");
+    }
+
+    #[test]
+    fn judge_scores_answer_with_the_option_as_written() {
+        let scores = vec![
+            Score {
+                name: "quality".into(),
+                description: "How good".into(),
+                options: serde_json::from_value(json!({"1": "bad", "2": "good"})).unwrap(),
+            },
+            Score {
+                name: "tone".into(),
+                description: "Which tone".into(),
+                options: serde_json::from_value(json!({"Warm": "w", "cold": "c", "1": "one"}))
+                    .unwrap(),
+            },
+        ];
+        let v = jsonschema::validator_for(&judge_schema(&scores)).unwrap();
+        let answer = |quality: Value, tone: Value| {
+            let mut a = json!({"quality": {"reasoning": "r", "score": quality},
+                "tone": {"reasoning": "r", "score": tone}});
+            coerce_judge_scores(&scores, &mut a);
+            let valid = v.is_valid(&a);
+            (
+                a["quality"]["score"].clone(),
+                a["tone"]["score"].clone(),
+                valid,
+            )
+        };
+        // As DataDesigner does: the option key, a string, whatever the model wrote.
+        assert_eq!(
+            answer(json!(2), json!("warm")),
+            (json!("2"), json!("Warm"), true)
+        );
+        assert_eq!(
+            answer(json!(2.0), json!(" COLD ")),
+            (json!("2"), json!("cold"), true)
+        );
+        assert_eq!(answer(json!("1"), json!(1)), (json!("1"), json!("1"), true));
+        // No option matches: left as it is, and the schema refuses it.
+        assert!(!answer(json!(3), json!("warm")).2);
+        assert_eq!(answer(json!(true), json!("warm")).0, json!(true));
+        assert!(!v.is_valid(&json!({})));
+    }
+}
