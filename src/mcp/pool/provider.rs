@@ -1,87 +1,28 @@
-//! The session pool: one live session per provider (or per job / per record for providers
-//! that opt out of sharing), connected lazily, replaced when it dies, closed on shutdown.
+//! One MCP provider of the pool: its session slots (one per key, connected once however many
+//! callers wait), its health and reconnect back-off, its tool list, and its calls.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use rmcp::RoleClient;
 use rmcp::model::CallToolResponse;
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{Peer, ServiceError};
-use serde_json::{Map, Value};
+use rmcp::service::ServiceError;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
-use uuid::Uuid;
 
-use super::cache::{Source, ToolCache, ToolList};
-use super::connect::{self, Handler, Service};
-use super::{CallScope, McpError, ProviderState, ProviderStatus};
 use crate::config::{McpProviderConfig, SessionScope};
+use crate::mcp::cache::{Source, ToolCache, ToolList};
+use crate::mcp::connect::{self, Handler};
+use crate::mcp::{CallScope, McpError, ProviderState, ProviderStatus};
 use crate::metrics as m;
 
-/// Connect attempts per reconnect before the provider is marked unavailable.
-const CONNECT_ATTEMPTS: u32 = 3;
-/// Longest wait before a failed provider is tried again.
-const MAX_COOLDOWN: Duration = Duration::from_secs(30);
-/// How long closing one session may take (a stdio child gets stdin closed, then SIGTERM, then
-/// SIGKILL from rmcp; this bounds the whole sequence).
-const CLOSE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a pending call checks whether its session's transport has closed under it.
-const DEAD_POLL: Duration = Duration::from_millis(250);
-
-/// Which session a call uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Key {
-    Shared,
-    Job(Uuid),
-    Record(Uuid),
-}
-
-/// One open session.
-pub(crate) struct Session {
-    peer: Peer<RoleClient>,
-    /// Taken on close; dropping a `RunningService` would also end it, without waiting.
-    service: Mutex<Option<Service>>,
-}
-
-impl Session {
-    fn is_dead(&self) -> bool {
-        self.peer.is_transport_closed()
-    }
-
-    /// Awaits `request` on this session, or `None` once the session's transport has closed
-    /// with the request still unanswered. A request written just as a stdio child died can
-    /// otherwise stay pending until the call timeout (seen under load: records held for the
-    /// whole `call_timeout_sec` after a server was killed), though nothing can answer it.
-    async fn answer<T>(&self, request: impl Future<Output = T>) -> Option<T> {
-        tokio::pin!(request);
-        loop {
-            tokio::select! {
-                // An answer that is already there wins over a transport that closed after it.
-                biased;
-                answer = &mut request => return Some(answer),
-                () = tokio::time::sleep(DEAD_POLL) => {
-                    if self.is_dead() {
-                        return None;
-                    }
-                }
-            }
-        }
-    }
-
-    async fn close(&self) {
-        let service = self.service.lock().expect("session lock").take();
-        if let Some(mut s) = service {
-            let _ = s.close_with_timeout(CLOSE_TIMEOUT).await;
-        }
-    }
-}
+use super::{CONNECT_ATTEMPTS, Key, MAX_COOLDOWN, Session, config_secs};
 
 type Connect = Shared<BoxFuture<'static, Result<Arc<Session>, McpError>>>;
 
@@ -113,13 +54,39 @@ pub(crate) struct Provider {
     next_connect: AtomicU64,
     http: reqwest::Client,
     /// The provider's OAuth client and token, shared by all its sessions.
-    oauth: Option<Arc<super::oauth::OAuth>>,
+    oauth: Option<Arc<crate::mcp::oauth::OAuth>>,
     tasks: TaskTracker,
     closing: CancellationToken,
 }
 
 impl Provider {
-    fn key(&self, scope: Option<&CallScope>) -> Key {
+    /// A provider for `cfg`, not connected; its sessions run under `tasks` and stop at
+    /// `closing`.
+    pub(super) fn new(
+        cfg: &McpProviderConfig,
+        http: reqwest::Client,
+        tasks: TaskTracker,
+        closing: CancellationToken,
+    ) -> Self {
+        Self {
+            cfg: cfg.clone(),
+            name: Arc::from(cfg.name.as_str()),
+            cache: Arc::new(ToolCache::new(Duration::from_secs(cfg.tools_cache_ttl_sec))),
+            calls: cfg.max_concurrent_calls.map(|n| Semaphore::new(n as usize)),
+            slots: Mutex::default(),
+            health: Mutex::default(),
+            next_connect: AtomicU64::new(0),
+            http,
+            oauth: cfg.oauth.as_ref().map(|o| {
+                let endpoint = cfg.endpoint.as_deref().unwrap_or_default();
+                Arc::new(crate::mcp::oauth::OAuth::new(&cfg.name, endpoint, o))
+            }),
+            tasks,
+            closing,
+        }
+    }
+
+    pub(super) fn key(&self, scope: Option<&CallScope>) -> Key {
         match (self.cfg.session_scope, scope) {
             (SessionScope::Shared, _) | (_, None) => Key::Shared,
             (SessionScope::PerJob, Some(s)) => Key::Job(s.job),
@@ -127,7 +94,7 @@ impl Provider {
         }
     }
 
-    fn label(&self) -> String {
+    pub(super) fn label(&self) -> String {
         self.name.to_string()
     }
 
@@ -298,7 +265,7 @@ impl Provider {
     }
 
     /// Closes a session off the caller's path; `dead` marks the next connect a reconnect.
-    fn retire(&self, session: Arc<Session>, dead: bool) {
+    pub(super) fn retire(&self, session: Arc<Session>, dead: bool) {
         if dead {
             self.health.lock().expect("health lock").evicted = true;
             tracing::warn!(mcp.provider = %self.name, "MCP session lost; reconnecting on next use");
@@ -307,7 +274,7 @@ impl Provider {
     }
 
     /// The provider's tools, from the cache or one shared `tools/list` walk of all pages.
-    async fn tools(self: &Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
+    pub(super) async fn tools(self: &Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
         let me = self.clone();
         let (result, source) = self
             .cache
@@ -353,7 +320,7 @@ impl Provider {
         }
     }
 
-    async fn call(
+    pub(super) async fn call(
         self: &Arc<Self>,
         key: Key,
         params: CallToolRequestParams,
@@ -419,7 +386,7 @@ impl Provider {
         }
     }
 
-    fn status(&self) -> ProviderStatus {
+    pub(super) fn status(&self) -> ProviderStatus {
         let slots = self.slots.lock().expect("slots lock");
         let sessions = slots
             .values()
@@ -460,7 +427,7 @@ impl Provider {
     }
 
     /// Removes every slot (or those `keep` rejects) and returns their sessions.
-    fn take_sessions(&self, mut matches: impl FnMut(&Key) -> bool) -> Vec<Arc<Session>> {
+    pub(super) fn take_sessions(&self, mut matches: impl FnMut(&Key) -> bool) -> Vec<Arc<Session>> {
         let mut slots = self.slots.lock().expect("slots lock");
         let keys: Vec<Key> = slots.keys().copied().filter(|k| matches(k)).collect();
         keys.into_iter()
@@ -489,176 +456,4 @@ fn protocol_error(e: ServiceError) -> McpError {
         },
         other => McpError::Unsupported(other.to_string()),
     }
-}
-
-/// All MCP providers of the server config, each with its session(s) and tool cache. Cheap to
-/// clone; every worker and job shares one.
-#[derive(Clone)]
-pub struct McpPool {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    providers: BTreeMap<String, Arc<Provider>>,
-    tasks: TaskTracker,
-    closing: CancellationToken,
-}
-
-impl McpPool {
-    /// A pool over `providers`; nothing connects until first use.
-    pub fn new(providers: &[McpProviderConfig], http: reqwest::Client) -> Self {
-        let tasks = TaskTracker::new();
-        let closing = CancellationToken::new();
-        let providers = providers
-            .iter()
-            .map(|cfg| {
-                let p = Provider {
-                    cfg: cfg.clone(),
-                    name: Arc::from(cfg.name.as_str()),
-                    cache: Arc::new(ToolCache::new(Duration::from_secs(cfg.tools_cache_ttl_sec))),
-                    calls: cfg.max_concurrent_calls.map(|n| Semaphore::new(n as usize)),
-                    slots: Mutex::default(),
-                    health: Mutex::default(),
-                    next_connect: AtomicU64::new(0),
-                    http: http.clone(),
-                    oauth: cfg.oauth.as_ref().map(|o| {
-                        let endpoint = cfg.endpoint.as_deref().unwrap_or_default();
-                        Arc::new(super::oauth::OAuth::new(&cfg.name, endpoint, o))
-                    }),
-                    tasks: tasks.clone(),
-                    closing: closing.clone(),
-                };
-                (cfg.name.clone(), Arc::new(p))
-            })
-            .collect();
-        Self {
-            inner: Arc::new(Inner {
-                providers,
-                tasks,
-                closing,
-            }),
-        }
-    }
-
-    fn provider(&self, name: &str) -> Result<&Arc<Provider>, McpError> {
-        self.inner
-            .providers
-            .get(name)
-            .ok_or_else(|| McpError::UnknownProvider(name.to_owned()))
-    }
-
-    /// The provider's tools (cached; see [`super::cache`]).
-    pub async fn tools(
-        &self,
-        provider: &str,
-        scope: Option<&CallScope>,
-    ) -> Result<Arc<ToolList>, McpError> {
-        let p = self.provider(provider)?;
-        if scope.is_none() && p.cfg.session_scope != SessionScope::Shared {
-            // Listing outside a job (submit checks, GET /v1/tools) for a provider that does not
-            // share sessions: a throwaway session, closed once the list is cached.
-            let temp = Uuid::new_v4();
-            let result = p.tools(Key::Record(temp)).await;
-            self.release_record(temp);
-            return result;
-        }
-        p.tools(p.key(scope)).await
-    }
-
-    /// Calls `tool` on `provider` within `timeout`, or the provider's `call_timeout_sec` when
-    /// `None` (waiting for a call slot included). On timeout the request is dropped, which
-    /// makes rmcp send `notifications/cancelled`.
-    pub async fn call(
-        &self,
-        provider: &str,
-        scope: Option<&CallScope>,
-        tool: &str,
-        arguments: Map<String, Value>,
-        timeout: Option<Duration>,
-    ) -> Result<CallToolResult, McpError> {
-        let p = self.provider(provider)?;
-        let timeout = timeout.unwrap_or_else(|| config_secs(p.cfg.call_timeout_sec));
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
-        let started = Instant::now();
-        let result = match tokio::time::timeout(timeout, p.call(p.key(scope), params)).await {
-            Ok(r) => r,
-            Err(_) => Err(McpError::Timeout {
-                seconds: timeout.as_secs_f64(),
-            }),
-        };
-        let outcome = match &result {
-            Ok(r) if r.is_error == Some(true) => "tool_error",
-            Ok(_) => "ok",
-            Err(e) => e.code(),
-        };
-        let labels = [("provider", p.label()), ("tool", tool.to_owned())];
-        metrics::histogram!(m::MCP_CALL_SECONDS, &labels).record(started.elapsed().as_secs_f64());
-        metrics::counter!(
-            m::MCP_CALLS,
-            &[
-                ("provider", p.label()),
-                ("tool", tool.to_owned()),
-                ("outcome", outcome.to_owned())
-            ]
-        )
-        .increment(1);
-        result
-    }
-
-    /// Closes the sessions a finished record held (providers with `session_scope: per_record`).
-    pub fn release_record(&self, record: Uuid) {
-        self.release(|k| *k == Key::Record(record));
-    }
-
-    /// Closes the sessions a finished job held (providers with `session_scope: per_job`).
-    pub fn release_job(&self, job: Uuid) {
-        self.release(|k| *k == Key::Job(job));
-    }
-
-    fn release(&self, matches: impl Fn(&Key) -> bool) {
-        for p in self.inner.providers.values() {
-            if p.cfg.session_scope == SessionScope::Shared {
-                continue;
-            }
-            for s in p.take_sessions(&matches) {
-                p.retire(s, false);
-            }
-        }
-    }
-
-    /// Every provider's state, in name order.
-    pub fn status(&self) -> Vec<ProviderStatus> {
-        self.inner.providers.values().map(|p| p.status()).collect()
-    }
-
-    /// Closes every session (stdio children exit or are killed and reaped) and waits for the
-    /// background tasks (closes, stderr readers), at most `deadline`.
-    pub async fn shutdown(&self, deadline: Duration) {
-        self.inner.closing.cancel();
-        let sessions: Vec<Arc<Session>> = self
-            .inner
-            .providers
-            .values()
-            .flat_map(|p| p.take_sessions(|_| true))
-            .collect();
-        let n = sessions.len();
-        let close = futures::future::join_all(sessions.iter().map(|s| s.close()));
-        self.inner.tasks.close();
-        let all = async {
-            close.await;
-            self.inner.tasks.wait().await;
-        };
-        if tokio::time::timeout(deadline, all).await.is_err() {
-            tracing::warn!("MCP sessions did not all close before the deadline");
-        }
-        tracing::info!(sessions = n, "MCP sessions closed");
-    }
-}
-
-/// A timeout from the provider config. The config check bounds it (greater than 0, at most a
-/// day); should an unchecked value get here, it means a minute rather than a panic.
-fn config_secs(secs: f64) -> Duration {
-    crate::domain::models::duration_from_secs(secs)
-        .filter(|d| !d.is_zero())
-        .unwrap_or(Duration::from_secs(60))
 }
