@@ -35,6 +35,7 @@
 //! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.
 
 mod chunk;
+mod claimer;
 mod faults;
 mod slot;
 #[cfg(test)]
@@ -58,7 +59,7 @@ use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
 use crate::mcp::CallScope;
-use crate::store::{ChunkKey, ClaimPolicy, ClaimedRecord, RecordResult, Store};
+use crate::store::{ChunkKey, ClaimedRecord, RecordResult, Store};
 
 pub use writer::Finished;
 
@@ -203,204 +204,10 @@ impl WorkerPool {
         let canceller = tasks.spawn(watch_cancels(inner.clone(), stop_renew.clone()));
         inner.jobs.finalize_live().await;
 
-        let slots = Arc::new(Semaphore::new(cfg.count as usize));
-        let lease_limit = cfg.in_flight_limit();
-        let leases = Arc::new(Semaphore::new(lease_limit as usize));
-        let batch = cfg.claim_batch_size.max(1) as usize;
-        let records = TaskTracker::new();
-        let cut = CancellationToken::new();
-        let mut last_sweep = tokio::time::Instant::now();
-        // A record that must run alone is waiting: let the work in flight finish, then claim
-        // with every lease in hand.
-        let mut want_alone = false;
-        // The last claim handed out CPU-only chunks only (it sizes the next claim).
-        let mut cpu_streak = false;
-        loop {
-            let lease = if want_alone {
-                leases.clone().acquire_many_owned(lease_limit).boxed()
-            } else if cpu_streak {
-                cpu_leases(leases.clone(), lease_limit, cfg.write_interval_ms).boxed()
-            } else {
-                leases.clone().acquire_owned().boxed()
-            };
-            let mut lease = tokio::select! {
-                p = lease => match p { Ok(p) => p, Err(_) => break },
-                () = shutdown.cancelled() => break,
-            };
-            // Only this loop takes leases, so when the others are all free nothing is in
-            // flight, and taking them too makes this claim alone.
-            let rest = lease_limit as usize - lease.num_permits();
-            if rest > 0
-                && leases.available_permits() == rest
-                && let Ok(p) = leases.clone().try_acquire_many_owned(rest as u32)
-            {
-                lease.merge(p);
-            }
-            let alone = lease.num_permits() == lease_limit as usize;
-            // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
-            // such a chunk needs one slot, however many records it has.
-            let lease_target = if cpu_streak {
-                batch.max(lease_limit as usize)
-            } else {
-                batch
-            };
-            while lease.num_permits() < lease_target {
-                match leases.clone().try_acquire_owned() {
-                    Ok(p) => lease.merge(p),
-                    Err(_) => break,
-                }
-            }
-            let first = tokio::select! {
-                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => break },
-                () = shutdown.cancelled() => break,
-            };
-            let mut permits = vec![first];
-            while !cpu_streak && permits.len() < batch.min(lease.num_permits()) {
-                match slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
-                    Err(_) => break,
-                }
-            }
-            let limit = if cpu_streak {
-                lease.num_permits()
-            } else {
-                permits.len()
-            };
-            // Registered before the query, so a submit during the claim cannot be missed.
-            let notified = self.wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let policy = ClaimPolicy {
-                max_lease_expiries: cfg.max_lease_expiries,
-                alone,
-            };
-            match inner
-                .store
-                .claim(&inner.owner, limit as u32, cfg.lease_ttl(), policy)
-                .await
-            {
-                Ok(claim) => {
-                    want_alone = claim.alone_waiting;
-                    if !claim.abandoned.is_empty() {
-                        faults::settle_abandoned(&inner, &claim.abandoned).await;
-                    }
-                    if claim.records.is_empty() {
-                        cpu_streak = false;
-                        drop((permits, lease));
-                        if want_alone {
-                            continue;
-                        }
-                        if last_sweep.elapsed() >= SWEEP_INTERVAL {
-                            inner.jobs.finalize_live().await;
-                            last_sweep = tokio::time::Instant::now();
-                        }
-                        tokio::select! {
-                            () = &mut notified => {}
-                            () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms)) => {}
-                            () = shutdown.cancelled() => break,
-                        }
-                        continue;
-                    }
-                    let claimed = claim.records;
-                    tracing::debug!(claimed = claimed.len(), "claimed records");
-                    metrics::counter!(crate::metrics::CLAIMS).increment(1);
-                    metrics::counter!(crate::metrics::RECORDS_CLAIMED)
-                        .increment(claimed.len() as u64);
-                    inner.hold(&claimed);
-                    let mut lease = Some(lease);
-                    let mut permits = permits.into_iter();
-                    let mut claimed = claimed.into_iter().peekable();
-                    cpu_streak = true;
-                    while let Some(first) = claimed.next() {
-                        // The records of one chunk come together (sorted by job and index).
-                        let mut group = vec![first];
-                        while let Some(r) = claimed.next_if(|r| r.chunk == group[0].chunk) {
-                            group.push(r);
-                        }
-                        let cpu_only = if group.len() > 1 {
-                            inner.cpu_only(group[0].job_id).await
-                        } else {
-                            None
-                        };
-                        let Some(compiled) = cpu_only else {
-                            cpu_streak = false;
-                            for rec in group {
-                                // A CPU-sized claim holds one slot: records past it wait for one.
-                                let permit = permits.next();
-                                // A record that runs alone (it comes by itself) keeps every
-                                // lease while it works, so nothing else is in flight then (see
-                                // `slot::Slot::alone`).
-                                let (own, others) = if rec.alone {
-                                    tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
-                                    lease_expiries = rec.lease_expiries,
-                                    "running a record alone: its worker died while generating it before");
-                                    let mut all = lease.take();
-                                    let others = all.as_mut().and_then(|l| {
-                                        let n = l.num_permits();
-                                        l.split(n - 1)
-                                    });
-                                    (all, others)
-                                } else {
-                                    (lease.as_mut().and_then(|l| l.split(1)), None)
-                                };
-                                let own =
-                                    own.expect("the claim asked for at most one record per lease");
-                                let (inner, slots, leases, tx, cut) = (
-                                    inner.clone(),
-                                    slots.clone(),
-                                    leases.clone(),
-                                    tx.clone(),
-                                    cut.clone(),
-                                );
-                                records.spawn(async move {
-                                    let Some(permit) =
-                                        slot::take(permit, slots.clone(), &cut).await
-                                    else {
-                                        return;
-                                    };
-                                    let slot = if others.is_some() {
-                                        slot::Slot::alone(slots, permit, leases, others)
-                                    } else {
-                                        slot::Slot::new(slots, permit)
-                                    };
-                                    let held = Held { _lease: own, slot };
-                                    run_record(inner, rec, held, tx, cut).await;
-                                });
-                            }
-                            continue;
-                        };
-                        // One task and one slot for the chunk: its records are generated
-                        // together in one CPU section (see `chunk`).
-                        let own = lease.as_mut().and_then(|l| l.split(group.len()));
-                        let own = own.expect("the claim asked for at most one record per lease");
-                        let mut mine = permits.by_ref().take(group.len());
-                        let permit = mine.next();
-                        drop(mine.collect::<Vec<_>>());
-                        let (inner, slots, tx, cut) =
-                            (inner.clone(), slots.clone(), tx.clone(), cut.clone());
-                        records.spawn(async move {
-                            let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
-                                return;
-                            };
-                            let held = Held {
-                                _lease: own,
-                                slot: slot::Slot::new(slots, permit),
-                            };
-                            chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
-                        });
-                    }
-                }
-                Err(e) => {
-                    drop((permits, lease));
-                    tracing::warn!(error = %e, "claiming records failed; retrying");
-                    tokio::select! {
-                        () = tokio::time::sleep(Duration::from_millis(cfg.poll_interval_ms.max(500))) => {}
-                        () = shutdown.cancelled() => break,
-                    }
-                }
-            }
-        }
+        let mut claimer = claimer::Claimer::new(inner.clone(), self.wake, tx);
+        while claimer.step(&shutdown).await.is_continue() {}
 
+        let (records, cut) = (claimer.records.clone(), claimer.cut.clone());
         tracing::info!(in_flight = records.len(), "worker pool draining");
         records.close();
         if tokio::time::timeout(drain, records.wait()).await.is_err() {
@@ -411,7 +218,8 @@ impl WorkerPool {
             cut.cancel();
             records.wait().await;
         }
-        drop(tx);
+        // The claimer holds the writer's last sender.
+        drop(claimer);
         let _ = writer.await;
         let left: Vec<ChunkKey> = inner.in_flight().keys().copied().collect();
         if !left.is_empty() {

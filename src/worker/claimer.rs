@@ -1,0 +1,279 @@
+//! One step of the worker loop: take leases and slots for a claim, claim, and start the
+//! claimed records (one task per record, or one per CPU-only chunk). [`super::WorkerPool::run`]
+//! repeats [`Claimer::step`] until shutdown, then drains what the claimer started.
+//!
+//! The claimer is the only code that takes leases, so when every other lease is free nothing
+//! is in flight, and a claim that takes them all runs alone (see `slot::Slot::alone`).
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot};
+use crate::config::WorkersConfig;
+use crate::store::{ClaimPolicy, ClaimedRecord};
+
+/// The claim loop's state between steps.
+pub(super) struct Claimer {
+    inner: Arc<Inner>,
+    cfg: WorkersConfig,
+    /// Notified by local submits.
+    wake: Arc<Notify>,
+    /// To the batch writer.
+    tx: mpsc::Sender<Finished>,
+    /// `workers.count`: records working at once.
+    slots: Arc<Semaphore>,
+    /// `workers.max_in_flight`: records claimed and not yet handed to the writer.
+    leases: Arc<Semaphore>,
+    lease_limit: u32,
+    batch: usize,
+    /// The record and chunk tasks started, for the drain.
+    pub(super) records: TaskTracker,
+    /// Cuts the records in flight when the drain deadline passes.
+    pub(super) cut: CancellationToken,
+    last_sweep: tokio::time::Instant,
+    /// A record that must run alone is waiting: let the work in flight finish, then claim
+    /// with every lease in hand.
+    want_alone: bool,
+    /// The last claim handed out CPU-only chunks only (it sizes the next claim).
+    cpu_streak: bool,
+}
+
+impl Claimer {
+    pub(super) fn new(inner: Arc<Inner>, wake: Arc<Notify>, tx: mpsc::Sender<Finished>) -> Self {
+        let cfg = inner.cfg.clone();
+        let lease_limit = cfg.in_flight_limit();
+        Self {
+            slots: Arc::new(Semaphore::new(cfg.count as usize)),
+            leases: Arc::new(Semaphore::new(lease_limit as usize)),
+            lease_limit,
+            batch: cfg.claim_batch_size.max(1) as usize,
+            records: TaskTracker::new(),
+            cut: CancellationToken::new(),
+            last_sweep: tokio::time::Instant::now(),
+            want_alone: false,
+            cpu_streak: false,
+            inner,
+            cfg,
+            wake,
+            tx,
+        }
+    }
+
+    /// One claim: waits for leases and a slot, claims, and starts what it got; when nothing
+    /// was claimable, waits for a submit or the poll interval. Breaks once `shutdown` fires.
+    pub(super) async fn step(&mut self, shutdown: &CancellationToken) -> ControlFlow<()> {
+        let lease_limit = self.lease_limit;
+        let lease = if self.want_alone {
+            self.leases.clone().acquire_many_owned(lease_limit).boxed()
+        } else if self.cpu_streak {
+            cpu_leases(self.leases.clone(), lease_limit, self.cfg.write_interval_ms).boxed()
+        } else {
+            self.leases.clone().acquire_owned().boxed()
+        };
+        let mut lease = tokio::select! {
+            p = lease => match p { Ok(p) => p, Err(_) => return ControlFlow::Break(()) },
+            () = shutdown.cancelled() => return ControlFlow::Break(()),
+        };
+        // Only this loop takes leases, so when the others are all free nothing is in flight,
+        // and taking them too makes this claim alone.
+        let rest = lease_limit as usize - lease.num_permits();
+        if rest > 0
+            && self.leases.available_permits() == rest
+            && let Ok(p) = self.leases.clone().try_acquire_many_owned(rest as u32)
+        {
+            lease.merge(p);
+        }
+        let alone = lease.num_permits() == lease_limit as usize;
+        // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
+        // such a chunk needs one slot, however many records it has.
+        let lease_target = if self.cpu_streak {
+            self.batch.max(lease_limit as usize)
+        } else {
+            self.batch
+        };
+        while lease.num_permits() < lease_target {
+            match self.leases.clone().try_acquire_owned() {
+                Ok(p) => lease.merge(p),
+                Err(_) => break,
+            }
+        }
+        let first = tokio::select! {
+            p = self.slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => return ControlFlow::Break(()),
+            },
+            () = shutdown.cancelled() => return ControlFlow::Break(()),
+        };
+        let mut permits = vec![first];
+        while !self.cpu_streak && permits.len() < self.batch.min(lease.num_permits()) {
+            match self.slots.clone().try_acquire_owned() {
+                Ok(p) => permits.push(p),
+                Err(_) => break,
+            }
+        }
+        let limit = if self.cpu_streak {
+            lease.num_permits()
+        } else {
+            permits.len()
+        };
+        // Registered before the query, so a submit during the claim cannot be missed.
+        let wake = self.wake.clone();
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let policy = ClaimPolicy {
+            max_lease_expiries: self.cfg.max_lease_expiries,
+            alone,
+        };
+        let claim = self
+            .inner
+            .store
+            .claim(
+                &self.inner.owner,
+                limit as u32,
+                self.cfg.lease_ttl(),
+                policy,
+            )
+            .await;
+        let claim = match claim {
+            Ok(claim) => claim,
+            Err(e) => {
+                drop((permits, lease));
+                tracing::warn!(error = %e, "claiming records failed; retrying");
+                let pause = Duration::from_millis(self.cfg.poll_interval_ms.max(500));
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => {}
+                    () = shutdown.cancelled() => return ControlFlow::Break(()),
+                }
+                return ControlFlow::Continue(());
+            }
+        };
+        self.want_alone = claim.alone_waiting;
+        if !claim.abandoned.is_empty() {
+            faults::settle_abandoned(&self.inner, &claim.abandoned).await;
+        }
+        if claim.records.is_empty() {
+            self.cpu_streak = false;
+            drop((permits, lease));
+            if self.want_alone {
+                return ControlFlow::Continue(());
+            }
+            if self.last_sweep.elapsed() >= SWEEP_INTERVAL {
+                self.inner.jobs.finalize_live().await;
+                self.last_sweep = tokio::time::Instant::now();
+            }
+            let poll = Duration::from_millis(self.cfg.poll_interval_ms);
+            tokio::select! {
+                () = &mut notified => {}
+                () = tokio::time::sleep(poll) => {}
+                () = shutdown.cancelled() => return ControlFlow::Break(()),
+            }
+            return ControlFlow::Continue(());
+        }
+        self.start(claim.records, lease, permits).await;
+        ControlFlow::Continue(())
+    }
+
+    /// Starts the claimed records: a CPU-only chunk of several records as one task in one slot
+    /// (see `chunk`), any other record as a task of its own with its own lease.
+    async fn start(
+        &mut self,
+        claimed: Vec<ClaimedRecord>,
+        lease: OwnedSemaphorePermit,
+        permits: Vec<OwnedSemaphorePermit>,
+    ) {
+        let inner = &self.inner;
+        tracing::debug!(claimed = claimed.len(), "claimed records");
+        metrics::counter!(crate::metrics::CLAIMS).increment(1);
+        metrics::counter!(crate::metrics::RECORDS_CLAIMED).increment(claimed.len() as u64);
+        inner.hold(&claimed);
+        let mut lease = Some(lease);
+        let mut permits = permits.into_iter();
+        let mut claimed = claimed.into_iter().peekable();
+        self.cpu_streak = true;
+        while let Some(first) = claimed.next() {
+            // The records of one chunk come together (sorted by job and index).
+            let mut group = vec![first];
+            while let Some(r) = claimed.next_if(|r| r.chunk == group[0].chunk) {
+                group.push(r);
+            }
+            let cpu_only = if group.len() > 1 {
+                inner.cpu_only(group[0].job_id).await
+            } else {
+                None
+            };
+            let Some(compiled) = cpu_only else {
+                self.cpu_streak = false;
+                for rec in group {
+                    // A CPU-sized claim holds one slot: records past it wait for one.
+                    let permit = permits.next();
+                    // A record that runs alone (it comes by itself) keeps every lease while it
+                    // works, so nothing else is in flight then (see `slot::Slot::alone`).
+                    let (own, others) = if rec.alone {
+                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
+                        lease_expiries = rec.lease_expiries,
+                        "running a record alone: its worker died while generating it before");
+                        let mut all = lease.take();
+                        let others = all.as_mut().and_then(|l| {
+                            let n = l.num_permits();
+                            l.split(n - 1)
+                        });
+                        (all, others)
+                    } else {
+                        (lease.as_mut().and_then(|l| l.split(1)), None)
+                    };
+                    let own = own.expect("the claim asked for at most one record per lease");
+                    let (inner, slots, leases, tx, cut) = (
+                        inner.clone(),
+                        self.slots.clone(),
+                        self.leases.clone(),
+                        self.tx.clone(),
+                        self.cut.clone(),
+                    );
+                    self.records.spawn(async move {
+                        let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
+                            return;
+                        };
+                        let slot = if others.is_some() {
+                            slot::Slot::alone(slots, permit, leases, others)
+                        } else {
+                            slot::Slot::new(slots, permit)
+                        };
+                        let held = Held { _lease: own, slot };
+                        run_record(inner, rec, held, tx, cut).await;
+                    });
+                }
+                continue;
+            };
+            // One task and one slot for the chunk: its records are generated together in one
+            // CPU section (see `chunk`).
+            let own = lease.as_mut().and_then(|l| l.split(group.len()));
+            let own = own.expect("the claim asked for at most one record per lease");
+            let mut mine = permits.by_ref().take(group.len());
+            let permit = mine.next();
+            drop(mine.collect::<Vec<_>>());
+            let (inner, slots, tx, cut) = (
+                inner.clone(),
+                self.slots.clone(),
+                self.tx.clone(),
+                self.cut.clone(),
+            );
+            self.records.spawn(async move {
+                let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
+                    return;
+                };
+                let held = Held {
+                    _lease: own,
+                    slot: slot::Slot::new(slots, permit),
+                };
+                chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
+            });
+        }
+    }
+}
