@@ -30,23 +30,22 @@
 //! With HTTP/2 (prior knowledge), any frame received between requests (a `PING`, say) starts
 //! the header-read clock, so such a connection is closed `header_read_timeout` after it, unless
 //! a request follows.
+//!
+//! `wrap.rs` holds the socket and body wrappers that report a connection's progress here.
+
+mod wrap;
 
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Body;
-use bytes::Bytes;
-use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
@@ -55,6 +54,8 @@ use tokio_util::task::TaskTracker;
 use tower::ServiceExt;
 
 use crate::config::ServerConfig;
+pub(crate) use wrap::GuardedBody;
+use wrap::{Tracked, is_connection_error};
 
 /// The per-connection settings (`server.header_read_timeout_sec`, `server.idle_timeout_sec`,
 /// `server.max_connections`).
@@ -221,11 +222,7 @@ async fn serve_connection(
     shutdown: CancellationToken,
     abort: CancellationToken,
 ) {
-    let io = TokioIo::new(Tracked {
-        inner: stream,
-        conn: conn.clone(),
-        registry: registry.clone(),
-    });
+    let io = TokioIo::new(Tracked::new(stream, conn.clone(), registry.clone()));
     let service = {
         let conn = conn.clone();
         hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
@@ -233,10 +230,7 @@ async fn serve_connection(
             let response = router.clone().oneshot(req);
             async move {
                 let response = response.await?;
-                Ok::<_, Infallible>(response.map(|inner| GuardedBody {
-                    inner,
-                    _guard: guard,
-                }))
+                Ok::<_, Infallible>(response.map(|inner| GuardedBody::new(inner, guard)))
             }
         })
     };
@@ -483,125 +477,6 @@ impl Conn {
             registry.went_idle.notify_waiters();
         }
     }
-}
-
-/// A response body that keeps `guard` until hyper drops it: here its request's
-/// [`RequestGuard`], in `api::long_requests` a long request's permit.
-pub(crate) struct GuardedBody<G> {
-    inner: Body,
-    _guard: G,
-}
-
-impl<G> GuardedBody<G> {
-    pub(crate) fn new(inner: Body, guard: G) -> Self {
-        Self {
-            inner,
-            _guard: guard,
-        }
-    }
-}
-
-impl<G: Unpin> hyper::body::Body for GuardedBody<G> {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// The socket, noting when the first byte of a request head arrives on an idle connection and
-/// when finished responses have been flushed.
-struct Tracked {
-    inner: TcpStream,
-    conn: Arc<Conn>,
-    registry: Arc<Registry>,
-}
-
-impl AsyncRead for Tracked {
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let before = buf.filled().len();
-        let poll = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if buf.filled().len() > before
-            && this.conn.busy.load(Ordering::Acquire) == 0
-            && this
-                .conn
-                .head_started_ms
-                .compare_exchange(
-                    0,
-                    this.registry.now_ms() + 1,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_ok()
-        {
-            this.conn.wake.notify_one();
-        }
-        poll
-    }
-}
-
-impl AsyncWrite for Tracked {
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let poll = Pin::new(&mut this.inner).poll_flush(cx);
-        // hyper calls this after writing out its buffer (HTTP/1 on every turn of its loop), so
-        // a request finished before it has reached the kernel.
-        if let Poll::Ready(Ok(())) = poll {
-            this.conn.settle(&this.registry);
-        }
-        poll
-    }
-
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
-    }
-}
-
-/// Errors of one connection that `accept` reports, which say nothing about the listener.
-fn is_connection_error(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::ConnectionRefused
-            | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::ConnectionReset
-    )
 }
 
 #[cfg(test)]
