@@ -1,5 +1,5 @@
 //! Seed rows read while records run: the blocks of stored datasets, fetched through
-//! [`Store::read_dataset_block`] on first use and kept in one byte-bounded cache per process,
+//! [`DatasetStore::read_dataset_block`](crate::store::DatasetStore::read_dataset_block) on first use and kept in one byte-bounded cache per process,
 //! shared by every record of every job (a dataset's rows never change once it is `ready`, so
 //! a block is the same for every reader).
 //!

@@ -153,7 +153,7 @@ impl DatasetMeta {
     }
 }
 
-/// Which datasets [`crate::store::Store::find_datasets`] returns: `ready` ones matching every
+/// Which datasets [`DatasetStore::find_datasets`](crate::store::DatasetStore::find_datasets) returns: `ready` ones matching every
 /// filter given, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DatasetQuery {
@@ -169,7 +169,7 @@ pub struct DatasetQuery {
     pub limit: u32,
 }
 
-/// The result of [`crate::store::Store::delete_dataset`].
+/// The result of [`DatasetStore::delete_dataset`](crate::store::DatasetStore::delete_dataset).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteDataset {
     /// The dataset and its rows are gone.

@@ -107,7 +107,7 @@ pub struct NewJob {
     pub seed_datasets: Vec<DatasetId>,
 }
 
-/// Which jobs [`Store::job_summaries`] reads.
+/// Which jobs [`JobStore::job_summaries`](crate::store::JobStore::job_summaries) reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobSelect<'a> {
     /// One job, if `owner` (when given) owns it.
@@ -146,7 +146,7 @@ pub struct ChunkKey {
     pub start: u32,
 }
 
-/// A record handed to a worker by [`Store::claim`]: one index of a leased chunk that has no
+/// A record handed to a worker by [`QueueStore::claim`](crate::store::QueueStore::claim): one index of a leased chunk that has no
 /// result yet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRecord {
@@ -195,7 +195,7 @@ pub struct ClaimPolicy {
     pub alone: bool,
 }
 
-/// The result of [`Store::claim`].
+/// The result of [`QueueStore::claim`](crate::store::QueueStore::claim).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Claim {
     /// The records claimed, sorted by job, then index.
@@ -246,7 +246,7 @@ pub enum CancelOutcome {
     Finished(JobRow),
 }
 
-/// The result of [`Store::delete_job`].
+/// The result of [`JobStore::delete_job`](crate::store::JobStore::delete_job).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteJob {
     /// The job and everything of it are gone.
@@ -490,7 +490,7 @@ pub trait DatasetStore: Send + Sync {
         block: u64,
     ) -> Result<Vec<serde_json::Map<String, Value>>, StoreError>;
 
-    /// Deletes a `ready` dataset (`owner` as for [`Store::get_dataset`]) and its rows, unless
+    /// Deletes a `ready` dataset (`owner` as for [`DatasetStore::get_dataset`](crate::store::DatasetStore::get_dataset)) and its rows, unless
     /// a queued, running or cancelling job lists it in `seed_datasets` (checked in the
     /// deleting transaction).
     async fn delete_dataset(
@@ -500,7 +500,7 @@ pub trait DatasetStore: Send + Sync {
     ) -> Result<DeleteDataset, StoreError>;
 
     /// Inserts `meta` as an `importing` dataset with no rows (its `num_rows` and `columns`
-    /// are set by [`Store::finish_dataset_import`]). Invisible to every reader until then.
+    /// are set by [`DatasetStore::finish_dataset_import`](crate::store::DatasetStore::finish_dataset_import)). Invisible to every reader until then.
     async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError>;
 
     /// Writes blocks `first_block..` of an importing dataset (each the UTF-8 bytes of a JSON

@@ -96,7 +96,7 @@ where
     qb
 }
 
-/// A job's record counts by status (see `Store::job_counts`). `cast(... as bigint)`: Postgres
+/// A job's record counts by status (see `JobStore::job_counts`). `cast(... as bigint)`: Postgres
 /// sums bigints to `numeric`; SQLite reads the cast as integer affinity.
 pub(crate) async fn count_rows<'e, DB, E>(exec: E, id: JobId) -> Result<Vec<CountDb>, StoreError>
 where
@@ -211,7 +211,7 @@ where
     .await?)
 }
 
-/// The job `owner` created with `idempotency_key` (see `Store::create_job`), as `R`.
+/// The job `owner` created with `idempotency_key` (see `JobStore::create_job`), as `R`.
 pub(crate) async fn job_by_key<'e, DB, E, R>(
     exec: E,
     owner: Option<&str>,

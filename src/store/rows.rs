@@ -267,7 +267,7 @@ pub(crate) struct CountDb {
 /// A job with the parts of its summary, each aggregated as JSON by the query: `counts`
 /// (`{status: n}`), `first_errors` (`[[id, idx, code, message, column, stage], ...]`) and
 /// `usage` (`{alias: [requests, prompt, completion]}`) and `tool_usage` (`[[column, tool,
-/// outcome, n], ...]`). See [`super::Store::job_summaries`].
+/// outcome, n], ...]`). See [`JobStore::job_summaries`](crate::store::JobStore::job_summaries).
 #[derive(sqlx::FromRow)]
 pub(crate) struct SummaryDb<J, T> {
     #[sqlx(flatten)]

@@ -1,4 +1,5 @@
-//! The module map of `src/lib.rs` as a rule: each top-level module may import only modules of
+//! The module map of `src/lib.rs` as a rule, and files of a size a person can hold. Each
+//! top-level module may import only modules of
 //! its own rank or below, so no import climbs back up (a store that imports datasets, a
 //! config that reaches into the API). Read from the source, not from a list kept by hand: a
 //! new `crate::...` path that climbs fails here with the file and line.
@@ -123,4 +124,24 @@ fn no_import_climbs_a_layer() {
         "imports that climb:\n{}",
         climbs.join("\n")
     );
+}
+
+/// Files a person can hold: no product source file over 600 lines (tests and test doubles
+/// are not product code).
+#[test]
+fn no_source_file_is_over_600_lines() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let mut long: Vec<String> = all
+        .iter()
+        .filter(|p| !p.components().any(|c| c.as_os_str() == "tests"))
+        .filter(|p| p.file_name().is_none_or(|n| n != "tests.rs"))
+        .filter_map(|p| {
+            let n = std::fs::read_to_string(p).unwrap().lines().count();
+            (n > 600).then(|| format!("{} ({n} lines)", p.strip_prefix(&src).unwrap().display()))
+        })
+        .collect();
+    long.sort();
+    assert!(long.is_empty(), "split these: {long:?}");
 }

@@ -206,7 +206,7 @@ pub(super) async fn insert_rest(
 }
 
 /// Finalizes the jobs `ids` (sorted) in `tx`; returns those that changed. See
-/// `Store::finalize_jobs`.
+/// `QueueStore::finalize_jobs`.
 async fn finalize_in(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[Uuid],

@@ -211,7 +211,7 @@ pub(super) async fn insert_rest(
 }
 
 /// Finalizes the jobs `ids` (sorted, not empty) in `tx` at `now`; returns those that changed.
-/// See `Store::finalize_jobs`.
+/// See `QueueStore::finalize_jobs`.
 async fn finalize_in(
     tx: &mut Transaction<'_, Sqlite>,
     ids: &[Uuid],
