@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::constraints::{Check, MAX_DRAWS};
 use super::convert::cast_expression;
 use super::rng::column_rng;
+use super::samplers::constraints::{Check, MAX_DRAWS};
 use super::samplers::{Convert, Dist, Sampled};
 use super::template::{
     RecordBudget, RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
@@ -90,8 +90,8 @@ pub(crate) enum StepKind {
     },
     Llm(Box<super::llm::LlmStep>),
     Validation(Box<super::validation::ValidationStep>),
-    Embedding(super::media::EmbeddingStep),
-    Image(super::media::ImageStep),
+    Embedding(super::llm::media::EmbeddingStep),
+    Image(super::llm::media::ImageStep),
 }
 
 /// Why a step failed: a record error code (which names the stage) and a message.

@@ -7,42 +7,35 @@
 //! [`Plan::generate`] then produces record `index` without I/O; it is deterministic in
 //! (job seed, record index) and shared by worker tasks through an `Arc`.
 //!
-//! Module map: `compile` (validation and ordering), `dag` (topological order, cycles),
-//! `validate` (model/tool configs, aliases), `columns` (per-record steps), `run` (a record
-//! with its I/O: the section loop, LLM and validation steps), `llm` (LLM columns and their
-//! tool loop), `llm_output` (the answer asked for and read back), `code` (llm-code extraction), `media` and `multimodal` (embedding and image
-//! columns, image context), `validation` (validation columns: ruff, SQL parsing, remote
-//! validators), `samplers` (compile) and `sampling` (draws), `scipy` (scipy.stats
-//! distributions), `faker_locales` (Python Faker's data), `faker_person`, `person`,
-//! `person_compile` and `person_fields` (the person samplers), `constraints` (sampler constraints), `processors` (drop_columns and
-//! schema_transform), `seed` (inline seed rows), `template` (minijinja), `convert` (Python-style
-//! casts), `datetime`, `rng` (the seeding scheme), `dtypes` (each dataset column's value type,
-//! for typed exports).
+//! Module map, by part:
+//!
+//! * the plan: `compile` (validation and ordering), `dag` (topological order, cycles),
+//!   `validate` (model/tool configs, aliases), `dtypes` (each dataset column's value type,
+//!   for typed exports), `rng` (the seeding scheme);
+//! * the record: `columns` (per-record steps), `run` (a record with its I/O: the section
+//!   loop, LLM and validation steps), `processors` (drop_columns and schema_transform), `seed`
+//!   (seed rows), `waits` (what a record waits for);
+//! * `samplers/`: sampler columns: parameters compiled (`mod.rs`) and drawn (`sampling`),
+//!   scipy.stats distributions (`scipy`), the person samplers (`person`, `person_compile`,
+//!   `person_fields`, `phone`; `faker_person` over Python Faker's data in `faker_locales`),
+//!   and sampler constraints (`constraints`);
+//! * `llm/`: columns that call a model: LLM columns and their tool loop (`mod.rs`), the answer
+//!   asked for and read back (`llm_output`, `code` for llm-code), embedding and image columns
+//!   (`media`) and image context (`multimodal`);
+//! * `validation/`: validation columns (ruff, SQL parsing, remote validators);
+//! * templates and values: `template` (minijinja), `convert` (Python-style casts), `datetime`.
 
-mod code;
 mod columns;
 mod compile;
-mod constraints;
 mod convert;
 mod dag;
 mod datetime;
 mod dtypes;
-mod faker_locales;
-mod faker_person;
 mod llm;
-mod llm_output;
-mod media;
-mod multimodal;
-mod person;
-mod person_compile;
-mod person_fields;
-mod phone;
 mod processors;
 mod rng;
 mod run;
 mod samplers;
-mod sampling;
-mod scipy;
 mod seed;
 mod template;
 mod validate;
@@ -65,7 +58,7 @@ use columns::{RecordState, Step, StepEnv};
 
 pub use dtypes::ColumnType;
 pub use llm::LlmRuntime;
-pub use person::PeopleSource;
+pub use samplers::person::PeopleSource;
 pub use seed::{SeedRow, StoredSeed};
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};
 pub use validation::ValidatorEnv;

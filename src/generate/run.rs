@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use super::columns::{self, RecordState, Step, StepEnv};
-use super::{Generated, LlmRuntime, Plan, Spent, llm, multimodal, template, validation};
+use super::llm::multimodal;
+use super::{Generated, LlmRuntime, Plan, Spent, llm, template, validation};
 use crate::domain::record::{RecordErrorCode, RecordOutcome, Trace};
 use crate::domain::usage::UsageCounts;
 

@@ -2,7 +2,7 @@
 //! (its prompt template, model alias and image context columns).
 
 use super::super::columns::StepKind;
-use super::super::media::{EmbeddingStep, ImageStep};
+use super::super::llm::media::{EmbeddingStep, ImageStep};
 use super::super::validate::Aliases;
 use super::{ColumnParts, Compiler};
 use crate::domain::dataset::{EmbeddingColumn, ImageColumn, Modality, codes};

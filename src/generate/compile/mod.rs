@@ -10,10 +10,10 @@ mod media;
 mod validation;
 
 use super::columns::{SkipStep, Step, StepKind};
-use super::constraints;
 use super::dag::{close_names, topological_order};
 use super::processors::{self, Processors};
 use super::rng::name_hash;
+use super::samplers::constraints;
 use super::template::Templates;
 use super::validate::{self, Aliases};
 use super::{Plan, PlanContext, seed};

@@ -22,7 +22,7 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde_json::Value;
 
-use super::convert::python_str;
+use super::super::convert::python_str;
 use super::person_fields::{PERSONA_FIELDS, PII_FIELDS, derive_fields};
 use crate::domain::dataset::PersonParams;
 

@@ -1,10 +1,20 @@
 //! Sampler columns at compile time: checking parameters (`invalid_sampler_params`) and
-//! turning them into the distributions [`super::sampling`] draws from.
+//! turning them into the distributions [`sampling`] draws from.
 //!
 //! Distributions follow DataDesigner's engine (numpy/scipy): uniform on `[low, high)`,
 //! datetimes as whole seconds in `[start, end)` truncated to the unit, time deltas as whole
 //! units in `[dt_min, dt_max)`, UUID4 hex strings, integer outputs for bernoulli, binomial and
 //! poisson.
+
+pub(super) mod constraints;
+mod faker_locales;
+mod faker_person;
+pub(super) mod person;
+mod person_compile;
+mod person_fields;
+mod phone;
+mod sampling;
+mod scipy;
 
 use std::collections::HashMap;
 
@@ -14,11 +24,11 @@ use serde_json::Value;
 
 use super::convert::{NumConvert, python_str};
 use super::datetime::{DateFormat, Unit, parse_datetime};
-use super::person_compile::{compile_faker, compile_person};
-use super::scipy::ScipyDist;
 use crate::domain::dataset::{
     ColumnConfig, ColumnKind, ConfigIssue, SamplerParams, SamplerType, codes,
 };
+use person_compile::{compile_faker, compile_person};
+use scipy::ScipyDist;
 
 /// One sampler's compiled distribution.
 #[derive(Debug)]
@@ -73,8 +83,8 @@ pub(crate) enum Dist {
         p: f64,
         dist: ScipyDist,
     },
-    FakerPerson(Box<super::faker_person::FakerPerson>),
-    Person(Box<super::person::PersonDraw>),
+    FakerPerson(Box<faker_person::FakerPerson>),
+    Person(Box<person::PersonDraw>),
 }
 
 /// What a sampler drew, before `convert_to`.
@@ -97,7 +107,7 @@ pub(crate) struct SamplerIssues<'a> {
     pub(crate) column: &'a str,
     pub(crate) out: &'a mut Vec<ConfigIssue>,
     /// The managed person datasets (`person` samplers).
-    pub(crate) people: &'a super::person::PeopleSource,
+    pub(crate) people: &'a person::PeopleSource,
 }
 
 impl SamplerIssues<'_> {
@@ -265,7 +275,7 @@ pub(crate) fn compile_dist(
                 reference,
             }
         }
-        SamplerParams::Scipy(sp) => match super::scipy::compile(&sp.dist_name, &sp.dist_params) {
+        SamplerParams::Scipy(sp) => match scipy::compile(&sp.dist_name, &sp.dist_params) {
             Ok(dist) => Dist::Scipy {
                 dist,
                 places: sp.decimal_places,
@@ -277,7 +287,7 @@ pub(crate) fn compile_dist(
         },
         SamplerParams::BernoulliMixture(b) => {
             check_p(b.p, issues);
-            match super::scipy::compile(&b.dist_name, &b.dist_params) {
+            match scipy::compile(&b.dist_name, &b.dist_params) {
                 Ok(dist) => Dist::BernoulliMixture { p: b.p, dist },
                 Err((key, msg)) => {
                     issues.bad(&f(&key), msg);

@@ -1,10 +1,10 @@
 //! Compiling the person samplers' parameters (`person_from_faker`, `person`): DataDesigner's
 //! checks of `sex`, `age_range` and `city`, the faker locale, and the managed dataset.
 
+use super::SamplerIssues;
 use super::faker_locales;
 use super::faker_person::{FakerPerson, SEXES};
 use super::person::PersonDraw;
-use super::samplers::SamplerIssues;
 use crate::domain::dataset::{CityFilter, MAX_AGE, MIN_AGE, PersonFromFakerParams, PersonParams};
 
 /// Compiles `person_from_faker` params found at `field`.

@@ -7,10 +7,10 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::Distribution;
 use serde_json::Value;
 
-use super::convert::{convert_number, float_value, python_str, round_places};
-use super::datetime::{floor_to_unit, parse_datetime};
-use super::samplers::{Convert, Dist, Sampled};
+use super::super::convert::{convert_number, float_value, python_str, round_places};
+use super::super::datetime::{floor_to_unit, parse_datetime};
 use super::scipy::Draw;
+use super::{Convert, Dist, Sampled};
 
 impl Dist {
     /// Draws one value. `raw(slot)` gives another sampler's draw, `value(slot)` any column's value.

@@ -16,7 +16,7 @@ use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
-static ASSET_GZ: &[u8] = include_bytes!("assets/faker_locales.jsonl.gz");
+static ASSET_GZ: &[u8] = include_bytes!("../assets/faker_locales.jsonl.gz");
 
 /// DataDesigner's `AVAILABLE_LOCALES` (data-designer-config 0.9.6), in its order; the asset
 /// holds one line for each (checked by a test).

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
-static TABLE_GZ: &[u8] = include_bytes!("assets/zip_area_codes.csv.gz");
+static TABLE_GZ: &[u8] = include_bytes!("../assets/zip_area_codes.csv.gz");
 
 /// The ZIP codes, sorted, with their area codes and the cumulative population up to each.
 struct ZipTable {

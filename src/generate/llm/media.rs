@@ -5,9 +5,10 @@
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::columns::{RecordState, Step, StepEnv, StepError};
+use super::super::columns::{RecordState, Step, StepEnv, StepError};
+use super::super::{Plan, Spent};
+use super::LlmRuntime;
 use super::multimodal::{detect, image_parts};
-use super::{LlmRuntime, Plan, Spent};
 use crate::domain::dataset::MultiModalContext;
 use crate::domain::media::{Media, media_reference};
 use crate::domain::record::RecordErrorCode;
@@ -33,7 +34,7 @@ pub(crate) struct ImageStep {
 impl Plan {
     /// Draws the column's images: the value is a list with one reference per image (as
     /// DataDesigner's is one path per image), the bytes go to `out.media`.
-    pub(super) async fn run_image(
+    pub(in crate::generate) async fn run_image(
         &self,
         step: &Step,
         i: &ImageStep,
@@ -131,7 +132,7 @@ impl Plan {
 
     /// Embeds the target column's text(s): `{"embeddings": [[...]], "num_embeddings": n,
     /// "dimension": d}`, as DataDesigner's `EmbeddingGenerationResult` dumps it.
-    pub(super) async fn run_embedding(
+    pub(in crate::generate) async fn run_embedding(
         &self,
         step: &Step,
         e: &EmbeddingStep,

@@ -26,8 +26,8 @@ use serde_json::Value;
 
 use chrono::NaiveDateTime;
 
-use super::convert::{parse_python_float, python_float_repr};
-use super::samplers::Sampled;
+use super::super::convert::{parse_python_float, python_float_repr};
+use super::Sampled;
 use crate::domain::dataset::{ColumnConfig, ColumnKind, ConfigIssue, codes};
 
 /// Draws of one record's constrained column before it fails.

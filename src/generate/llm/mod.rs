@@ -11,17 +11,21 @@
 //! instructions appended to the user prompt; no `response_format`); a parse failure first
 //! gets up to `max_conversation_correction_steps` correction messages, then the conversation
 //! restarts up to `max_conversation_restarts` times; the trace is the final conversation only.
+//!
+//! Beside them here: what the model is asked to answer and how it is read back
+//! (`llm_output`, `code`), and the columns that call a model for embeddings and images
+//! (`media`, with image context in `multimodal`).
+
+mod code;
+mod llm_output;
+pub(super) mod media;
+pub(super) mod multimodal;
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::code::extract_code;
-use super::llm_output::{
-    code_instructions, coerce_judge_scores, extract_json, json_instructions, judge_instructions,
-    judge_schema,
-};
 use crate::domain::dataset::{LlmColumn, LlmKind, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::domain::record::RecordErrorCode;
@@ -32,6 +36,11 @@ use crate::llm::{
 use crate::mcp::CallScope;
 use crate::tools::events::{ToolEvent, ToolEvents};
 use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
+use code::extract_code;
+use llm_output::{
+    code_instructions, coerce_judge_scores, extract_json, json_instructions, judge_instructions,
+    judge_schema,
+};
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
 /// and the job's retry and trace settings.
