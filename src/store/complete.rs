@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use uuid::Uuid;
 
+use super::chunks::to_count;
 use super::rows::{dedup_results, dedup_traces};
 use super::usage::{self, ToolDelta, UsageDelta};
 use super::{ChunkKey, RecordResult, StoreError, Trace, storable};
@@ -21,9 +22,10 @@ use crate::domain::{JobId, RecordId};
 /// The statements of one batch write, on the backend's open transaction, for one writer
 /// (the lease owner the implementation holds).
 pub(crate) trait CompleteSteps {
-    /// Of `keys` (sorted, without duplicates), the chunks this writer still holds; on a
-    /// backend with row locks, locked until the commit, in key order.
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<ChunkKey>, StoreError>;
+    /// Of `keys` (sorted, without duplicates), the chunks this writer still holds, as
+    /// `(job_id, start_idx)`; on a backend with row locks, locked until the commit, in key
+    /// order.
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError>;
 
     /// Inserts a row for each result whose index has none; returns the new rows' ids.
     async fn insert_records(&mut self, results: &[&RecordResult]) -> Result<Vec<Uuid>, StoreError>;
@@ -70,7 +72,15 @@ pub(crate) async fn complete<S: CompleteSteps>(
     results: &[Cow<'_, RecordResult>],
     keys: &[ChunkKey],
 ) -> Result<Vec<RecordId>, StoreError> {
-    let held: HashSet<ChunkKey> = steps.held(keys).await?.into_iter().collect();
+    let held: HashSet<ChunkKey> = steps
+        .held(keys)
+        .await?
+        .into_iter()
+        .map(|(job, start)| ChunkKey {
+            job_id: JobId(job),
+            start: to_count(start),
+        })
+        .collect();
     let fenced: Vec<&RecordResult> = results
         .iter()
         .map(|r| r.as_ref())

@@ -13,7 +13,6 @@ use uuid::Uuid;
 use super::queue::INSERT_RECORDS;
 use crate::domain::media::Media;
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::to_count;
 use crate::store::complete::CompleteSteps;
 use crate::store::rows::Written;
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
@@ -26,8 +25,8 @@ pub(super) struct PgComplete<'a> {
 }
 
 impl CompleteSteps for PgComplete<'_> {
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<ChunkKey>, StoreError> {
-        let held: Vec<(Uuid, i64)> = sqlx::query_as(
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+        Ok(sqlx::query_as(
             "select c.job_id, c.start_idx from chunks c \
              join unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
                on c.job_id = k.job_id and c.start_idx = k.start_idx \
@@ -39,14 +38,7 @@ impl CompleteSteps for PgComplete<'_> {
         .bind(keys.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
         .bind(keys.iter().map(|k| i64::from(k.start)).collect::<Vec<_>>())
         .fetch_all(&mut *self.tx)
-        .await?;
-        Ok(held
-            .into_iter()
-            .map(|(j, s)| ChunkKey {
-                job_id: JobId(j),
-                start: to_count(s),
-            })
-            .collect())
+        .await?)
     }
 
     async fn insert_records(&mut self, results: &[&RecordResult]) -> Result<Vec<Uuid>, StoreError> {

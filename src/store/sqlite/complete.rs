@@ -11,7 +11,6 @@ use uuid::Uuid;
 use super::queue::push_keys;
 use crate::domain::media::Media;
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::to_count;
 use crate::store::complete::CompleteSteps;
 use crate::store::rows::Written;
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
@@ -28,25 +27,18 @@ pub(super) struct SqliteComplete<'a> {
 }
 
 impl CompleteSteps for SqliteComplete<'_> {
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<ChunkKey>, StoreError> {
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(
             "select job_id, start_idx from chunks where lease_owner = ",
         );
         qb.push_bind(self.owner)
             .push(" and (job_id, start_idx) in ");
         push_keys(&mut qb, keys);
-        let held: Vec<(Uuid, i64)> = qb
+        Ok(qb
             .build_query_as()
             .persistent(false)
             .fetch_all(&mut *self.tx)
-            .await?;
-        Ok(held
-            .into_iter()
-            .map(|(j, s)| ChunkKey {
-                job_id: JobId(j),
-                start: to_count(s),
-            })
-            .collect())
+            .await?)
     }
 
     async fn insert_records(&mut self, results: &[&RecordResult]) -> Result<Vec<Uuid>, StoreError> {
