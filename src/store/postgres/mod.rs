@@ -5,7 +5,8 @@
 //! timestamp, lease expiry included, comes from the database clock (`now()`), so replicas whose
 //! clocks disagree still agree on when a lease has expired. See `queue.rs` for the lock order.
 //!
-//! This file holds connecting and the read side; `postgres/queue.rs` holds the work queue.
+//! This file holds connecting, jobs and the read side; `queue.rs` (with `claim.rs` and
+//! `complete.rs`) the work queue, `datasets.rs` the datasets.
 
 mod claim;
 mod complete;

@@ -1,4 +1,6 @@
-//! The Postgres work queue: chunk claims, completions, cancellation and job finalization.
+//! The Postgres work queue ([`QueueStore`]): leases renewed and released, cancellation and job
+//! finalization here; claims and batch writes run the shared algorithms of `store/claim.rs` and
+//! `store/complete.rs` over this backend's steps (`claim.rs`, `complete.rs` beside this file).
 //!
 //! Each operation is one read-committed transaction. Claims lock the stale chunks they look at
 //! with `for update skip locked` and the job row they carve a new chunk from with `for update`;

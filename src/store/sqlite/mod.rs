@@ -9,7 +9,8 @@
 //! Timestamps are integer microseconds from the application clock, which is the database clock
 //! for an embedded database. See `migrations/sqlite` for the column encodings.
 //!
-//! This file holds opening and the read side; `sqlite/queue.rs` holds the work queue.
+//! This file holds opening, jobs and the read side; `queue.rs` (with `claim.rs` and
+//! `complete.rs`) the work queue, `datasets.rs` the datasets.
 
 mod claim;
 mod complete;

@@ -1,4 +1,6 @@
-//! The SQLite work queue: chunk claims, completions, cancellation and job finalization.
+//! The SQLite work queue ([`QueueStore`]): leases renewed and released, cancellation and job
+//! finalization here; claims and batch writes run the shared algorithms of `store/claim.rs` and
+//! `store/complete.rs` over this backend's steps (`claim.rs`, `complete.rs` beside this file).
 //!
 //! Each operation is one transaction begun `immediate`, so its reads and writes see no other
 //! writer in between: that is what makes a claim exclusive without `for update skip locked`,
