@@ -27,8 +27,10 @@ pub fn test_config(db: &TestDb) -> Config {
     config.workers.lease_ttl_sec = 3;
     config.workers.write_interval_ms = 20;
     // Tests never fetch ruff: scripts/test puts one on PATH, and a test without it sees the
-    // Python validator unavailable, as it should.
+    // Python validator unavailable, as it should. Nor do they find one that the README's start
+    // command fetched into `./data/tools` (the default `tools_dir`) on this machine.
     config.validators.ruff_download = false;
+    config.validators.tools_dir = "/nonexistent/synthgate-test-tools".into();
     config
 }
 
