@@ -6,6 +6,7 @@
 //! environment overrides (values parsed as YAML scalars, list items addressed by index).
 //! Every error names the key it is about, so an operator can fix it without reading code.
 
+mod collect;
 mod datasets;
 mod host_entry;
 mod providers;
@@ -147,17 +148,23 @@ impl Config {
         if !problems.is_empty() {
             return Err(ConfigError::Invalid(problems));
         }
-        let config: Config = serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            let key = if path == "." {
-                "(top level)".to_owned()
-            } else {
-                path
-            };
-            ConfigError::Invalid(vec![format!("config key `{key}`: {}", e.inner())])
-        })?;
-        let mut problems = config.problems();
-        config.datasets.env_problems(&lookup, &mut problems);
+        // Every problem in one run: those that stop deserializing (each key removed and the
+        // rest tried again), then the checks of the values, then what the environment lacks.
+        let collected = collect::deserialize_all::<Config>(value);
+        let (mut problems, reported) = (collected.problems, collected.keys);
+        let Some(config) = collected.value else {
+            return Err(ConfigError::Invalid(problems));
+        };
+        let mut checks = config.problems();
+        config.datasets.env_problems(&lookup, &mut checks);
+        config.auth.env_problems(&lookup, &mut checks);
+        // A key already reported (removed, so checked at its default) is not reported again.
+        checks.retain(|p| {
+            !reported
+                .iter()
+                .any(|key| p.starts_with(&format!("config key `{key}")))
+        });
+        problems.extend(checks);
         if problems.is_empty() {
             Ok(config)
         } else {

@@ -381,6 +381,24 @@ pub struct ApiKeyConfig {
 }
 
 impl AuthConfig {
+    /// Keys whose `key_env` names a variable this environment does not set: `serve` refuses
+    /// to start on them, so `config check` says so too.
+    pub(super) fn env_problems(
+        &self,
+        lookup: &dyn Fn(&str) -> Option<String>,
+        out: &mut Vec<String>,
+    ) {
+        for (i, k) in self.api_keys.iter().enumerate() {
+            if let Some(var) = &k.key_env
+                && lookup(var).is_none()
+            {
+                out.push(format!(
+                    "config key `auth.api_keys[{i}]`: environment variable {var} (key_env) is not set"
+                ));
+            }
+        }
+    }
+
     pub(super) fn problems(&self, out: &mut Vec<String>) {
         let mut names = std::collections::HashSet::new();
         for (i, k) in self.api_keys.iter().enumerate() {

@@ -297,3 +297,42 @@ fn oauth_blocks_are_checked() {
     }
     assert_eq!(problems.len(), 7, "{all}");
 }
+
+#[test]
+fn every_problem_is_reported_in_one_run() {
+    // Five problems of five kinds: a wrong type, an unknown key, a bad enum value in a list
+    // item after a removed one, an out-of-range value, and a key_env this environment lacks.
+    let doc = "
+workers: {count: many, cuont: 3}
+model_providers:
+  - {name: a, endpoint: 'http://a', provider_type: nope}
+  - {name: b, endpoint: 'http://b', provider_type: smoke}
+limits: {max_page_size: 0}
+auth:
+  api_keys: [{name: k, key_env: SYNTHGATE_TEST_UNSET_KEY}]
+";
+    let v: serde_json::Value = yaml_serde::from_str(doc).unwrap();
+    let Err(ConfigError::Invalid(problems)) = Config::from_value(v, &[]) else {
+        panic!("a config with five problems was accepted");
+    };
+    let keys: Vec<&str> = problems
+        .iter()
+        .map(|p| p.split('`').nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "workers.count",
+            "workers.cuont",
+            "model_providers[0].provider_type",
+            "model_providers[1].provider_type",
+            "limits.max_page_size",
+            "auth.api_keys[0]",
+        ],
+        "{problems:#?}"
+    );
+    assert!(
+        problems[5].contains("SYNTHGATE_TEST_UNSET_KEY"),
+        "{problems:#?}"
+    );
+}
