@@ -45,6 +45,40 @@ fn config_check_names_every_bad_key() {
     assert!(out.contains("model_configs[0].provider"), "{out}");
 }
 
+/// Issue 31's five problems in one run, as the binary prints them: a type error, an unknown
+/// key, a bad enum value, a value out of range and a `key_env` naming an unset variable.
+#[test]
+fn config_check_shows_five_problems_in_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("five.yaml");
+    std::fs::write(
+        &path,
+        "workers: {count: many, cuont: 3}
+\
+         model_providers: [{name: a, endpoint: 'http://a', provider_type: nope}]
+\
+         limits: {max_page_size: 0}
+\
+         auth: {api_keys: [{name: k, key_env: SYNTHGATE_TEST_UNSET_KEY}]}
+",
+    )
+    .unwrap();
+    let (code, out) = synthgate(
+        &["config", "check", "--config", path.to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(code, 1, "{out}");
+    for key in [
+        "`workers.count`",
+        "`workers.cuont`",
+        "`model_providers[0].provider_type`",
+        "`limits.max_page_size`",
+        "`auth.api_keys[0]`",
+    ] {
+        assert!(out.contains(key), "{key} missing from: {out}");
+    }
+}
+
 #[test]
 fn env_override_errors_name_the_key_and_serve_refuses_to_start() {
     let (code, out) = synthgate(
