@@ -8,7 +8,7 @@
 //! on SQLite, `unnest` arrays on Postgres, whose fence also locks the held chunks in key order.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use uuid::Uuid;
 
@@ -115,15 +115,8 @@ pub(crate) async fn complete<S: CompleteSteps>(
     }
     // Usage of the written results only, in their transaction: exact whatever crashes, and a
     // retried batch whose first commit did land counts nothing twice.
-    let by_job: HashMap<RecordId, JobId> = new.iter().map(|r| (r.id, r.job_id)).collect();
-    let deltas = usage::sum(
-        new.iter()
-            .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.usage))),
-    );
-    let tools = usage::sum_tools(
-        new.iter()
-            .filter_map(|r| by_job.get(&r.id).map(|job| (*job, &r.tool_usage))),
-    );
+    let deltas = usage::sum(new.iter().map(|r| (r.job_id, &r.usage)));
+    let tools = usage::sum_tools(new.iter().map(|r| (r.job_id, &r.tool_usage)));
     let tally = usage::tally(new.iter().map(|r| (r.job_id, r.outcome.is_completed())));
     steps.add_usage(&deltas, &tools, &tally).await?;
     Ok(results

@@ -15,13 +15,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot};
-use crate::config::WorkersConfig;
 use crate::store::{ClaimPolicy, ClaimedRecord};
 
 /// The claim loop's state between steps.
 pub(super) struct Claimer {
     inner: Arc<Inner>,
-    cfg: WorkersConfig,
     /// Notified by local submits.
     wake: Arc<Notify>,
     /// To the batch writer.
@@ -46,7 +44,7 @@ pub(super) struct Claimer {
 
 impl Claimer {
     pub(super) fn new(inner: Arc<Inner>, wake: Arc<Notify>, tx: mpsc::Sender<Finished>) -> Self {
-        let cfg = inner.cfg.clone();
+        let cfg = &inner.cfg;
         let lease_limit = cfg.in_flight_limit();
         Self {
             slots: Arc::new(Semaphore::new(cfg.count as usize)),
@@ -59,7 +57,6 @@ impl Claimer {
             want_alone: false,
             cpu_streak: false,
             inner,
-            cfg,
             wake,
             tx,
         }
@@ -72,7 +69,12 @@ impl Claimer {
         let lease = if self.want_alone {
             self.leases.clone().acquire_many_owned(lease_limit).boxed()
         } else if self.cpu_streak {
-            cpu_leases(self.leases.clone(), lease_limit, self.cfg.write_interval_ms).boxed()
+            cpu_leases(
+                self.leases.clone(),
+                lease_limit,
+                self.inner.cfg.write_interval_ms,
+            )
+            .boxed()
         } else {
             self.leases.clone().acquire_owned().boxed()
         };
@@ -128,7 +130,7 @@ impl Claimer {
         tokio::pin!(notified);
         notified.as_mut().enable();
         let policy = ClaimPolicy {
-            max_lease_expiries: self.cfg.max_lease_expiries,
+            max_lease_expiries: self.inner.cfg.max_lease_expiries,
             alone,
         };
         let claim = self
@@ -137,7 +139,7 @@ impl Claimer {
             .claim(
                 &self.inner.owner,
                 limit as u32,
-                self.cfg.lease_ttl(),
+                self.inner.cfg.lease_ttl(),
                 policy,
             )
             .await;
@@ -146,7 +148,7 @@ impl Claimer {
             Err(e) => {
                 drop((permits, lease));
                 tracing::warn!(error = %e, "claiming records failed; retrying");
-                let pause = Duration::from_millis(self.cfg.poll_interval_ms.max(500));
+                let pause = Duration::from_millis(self.inner.cfg.poll_interval_ms.max(500));
                 tokio::select! {
                     () = tokio::time::sleep(pause) => {}
                     () = shutdown.cancelled() => return ControlFlow::Break(()),
@@ -168,7 +170,7 @@ impl Claimer {
                 self.inner.jobs.finalize_live().await;
                 self.last_sweep = tokio::time::Instant::now();
             }
-            let poll = Duration::from_millis(self.cfg.poll_interval_ms);
+            let poll = Duration::from_millis(self.inner.cfg.poll_interval_ms);
             tokio::select! {
                 () = &mut notified => {}
                 () = tokio::time::sleep(poll) => {}

@@ -12,7 +12,6 @@ use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 use serde::Deserialize;
 
@@ -48,14 +47,7 @@ impl Pool {
     }
 
     pub(crate) fn draw(&self, rng: &mut ChaCha8Rng) -> &str {
-        let i = match &self.cumulative {
-            Some(c) => {
-                let total = c.last().copied().unwrap_or(0.0);
-                let x = rng.random_range(0.0..1.0) * total;
-                c.partition_point(|&s| s <= x).min(self.values.len() - 1)
-            }
-            None => rng.random_range(0..self.values.len()),
-        };
+        let i = super::sampling::weighted_index(self.values.len(), self.cumulative.as_deref(), rng);
         &self.values[i]
     }
 }
@@ -132,14 +124,17 @@ fn lines_of(locales: &[&str]) -> Result<HashMap<String, RawLine>, String> {
     let reader = BufReader::new(flate2::read::GzDecoder::new(ASSET_GZ));
     for line in reader.lines() {
         let line = line.map_err(|e| e.to_string())?;
-        let Some(name) = locales
-            .iter()
-            .find(|l| line.starts_with(&format!("{{\"locale\":\"{l}\"")))
+        // Each line starts `{"locale":"<name>"`: matched without parsing the rest.
+        let Some(name) = line
+            .strip_prefix(r#"{"locale":""#)
+            .and_then(|rest| rest.split_once('"'))
+            .map(|(name, _)| name)
+            .filter(|name| locales.contains(name))
         else {
             continue;
         };
         let raw: RawLine = serde_json::from_str(&line).map_err(|e| e.to_string())?;
-        found.insert((*name).to_owned(), raw);
+        found.insert(name.to_owned(), raw);
         if found.len() == locales.len() {
             break;
         }

@@ -100,16 +100,25 @@ impl Dist {
 }
 
 fn pick(values: &[Value], cumulative: Option<&[f64]>, rng: &mut ChaCha8Rng) -> Value {
-    let i = match cumulative {
+    let i = weighted_index(values.len(), cumulative, rng);
+    values.get(i).cloned().unwrap_or(Value::Null)
+}
+
+/// An index into `len` items: by the running sums of their weights when given, else uniform.
+/// Always below `len` (0 when `len` is 0).
+pub(super) fn weighted_index(
+    len: usize,
+    cumulative: Option<&[f64]>,
+    rng: &mut ChaCha8Rng,
+) -> usize {
+    match cumulative {
         Some(cum) => {
             let total = cum.last().copied().unwrap_or(0.0);
             let u = rng.random::<f64>() * total;
-            cum.partition_point(|c| *c <= u)
-                .min(values.len().saturating_sub(1))
+            cum.partition_point(|c| *c <= u).min(len.saturating_sub(1))
         }
-        None => rng.random_range(0..values.len().max(1)),
-    };
-    values.get(i).cloned().unwrap_or(Value::Null)
+        None => rng.random_range(0..len.max(1)),
+    }
 }
 
 /// A UUID4 in its hyphenated form (Python's `str(uuid4())`).
