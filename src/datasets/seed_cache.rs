@@ -1,7 +1,8 @@
 //! Seed rows read while records run: the blocks of stored datasets, fetched through
-//! [`DatasetStore::read_dataset_block`](crate::store::DatasetStore::read_dataset_block) on first use and kept in one byte-bounded cache per process,
-//! shared by every record of every job (a dataset's rows never change once it is `ready`, so
-//! a block is the same for every reader).
+//! [`DatasetStore::read_dataset_block`](crate::store::DatasetStore::read_dataset_block) on
+//! first use and kept in one byte-bounded cache per process, shared by every record of every
+//! job (a dataset's rows never change once it is `ready`, so a block is the same for every
+//! reader).
 //!
 //! A record needs one row; the cache holds whole blocks ([`BLOCK_ROWS`] rows), so an ordered
 //! job reads each block once, and a shuffled one reads at most one block per record. Concurrent

@@ -153,8 +153,8 @@ impl DatasetMeta {
     }
 }
 
-/// Which datasets [`DatasetStore::find_datasets`](crate::store::DatasetStore::find_datasets) returns: `ready` ones matching every
-/// filter given, newest first.
+/// Which datasets [`DatasetStore::find_datasets`](crate::store::DatasetStore::find_datasets)
+/// returns: `ready` ones matching every filter given, newest first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DatasetQuery {
     /// Exactly this name.

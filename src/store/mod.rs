@@ -107,7 +107,7 @@ pub struct NewJob {
     pub seed_datasets: Vec<DatasetId>,
 }
 
-/// Which jobs [`JobStore::job_summaries`](crate::store::JobStore::job_summaries) reads.
+/// Which jobs [`JobStore::job_summaries`] reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobSelect<'a> {
     /// One job, if `owner` (when given) owns it.
@@ -146,7 +146,7 @@ pub struct ChunkKey {
     pub start: u32,
 }
 
-/// A record handed to a worker by [`QueueStore::claim`](crate::store::QueueStore::claim): one index of a leased chunk that has no
+/// A record handed to a worker by [`QueueStore::claim`]: one index of a leased chunk that has no
 /// result yet.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimedRecord {
@@ -195,7 +195,7 @@ pub struct ClaimPolicy {
     pub alone: bool,
 }
 
-/// The result of [`QueueStore::claim`](crate::store::QueueStore::claim).
+/// The result of [`QueueStore::claim`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Claim {
     /// The records claimed, sorted by job, then index.
@@ -246,7 +246,7 @@ pub enum CancelOutcome {
     Finished(JobRow),
 }
 
-/// The result of [`JobStore::delete_job`](crate::store::JobStore::delete_job).
+/// The result of [`JobStore::delete_job`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeleteJob {
     /// The job and everything of it are gone.
@@ -388,9 +388,9 @@ pub trait QueueStore: Send + Sync {
     /// `cancelled` once no chunk is left if any of its records never got a result, else
     /// `completed` (a cancel that came too late to stop anything), setting `finished_at`. In a
     /// `cancelling` job, chunks whose lease expired or that were given back (they would never
-    /// finish) are dropped first: their records without a result count as cancelled. Returns the jobs that changed, sorted;
-    /// when replicas race, each job is reported by exactly one caller, so the caller that gets
-    /// it can announce it.
+    /// finish) are dropped first: their records without a result count as cancelled. Returns
+    /// the jobs that changed, sorted; when replicas race, each job is reported by exactly one
+    /// caller, so the caller that gets it can announce it.
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError>;
 
     /// Fails a `queued` or `running` job (`error_rate_exceeded`, ...): status `failed` with the
@@ -490,8 +490,8 @@ pub trait DatasetStore: Send + Sync {
         block: u64,
     ) -> Result<Vec<serde_json::Map<String, Value>>, StoreError>;
 
-    /// Deletes a `ready` dataset (`owner` as for [`DatasetStore::get_dataset`](crate::store::DatasetStore::get_dataset)) and its rows, unless
-    /// a queued, running or cancelling job lists it in `seed_datasets` (checked in the
+    /// Deletes a `ready` dataset (`owner` as for [`DatasetStore::get_dataset`]) and its rows,
+    /// unless a queued, running or cancelling job lists it in `seed_datasets` (checked in the
     /// deleting transaction).
     async fn delete_dataset(
         &self,
@@ -500,7 +500,7 @@ pub trait DatasetStore: Send + Sync {
     ) -> Result<DeleteDataset, StoreError>;
 
     /// Inserts `meta` as an `importing` dataset with no rows (its `num_rows` and `columns`
-    /// are set by [`DatasetStore::finish_dataset_import`](crate::store::DatasetStore::finish_dataset_import)). Invisible to every reader until then.
+    /// are set by [`DatasetStore::finish_dataset_import`]). Invisible to every reader until then.
     async fn begin_dataset_import(&self, meta: &DatasetMeta) -> Result<(), StoreError>;
 
     /// Writes blocks `first_block..` of an importing dataset (each the UTF-8 bytes of a JSON

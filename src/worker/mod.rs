@@ -21,8 +21,9 @@
 //!   it meets other work instead, the records past its slot wait for one, and the claims after
 //!   it go back to the slot-sized rule.
 //!
-//! Claims are fair across keys and jobs (see [`QueueStore::claim`](crate::store::QueueStore::claim)): one key's large job cannot
-//! hold every lease while another key's job waits for it to finish.
+//! Claims are fair across keys and jobs (see
+//! [`QueueStore::claim`](crate::store::QueueStore::claim)): one key's large job cannot hold
+//! every lease while another key's job waits for it to finish.
 //!
 //! No record can take the pool down. A panic in a record's task fails that record with
 //! `internal_error` (stage `worker`) and frees its lease and slot. A record that kills the

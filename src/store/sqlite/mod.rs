@@ -3,8 +3,8 @@
 //! One file in WAL mode: readers never block the writer, and writes are serialized by SQLite.
 //! Every multi-statement write runs in a transaction begun `immediate`, which takes the write
 //! lock up front: two connections (or two processes sharing the file) can then never both read
-//! the same stale chunk or `claimed_upto` and claim them, and a transaction never fails half-way when it tries
-//! to upgrade a read lock. `busy_timeout` makes waiting writers queue instead of failing.
+//! the same stale chunk or `claimed_upto` and claim them, and a transaction never fails
+//! half-way when it tries to upgrade a read lock. `busy_timeout` makes waiting writers queue instead of failing.
 //!
 //! Timestamps are integer microseconds from the application clock, which is the database clock
 //! for an embedded database. See `migrations/sqlite` for the column encodings.
