@@ -100,7 +100,7 @@ pub(crate) fn missing_datasets(wanted: &[DatasetId], found: &[uuid::Uuid]) -> Ve
 
 /// `select` of the ready datasets matching `q` (and `owner`, when given), newest first: the
 /// same statement on both backends.
-pub(crate) fn find_query<'a, DB: sqlx::Database>(
+fn find_query<'a, DB: sqlx::Database>(
     owner: Option<&'a str>,
     q: &'a crate::domain::stored_dataset::DatasetQuery,
 ) -> sqlx::QueryBuilder<DB>
@@ -131,6 +131,48 @@ where
     qb.push(" order by id desc limit ")
         .push_bind(i64::from(q.limit));
     qb
+}
+
+/// The ready datasets matching `q` (and `owner`), newest first, read through `exec` and decoded
+/// from `R`, the backend's row type.
+pub(crate) async fn find_in<'e, 'a, DB, E, R>(
+    exec: E,
+    owner: Option<&'a str>,
+    q: &'a crate::domain::stored_dataset::DatasetQuery,
+) -> Result<Vec<DatasetMeta>, StoreError>
+where
+    DB: sqlx::Database,
+    E: sqlx::Executor<'e, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+    DatasetMeta: TryFrom<R, Error = StoreError>,
+{
+    let mut qb = find_query::<DB>(owner, q);
+    let rows: Vec<R> = qb.build_query_as().fetch_all(exec).await?;
+    rows.into_iter().map(DatasetMeta::try_from).collect()
+}
+
+/// A ready dataset `owner` may see (`None`: none), read through `exec` and decoded from `R`.
+pub(crate) async fn one_in<'e, 'a, DB, E, R>(
+    exec: E,
+    id: DatasetId,
+    owner: Option<&'a str>,
+) -> Result<Option<DatasetMeta>, StoreError>
+where
+    DB: sqlx::Database,
+    E: sqlx::Executor<'e, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    R: for<'r> sqlx::FromRow<'r, DB::Row> + Send + Unpin,
+    DatasetMeta: TryFrom<R, Error = StoreError>,
+{
+    let mut qb = one_query::<DB>(dataset_columns!(), id, owner);
+    let row: Option<R> = qb.build_query_as().fetch_optional(exec).await?;
+    row.map(DatasetMeta::try_from).transpose()
 }
 
 /// `select <what> from datasets where status = 'ready' and id = <id>`, restricted to `owner`

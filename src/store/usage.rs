@@ -73,8 +73,30 @@ pub(crate) fn tally(
     per_job.into_iter().collect()
 }
 
-/// Builds the per-alias map from `(alias, requests, prompt, completion)` rows; shared by both
-/// backends, which store counts as signed integers.
+/// A job's token usage by model alias, the same statement on both backends.
+pub(crate) async fn get<'e, DB, E>(
+    exec: E,
+    job_id: crate::domain::JobId,
+) -> Result<std::collections::BTreeMap<String, UsageCounts>, super::StoreError>
+where
+    DB: sqlx::Database,
+    E: sqlx::Executor<'e, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> uuid::Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String, i64, i64, i64): sqlx::FromRow<'r, DB::Row>,
+{
+    let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
+        "select model_alias, requests, prompt_tokens, completion_tokens from job_usage
+         where job_id = $1 order by model_alias",
+    )
+    .bind(job_id.0)
+    .fetch_all(exec)
+    .await?;
+    Ok(from_rows(rows))
+}
+
+/// Builds the per-alias map from `(alias, requests, prompt, completion)` rows (a negative count
+/// reads as 0).
 pub(crate) fn from_rows(
     rows: Vec<(String, i64, i64, i64)>,
 ) -> std::collections::BTreeMap<String, UsageCounts> {

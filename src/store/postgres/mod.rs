@@ -340,6 +340,6 @@ impl RecordStore for PgStore {
         &self,
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
-        usage::get(&self.pool, job_id).await
+        crate::store::usage::get(&self.pool, job_id).await
     }
 }

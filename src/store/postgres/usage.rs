@@ -1,12 +1,10 @@
 //! `job_usage`, `job_tool_usage` and `job_record_counts` on Postgres.
 
-use std::collections::BTreeMap;
-
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use crate::domain::JobId;
 use crate::store::usage::{self, to_i64};
-use crate::store::{StoreError, UsageCounts, UsageDelta};
+use crate::store::{StoreError, UsageDelta};
 
 /// Adds `deltas` inside the caller's transaction (the one writing the records they belong to).
 pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Result<(), StoreError> {
@@ -106,18 +104,4 @@ pub(super) async fn add_records(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-pub(super) async fn get(
-    pool: &PgPool,
-    job_id: JobId,
-) -> Result<BTreeMap<String, UsageCounts>, StoreError> {
-    let rows: Vec<(String, i64, i64, i64)> = sqlx::query_as(
-        "select model_alias, requests, prompt_tokens, completion_tokens from job_usage
-         where job_id = $1 order by model_alias",
-    )
-    .bind(job_id.0)
-    .fetch_all(pool)
-    .await?;
-    Ok(usage::from_rows(rows))
 }

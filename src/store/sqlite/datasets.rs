@@ -11,7 +11,7 @@ use super::{SqliteStore, now_us, push_ids};
 use crate::domain::DatasetId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
 use crate::store::dataset_rows::{
-    DatasetDb, columns_json, dataset_columns, delete_unless_used, find_query, one_query,
+    DatasetDb, columns_json, dataset_columns, delete_unless_used, find_in, one_in, one_query,
     read_block, to_i64,
 };
 use crate::store::{DatasetStore, StoreError};
@@ -25,9 +25,7 @@ impl DatasetStore for SqliteStore {
         owner: Option<&str>,
         q: &DatasetQuery,
     ) -> Result<Vec<DatasetMeta>, StoreError> {
-        let mut qb = find_query::<Sqlite>(owner, q);
-        let rows: Vec<Dataset> = qb.build_query_as().fetch_all(&self.pool).await?;
-        rows.into_iter().map(DatasetMeta::try_from).collect()
+        find_in::<Sqlite, _, Dataset>(&self.pool, owner, q).await
     }
 
     async fn get_dataset(
@@ -35,9 +33,7 @@ impl DatasetStore for SqliteStore {
         id: DatasetId,
         owner: Option<&str>,
     ) -> Result<Option<DatasetMeta>, StoreError> {
-        let mut qb = one_query::<Sqlite>(dataset_columns!(), id, owner);
-        let row: Option<Dataset> = qb.build_query_as().fetch_optional(&self.pool).await?;
-        row.map(DatasetMeta::try_from).transpose()
+        one_in::<Sqlite, _, Dataset>(&self.pool, id, owner).await
     }
 
     async fn get_datasets(&self, ids: &[DatasetId]) -> Result<Vec<DatasetMeta>, StoreError> {

@@ -444,6 +444,6 @@ impl RecordStore for SqliteStore {
         &self,
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
-        usage::get(&self.pool, job_id).await
+        crate::store::usage::get(&self.pool, job_id).await
     }
 }
