@@ -99,7 +99,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     .with_datasets(
         config.datasets.seed_cache_bytes,
         SeedSources::from_config(&config),
-    );
+    )
+    .with_render_dir(config.datasets.upload_dir());
     let validators = jobs.validators().clone();
     let owner = config
         .workers
@@ -115,6 +116,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "authentication on for /v1 routes"
         );
     }
+    let retention = config
+        .database
+        .job_retention()
+        .map(|keep| (jobs.clone(), keep));
     let datasets = DatasetService::new(store.clone(), config.datasets.clone());
     match datasets.delete_stale_imports().await {
         Ok(0) => {}
@@ -158,6 +163,9 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     });
     let workers = tracker.spawn(pool.run(workers_token, drain));
     tracker.spawn(crate::metrics::upkeep(shutdown.clone()));
+    if let Some((jobs, keep)) = retention {
+        tracker.spawn(jobs.sweep_expired(keep, shutdown.clone()));
+    }
     // Python code validators need ruff: found, or fetched (the pinned release) in the
     // background, so a server without it starts at once and says what it did.
     let fetch_token = shutdown.clone();

@@ -14,6 +14,8 @@ use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 pub const RECORDS_FINISHED: &str = "synthgate_records_finished_total";
 /// Jobs accepted.
 pub const JOBS_SUBMITTED: &str = "synthgate_jobs_submitted_total";
+/// Finished jobs deleted by `database.job_retention_days`.
+pub const JOBS_EXPIRED: &str = "synthgate_jobs_expired_total";
 /// LLM chat requests answered, by `model_alias` (see [`model_alias_label`]).
 pub const LLM_REQUESTS: &str = "synthgate_llm_requests_total";
 /// LLM tokens, by `model_alias` (see [`model_alias_label`]) and `kind` (`prompt`, `completion`).
@@ -111,6 +113,10 @@ pub async fn upkeep(stop: tokio_util::sync::CancellationToken) {
 fn describe() {
     metrics::describe_counter!(RECORDS_FINISHED, "Records that reached a final state");
     metrics::describe_counter!(JOBS_SUBMITTED, "Jobs accepted");
+    metrics::describe_counter!(
+        JOBS_EXPIRED,
+        "Finished jobs deleted by database.job_retention_days"
+    );
     metrics::describe_counter!(LLM_REQUESTS, "LLM chat requests answered");
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");

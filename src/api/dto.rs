@@ -62,6 +62,10 @@ pub struct CreateJobRequest {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub run_config: Option<Value>,
+    /// A name to find the job by (`GET /v1/jobs?name=`): up to 256 characters, not blank, no
+    /// control characters. Names need not be unique.
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// Query of `POST /v1/jobs` when the body is a DataDesigner YAML file.
@@ -74,6 +78,8 @@ pub struct CreateJobQuery {
     pub num_records: Option<String>,
     /// Job seed.
     pub seed: Option<u64>,
+    /// Job name (see the JSON body's `name`).
+    pub name: Option<String>,
 }
 
 /// Record counts by status.
@@ -148,6 +154,8 @@ pub struct JobResponse {
     pub num_records: u32,
     /// The job seed.
     pub seed: u64,
+    /// The name given at submit, if any.
+    pub name: Option<String>,
     /// Client metadata, as given.
     #[schema(value_type = Option<Object>)]
     pub metadata: Option<Value>,
@@ -187,6 +195,7 @@ impl From<JobSummary> for JobResponse {
             status: job.status,
             num_records: job.num_records,
             seed: job.seed,
+            name: job.name,
             metadata: job.metadata,
             counts: s.counts.into(),
             columns: job.output_columns.unwrap_or_default(),
@@ -242,8 +251,20 @@ pub struct ListJobsQuery {
     #[param(minimum = 1)]
     #[schemars(range(min = 1))]
     pub limit: Option<u32>,
-    /// `next_cursor` of the previous page.
+    /// `next_cursor` of the previous page (issued for the same filters).
     pub cursor: Option<String>,
+    /// Jobs of these statuses, comma-separated (`queued`, `running`, `cancelling`,
+    /// `completed`, `failed`, `cancelled`).
+    pub status: Option<String>,
+    /// Jobs of exactly this name.
+    pub name: Option<String>,
+    /// A JSON object: jobs whose metadata has each of its top-level keys with that value (a
+    /// string, number or boolean), e.g. `{"team":"search"}`.
+    pub metadata: Option<String>,
+    /// Created at or after (RFC 3339, or a date and time without offset, read as UTC).
+    pub created_after: Option<String>,
+    /// Created before.
+    pub created_before: Option<String>,
 }
 
 /// One record.

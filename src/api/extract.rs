@@ -142,6 +142,28 @@ pub fn decode_cursor(kind: &str, cursor: &str) -> Result<String, ApiError> {
     Ok(pos.to_owned())
 }
 
+/// A filter's time: RFC 3339, or without an offset (as the client's examples write it), UTC.
+pub(crate) fn parse_time(
+    param: &str,
+    raw: &str,
+) -> Result<chrono::DateTime<chrono::Utc>, ApiError> {
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(raw) {
+        return Ok(t.with_timezone(&chrono::Utc));
+    }
+    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
+        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(raw, format) {
+            return Ok(t.and_utc());
+        }
+    }
+    if let Ok(d) = chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
+        return Ok(d.and_time(chrono::NaiveTime::MIN).and_utc());
+    }
+    Err(ApiError::InvalidRequest(format!(
+        "query parameter '{param}': '{raw}' is not a date or date and time \
+         (e.g. 2025-01-01T00:00:00Z)"
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

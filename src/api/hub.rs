@@ -17,14 +17,12 @@
 //! its own exceptions.
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::HeaderValue;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tower::ServiceExt as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
@@ -370,27 +368,13 @@ pub async fn resolve(
         ));
     };
     let rendered = state.datasets.datastore_render(meta).await?;
-    // The rendering has no extension, so its type is `application/octet-stream`.
-    let served = tower_http::services::ServeFile::new(&rendered.path)
-        .oneshot(req)
-        .await
-        .map_err(|e| ApiError::Internal(format!("reading a datastore file: {e}")))?;
-    let (mut parts, body) = served.into_parts();
     let etag = format!("\"{}\"", &rendered.sha256[..40]);
+    // The rendering has no extension, so its type is `application/octet-stream`.
+    let mut res = super::downloads::serve_file(rendered, req).await?;
     for (name, value) in [("etag", etag.as_str()), ("x-repo-commit", sha.as_str())] {
         if let Ok(v) = HeaderValue::from_str(value) {
-            parts.headers.insert(name, v);
+            res.headers_mut().insert(name, v);
         }
     }
-    parts
-        .headers
-        .insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    // The rendering stays on disk while the body reads it: the body holds it.
-    let keep = rendered.clone();
-    let body = Body::new(body).into_data_stream();
-    let body = futures::StreamExt::map(body, move |chunk| {
-        let _ = &keep;
-        chunk
-    });
-    Ok(Response::from_parts(parts, Body::from_stream(body)))
+    Ok(res)
 }

@@ -14,6 +14,8 @@ use super::dto::{
 };
 use super::extract::{self, ApiPath, ApiQuery, BodyFormat};
 use crate::auth::Caller;
+use crate::domain::JobStatus;
+use crate::domain::job::JobFilter;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::{NumRecords, SubmitRequest};
 use crate::state::AppState;
@@ -103,9 +105,9 @@ pub(super) fn submit_request(
 ) -> Result<SubmitRequest, ApiError> {
     let wrapped = value.get("config").is_some() && value.get("num_records").is_some();
     if format == BodyFormat::Json || wrapped {
-        if query.num_records.is_some() || query.seed.is_some() {
+        if query.num_records.is_some() || query.seed.is_some() || query.name.is_some() {
             return Err(ApiError::InvalidRequest(
-                "query parameters 'num_records' and 'seed' are only for YAML config bodies; put them in the JSON body".into(),
+                "query parameters 'num_records', 'seed' and 'name' are only for YAML config bodies; put them in the JSON body".into(),
             ));
         }
         if !value.is_object() {
@@ -123,6 +125,7 @@ pub(super) fn submit_request(
             run_config: body.run_config,
             idempotency_key: None,
             owner: None,
+            name: body.name,
         });
     }
     let raw = query.num_records.ok_or_else(|| {
@@ -148,6 +151,7 @@ pub(super) fn submit_request(
         run_config: None,
         idempotency_key: None,
         owner: None,
+        name: query.name,
     })
 }
 
@@ -175,7 +179,9 @@ fn is_integer_literal(s: &str) -> bool {
 
 /// List jobs
 ///
-/// Newest first, paginated with `cursor`.
+/// Newest first, paginated with `cursor`; `status`, `name`, `metadata` and the creation times
+/// filter on the server, and a cursor continues the listing it came from (pass the same
+/// filters with it).
 #[utoipa::path(
     get, path = "/v1/jobs", tag = "jobs",
     params(ListJobsQuery),
@@ -206,7 +212,11 @@ pub(super) async fn jobs_page(
         })?),
         None => None,
     };
-    let page = state.jobs.jobs(caller.owner(), before, limit).await?;
+    let filter = job_filter(&q)?;
+    let page = state
+        .jobs
+        .jobs(caller.owner(), before, limit, &filter)
+        .await?;
     let jobs: Vec<JobResponse> = page.items.into_iter().map(Into::into).collect();
     let next_cursor = page
         .more
@@ -216,6 +226,77 @@ pub(super) async fn jobs_page(
         })
         .flatten();
     Ok(JobListResponse { jobs, next_cursor })
+}
+
+/// The filters of a job listing, each refused with a message naming its parameter.
+fn job_filter(q: &ListJobsQuery) -> Result<JobFilter, ApiError> {
+    let statuses = match q.status.as_deref() {
+        None => Vec::new(),
+        Some(raw) => raw
+            .split(',')
+            .map(str::trim)
+            .map(|s| {
+                JobStatus::parse(s).ok_or_else(|| {
+                    ApiError::InvalidRequest(format!(
+                        "query parameter 'status': '{s}' is not one of queued, running, \
+                         cancelling, completed, failed, cancelled"
+                    ))
+                })
+            })
+            .collect::<Result<_, _>>()?,
+    };
+    let metadata = match q.metadata.as_deref() {
+        None => Vec::new(),
+        Some(raw) => metadata_filter(raw)?,
+    };
+    let time = |param: &str, raw: &Option<String>| {
+        raw.as_deref()
+            .map(|r| extract::parse_time(param, r))
+            .transpose()
+    };
+    Ok(JobFilter {
+        statuses,
+        name: q.name.clone(),
+        metadata,
+        created_after: time("created_after", &q.created_after)?,
+        created_before: time("created_before", &q.created_before)?,
+    })
+}
+
+/// The most keys a metadata filter may name.
+const METADATA_FILTER_KEYS: usize = 16;
+
+/// `metadata=`: a JSON object of top-level keys and scalar values. A key holding `"` or `\`
+/// is refused, since SQLite's JSON path cannot name it.
+fn metadata_filter(raw: &str) -> Result<Vec<(String, Value)>, ApiError> {
+    let bad = |why: &str| ApiError::InvalidRequest(format!("query parameter 'metadata': {why}"));
+    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(raw) else {
+        return Err(bad(
+            "expected a JSON object of keys and values, e.g. {\"team\":\"search\"}",
+        ));
+    };
+    if map.len() > METADATA_FILTER_KEYS {
+        return Err(bad(&format!(
+            "{} keys; at most {METADATA_FILTER_KEYS}",
+            map.len()
+        )));
+    }
+    map.into_iter()
+        .map(|(key, value)| {
+            if key.is_empty() || key.contains(['"', '\\']) || key.chars().any(char::is_control) {
+                return Err(bad(&format!(
+                    "key {key:?} cannot be matched (empty, or holds a quote, backslash or \
+                     control character)"
+                )));
+            }
+            match value {
+                Value::String(_) | Value::Number(_) | Value::Bool(_) => Ok((key, value)),
+                _ => Err(bad(&format!(
+                    "key '{key}': only a string, number or boolean value can be matched"
+                ))),
+            }
+        })
+        .collect()
 }
 
 /// Get a job

@@ -5,6 +5,7 @@
 
 mod data_designer;
 mod datasets;
+mod downloads;
 use crate::decode;
 pub mod dto;
 mod events;

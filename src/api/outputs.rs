@@ -3,14 +3,16 @@
 
 use axum::Json;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::response::Response;
 use serde::Deserialize;
 use utoipa::{IntoParams, ToSchema};
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::downloads::{Download, export_response};
 use super::extract::{self, ApiPath, ApiQuery};
-use super::records::{PARQUET_MIME, stream_response};
+use super::records::{content_type, extension};
 use crate::auth::Caller;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::{DatasetAnalysis, ExportFormat};
@@ -79,6 +81,7 @@ pub async fn get_job_output(
     caller: Caller,
     ApiPath((id, name)): ApiPath<(String, String)>,
     ApiQuery(q): ApiQuery<OutputQuery>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let id = extract::job_id(&id)?;
     let format = match q.format.unwrap_or_default() {
@@ -90,17 +93,12 @@ pub async fn get_job_output(
         .jobs
         .export_output(id, caller.owner(), &name, format)
         .await?;
-    Ok(match format {
-        ExportFormat::Jsonl => {
-            stream_response("application/x-ndjson", body, &format!("{id}-{name}.jsonl"))
-        }
-        ExportFormat::Csv => {
-            stream_response("text/csv; charset=utf-8", body, &format!("{id}-{name}.csv"))
-        }
-        ExportFormat::Parquet => {
-            stream_response(PARQUET_MIME, body, &format!("{id}-{name}.parquet"))
-        }
-    })
+    let filename = format!("{id}-{name}.{}", extension(format));
+    let download = Download {
+        content_type: content_type(format),
+        filename: &filename,
+    };
+    export_response(&state, body, download, &headers).await
 }
 
 /// Analyse a job's dataset

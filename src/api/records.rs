@@ -3,15 +3,13 @@
 //! and one record by id.
 
 use axum::Json;
-use axum::body::Body;
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures::Stream;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use super::downloads::{Download, export_response};
 use super::dto::{
     ColumnTrace, ListRecordsQuery, RecordListResponse, RecordResponse, RecordsFormat, TraceQuery,
     TraceResponse,
@@ -21,7 +19,7 @@ use super::jobs::page_limit;
 use crate::auth::Caller;
 use crate::domain::{JobId, RecordId, RecordStatus};
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::ExportFormat;
+use crate::jobs::{ExportFormat, ExportRecords};
 use crate::state::AppState;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -72,17 +70,29 @@ pub async fn list_job_records(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(q): ApiQuery<ListRecordsQuery>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let id = extract::job_id(&id)?;
     let format = q.format.unwrap_or_default();
     let traces = q.include_traces == Some(true);
-    if format != RecordsFormat::Json
-        && (q.cursor.is_some() || q.limit.is_some() || q.status.is_some())
-    {
+    if format != RecordsFormat::Json && (q.cursor.is_some() || q.limit.is_some()) {
         return Err(ApiError::InvalidRequest(
-            "'cursor', 'limit' and 'status' apply to format=json only; exports stream every completed record".into(),
+            "'cursor' and 'limit' apply to format=json only; exports stream every record".into(),
         ));
     }
+    let records = match (format, q.status) {
+        (RecordsFormat::Json, _) | (_, None | Some(RecordStatus::Completed)) => {
+            ExportRecords::Completed
+        }
+        (_, Some(RecordStatus::Failed)) => ExportRecords::Failed,
+        (_, Some(other)) => {
+            return Err(ApiError::InvalidRequest(format!(
+                "status: an export holds completed records (the dataset) or failed ones (the \
+                 error file), not {}",
+                other.as_str()
+            )));
+        }
+    };
     let export = match format {
         RecordsFormat::Json => {
             let page = records_page(&state, &caller, id, q.cursor, q.limit, q.status, traces);
@@ -94,15 +104,36 @@ pub async fn list_job_records(
     };
     let body = state
         .jobs
-        .export(id, caller.owner(), export, traces)
+        .export(id, caller.owner(), export, traces, records)
         .await?;
-    Ok(match export {
-        ExportFormat::Jsonl => {
-            stream_response("application/x-ndjson", body, &format!("{id}.jsonl"))
-        }
-        ExportFormat::Csv => stream_response("text/csv; charset=utf-8", body, &format!("{id}.csv")),
-        ExportFormat::Parquet => stream_response(PARQUET_MIME, body, &format!("{id}.parquet")),
-    })
+    let stem = match records {
+        ExportRecords::Completed => id.to_string(),
+        ExportRecords::Failed => format!("{id}-errors"),
+    };
+    let filename = format!("{stem}.{}", extension(export));
+    let download = Download {
+        content_type: content_type(export),
+        filename: &filename,
+    };
+    export_response(&state, body, download, &headers).await
+}
+
+/// The media type of an export format.
+pub(super) fn content_type(format: ExportFormat) -> &'static str {
+    match format {
+        ExportFormat::Jsonl => "application/x-ndjson",
+        ExportFormat::Csv => "text/csv; charset=utf-8",
+        ExportFormat::Parquet => PARQUET_MIME,
+    }
+}
+
+/// The file extension of an export format.
+pub(super) fn extension(format: ExportFormat) -> &'static str {
+    match format {
+        ExportFormat::Jsonl => "jsonl",
+        ExportFormat::Csv => "csv",
+        ExportFormat::Parquet => "parquet",
+    }
 }
 
 /// A page of a job's records by index (`GET /v1/jobs/{id}/records` as JSON, and the MCP tool
@@ -265,24 +296,6 @@ pub async fn get_record_media(
 
 /// Parquet's media type (registered with IANA in 2024).
 pub(super) const PARQUET_MIME: &str = "application/vnd.apache.parquet";
-
-pub(super) fn stream_response(
-    content_type: &'static str,
-    body: impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
-    filename: &str,
-) -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, content_type.to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"{filename}\""),
-            ),
-        ],
-        Body::from_stream(body),
-    )
-        .into_response()
-}
 
 #[cfg(test)]
 mod tests {

@@ -153,6 +153,9 @@ pub struct DatabaseConfig {
     pub max_connections: u32,
     /// How long to wait for a pooled connection before failing the operation.
     pub acquire_timeout_sec: u64,
+    /// Finished jobs (completed, failed, cancelled) are deleted, with their records, traces,
+    /// media and usage, this many days after they finished; absent keeps them.
+    pub job_retention_days: Option<u32>,
 }
 
 impl Default for DatabaseConfig {
@@ -162,6 +165,7 @@ impl Default for DatabaseConfig {
             sqlite_path: PathBuf::from("./data/synthgate.db"),
             max_connections: 10,
             acquire_timeout_sec: 5,
+            job_retention_days: None,
         }
     }
 }
@@ -183,6 +187,18 @@ impl DatabaseConfig {
         if self.max_connections == 0 {
             out.push("config key `database.max_connections`: must be at least 1".into());
         }
+        if self.job_retention_days == Some(0) {
+            out.push(
+                "config key `database.job_retention_days`: must be at least 1 (absent keeps jobs)"
+                    .into(),
+            );
+        }
+    }
+
+    /// How long a finished job is kept, when a retention is set.
+    pub fn job_retention(&self) -> Option<std::time::Duration> {
+        self.job_retention_days
+            .map(|days| std::time::Duration::from_secs(u64::from(days) * 86_400))
     }
 
     /// The URL, treating an empty string as absent (so `SYNTHGATE__DATABASE__URL=` falls back).

@@ -13,9 +13,9 @@
 //! same bytes, on every replica, so sizes and range reads agree; the last few renderings are
 //! kept on disk, since a reader (`HfFileSystem`) reads one file in several ranges.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -25,13 +25,11 @@ use super::formats::parquet_writer::ParquetSink;
 use super::import::{FileDigest, import_file_digested};
 use super::service::check_file_name;
 use super::{
-    BLOCK_ROWS, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetService,
-    DatasetSourceKind,
+    BLOCK_ROWS, DatasetFormat, DatasetMeta, DatasetQuery, DatasetService, DatasetSourceKind,
 };
+use crate::rendered::{RenderWriter, Rendered};
 use crate::store::{Store, StoreError};
 
-/// Renderings kept on disk.
-const RENDERED_KEPT: usize = 8;
 /// Datasets read per page of a repository's listing.
 const PAGE: u32 = 500;
 /// Longest namespace or repository name (the Hub's limit).
@@ -80,44 +78,6 @@ impl RepoId {
     /// The `source_ref` of its files.
     fn source_ref(&self) -> String {
         format!("datastore:{}", self.0)
-    }
-}
-
-/// A file of a repository written out from its rows: a temporary file, removed when the last
-/// reader drops it.
-#[derive(Debug)]
-pub struct Rendered {
-    /// Where the bytes are.
-    pub path: tempfile::TempPath,
-    /// How many.
-    pub size: u64,
-    /// Hex sha256 of the bytes (the Hub's `oid` and `ETag` take its first 40 digits).
-    pub sha256: String,
-}
-
-/// The last few renderings, newest last.
-#[derive(Debug, Default)]
-pub(super) struct RenderCache(Mutex<VecDeque<(DatasetId, Arc<Rendered>)>>);
-
-impl RenderCache {
-    fn get(&self, id: DatasetId) -> Option<Arc<Rendered>> {
-        let cache = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        cache.iter().find(|(i, _)| *i == id).map(|(_, r)| r.clone())
-    }
-
-    fn put(&self, id: DatasetId, rendered: Arc<Rendered>) {
-        let mut cache = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        cache.retain(|(i, _)| *i != id);
-        cache.push_back((id, rendered));
-        while cache.len() > RENDERED_KEPT {
-            cache.pop_front();
-        }
     }
 }
 
@@ -323,7 +283,7 @@ impl DatasetService {
         &self,
         meta: &DatasetMeta,
     ) -> Result<Arc<Rendered>, DatasetError> {
-        if let Some(r) = self.renders.get(meta.id) {
+        if let Some(r) = self.renders.get(&meta.id) {
             return Ok(r);
         }
         let dir = self.config.upload_dir();
@@ -333,32 +293,15 @@ impl DatasetService {
                 dir.display()
             ))
         };
-        let file = tempfile::Builder::new()
-            .prefix("synthgate-render-")
-            .tempfile_in(&dir)
-            .map_err(io)?;
-        let (file, path) = file.into_parts();
-        let mut out = std::io::BufWriter::new(file);
+        let mut out = RenderWriter::new(&dir).map_err(io)?;
         let mut writer = FileWriter::new(meta)?;
-        let mut hash = Sha256::new();
-        let mut size = 0u64;
-        let mut emit = |bytes: &[u8]| -> Result<(), DatasetError> {
-            hash.update(bytes);
-            size += bytes.len() as u64;
-            out.write_all(bytes).map_err(io)
-        };
-        emit(&writer.start()?)?;
+        out.write(&writer.start()?).map_err(io)?;
         for block in 0..meta.num_rows.div_ceil(BLOCK_ROWS) {
             let rows = self.store.read_dataset_block(meta.id, block).await?;
-            emit(&writer.rows(rows)?)?;
+            out.write(&writer.rows(rows)?).map_err(io)?;
         }
-        emit(&writer.finish()?)?;
-        out.flush().map_err(io)?;
-        let rendered = Arc::new(Rendered {
-            path,
-            size,
-            sha256: hex::encode(hash.finalize()),
-        });
+        out.write(&writer.finish()?).map_err(io)?;
+        let rendered = Arc::new(out.finish().map_err(io)?);
         self.renders.put(meta.id, rendered.clone());
         Ok(rendered)
     }
@@ -463,6 +406,7 @@ fn internal(e: impl std::fmt::Display) -> DatasetError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::DatasetId;
 
     #[test]
     fn repository_ids_and_dataset_names() {

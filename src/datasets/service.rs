@@ -31,7 +31,7 @@ pub struct DatasetService {
     pub(super) store: Arc<dyn Store>,
     pub(super) config: Arc<DatasetsConfig>,
     /// The datastore's last renderings (see [`super::datastore`]).
-    pub(super) renders: Arc<super::datastore::RenderCache>,
+    pub(super) renders: Arc<crate::rendered::RenderCache<super::DatasetId>>,
 }
 
 /// A page of datasets, newest first; `more` when another page follows.

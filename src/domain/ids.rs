@@ -20,6 +20,15 @@ macro_rules! id_newtype {
             }
         }
 
+        impl $name {
+            /// The least id of those made at `t`'s millisecond or later: ids compare as their
+            /// creation times do, so `id >= first_at(t)` keeps what was made from `t` on.
+            pub fn first_at(t: chrono::DateTime<chrono::Utc>) -> Uuid {
+                let ms = u64::try_from(t.timestamp_millis()).unwrap_or(0).min((1 << 48) - 1);
+                uuid::Builder::from_unix_timestamp_millis(ms, &[0; 10]).into_uuid()
+            }
+        }
+
         impl Default for $name {
             fn default() -> Self {
                 Self::new()

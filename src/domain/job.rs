@@ -40,6 +40,8 @@ pub struct JobRow {
     /// The stored datasets the job's seed was bound to at submit, in reading order; `None`
     /// for a job without a stored seed.
     pub seed_datasets: Option<Vec<crate::domain::DatasetId>>,
+    /// The name the client gave the job, if any.
+    pub name: Option<String>,
 }
 
 /// Why a job as a whole failed.
@@ -91,4 +93,20 @@ pub struct FailedRecord {
     pub index: u32,
     /// Why it failed.
     pub error: RecordError,
+}
+
+/// What a job listing keeps: every filter given must hold (`GET /v1/jobs`'s query).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobFilter {
+    /// Any of these statuses (empty: any status).
+    pub statuses: Vec<crate::domain::status::JobStatus>,
+    /// Exactly this name.
+    pub name: Option<String>,
+    /// Top-level metadata keys each equal to its scalar value (a string, number or boolean),
+    /// compared as JSON.
+    pub metadata: Vec<(String, Value)>,
+    /// Created at or after this instant (to the millisecond, from the job's UUIDv7 id).
+    pub created_after: Option<DateTime<Utc>>,
+    /// Created strictly before this instant (to the millisecond).
+    pub created_before: Option<DateTime<Utc>>,
 }

@@ -1,17 +1,27 @@
 //! Dataset exports: a job's completed records as JSONL, CSV or Parquet (`crate::datasets::formats::parquet_writer`),
 //! streamed one chunk of records per database round trip, so memory stays flat whatever the
-//! dataset size; and the datasets of its `schema_transform` processors, rendered from those
-//! rows as they stream (see `generate::processors` for why they are rendered, not stored).
+//! dataset size; its failed records as an error file (JSONL); and the datasets of its
+//! `schema_transform` processors, rendered from those rows as they stream (see
+//! `generate::processors` for why they are rendered, not stored).
+//!
+//! Once a job has finished its exports cannot change, so each gets a strong ETag, and a ranged
+//! read (a resumed download) is served from the export written out once to a file
+//! ([`JobService::rendered`]).
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::Stream;
-use serde_json::Value;
+use futures::StreamExt as _;
+use futures::stream::BoxStream;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 
+use crate::domain::job::JobRow;
+use crate::domain::record::RecordRow;
 use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
 use crate::generate::ColumnType;
+use crate::rendered::{RenderWriter, Rendered};
 
 use crate::datasets::formats::parquet_writer::ParquetSink;
 
@@ -31,18 +41,43 @@ pub enum ExportFormat {
     Parquet,
 }
 
+/// An export on its way: its bytes, streamed, and their validator.
+pub struct Export {
+    pub body: BoxStream<'static, Result<Bytes, std::io::Error>>,
+    /// A strong ETag (quoted) once the job has finished and the bytes cannot change; `None`
+    /// while it runs.
+    pub etag: Option<String>,
+}
+
+/// Which records an export holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportRecords {
+    /// The dataset: each completed record's values.
+    Completed,
+    /// The error file (JSONL only): each failed record's id, index, attempts, error and
+    /// the values it had.
+    Failed,
+}
+
 impl JobService {
     /// The dataset of a job visible to `owner`: the values of its completed records by index,
-    /// streamed; with `traces`, each LLM column's trace as `{column}__trace`. The CSV header
-    /// and the Parquet schema are the job's output columns (then the trace columns, as text).
+    /// streamed (or, for [`ExportRecords::Failed`], its error file); with `traces`, each LLM
+    /// column's trace as `{column}__trace`. The CSV header and the Parquet schema are the
+    /// job's output columns (then the trace columns, as text).
     pub async fn export(
         &self,
         id: JobId,
         owner: Option<&str>,
         format: ExportFormat,
         traces: bool,
-    ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+        records: ExportRecords,
+    ) -> Result<Export, ApiError> {
         let job = self.get(id, owner).await?;
+        if records == ExportRecords::Failed && format != ExportFormat::Jsonl {
+            return Err(ApiError::InvalidRequest(
+                "status=failed exports the error file, as JSONL only (format=jsonl)".into(),
+            ));
+        }
         let columns = match format {
             ExportFormat::Jsonl => Vec::new(),
             ExportFormat::Csv | ExportFormat::Parquet => self
@@ -70,7 +105,39 @@ impl JobService {
                     kept.into_iter().map(|c| (c, ColumnType::Text)).collect()
                 }),
         };
-        export(self.clone(), id, columns, format, traces, None)
+        let etag = etag(&job, format, traces, records, &columns, None);
+        let body = export(self.clone(), id, columns, format, traces, records, None)?;
+        Ok(Export { body, etag })
+    }
+
+    /// The written-out export of this ETag, if one is kept.
+    pub fn rendered_now(&self, etag: &str) -> Option<Arc<Rendered>> {
+        self.renders.get(&etag.to_owned())
+    }
+
+    /// `export` written out to a file, once for each ETag (the last few are kept): what a
+    /// ranged read of a finished job's export is served from. `None` for a job still running.
+    pub async fn rendered(&self, export: Export) -> Result<Option<Arc<Rendered>>, ApiError> {
+        let Some(etag) = export.etag else {
+            return Ok(None);
+        };
+        if let Some(done) = self.renders.get(&etag) {
+            return Ok(Some(done));
+        }
+        let io = |e: std::io::Error| {
+            ApiError::Internal(format!(
+                "writing an export in {}: {e}",
+                self.render_dir.display()
+            ))
+        };
+        let mut out = RenderWriter::new(&self.render_dir).map_err(io)?;
+        let mut body = export.body;
+        while let Some(chunk) = body.next().await {
+            out.write(&chunk.map_err(io)?).map_err(io)?;
+        }
+        let done = Arc::new(out.finish().map_err(io)?);
+        self.renders.put(etag, done.clone());
+        Ok(Some(done))
     }
 
     /// The dataset of processor `name` (a `schema_transform`) of a job visible to `owner`:
@@ -83,7 +150,7 @@ impl JobService {
         owner: Option<&str>,
         name: &str,
         format: ExportFormat,
-    ) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+    ) -> Result<Export, ApiError> {
         let job = self.get(id, owner).await?;
         let compiled = self.compiled(&job).await?;
         let Some(columns) = compiled.plan.output_dataset_columns(name) else {
@@ -107,8 +174,48 @@ impl JobService {
             compiled,
             name: name.to_owned(),
         };
-        export(self.clone(), id, columns, format, false, Some(output))
+        let records = ExportRecords::Completed;
+        let etag = etag(&job, format, false, records, &columns, Some(name));
+        let body = export(
+            self.clone(),
+            id,
+            columns,
+            format,
+            false,
+            records,
+            Some(output),
+        )?;
+        Ok(Export { body, etag })
     }
+}
+
+/// The strong validator of an export of a finished job (`None` while it runs): everything
+/// its bytes follow from (the job and when it finished, what was asked, the columns and their
+/// types as read now, this build's writers), hashed.
+fn etag(
+    job: &JobRow,
+    format: ExportFormat,
+    traces: bool,
+    records: ExportRecords,
+    columns: &[(String, ColumnType)],
+    output: Option<&str>,
+) -> Option<String> {
+    if !job.status.is_terminal() {
+        return None;
+    }
+    let identity = json!({
+        "job": job.id,
+        "finished_at": job.finished_at,
+        "updated_at": job.updated_at,
+        "format": format!("{format:?}"),
+        "traces": traces,
+        "records": format!("{records:?}"),
+        "columns": columns.iter().map(|(c, t)| format!("{c}:{t:?}")).collect::<Vec<_>>(),
+        "output": output,
+        "build": env!("CARGO_PKG_VERSION"),
+    });
+    let hash = Sha256::digest(identity.to_string().as_bytes());
+    Some(format!("\"{}\"", &hex::encode(hash)[..32]))
 }
 
 /// A processor dataset being rendered from the main rows.
@@ -124,6 +231,7 @@ struct ExportState {
     kind: ExportFormat,
     after: Option<u32>,
     traces: bool,
+    records: ExportRecords,
     output: Option<Output>,
     header_done: bool,
     /// The Parquet file being written (`format=parquet`), until its footer is written.
@@ -139,8 +247,9 @@ fn export(
     columns: Vec<(String, ColumnType)>,
     kind: ExportFormat,
     traces: bool,
+    records: ExportRecords,
     output: Option<Output>,
-) -> Result<impl Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static, ApiError> {
+) -> Result<BoxStream<'static, Result<Bytes, std::io::Error>>, ApiError> {
     let parquet = match kind {
         ExportFormat::Parquet => Some(
             ParquetSink::new(columns.clone())
@@ -155,12 +264,17 @@ fn export(
         kind,
         after: None,
         traces,
+        records,
         output,
         header_done: false,
         parquet,
         done: false,
     };
     Ok(futures::stream::unfold(st, |mut st| async move {
+        let status = match st.records {
+            ExportRecords::Completed => RecordStatus::Completed,
+            ExportRecords::Failed => RecordStatus::Failed,
+        };
         if st.done {
             return None;
         }
@@ -179,12 +293,7 @@ fn export(
         let rows = match st
             .jobs
             .store
-            .list_records(
-                st.job,
-                st.after,
-                Some(RecordStatus::Completed),
-                EXPORT_CHUNK,
-            )
+            .list_records(st.job, st.after, Some(status), EXPORT_CHUNK)
             .await
         {
             Ok(mut rows) if st.traces => match st.jobs.attach_traces(&mut rows).await {
@@ -206,10 +315,13 @@ fn export(
             st.done = true;
         }
         st.after = rows.last().map(|r| r.index).or(st.after);
-        let rows: Vec<Value> = rows
-            .into_iter()
-            .map(|r| r.values.unwrap_or(Value::Null))
-            .collect();
+        let rows: Vec<Value> = match st.records {
+            ExportRecords::Completed => rows
+                .into_iter()
+                .map(|r| r.values.unwrap_or(Value::Null))
+                .collect(),
+            ExportRecords::Failed => rows.into_iter().map(error_line).collect(),
+        };
         let rows = match &st.output {
             None => rows,
             Some(o) => {
@@ -267,7 +379,19 @@ fn export(
             }
         }
         Some((Ok(Bytes::from(out)), st))
-    }))
+    })
+    .boxed())
+}
+
+/// A line of the error file: which record, why it failed, and what it had.
+fn error_line(r: RecordRow) -> Value {
+    json!({
+        "id": r.id,
+        "index": r.index,
+        "attempts": r.attempts,
+        "error": r.error,
+        "values": r.values,
+    })
 }
 
 /// Renders the processor rows of one chunk of main rows.

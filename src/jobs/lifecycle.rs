@@ -145,7 +145,7 @@ impl JobService {
     }
 
     /// Drops a finished job's plan from the cache, and closes its `per_job` MCP sessions.
-    fn forget(&self, id: JobId) {
+    pub(super) fn forget(&self, id: JobId) {
         self.plans.remove(id);
         self.tools.pool().release_job(id.0);
     }

@@ -14,6 +14,7 @@
 //!   may do with them;
 //! * `plans`: compiled plans, cached by job;
 //! * `lifecycle`: cancel, early shutdown, finalizing;
+//! * `retention`: deleting finished jobs past `database.job_retention_days`;
 //! * `views`: job summaries, records, traces (one store round trip a job);
 //! * `exports`: the dataset as JSONL, CSV or Parquet, streamed (Parquet with
 //!   `crate::datasets::formats::parquet_writer`, a row group per chunk);
@@ -27,6 +28,7 @@ mod lifecycle;
 mod plans;
 mod preview;
 mod progress;
+mod retention;
 mod runner;
 mod submit;
 mod views;
@@ -47,7 +49,7 @@ pub use analysis::{
     ColumnStatistics, DatasetAnalysis, DatasetProfile, JudgeScoreProfile, MAX_DISTINCT, Profiler,
 };
 pub use catalog::Catalog;
-pub use exports::ExportFormat;
+pub use exports::{Export, ExportFormat, ExportRecords};
 pub use plans::{CompileError, CompiledJob, PlanLookup};
 pub use preview::{MAX_PREVIEW_RECORDS, PreparedPreview, Preview};
 pub use progress::{Follower, Progress};
@@ -78,6 +80,9 @@ pub struct JobService {
     runner: RecordRunner,
     /// Where seeds other than uploaded datasets resolve (allow-listed directories, the Hub).
     sources: Arc<SeedSources>,
+    /// Finished jobs' exports written out for ranged reads, by ETag, in `render_dir`.
+    renders: Arc<crate::rendered::RenderCache<String>>,
+    render_dir: std::path::PathBuf,
 }
 
 impl JobService {
@@ -109,7 +114,16 @@ impl JobService {
             cpu,
             runner,
             sources: Arc::new(SeedSources::none()),
+            renders: Arc::default(),
+            render_dir: std::env::temp_dir(),
         }
+    }
+
+    /// The same service writing exports for ranged reads into `dir` (the system's temporary
+    /// directory otherwise).
+    pub fn with_render_dir(mut self, dir: std::path::PathBuf) -> Self {
+        self.render_dir = dir;
+        self
     }
 
     /// The same service with a seed block cache of `seed_cache_bytes` (shared by every job of

@@ -41,7 +41,12 @@ pub struct SubmitRequest {
     pub idempotency_key: Option<String>,
     /// API key name, when auth is on.
     pub owner: Option<String>,
+    /// A name to find the job by (unchecked; see [`MAX_JOB_NAME_CHARS`]).
+    pub name: Option<String>,
 }
+
+/// The longest job name, in characters.
+pub const MAX_JOB_NAME_CHARS: usize = 256;
 
 /// A requested record count as the client wrote it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +113,7 @@ impl JobService {
             output_columns: v.compiled.plan.output_columns().to_vec(),
             max_live_jobs: self.limits.max_jobs_in_flight_per_key,
             seed_datasets: v.compiled.seed_datasets.clone(),
+            name: req.name.clone(),
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -222,6 +228,9 @@ impl JobService {
     ) -> Result<Validated, ApiError> {
         if let Some(metadata) = &req.metadata {
             check_metadata(metadata, self.limits.max_metadata_bytes)?;
+        }
+        if let Some(name) = &req.name {
+            check_name(name)?;
         }
         let num_records = match req.num_records {
             NumRecords::Count(n) if (1..=i64::from(max)).contains(&n) => n as u32,
@@ -395,6 +404,21 @@ fn num_records_out_of_range(max: u32, got: &str) -> ApiError {
     ))
 }
 
+/// Refuses a blank name, one over [`MAX_JOB_NAME_CHARS`], or one with a control character
+/// (a name is shown in lists and terminals).
+fn check_name(name: &str) -> Result<(), ApiError> {
+    let why = if name.trim().is_empty() {
+        "must not be empty or blank".to_owned()
+    } else if name.chars().count() > MAX_JOB_NAME_CHARS {
+        format!("longer than {MAX_JOB_NAME_CHARS} characters")
+    } else if name.chars().any(char::is_control) {
+        "must not hold control characters (newlines, tabs, NUL)".to_owned()
+    } else {
+        return Ok(());
+    };
+    Err(ApiError::InvalidRequest(format!("field 'name': {why}")))
+}
+
 /// Refuses metadata whose compact JSON is over `max` bytes (`422 metadata_too_large`), counted
 /// without building the text.
 fn check_metadata(metadata: &Value, max: usize) -> Result<(), ApiError> {
@@ -458,9 +482,10 @@ fn prefix_run_config(issues: Vec<ConfigIssue>) -> Vec<ConfigIssue> {
         .collect()
 }
 
-/// Identifies a request for idempotency: the same config, count, seed, metadata and run config.
+/// Identifies a request for idempotency: the same config, count, seed, metadata, run config
+/// and name.
 fn request_hash(req: &SubmitRequest, inner_config: &Value) -> String {
-    let canonical = json!({
+    let mut canonical = json!({
         "config": inner_config,
         "num_records": match req.num_records {
             NumRecords::Count(n) => json!(n),
@@ -470,6 +495,10 @@ fn request_hash(req: &SubmitRequest, inner_config: &Value) -> String {
         "metadata": req.metadata,
         "run_config": req.run_config,
     });
+    // Named only when given, so a request without a name hashes as it did before names.
+    if let (Some(name), Value::Object(map)) = (&req.name, &mut canonical) {
+        map.insert("name".into(), json!(name));
+    }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
 

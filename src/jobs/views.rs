@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::domain::dataset::TRACE_POSTFIX;
-use crate::domain::job::{JobRow, JobSummary};
+use crate::domain::job::{JobFilter, JobRow, JobSummary};
 use crate::domain::record::{RecordRow, TraceRow};
 use crate::domain::{JobId, RecordId, RecordStatus};
 use crate::error::ApiError;
@@ -56,18 +56,20 @@ impl JobService {
         Ok(summary)
     }
 
-    /// Summaries of `owner`'s jobs (every job for `None`), newest first, strictly older than
-    /// `before`, at most `limit`.
+    /// Summaries of `owner`'s jobs (every job for `None`) that `filter` keeps, newest first,
+    /// strictly older than `before`, at most `limit`.
     pub async fn jobs(
         &self,
         owner: Option<&str>,
         before: Option<JobId>,
         limit: u32,
+        filter: &JobFilter,
     ) -> Result<Page<JobSummary>, ApiError> {
         let select = JobSelect::Page {
             owner,
             before,
             limit: limit + 1,
+            filter,
         };
         let mut page = Page::of(self.store.job_summaries(select, FIRST_ERRORS).await?, limit);
         for s in &mut page.items {

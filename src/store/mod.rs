@@ -105,18 +105,22 @@ pub struct NewJob {
     /// when the job is inserted (checked in the inserting transaction, which also holds off a
     /// concurrent delete of them until it commits), else nothing is inserted.
     pub seed_datasets: Vec<DatasetId>,
+    /// The name the client gave the job, if any (validated at submit).
+    pub name: Option<String>,
 }
 
 /// Which jobs [`JobStore::job_summaries`] reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum JobSelect<'a> {
     /// One job, if `owner` (when given) owns it.
     One { id: JobId, owner: Option<&'a str> },
-    /// Jobs newest first, strictly older than `before` when given, of `owner` when given.
+    /// Jobs newest first, strictly older than `before` when given, of `owner` when given, that
+    /// `filter` keeps.
     Page {
         owner: Option<&'a str>,
         before: Option<JobId>,
         limit: u32,
+        filter: &'a crate::domain::job::JobFilter,
     },
 }
 
@@ -307,6 +311,14 @@ pub trait JobStore: Send + Sync {
 
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
+
+    /// Up to `limit` finished jobs (completed, failed, cancelled) that finished before
+    /// `before`, oldest first: what `database.job_retention_days` deletes.
+    async fn expired_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<JobId>, StoreError>;
 
     /// Those of `ids` that a cancel reached (`cancelling` or `cancelled`): the worker pool
     /// stops their records in flight, wherever the cancel was asked.

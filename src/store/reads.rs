@@ -136,6 +136,32 @@ where
     Ok(ids.into_iter().map(JobId).collect())
 }
 
+/// Finished jobs that finished before `before` (as the backend stores times: `T`), oldest
+/// first, at most `limit`.
+pub(crate) async fn expired_jobs<'e, DB, E, T>(
+    exec: E,
+    before: T,
+    limit: u32,
+) -> Result<Vec<JobId>, StoreError>
+where
+    DB: Database,
+    E: Executor<'e, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> T: Encode<'q, DB> + Type<DB> + Send + 'q,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> (Uuid,): FromRow<'r, DB::Row>,
+{
+    let ids: Vec<Uuid> = sqlx::query_scalar(
+        "select id from jobs where status in ('completed', 'failed', 'cancelled') \
+         and finished_at < $1 order by finished_at, id limit $2",
+    )
+    .bind(before)
+    .bind(i64::from(limit))
+    .fetch_all(exec)
+    .await?;
+    Ok(ids.into_iter().map(JobId).collect())
+}
+
 /// The image `index` of `column` of a record: its MIME type and bytes.
 pub(crate) async fn media<'e, DB, E>(
     exec: E,

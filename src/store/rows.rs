@@ -14,6 +14,7 @@ use super::{
     FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError, RecordErrorCode,
     RecordRow, RecordStage, StoreError, TraceRow,
 };
+use crate::domain::job::JobFilter;
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
 
 /// Columns of a job, in [`JobDb`] order. A macro so that `concat!` can build `&'static str`
@@ -22,7 +23,7 @@ macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
-         output_columns, seed_datasets"
+         output_columns, seed_datasets, name"
     };
 }
 pub(crate) use job_columns;
@@ -122,6 +123,7 @@ pub(crate) struct JobDb<J, T> {
     finished_at: Option<T>,
     output_columns: Option<J>,
     seed_datasets: Option<J>,
+    name: Option<String>,
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
@@ -164,6 +166,7 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
                 })
                 .transpose()
                 .map_err(|e| StoreError::Corrupt(format!("jobs.seed_datasets: {e}")))?,
+            name: r.name,
         })
     }
 }
@@ -358,10 +361,12 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
 }
 
 /// Adds the `where`, `order by` and `limit` of a [`super::JobSelect`] to a query over `jobs`
-/// (the same on both backends).
+/// (the same on both backends but for `metadata_eq`, which adds the backend's test that
+/// `jobs.metadata`'s top-level `key` equals a JSON scalar, given as JSON text).
 pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
     qb: &mut sqlx::QueryBuilder<DB>,
     select: super::JobSelect<'a>,
+    metadata_eq: impl Fn(&mut sqlx::QueryBuilder<DB>, &'a str, String),
 ) where
     Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
     &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
@@ -377,11 +382,13 @@ pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
             owner,
             before,
             limit,
+            filter,
         } => {
             qb.push(" where true");
             if let Some(before) = before {
                 qb.push(" and jobs.id < ").push_bind(before.0);
             }
+            push_job_filter(qb, filter, metadata_eq);
             (owner, Some(limit))
         }
     };
@@ -391,6 +398,40 @@ pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
     if let Some(limit) = limit {
         qb.push(" order by jobs.id desc limit ")
             .push_bind(i64::from(limit));
+    }
+}
+
+/// The conditions of a [`JobFilter`]. Creation times are bounds on the UUIDv7 ids (the
+/// primary key's order), so they need no time column and read the same on both backends.
+fn push_job_filter<'a, DB: sqlx::Database>(
+    qb: &mut sqlx::QueryBuilder<DB>,
+    filter: &'a JobFilter,
+    metadata_eq: impl Fn(&mut sqlx::QueryBuilder<DB>, &'a str, String),
+) where
+    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
+{
+    if !filter.statuses.is_empty() {
+        // Literals, not binds: statuses come from the enum, never from user text.
+        let listed: Vec<String> = filter
+            .statuses
+            .iter()
+            .map(|s| format!("'{}'", s.as_str()))
+            .collect();
+        qb.push(format_args!(" and jobs.status in ({})", listed.join(", ")));
+    }
+    if let Some(name) = &filter.name {
+        qb.push(" and jobs.name = ").push_bind(name.as_str());
+    }
+    for (key, value) in &filter.metadata {
+        qb.push(" and ");
+        metadata_eq(qb, key, value.to_string());
+    }
+    if let Some(t) = filter.created_after {
+        qb.push(" and jobs.id >= ").push_bind(JobId::first_at(t));
+    }
+    if let Some(t) = filter.created_before {
+        qb.push(" and jobs.id < ").push_bind(JobId::first_at(t));
     }
 }
 

@@ -474,6 +474,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
         output_columns: vec!["answer".into()],
         max_live_jobs: None,
         seed_datasets: vec![id],
+        name: None,
     };
     let CreateOutcome::Created(row) = app.db.store.create_job(&job).await.unwrap() else {
         panic!("job not created");

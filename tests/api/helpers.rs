@@ -241,6 +241,7 @@ impl TestApp {
             owner: None,
             before: None,
             limit: 1000,
+            filter: &Default::default(),
         };
         let jobs = store.job_summaries(all, 0).await.expect("list jobs");
         jobs.iter().map(|s| s.counts.in_progress).sum()

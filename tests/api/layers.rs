@@ -14,6 +14,7 @@ const RANKS: &[(&str, u8)] = &[
     ("decode", 0),
     ("metrics", 0),
     ("cpu", 0),
+    ("rendered", 0),
     ("shutdown", 0),
     ("telemetry", 0),
     ("serve", 0),

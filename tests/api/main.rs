@@ -18,6 +18,7 @@ mod helpers;
 mod hf_datastore;
 mod hostile_inputs;
 mod job_delete;
+mod job_management;
 mod jobs;
 mod layers;
 mod llm_client;

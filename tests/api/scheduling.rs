@@ -234,6 +234,7 @@ async fn create_job(db: &TestDb, body: &Value) -> synthgate::domain::JobId {
             output_columns: Vec::new(),
             max_live_jobs: None,
             seed_datasets: Vec::new(),
+            name: None,
         })
         .await
         .unwrap();

@@ -415,6 +415,7 @@ async fn a_replica_compiling_the_plan_itself_reads_the_same_seed_rows() {
         run_config: None,
         idempotency_key: None,
         owner: None,
+        name: None,
     };
     let (elsewhere, created) = other.submit(req, &Caller::default()).await.unwrap();
     assert!(created);

@@ -55,6 +55,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         output_columns: vec!["x".into()],
         max_live_jobs: None,
         seed_datasets: Vec::new(),
+        name: None,
     }
 }
 
@@ -85,6 +86,7 @@ async fn list_jobs(
         owner,
         before,
         limit,
+        filter: &Default::default(),
     };
     let page = store.job_summaries(select, 0).await.expect("job_summaries");
     page.into_iter().map(|s| s.job).collect()

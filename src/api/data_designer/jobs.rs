@@ -79,8 +79,10 @@ pub async fn create_job(
         .run(|| extract::decode_body(BodyFormat::Json, &body))
         .await?;
     let req: CreateJobRequest = extract::from_value(value)?;
+    // The client's name is the job's name too, so `GET /v1/jobs?name=` finds it.
+    let name = req.name.unwrap_or_else(|| "nemo-data-designer-job".into());
     let meta = json!({META: {
-        "name": req.name.unwrap_or_else(|| "nemo-data-designer-job".into()),
+        "name": &name,
         "project": req.project.unwrap_or_else(|| "nemo-data-designer".into()),
         "description": req.description,
         "namespace": req.namespace.unwrap_or_else(|| "default".into()),
@@ -94,6 +96,7 @@ pub async fn create_job(
         run_config: None,
         idempotency_key: None,
         owner: None,
+        name: Some(name),
     };
     let (summary, _) = state.jobs.submit(submit, &caller).await?;
     Ok(Json(job_view(&summary)))

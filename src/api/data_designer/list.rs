@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use utoipa::IntoParams;
 
-use crate::api::extract::ApiQuery;
+use crate::api::extract::{self, ApiQuery};
 use crate::auth::Caller;
 use crate::domain::job::JobSummary;
 use crate::error::{ApiError, ErrorBody};
@@ -96,7 +96,9 @@ impl ListFilter {
             )));
         }
         let time = |name: &str, raw: &Option<String>| -> Result<Option<DateTime<Utc>>, ApiError> {
-            raw.as_deref().map(|r| parse_time(name, r)).transpose()
+            raw.as_deref()
+                .map(|r| extract::parse_time(name, r))
+                .transpose()
         };
         let terms = |raw: &Option<String>| -> Vec<String> {
             raw.as_deref()
@@ -150,25 +152,6 @@ impl ListFilter {
     }
 }
 
-/// A filter's time: RFC 3339, or without an offset (as the client's examples write it), UTC.
-fn parse_time(param: &str, raw: &str) -> Result<DateTime<Utc>, ApiError> {
-    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for format in ["%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M:%S%.f"] {
-        if let Ok(t) = chrono::NaiveDateTime::parse_from_str(raw, format) {
-            return Ok(t.and_utc());
-        }
-    }
-    if let Ok(d) = chrono::NaiveDate::parse_from_str(raw, "%Y-%m-%d") {
-        return Ok(d.and_time(chrono::NaiveTime::MIN).and_utc());
-    }
-    Err(ApiError::InvalidRequest(format!(
-        "query parameter '{param}': '{raw}' is not a date or date and time \
-         (e.g. 2025-01-01T00:00:00Z)"
-    )))
-}
-
 /// List Data Designer jobs
 ///
 /// The key's jobs that pass the filters, newest first, a page at a time. `pagination.page` is
@@ -203,7 +186,8 @@ pub async fn list_jobs(
     let mut more = false;
     let mut before = None;
     'walk: loop {
-        let chunk = state.jobs.jobs(caller.owner(), before, max).await?;
+        let all = crate::domain::job::JobFilter::default();
+        let chunk = state.jobs.jobs(caller.owner(), before, max, &all).await?;
         for s in &chunk.items {
             if !filter.keeps(s) {
                 continue;

@@ -172,6 +172,7 @@ mod tests {
                 finished_at: None,
                 output_columns: None,
                 seed_datasets: None,
+                name: None,
             },
             counts: JobCounts {
                 completed,

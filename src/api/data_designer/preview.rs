@@ -88,6 +88,7 @@ pub async fn preview(
         run_config: None,
         idempotency_key: None,
         owner: None,
+        name: None,
     };
     let prepared = state
         .jobs

@@ -148,11 +148,12 @@ async fn dataset_archive(
     job: &JobRow,
 ) -> Result<Response, ApiError> {
     let id = job.id;
-    let parquet = state
+    let records = crate::jobs::ExportRecords::Completed;
+    let mut parquet = state
         .jobs
-        .export(id, caller.owner(), ExportFormat::Parquet, false)
-        .await?;
-    let mut parquet = std::pin::pin!(parquet);
+        .export(id, caller.owner(), ExportFormat::Parquet, false, records)
+        .await?
+        .body;
     let io = |e: std::io::Error| ApiError::Internal(format!("spooling the dataset: {e}"));
     let spool = tempfile::NamedTempFile::new().map_err(io)?;
     let (file, path) = spool.into_parts();

@@ -69,6 +69,7 @@ fn submit_args(args: JsonObject) -> Result<SubmitRequest, ApiError> {
     let no_query = CreateJobQuery {
         num_records: None,
         seed: None,
+        name: None,
     };
     submit_request(BodyFormat::Json, Value::Object(args), no_query)
 }

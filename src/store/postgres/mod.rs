@@ -119,8 +119,8 @@ impl JobStore for PgStore {
         // concurrent insert of the same key waits for the first transaction to finish.
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
-             run_config, idempotency_key, request_hash, output_columns, seed_datasets) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11) \
+             run_config, idempotency_key, request_hash, output_columns, seed_datasets, name) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -139,6 +139,7 @@ impl JobStore for PgStore {
         .bind(crate::store::dataset_rows::seed_datasets_json(
             &job.seed_datasets,
         ))
+        .bind(job.name.as_deref())
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -209,7 +210,13 @@ impl JobStore for PgStore {
                  '[]'::json) from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
-        rows::push_job_select(&mut qb, select);
+        rows::push_job_select(&mut qb, select, |qb, key, value| {
+            qb.push("jobs.metadata -> ")
+                .push_bind(key)
+                .push(" = ")
+                .push_bind(value)
+                .push("::jsonb");
+        });
         let rows: Vec<SummaryDb<Value, DateTime<Utc>>> =
             qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
@@ -239,6 +246,14 @@ impl JobStore for PgStore {
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
         reads::live_jobs(&self.pool).await
+    }
+
+    async fn expired_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<JobId>, StoreError> {
+        reads::expired_jobs(&self.pool, before, limit).await
     }
 
     async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {

@@ -219,8 +219,8 @@ impl JobStore for SqliteStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, \
-             created_at, updated_at) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $10, $10) \
+             name, created_at, updated_at) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $10, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -241,6 +241,7 @@ impl JobStore for SqliteStore {
             crate::store::dataset_rows::seed_datasets_json(&job.seed_datasets)
                 .map(|v| v.to_string()),
         )
+        .bind(job.name.as_deref())
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -311,7 +312,14 @@ impl JobStore for SqliteStore {
                  from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
-        rows::push_job_select(&mut qb, select);
+        rows::push_job_select(&mut qb, select, |qb, key, value| {
+            // `$."key"`: a bare label would be read as a path (`a.b` as two keys).
+            qb.push("jobs.metadata -> ")
+                .push_bind(format!("$.\"{key}\""))
+                .push(" = json(")
+                .push_bind(value)
+                .push(")");
+        });
         let rows: Vec<SummaryDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
@@ -339,6 +347,14 @@ impl JobStore for SqliteStore {
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
         reads::live_jobs(&self.pool).await
+    }
+
+    async fn expired_jobs(
+        &self,
+        before: DateTime<Utc>,
+        limit: u32,
+    ) -> Result<Vec<JobId>, StoreError> {
+        reads::expired_jobs(&self.pool, before.timestamp_micros(), limit).await
     }
 
     async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {

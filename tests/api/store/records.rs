@@ -409,6 +409,7 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
         owner: None,
         before: None,
         limit: 10,
+        filter: &Default::default(),
     };
     let page = store.job_summaries(page, 5).await.unwrap();
     let ids: Vec<_> = page.iter().map(|s| s.job.id).collect();

@@ -40,7 +40,10 @@ async fn a_job_or_a_page_of_jobs_is_one_round_trip(db: TestDb) {
     );
     assert_eq!(one.counts.pending, 2);
 
-    let page = jobs.jobs(Some("a"), None, 20).await.unwrap();
+    let page = jobs
+        .jobs(Some("a"), None, 20, &Default::default())
+        .await
+        .unwrap();
     assert_eq!(
         spy.take_calls(),
         ["job_summaries"],

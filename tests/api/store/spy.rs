@@ -150,6 +150,14 @@ impl JobStore for Spy {
         self.note("live_jobs");
         self.inner.live_jobs().await
     }
+    async fn expired_jobs(
+        &self,
+        before: chrono::DateTime<chrono::Utc>,
+        limit: u32,
+    ) -> Result<Vec<JobId>, StoreError> {
+        self.note("expired_jobs");
+        self.inner.expired_jobs(before, limit).await
+    }
     async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
         self.note("cancelled_jobs");
         self.inner.cancelled_jobs(ids).await
