@@ -37,6 +37,8 @@ enum Command {
     Records(synthgate::cli::RecordsArgs),
     /// Seed datasets on the server: upload, list, show, delete.
     Datasets(synthgate::cli::DatasetsArgs),
+    /// Your jobs on the server: list, show, cancel, wait, delete.
+    Jobs(synthgate::cli::JobsArgs),
     /// Exit 0 when the service answers on its health URL (for container health checks).
     Healthcheck(synthgate::cli::HealthcheckArgs),
     /// Config file commands.
@@ -92,6 +94,9 @@ fn main() -> ExitCode {
             .unwrap_or_else(report),
         Command::Datasets(a) => runtime
             .block_on(synthgate::cli::datasets(a))
+            .unwrap_or_else(report),
+        Command::Jobs(a) => runtime
+            .block_on(synthgate::cli::jobs(a))
             .unwrap_or_else(report),
         Command::Healthcheck(a) => runtime
             .block_on(synthgate::cli::healthcheck(a))

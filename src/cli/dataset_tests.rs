@@ -204,6 +204,7 @@ fn submit_args(config: std::path::PathBuf, no_upload: bool, url: String) -> Subm
         config,
         num_records: Some(2),
         seed: None,
+        name: None,
         wait: false,
         no_upload,
         server: server(url),

@@ -78,7 +78,7 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 
 /// `datasets list`: one line per dataset under a header, columns padded to their widest cell.
 pub(crate) fn table(datasets: &[DatasetView]) -> String {
-    let header = ["ID", "NAME", "FORMAT", "ROWS", "COLUMNS", "SIZE", "CREATED"].map(String::from);
+    let header = ["ID", "NAME", "FORMAT", "ROWS", "COLUMNS", "SIZE", "CREATED"];
     let rows: Vec<[String; 7]> = datasets
         .iter()
         .map(|d| {
@@ -93,26 +93,7 @@ pub(crate) fn table(datasets: &[DatasetView]) -> String {
             ]
         })
         .collect();
-    let mut widths = header.clone().map(|h| h.chars().count());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&rows) {
-        let mut line = String::new();
-        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let _ = write!(line, "{cell:<w$}  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
+    super::table::render(header, &rows)
 }
 
 /// `datasets show`: the fields, the columns, then the preview rows as JSON lines.

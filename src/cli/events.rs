@@ -40,6 +40,10 @@ pub(crate) struct JobView {
     pub id: String,
     pub status: String,
     #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub created_at: String,
+    #[serde(default)]
     pub num_records: Option<u64>,
     #[serde(default)]
     pub counts: Counts,

@@ -1,5 +1,5 @@
-//! The command-line client: `synthgate submit`, `synthgate records`, `synthgate datasets` and
-//! `synthgate healthcheck`.
+//! The command-line client: `synthgate submit`, `synthgate jobs`, `synthgate records`,
+//! `synthgate datasets` and `synthgate healthcheck`.
 //!
 //! Each subcommand is a clap `Args` struct plus an async function that returns the process exit
 //! code, for `main.rs` to wire in:
@@ -8,6 +8,7 @@
 //! Command::Submit(args)      => cli::submit(args).await,
 //! Command::Records(args)     => cli::records(args).await,
 //! Command::Datasets(args)    => cli::datasets(args).await,
+//! Command::Jobs(args)        => cli::jobs(args).await,
 //! Command::Healthcheck(args) => cli::healthcheck(args).await,
 //! ```
 //!
@@ -27,10 +28,12 @@ mod dataset_view;
 mod datasets;
 mod events;
 mod healthcheck;
+mod jobs;
 mod progress;
 mod records;
 mod seed_files;
 mod submit;
+mod table;
 mod upload;
 mod wait;
 
@@ -44,5 +47,6 @@ pub use datasets::{
     DatasetFormat, DatasetsArgs, DatasetsCommand, IdArgs, ListArgs, UploadArgs, datasets,
 };
 pub use healthcheck::{HealthcheckArgs, healthcheck};
-pub use records::{RecordsArgs, RecordsFormat, records};
+pub use jobs::{JobIdArgs, JobListArgs, JobsArgs, JobsCommand, jobs};
+pub use records::{RecordsArgs, RecordsFormat, RecordsStatus, records};
 pub use submit::{SubmitArgs, submit};

@@ -139,6 +139,8 @@ mod tests {
         JobView {
             id: "j1".into(),
             status: status.into(),
+            name: None,
+            created_at: String::new(),
             num_records: Some(c.total),
             counts: c,
             error: None,

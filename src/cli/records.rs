@@ -34,6 +34,15 @@ impl RecordsFormat {
     }
 }
 
+/// Which records `synthgate records` downloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RecordsStatus {
+    /// The dataset: completed records' values.
+    Completed,
+    /// The error file: failed records.
+    Failed,
+}
+
 /// Arguments of `synthgate records`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RecordsArgs {
@@ -45,6 +54,13 @@ pub struct RecordsArgs {
     /// Write to this file instead of stdout (through `FILE.part`, renamed when complete).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Add each LLM column's message trace as `{column}__trace`.
+    #[arg(long)]
+    pub include_traces: bool,
+    /// `completed` (the dataset, the default) or `failed`: the error file, one JSON line per
+    /// failed record with its error and the values it had (JSONL only).
+    #[arg(long, value_enum, default_value_t = RecordsStatus::Completed)]
+    pub status: RecordsStatus,
     #[command(flatten)]
     pub server: ServerArgs,
 }
@@ -66,7 +82,7 @@ async fn run(args: RecordsArgs) -> Result<ExitCode, RequestError> {
     let api = Api::new(&args.server)?;
     let request = api
         .request(Method::GET, &["v1", "jobs", &args.job_id, "records"])
-        .query(&[("format", args.format.as_str())]);
+        .query(&records_query(&args));
     let response = api.send(request).await?;
 
     match &args.output {
@@ -82,6 +98,18 @@ async fn run(args: RecordsArgs) -> Result<ExitCode, RequestError> {
         },
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The query of the download: format, and the traces and error file when asked for.
+fn records_query(args: &RecordsArgs) -> Vec<(&'static str, &'static str)> {
+    let mut query = vec![("format", args.format.as_str())];
+    if args.include_traces {
+        query.push(("include_traces", "true"));
+    }
+    if args.status == RecordsStatus::Failed {
+        query.push(("status", "failed"));
+    }
+    query
 }
 
 /// Writes the body to `path` through a sibling `.part` file, so an interrupted download never
@@ -186,6 +214,32 @@ mod tests {
             PathBuf::from("out/data.jsonl.part")
         );
         assert_eq!(part_path(Path::new("data")), PathBuf::from("data.part"));
+    }
+
+    #[test]
+    fn traces_and_the_error_file_are_asked_for_in_the_query() {
+        let mut args = RecordsArgs {
+            job_id: "j".into(),
+            format: RecordsFormat::Jsonl,
+            output: None,
+            include_traces: false,
+            status: RecordsStatus::Completed,
+            server: ServerArgs {
+                url: "http://x".into(),
+                api_key: None,
+            },
+        };
+        assert_eq!(records_query(&args), [("format", "jsonl")]);
+        args.include_traces = true;
+        args.status = RecordsStatus::Failed;
+        assert_eq!(
+            records_query(&args),
+            [
+                ("format", "jsonl"),
+                ("include_traces", "true"),
+                ("status", "failed")
+            ]
+        );
     }
 
     #[test]

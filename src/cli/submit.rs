@@ -26,6 +26,9 @@ pub struct SubmitArgs {
     /// Seed for the job's samplers; the same seed reproduces the same sampled values.
     #[arg(long, value_name = "S")]
     pub seed: Option<u64>,
+    /// A name to find the job by later (`synthgate jobs list --name`).
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
     /// Follow the job with a progress bar until it finishes; exit 0 only if it completed.
     #[arg(long)]
     pub wait: bool,
@@ -50,7 +53,12 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
         .await
         .map_err(|e| RequestError::Local(format!("cannot read {}: {e}", args.config.display())))?;
     let config = config_value(&args.config, &contents);
-    let request = build_job_request(&args.config, contents, args.num_records, args.seed)?;
+    let options = JobOptions {
+        num_records: args.num_records,
+        seed: args.seed,
+        name: args.name.clone(),
+    };
+    let request = build_job_request(&args.config, contents, options)?;
     let api = Api::new(&args.server)?;
     if !args.no_upload
         && let Some(config) = &config
@@ -130,14 +138,27 @@ pub(crate) struct JobRequest {
     pub body: Vec<u8>,
 }
 
-/// YAML is posted as is, with the record count and seed in the query string; JSON is wrapped
-/// as `{"config": ..., "num_records": N, "seed": S}`. Other extensions are refused.
+/// What a job is asked for besides its config.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct JobOptions {
+    pub num_records: Option<u64>,
+    pub seed: Option<u64>,
+    pub name: Option<String>,
+}
+
+/// YAML is posted as is, with the record count, seed and name in the query string; JSON is
+/// wrapped as `{"config": ..., "num_records": N, "seed": S, "name": ...}`. Other extensions
+/// are refused.
 pub(crate) fn build_job_request(
     path: &Path,
     contents: Vec<u8>,
-    num_records: Option<u64>,
-    seed: Option<u64>,
+    options: JobOptions,
 ) -> Result<JobRequest, RequestError> {
+    let JobOptions {
+        num_records,
+        seed,
+        name,
+    } = options;
     let extension = path
         .extension()
         .and_then(|e| e.to_str())
@@ -150,6 +171,9 @@ pub(crate) fn build_job_request(
             }
             if let Some(s) = seed {
                 query.push(("seed", s.to_string()));
+            }
+            if let Some(name) = name {
+                query.push(("name", name));
             }
             Ok(JobRequest {
                 content_type: "application/yaml",
@@ -167,6 +191,9 @@ pub(crate) fn build_job_request(
             }
             if let Some(s) = seed {
                 body["seed"] = json!(s);
+            }
+            if let Some(name) = name {
+                body["name"] = json!(name);
             }
             Ok(JobRequest {
                 content_type: "application/json",
@@ -189,24 +216,47 @@ mod tests {
 
     #[test]
     fn yaml_is_sent_as_is_with_query_parameters() {
-        let req =
-            build_job_request(Path::new("cfg.yaml"), YAML.to_vec(), Some(100), Some(7)).unwrap();
+        let req = build_job_request(
+            Path::new("cfg.yaml"),
+            YAML.to_vec(),
+            JobOptions {
+                num_records: Some(100),
+                seed: Some(7),
+                name: None,
+            },
+        )
+        .unwrap();
         assert_eq!(req.content_type, "application/yaml");
         assert_eq!(req.body, YAML);
         assert_eq!(
             req.query,
             vec![("num_records", "100".to_owned()), ("seed", "7".to_owned())]
         );
-        let req =
-            build_job_request(Path::new("dir/CFG.YML"), YAML.to_vec(), Some(5), None).unwrap();
+        let req = build_job_request(
+            Path::new("dir/CFG.YML"),
+            YAML.to_vec(),
+            JobOptions {
+                num_records: Some(5),
+                ..JobOptions::default()
+            },
+        )
+        .unwrap();
         assert_eq!(req.query, vec![("num_records", "5".to_owned())]);
     }
 
     #[test]
     fn json_is_wrapped_in_a_job_request() {
         let file = br#"{"data_designer": {"columns": []}, "library_version": "0.9.7"}"#;
-        let req =
-            build_job_request(Path::new("cfg.json"), file.to_vec(), Some(10), Some(3)).unwrap();
+        let req = build_job_request(
+            Path::new("cfg.json"),
+            file.to_vec(),
+            JobOptions {
+                num_records: Some(10),
+                seed: Some(3),
+                name: None,
+            },
+        )
+        .unwrap();
         assert_eq!(req.content_type, "application/json");
         assert!(req.query.is_empty());
         let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
@@ -218,18 +268,57 @@ mod tests {
                 "seed": 3,
             })
         );
-        let req = build_job_request(Path::new("cfg.json"), b"{}".to_vec(), Some(1), None).unwrap();
+        let req = build_job_request(
+            Path::new("cfg.json"),
+            b"{}".to_vec(),
+            JobOptions {
+                num_records: Some(1),
+                ..JobOptions::default()
+            },
+        )
+        .unwrap();
         let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
         assert_eq!(body, json!({"config": {}, "num_records": 1}));
     }
 
     #[test]
+    fn a_name_goes_where_the_count_goes() {
+        let named = || JobOptions {
+            num_records: Some(2),
+            name: Some("nightly run".into()),
+            ..JobOptions::default()
+        };
+        let req = build_job_request(Path::new("cfg.yaml"), YAML.to_vec(), named()).unwrap();
+        assert_eq!(
+            req.query,
+            vec![
+                ("num_records", "2".to_owned()),
+                ("name", "nightly run".to_owned())
+            ]
+        );
+        let req = build_job_request(Path::new("cfg.json"), b"{}".to_vec(), named()).unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"config": {}, "num_records": 2, "name": "nightly run"})
+        );
+    }
+
+    #[test]
     fn bad_files_are_refused_locally() {
-        let err =
-            build_job_request(Path::new("cfg.json"), b"{oops".to_vec(), Some(1), None).unwrap_err();
+        let err = build_job_request(
+            Path::new("cfg.json"),
+            b"{oops".to_vec(),
+            JobOptions {
+                num_records: Some(1),
+                ..JobOptions::default()
+            },
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("not valid JSON"), "{err}");
         for name in ["cfg.toml", "cfg"] {
-            let err = build_job_request(Path::new(name), YAML.to_vec(), None, None).unwrap_err();
+            let err = build_job_request(Path::new(name), YAML.to_vec(), JobOptions::default())
+                .unwrap_err();
             assert!(err.to_string().contains("unsupported file type"), "{err}");
         }
     }

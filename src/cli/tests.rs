@@ -200,6 +200,7 @@ fn submit_args(config: std::path::PathBuf, wait: bool, url: String) -> SubmitArg
         config,
         num_records: Some(3),
         seed: Some(9),
+        name: None,
         wait,
         no_upload: false,
         server: server(url),
@@ -278,6 +279,8 @@ async fn records_stream_into_a_file() {
         job_id: job_id.into(),
         format: RecordsFormat::Csv,
         output: Some(out.clone()),
+        include_traces: false,
+        status: RecordsStatus::Completed,
         server: server(url),
     };
 

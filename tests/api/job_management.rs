@@ -389,3 +389,78 @@ async fn a_running_jobs_export_has_no_validator(backend: Backend) {
     app.stop().await;
 }
 backends!(running_export, a_running_jobs_export_has_no_validator);
+
+/// Runs the `synthgate` binary with `args` against `app`; returns exit code, stdout, stderr.
+async fn cli(app: &TestApp, args: &[&str]) -> (i32, String, String) {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_synthgate"));
+    cmd.args(args)
+        .args(["--url", &format!("http://{}", app.addr)])
+        .env("NO_COLOR", "1");
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+async fn the_cli_manages_jobs(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let named = submit(
+        &app,
+        json!({"config": sampler_config(), "num_records": 4, "name": "cli job"}),
+    )
+    .await;
+    let other = submit(&app, json!({"config": sampler_config(), "num_records": 2})).await;
+
+    let (code, _, stderr) = cli(&app, &["jobs", "wait", &named]).await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("completed"), "{stderr}");
+    app.wait_for_job(&other, WAIT).await;
+
+    let (code, table, stderr) = cli(&app, &["jobs", "list", "--name", "cli job"]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 2, "{table}");
+    assert!(
+        lines[0].starts_with("ID") && lines[0].contains("STATUS"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with(&named) && lines[1].contains("cli job"),
+        "{table}"
+    );
+    assert!(
+        lines[1].contains("completed") && lines[1].contains("4/4"),
+        "{table}"
+    );
+    let (_, table, _) = cli(&app, &["jobs", "list", "--status", "completed"]).await;
+    assert_eq!(table.lines().count(), 3, "{table}");
+
+    let (code, shown, _) = cli(&app, &["jobs", "show", &named]).await;
+    assert_eq!(code, 0);
+    let shown: Value = serde_json::from_str(&shown).unwrap();
+    assert_eq!(
+        (&shown["id"], &shown["name"]),
+        (&json!(named), &json!("cli job"))
+    );
+
+    // No record failed: the error file is empty; the dataset has the 4.
+    let (code, errors, stderr) = cli(&app, &["records", &named, "--status", "failed"]).await;
+    assert_eq!((code, errors.as_str()), (0, ""), "{stderr}");
+    let (_, data, _) = cli(&app, &["records", &named]).await;
+    assert_eq!(data.lines().count(), 4, "{data}");
+
+    let (code, _, stderr) = cli(&app, &["jobs", "delete", &named]).await;
+    assert_eq!(code, 0, "{stderr}");
+    let (status, _) = app.get(&format!("/v1/jobs/{named}")).await;
+    assert_eq!(status, 404);
+    // Gone: the server's code is printed, and the exit code says the request failed.
+    let (code, _, stderr) = cli(&app, &["jobs", "show", &named]).await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("job_not_found"), "{stderr}");
+    app.stop().await;
+}
+backends!(cli_jobs, the_cli_manages_jobs);
