@@ -300,6 +300,10 @@ async fn failed_records_come_as_an_error_file(backend: Backend) {
             line["index"].is_u64() && line["attempts"].is_u64(),
             "{line}"
         );
+        // The refused request is kept in the trace: the rendered prompt the model was sent.
+        let trace = &line["values"]["say__trace"];
+        assert_eq!(trace[0]["role"], "user", "{line}");
+        assert!(trace.to_string().contains("pick b"), "{line}");
     }
     // The error file is JSONL only; other statuses have no export.
     for query in ["format=csv&status=failed", "format=jsonl&status=pending"] {

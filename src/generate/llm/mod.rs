@@ -107,8 +107,9 @@ pub(crate) struct LlmAnswer {
 /// requests in the job's usage.
 #[derive(Default)]
 pub(crate) struct LlmSpent {
-    /// The final conversation (up to the failure, for a failed column), per `with_trace`;
-    /// `None` when no trace is kept or no request was made.
+    /// The final conversation (up to the failure, for a failed column: a request the provider
+    /// refused ends it), per `with_trace`; `None` when no trace is kept or no request was
+    /// sent.
     pub(crate) trace: Option<Vec<ChatMessage>>,
     pub(crate) usage: Usage,
     pub(crate) requests: u32,
@@ -122,7 +123,11 @@ struct Conversation<'c> {
     column: &'c str,
     messages: Vec<ChatMessage>,
     usage: Usage,
+    /// Requests the model answered.
     requests: u32,
+    /// Whether a request was sent at all, answered or not: a first request the provider
+    /// refused still leaves its messages in the trace, so the refused request can be read.
+    asked: bool,
     tools: ToolUsage,
 }
 
@@ -215,10 +220,10 @@ impl LlmStep {
             ..Conversation::default()
         };
         let result = self.converse(rt, system, user, media, &mut conv).await;
-        let trace = if conv.requests == 0 {
-            None
-        } else {
+        let trace = if conv.asked {
             self.trace(rt, conv.messages)
+        } else {
+            None
         };
         let spent = LlmSpent {
             trace,
@@ -290,6 +295,7 @@ impl LlmStep {
                     prompt_based,
                     turns,
                 };
+                conv.asked = true;
                 let resp = turn.ask(rt, model, &mut conv.messages, &mut specs).await?;
                 conv.requests += 1;
                 add_usage(&mut conv.usage, &resp.usage);
