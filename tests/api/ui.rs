@@ -19,6 +19,8 @@ use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio};
 
 const KEY: &str = "ui-key-0123456789abcdef";
 const XSS: &str = "<img src=x onerror=alert(1)>";
+/// The XSS job's name: markup too, shown as text.
+const XSS_NAME: &str = "labels <b>and</b> failures";
 const WAIT: Duration = Duration::from_secs(60);
 
 fn with_key(c: &mut Config) {
@@ -277,7 +279,7 @@ fn tool_job(n: u32) -> Value {
 
 /// Two of four records fail (labelled `fail me`); the others carry the XSS value.
 fn xss_job() -> Value {
-    json!({"num_records": 4, "seed": 11, "metadata": {"note": "</script><script>alert(2)</script>"},
+    json!({"num_records": 4, "seed": 11, "name": XSS_NAME, "metadata": {"note": "</script><script>alert(2)</script>"},
     "run_config": {"disable_early_shutdown": true},
     "config": {"columns": [
         {"name": "label", "column_type": "sampler", "sampler_type": "category",
@@ -355,6 +357,7 @@ async fn the_ui_in_chromium_shows_jobs_traces_and_preview_problems() {
         "screenshots": screenshot_dir(),
         "tool_job": tool_id, "tool_records": 3, "tool_record": tool_record,
         "xss_job": xss_id, "xss_records": xss_records.len(), "xss_failed": failed,
+        "xss_name": XSS_NAME,
         "xss_record": xss_record["id"], "failed_record": failed_record["id"],
         "preview_ok_yaml": "columns:\n  - name: topic\n    column_type: sampler\n    sampler_type: category\n    params: {values: [math, art]}\n  - name: title\n    column_type: expression\n    expr: \"{{ topic | upper }} for beginners\"\n",
         "preview_bad_config": {"columns": [

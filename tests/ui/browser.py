@@ -84,19 +84,38 @@ def main_cases(run):
         expect(bar).to_have_attribute("aria-valuenow", str(ctx["tool_records"]))
         expect(row).to_contain_text(f"{ctx['tool_records']}/{ctx['tool_records']} done")
         expect(row).to_contain_text("req")  # LLM usage
-        expect(page.locator(f'tr[data-job="{ctx["xss_job"]}"]')).to_be_visible()
+        # A job with failed records says so, and the failures show on the bar.
+        xss_row = page.locator(f'tr[data-job="{ctx["xss_job"]}"]')
+        expect(xss_row.locator(".badge")).to_have_text("completed with failures")
         run.shot(page, "jobs")
-        # The status filter hides the jobs of other statuses, and shows them again.
+        # The status filter (the server's) hides the jobs of other statuses, and shows them
+        # again; so does the name filter.
         page.select_option("#status-filter", "failed")
         expect(row).to_have_count(0)
         page.select_option("#status-filter", "completed")
         expect(row).to_be_visible()
         page.select_option("#status-filter", "")
+        page.fill("#name-filter", ctx["xss_name"])
+        page.press("#name-filter", "Enter")
+        expect(xss_row).to_be_visible()
+        expect(row).to_have_count(0)
+        expect(xss_row.locator(".job-name")).to_have_text(ctx["xss_name"])
+        page.fill("#name-filter", "")
+        page.press("#name-filter", "Enter")
+        expect(row).to_be_visible()
 
     def job_view():
         page.goto(run.url(f"#/jobs/{ctx['xss_job']}"))
-        expect(page.locator("h1")).to_contain_text("Job")
-        expect(page.locator(".badge").first).to_have_text("completed")
+        expect(page.locator("h1")).to_contain_text(ctx["xss_name"])
+        expect(page.locator(".badge").first).to_have_text("completed with failures")
+        # Every column, the LLM column first, and the shown ones choosable.
+        heads = page.locator("table.records thead th[data-column]")
+        expect(heads).to_have_text(["says", "label"])
+        page.locator("details.columns > summary").click()
+        page.locator('details.columns input[data-column="label"]').uncheck()
+        expect(heads).to_have_text(["says"])
+        page.locator('details.columns input[data-column="label"]').check()
+        expect(heads).to_have_text(["says", "label"])
         # First errors, the records table with error codes, and its status filter.
         expect(page.get_by_text("First errors")).to_be_visible()
         expect(page.locator("ul.errors")).to_contain_text("llm_bad_request")
@@ -189,12 +208,19 @@ def main_cases(run):
 
     def failed_record_marks_the_failure():
         page.goto(run.url(f"#/records/{ctx['failed_record']}"))
-        expect(page.locator(".error-box")).to_contain_text("llm_bad_request")
-        expect(page.locator(".error-box")).to_contain_text("says")
-        # The column it failed in has no value and no trace: its row says where it stopped.
+        expect(page.locator(".error-box").first).to_contain_text("llm_bad_request")
+        expect(page.locator(".error-box").first).to_contain_text("says")
+        # The column it failed in has no value: its row says where it stopped.
         row = page.locator("table.values tr.failed-row")
         expect(row.locator("th")).to_have_text("says")
         expect(row).to_contain_text("llm_bad_request")
+        # Its first request was refused: the request is shown (the rendered prompt, the
+        # model), then the provider's answer where it stopped.
+        conv = page.locator('.conversation[data-column="says"]')
+        expect(conv.locator(".msg-user")).to_contain_text("XSS fail me")
+        expect(conv.locator(".model-info")).to_contain_text("writer")
+        expect(conv.locator(".failure")).to_contain_text("this record is meant to fail")
+        run.shot(page, "record-failed", full_page=True)
 
     def preview_lists_problems():
         page.goto(run.url("#/preview"))
@@ -224,6 +250,14 @@ def main_cases(run):
         width = narrow.evaluate("() => document.documentElement.scrollWidth")
         assert width <= 390, f"the page scrolls sideways on a narrow screen ({width}px)"
         run.shot(narrow, "record-narrow")
+        # The jobs table fits a phone: nothing scrolls sideways, the progress shows.
+        narrow.goto(run.url())
+        expect(narrow.locator(f'tr[data-job="{ctx["tool_job"]}"] [role="progressbar"]')).to_be_visible()
+        width = narrow.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 390, f"the jobs page scrolls sideways on a narrow screen ({width}px)"
+        wrap = narrow.evaluate("() => { const w = document.querySelector('.table-wrap'); return [w.scrollWidth, w.clientWidth]; }")
+        assert wrap[0] <= wrap[1], f"the jobs table is cut on a narrow screen ({wrap})"
+        run.shot(narrow, "jobs-narrow")
         narrow.context.close()
         # Keyboard: Tab reaches the navigation, and focus is visible.
         page.goto(run.url())

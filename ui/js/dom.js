@@ -59,6 +59,14 @@ export function badge(status) {
   return h("span", { class: "badge s-" + String(status).replace(/[^a-z_]/g, "") }, String(status));
 }
 
+/** A job's badge: its status, or "completed with failures" when any record failed. */
+export function jobBadge(job) {
+  if (job.status === "completed" && job.counts && job.counts.failed > 0) {
+    return h("span", { class: "badge s-partial", title: `${job.counts.failed} records failed` }, "completed with failures");
+  }
+  return badge(job.status);
+}
+
 /** A message box for errors. */
 export function errorBox(err) {
   const code = err && err.code ? err.code : "error";

@@ -1,14 +1,25 @@
 // One job: status and live progress, cancel, downloads, first errors, usage, columns, its
-// config (collapsible), and its records page by page with a status filter.
+// config (collapsible), and its records page by page with a status filter: every column, the
+// model columns first, the shown ones choosable.
 
 import { events, get, post, request } from "./api.js";
-import { badge, errorBox, h, replace, route, section } from "./dom.js";
+import { badge, errorBox, h, jobBadge, replace, route, section } from "./dom.js";
 import { ageEl, duration, jsonTree, num, shortId } from "./format.js";
 import { isActive, progressBar } from "./jobs.js";
 
 const PAGE = 25;
 // A record is listed once it has a result; the others are counts on the job.
 const RECORD_STATUSES = ["completed", "failed"];
+
+/** Column types whose values a model wrote: shown first in the records table. */
+const MODEL_COLUMN = /^(llm-|image$|embedding$)/;
+
+/** The job's output columns, those a model writes first (by the config's `column_type`). */
+export function orderColumns(columns, config) {
+  const types = new Map(((config && config.columns) || []).map((c) => [c.name, String(c.column_type || "")]));
+  const model = (c) => MODEL_COLUMN.test(types.get(c) || "");
+  return [...columns.filter(model), ...columns.filter((c) => !model(c))];
+}
 
 /** A value cut to one short line for the records table. */
 function brief(v) {
@@ -51,6 +62,11 @@ export async function jobView(main, id, params, signal) {
   let recFilter = params.get("status") || "";
   let cursors = [null]; // cursor of each page seen; the last is the current page's
   let nextCursor = null;
+  let lastPage = null;
+  // The config names each column's type, which orders the records table's columns.
+  const configP = get(`${base}/config`, signal);
+  let columns = orderColumns(job.columns || [], (await configP.catch(() => null))?.config);
+  const hidden = new Set();
 
   const configBox = h("div", { class: "muted" }, "Loading the config…");
   replace(main,
@@ -71,7 +87,8 @@ export async function jobView(main, id, params, signal) {
     const dl = (fmt, label) => h("button", { type: "button", onclick: (ev) => download(job.id, fmt, ev.target) }, label);
     replace(head,
       h("div", { class: "title-row" },
-        h("h1", {}, "Job ", h("span", { class: "mono" }, shortId(job.id))), badge(job.status),
+        h("h1", {}, job.name ? [job.name, " "] : "Job ", h("span", { class: job.name ? "mono small muted" : "mono" }, shortId(job.id))),
+        jobBadge(job),
         h("span", { class: "spacer" }), cancel),
       h("div", { class: "progress-big" }, progressBar(job.counts),
         h("div", { class: "small" },
@@ -136,14 +153,32 @@ export async function jobView(main, id, params, signal) {
     const q = new URLSearchParams({ limit: String(PAGE) });
     if (cursor) q.set("cursor", cursor);
     if (recFilter) q.set("status", recFilter);
-    const page = await get(`${base}/records?${q}`, signal);
-    nextCursor = page.next_cursor || null;
-    const cols = (job.columns || []).slice(0, 3);
+    lastPage = await get(`${base}/records?${q}`, signal);
+    nextCursor = lastPage.next_cursor || null;
+    renderRecords();
+  }
+
+  /** Which columns the table shows: a checkbox each, all shown at first. */
+  function columnChooser() {
+    if (columns.length < 2) return null;
+    return h("details", { class: "columns" }, h("summary", {}, `Columns (${columns.length - hidden.size} of ${columns.length} shown)`),
+      h("div", { class: "column-choice" }, columns.map((c) => h("label", {},
+        h("input", { type: "checkbox", checked: !hidden.has(c), "data-column": c, onchange: (ev) => {
+          if (ev.target.checked) hidden.delete(c); else hidden.add(c);
+          renderRecords();
+          recordsBox.querySelector("details.columns").open = true;
+        } }), " ", c))));
+  }
+
+  function renderRecords() {
+    const page = lastPage;
+    const cols = columns.filter((c) => !hidden.has(c));
     const select = h("select", { id: "record-status", onchange: () => {
       recFilter = select.value; cursors = [null]; loadRecords().catch(showErr);
     } }, h("option", { value: "" }, "all"), RECORD_STATUSES.map((s) => h("option", { value: s, selected: s === recFilter }, s)));
     const pageNo = cursors.length;
     replace(recordsBox,
+      columnChooser(),
       h("div", { class: "toolbar" }, h("label", { for: "record-status" }, "Status "), select,
         h("span", { class: "spacer" }),
         h("button", { type: "button", disabled: pageNo === 1, onclick: () => { cursors.pop(); loadRecords().catch(showErr); } }, "← Previous"),
@@ -152,12 +187,12 @@ export async function jobView(main, id, params, signal) {
       page.records.length === 0 ? h("p", { class: "muted" }, "No records" + (recFilter ? ` with status ${recFilter}.` : ".")) :
         h("div", { class: "table-wrap" }, h("table", { class: "records" },
           h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "num" }, "#"), h("th", { scope: "col" }, "status"),
-            h("th", { scope: "col" }, "error"), cols.map((c) => h("th", { scope: "col", class: "hide-narrow" }, c)))),
+            h("th", { scope: "col" }, "error"), cols.map((c) => h("th", { scope: "col", "data-column": c }, c)))),
           h("tbody", {}, page.records.map((r) => h("tr", { "data-record": r.id },
             h("td", { class: "num" }, h("a", { href: route("records", r.id) }, String(r.index))),
             h("td", {}, badge(r.status)),
             h("td", {}, r.error ? h("code", { class: "tag tag-fail", title: String(r.error.message) }, String(r.error.code)) : ""),
-            cols.map((c) => h("td", { class: "hide-narrow cell-brief" }, r.values && c in r.values ? brief(r.values[c]) : "")))))))); 
+            cols.map((c) => h("td", { class: "cell-brief" }, r.values && c in r.values ? brief(r.values[c]) : ""))))))));
   }
 
   function showErr(e) {
@@ -171,7 +206,7 @@ export async function jobView(main, id, params, signal) {
 
   renderAll();
   await loadRecords();
-  get(`${base}/config`, signal).then((c) => {
+  configP.then((c) => {
     replace(configBox, h("div", { class: "json" }, jsonTree(c.config, 2)),
       Object.keys(c.run_config || {}).length ? [h("h3", {}, "Run config"), jsonTree(c.run_config, 2)] : null);
   }, (e) => replace(configBox, errorBox(e)));

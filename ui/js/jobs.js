@@ -1,8 +1,9 @@
-// The jobs list: newest first, filtered by status, with live progress bars for the jobs still
-// running (from their event streams) and a periodic refresh for the rest.
+// The jobs list: newest first, filtered by status and name on the server, with live progress
+// bars for the jobs still running (from their event streams) and a periodic refresh for the
+// rest.
 
 import { events, get } from "./api.js";
-import { badge, h, replace, route } from "./dom.js";
+import { h, jobBadge, replace, route } from "./dom.js";
 import { ageEl, num, shortId, usageTotals } from "./format.js";
 
 export const STATUSES = ["queued", "running", "cancelling", "completed", "failed", "cancelled"];
@@ -34,7 +35,7 @@ export function progressBar(counts) {
 function countsText(c) {
   const parts = [`${num(c.completed)}/${num(c.total)} done`];
   if (c.failed) parts.push(`${num(c.failed)} failed`);
-  if (c.in_progress) parts.push(`${num(c.in_progress)} running`);
+  if (c.in_progress) parts.push(`${num(c.in_progress)} in progress`);
   if (c.cancelled) parts.push(`${num(c.cancelled)} cancelled`);
   return parts.join(" · ");
 }
@@ -48,18 +49,21 @@ function usageText(usage) {
 function row(job) {
   const c = job.counts;
   return h("tr", { "data-job": job.id, "data-status": job.status },
-    h("td", {}, h("a", { href: route("jobs", job.id), class: "mono", title: job.id }, shortId(job.id)),
+    h("td", {},
+      job.name ? h("div", { class: "job-name" }, h("a", { href: route("jobs", job.id), title: job.id }, job.name)) : null,
+      h("a", { href: route("jobs", job.id), class: "mono" + (job.name ? " small muted" : ""), title: job.id }, shortId(job.id)),
       h("div", { class: "small muted cols" }, (job.columns || []).slice(0, 4).join(", ") +
         ((job.columns || []).length > 4 ? ` +${job.columns.length - 4}` : ""))),
-    h("td", {}, badge(job.status)),
+    h("td", {}, jobBadge(job)),
     h("td", { class: "progress-cell" }, progressBar(c), h("div", { class: "small muted" }, countsText(c))),
-    h("td", { class: "num" }, num(c.total)),
+    h("td", { class: "num hide-narrow" }, num(c.total)),
     h("td", { class: "hide-narrow" }, h("span", { title: JSON.stringify(job.usage) }, usageText(job.usage))),
     h("td", {}, ageEl(job.created_at)));
 }
 
 export async function jobsView(main, params, signal) {
   let filter = params.get("status") || "";
+  let nameFilter = params.get("name") || "";
   const jobs = new Map(); // id -> job, in list order
   let cursor = null;
   let more = false;
@@ -68,31 +72,41 @@ export async function jobsView(main, params, signal) {
   const tbody = h("tbody");
   const empty = h("p", { class: "muted", hidden: true });
   const moreBtn = h("button", { type: "button", onclick: () => load(cursor) }, "Load more");
-  const select = h("select", { id: "status-filter", onchange: () => {
-    filter = select.value;
-    history.replaceState(null, "", filter ? `#/jobs?status=${filter}` : "#/jobs");
-    render();
-  } }, h("option", { value: "" }, "all"), STATUSES.map((s) => h("option", { value: s, selected: s === filter }, s)));
+  /** Filters are the server's: the list is loaded again from the first page. */
+  function refilter() {
+    const q = new URLSearchParams();
+    if (filter) q.set("status", filter);
+    if (nameFilter) q.set("name", nameFilter);
+    history.replaceState(null, "", q.size ? `#/jobs?${q}` : "#/jobs");
+    jobs.clear();
+    load(null).catch(() => {});
+  }
+  const select = h("select", { id: "status-filter", onchange: () => { filter = select.value; refilter(); } },
+    h("option", { value: "" }, "all"), STATUSES.map((s) => h("option", { value: s, selected: s === filter }, s)));
+  const nameInput = h("input", { id: "name-filter", type: "search", placeholder: "exact name", value: nameFilter,
+    onchange: () => { nameFilter = nameInput.value.trim(); refilter(); } });
 
   replace(main,
     h("div", { class: "title-row" }, h("h1", {}, "Jobs"),
       h("span", { class: "spacer" }),
+      h("label", { for: "name-filter" }, "Name "), nameInput,
       h("label", { for: "status-filter" }, "Status "), select),
     h("div", { class: "table-wrap" },
       h("table", { class: "jobs" },
         h("thead", {}, h("tr", {},
           h("th", { scope: "col" }, "Job"), h("th", { scope: "col" }, "Status"),
-          h("th", { scope: "col" }, "Progress"), h("th", { scope: "col", class: "num" }, "Records"),
+          h("th", { scope: "col" }, "Progress"), h("th", { scope: "col", class: "num hide-narrow" }, "Records"),
           h("th", { scope: "col", class: "hide-narrow" }, "LLM usage"), h("th", { scope: "col" }, "Age"))),
         tbody)),
     empty, h("p", {}, moreBtn));
 
   function render() {
+    // A streamed job may have left the status asked for since it was loaded.
     const shown = [...jobs.values()].filter((j) => !filter || j.status === filter);
     replace(tbody, shown.map(row));
     empty.hidden = shown.length > 0;
-    empty.textContent = jobs.size === 0 ? "No jobs yet. Submit one with POST /v1/jobs, or try a config under Preview."
-      : `No ${filter} jobs among the ${jobs.size} loaded.`;
+    empty.textContent = filter || nameFilter ? "No jobs match these filters."
+      : "No jobs yet. Submit one with POST /v1/jobs, or try a config under Preview.";
     moreBtn.hidden = !more;
     follow();
   }
@@ -123,8 +137,17 @@ export async function jobsView(main, params, signal) {
     }
   }
 
+  /** `GET /v1/jobs` with the filters, from `cursor` when given. */
+  function listUrl(cursor) {
+    const q = new URLSearchParams({ limit: "50" });
+    if (filter) q.set("status", filter);
+    if (nameFilter) q.set("name", nameFilter);
+    if (cursor) q.set("cursor", cursor);
+    return `/v1/jobs?${q}`;
+  }
+
   async function load(from) {
-    const page = await get(`/v1/jobs?limit=50${from ? "&cursor=" + encodeURIComponent(from) : ""}`, signal);
+    const page = await get(listUrl(from), signal);
     for (const j of page.jobs) jobs.set(j.id, j);
     cursor = page.next_cursor || null;
     more = !!cursor;
@@ -133,7 +156,7 @@ export async function jobsView(main, params, signal) {
 
   /** Picks up new jobs and changes of jobs not streamed, keeping later pages loaded. */
   async function refresh() {
-    const page = await get("/v1/jobs?limit=50", signal);
+    const page = await get(listUrl(null), signal);
     const fresh = page.jobs.filter((j) => !jobs.has(j.id));
     for (const j of page.jobs) if (!streams.has(j.id)) jobs.set(j.id, j);
     if (fresh.length) {

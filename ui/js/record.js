@@ -17,8 +17,26 @@ export function recordError(err) {
     h("div", {}, String(err.message || "")));
 }
 
-/** Values and conversations of a record (`traces`: [{column, messages}]). */
-export function recordBody(record, traces, signal) {
+/**
+ * What each LLM column asked: its model alias, the model and the parameters, from the job's
+ * config (a model the job defines) or the server's models. `{column: {alias, model, params}}`.
+ */
+function modelsByColumn(config, models) {
+  const out = {};
+  for (const c of (config && config.columns) || []) {
+    if (!c.model_alias) continue;
+    const own = ((config && config.model_configs) || []).find((m) => m.alias === c.model_alias);
+    const server = (models || []).find((m) => m.alias === c.model_alias);
+    out[c.name] = own
+      ? { alias: c.model_alias, model: own.model, params: own.inference_parameters }
+      : { alias: c.model_alias, model: server && server.model, params: server && server.limits };
+  }
+  return out;
+}
+
+/** Values and conversations of a record (`traces`: [{column, messages}]; `models` as
+ * [`modelsByColumn`] gives them, when known). */
+export function recordBody(record, traces, signal, models) {
   const failedColumn = record.error && record.error.column;
   return [
     recordError(record.error),
@@ -26,7 +44,8 @@ export function recordBody(record, traces, signal) {
     (traces || []).length
       ? h("div", { class: "traces" }, h("h2", { class: "section-title" }, "Traces"),
         traces.map((t) => conversation(t.column, t.messages,
-          record.status === "failed" && failedColumn === t.column ? record.error : null)))
+          record.status === "failed" && failedColumn === t.column ? record.error : null,
+          models && models[t.column])))
       : null,
   ];
 }
@@ -39,6 +58,11 @@ export async function recordView(main, id, signal) {
   } catch (e) {
     if (e.code !== "trace_not_found") throw e;
   }
+  // What each column asked; the record shows without it if either read fails.
+  const [config, models] = await Promise.all([
+    get(`/v1/jobs/${encodeURIComponent(record.job_id)}/config`, signal).then((c) => c.config, () => null),
+    get("/v1/models", signal).then((m) => m.models, () => null),
+  ]);
   replace(main,
     h("nav", { class: "crumbs", "aria-label": "Breadcrumb" },
       h("a", { href: route("jobs") }, "Jobs"), " / ",
@@ -48,5 +72,5 @@ export async function recordView(main, id, signal) {
       h("h1", {}, "Record ", String(record.index)), badge(record.status),
       h("span", { class: "muted" }, `attempts: ${record.attempts}`),
       h("code", { class: "muted small" }, record.id)),
-    recordBody(record, traces, signal));
+    recordBody(record, traces, signal, modelsByColumn(config, models)));
 }

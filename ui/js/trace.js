@@ -39,11 +39,20 @@ function toolCallView(call) {
     h("pre", { class: "code args" }, pretty(fn.arguments ?? {})));
 }
 
+/** `temperature 0.7 · max_tokens 200`: the parameters a model was asked with. */
+function paramsText(params) {
+  return Object.entries(params || {})
+    .filter(([, v]) => v !== null && v !== undefined && typeof v !== "object")
+    .map(([k, v]) => `${k} ${v}`).join(" · ");
+}
+
 /**
  * The conversation of one column. `failure` is the record's error when it failed in this
- * column: it is shown after the last message, where generation stopped.
+ * column: it is shown after the last message, where generation stopped (for a request the
+ * provider refused, right after the messages that were sent). `model`, when known, is what
+ * the column asked: `{alias, model, params}`.
  */
-export function conversation(column, messages, failure) {
+export function conversation(column, messages, failure, model) {
   const names = new Map();
   for (const m of messages || []) {
     for (const c of m.tool_calls || []) names.set(c.id, c.function && c.function.name);
@@ -73,5 +82,8 @@ export function conversation(column, messages, failure) {
   }
   return h("section", { class: "card conversation", "data-column": column },
     h("h3", {}, column, " ", h("span", { class: "muted small" }, `${(messages || []).length} messages`)),
+    model ? h("div", { class: "small muted model-info" }, "model ", h("code", {}, String(model.alias)),
+      model.model ? [" (", h("code", {}, String(model.model)), ")"] : null,
+      paramsText(model.params) ? " · " + paramsText(model.params) : null) : null,
     h("ol", { class: "messages" }, items));
 }
