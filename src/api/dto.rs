@@ -89,8 +89,13 @@ pub struct Counts {
     pub total: u64,
     /// Waiting to be claimed.
     pub pending: u64,
-    /// Being generated.
+    /// Claimed by a worker and being generated.
     pub in_progress: u64,
+    /// Of `in_progress`, the records waiting on a model: for one of its
+    /// `max_parallel_requests` slots, or for its answer. Counted by the replica that answered
+    /// (with several replicas, its share); not part of `total`.
+    #[serde(default)]
+    pub waiting_for_model: u64,
     /// Generated.
     pub completed: u64,
     /// Failed (kept, with their error).
@@ -108,6 +113,7 @@ impl From<JobCounts> for Counts {
             completed: c.completed,
             failed: c.failed,
             cancelled: c.cancelled,
+            waiting_for_model: c.waiting_for_model,
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct JobCounts {
     pub completed: u64,
     pub failed: u64,
     pub cancelled: u64,
+    /// Of `in_progress`, the records waiting on a model (for a request slot or the answer)
+    /// on the replica that read the counts; not stored, and not part of the total.
+    #[serde(default)]
+    pub waiting_for_model: u64,
 }
 
 impl JobCounts {

@@ -19,8 +19,10 @@
 //! * `exports`: the dataset as JSONL, CSV or Parquet, streamed (Parquet with
 //!   `crate::datasets::formats::parquet_writer`, a row group per chunk);
 //! * `progress`: what a progress stream sends;
+//! * `activity`: how many of a job's records in progress wait on a model, on this replica;
 //! * `runner` and `preview`: generating records.
 
+mod activity;
 mod analysis;
 mod catalog;
 mod exports;
@@ -45,6 +47,7 @@ use crate::llm::ChatModel;
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
 
+pub use activity::{Activity, ModelWaits};
 pub use analysis::{
     ColumnStatistics, DatasetAnalysis, DatasetProfile, JudgeScoreProfile, MAX_DISTINCT, Profiler,
 };
@@ -83,6 +86,8 @@ pub struct JobService {
     /// Finished jobs' exports written out for ranged reads, by ETag, in `render_dir`.
     renders: Arc<crate::rendered::RenderCache<String>>,
     render_dir: std::path::PathBuf,
+    /// Records of this replica waiting on a model, by job (the worker pool reports them).
+    activity: Arc<Activity>,
 }
 
 impl JobService {
@@ -116,7 +121,13 @@ impl JobService {
             sources: Arc::new(SeedSources::none()),
             renders: Arc::default(),
             render_dir: std::env::temp_dir(),
+            activity: Arc::default(),
         }
+    }
+
+    /// Where the worker pool reports its records' model waits (see [`Activity`]).
+    pub fn activity(&self) -> &Activity {
+        &self.activity
     }
 
     /// The same service writing exports for ranged reads into `dir` (the system's temporary

@@ -35,6 +35,13 @@ impl<T> Page<T> {
 }
 
 impl JobService {
+    /// This replica's model waits, into counts read from the store (bounded by the records in
+    /// progress the store counts, which the two reads may disagree on for a moment).
+    fn fill_activity(&self, summary: &mut JobSummary) {
+        let waiting = self.activity.waiting_for_model(summary.job.id);
+        summary.counts.waiting_for_model = waiting.min(summary.counts.in_progress);
+    }
+
     /// A job visible to `owner` (`None`: any job), or `job_not_found`.
     pub async fn get(&self, id: JobId, owner: Option<&str>) -> Result<JobRow, ApiError> {
         self.store
@@ -53,6 +60,7 @@ impl JobService {
             return Err(ApiError::JobNotFound(id.to_string()));
         };
         self.fill_columns(&mut summary.job).await;
+        self.fill_activity(&mut summary);
         Ok(summary)
     }
 
@@ -73,6 +81,7 @@ impl JobService {
         };
         let mut page = Page::of(self.store.job_summaries(select, FIRST_ERRORS).await?, limit);
         for s in &mut page.items {
+            self.fill_activity(s);
             self.fill_columns(&mut s.job).await;
         }
         Ok(page)

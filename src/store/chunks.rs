@@ -229,6 +229,7 @@ pub(crate) fn counts(
         completed,
         failed,
         cancelled,
+        waiting_for_model: 0,
     }
 }
 

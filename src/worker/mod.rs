@@ -277,6 +277,7 @@ async fn run_record(
     let chat = slot::SlotChat {
         chat: runner.llm(),
         slot: &held.slot,
+        waits: crate::jobs::ModelWaits::new(inner.jobs.activity(), rec.job_id),
     };
     let generate = async {
         let outcome = match inner.jobs.compiled_by_id(rec.job_id).await {

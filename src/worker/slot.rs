@@ -180,10 +180,12 @@ impl crate::generate::Waits for Slot {
     }
 }
 
-/// The record's view of the shared LLM client: the same calls, without its worker slot.
+/// The record's view of the shared LLM client: the same calls, without its worker slot, and
+/// counted as its job's model waits meanwhile.
 pub(super) struct SlotChat<'a> {
     pub(super) chat: &'a dyn ChatModel,
     pub(super) slot: &'a Slot,
+    pub(super) waits: crate::jobs::ModelWaits<'a>,
 }
 
 #[async_trait::async_trait]
@@ -195,7 +197,9 @@ impl ChatModel for SlotChat<'_> {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
         let wait = self.slot.begin_wait();
+        let waiting = self.waits.call();
         let out = self.chat.chat(model, req, cancel).await;
+        drop(waiting);
         wait.done().await;
         out
     }
@@ -208,10 +212,12 @@ impl ChatModel for SlotChat<'_> {
         cancel: &CancellationToken,
     ) -> Result<crate::llm::Images, LlmError> {
         let wait = self.slot.begin_wait();
+        let waiting = self.waits.call();
         let out = self
             .chat
             .generate_image(model, prompt, context, cancel)
             .await;
+        drop(waiting);
         wait.done().await;
         out
     }
@@ -223,7 +229,9 @@ impl ChatModel for SlotChat<'_> {
         cancel: &CancellationToken,
     ) -> Result<crate::llm::Embeddings, LlmError> {
         let wait = self.slot.begin_wait();
+        let waiting = self.waits.call();
         let out = self.chat.embed(model, inputs, cancel).await;
+        drop(waiting);
         wait.done().await;
         out
     }

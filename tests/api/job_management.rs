@@ -468,3 +468,46 @@ async fn the_cli_manages_jobs(backend: Backend) {
     app.stop().await;
 }
 backends!(cli_jobs, the_cli_manages_jobs);
+
+async fn records_waiting_on_a_model_are_told_apart(backend: Backend) {
+    let (app, _mock) = app_with_mock_llm(
+        backend,
+        json!({"rules": [{"reply": {"text": "slow", "delay_ms": 1500}}]}),
+        |_| {},
+    )
+    .await;
+    let config = json!({"columns": [
+        {"name": "n", "column_type": "sampler", "sampler_type": "uniform",
+         "params": {"low": 1, "high": 9}},
+        {"name": "say", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Say {{ n }}."}
+    ]});
+    let id = submit(&app, json!({"config": config, "num_records": 6})).await;
+    let deadline = std::time::Instant::now() + WAIT;
+    let seen = loop {
+        let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
+        let c = &job["counts"];
+        let waiting = c["waiting_for_model"].as_u64().unwrap();
+        assert!(waiting <= c["in_progress"].as_u64().unwrap(), "{c}");
+        assert_eq!(c["total"], 6, "not part of the total: {c}");
+        if waiting > 0 {
+            break job;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no record seen waiting: {job}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(seen["status"], "running", "{seen}");
+    // The list shows the same.
+    let (_, page) = app.get("/v1/jobs").await;
+    assert!(
+        page["jobs"][0]["counts"]["waiting_for_model"].is_u64(),
+        "{page}"
+    );
+    let done = app.wait_for_job(&id, WAIT).await;
+    assert_eq!(done["counts"]["waiting_for_model"], 0, "{done}");
+    app.stop().await;
+}
+backends!(model_waits, records_waiting_on_a_model_are_told_apart);

@@ -68,6 +68,8 @@ def main_cases(run):
         page.goto(run.url(f"#/jobs/{resp.json()['id']}"))
         badge = page.locator(".title-row .badge")
         expect(badge).to_have_text(re.compile("queued|running"))
+        # Its records wait on the slow model, and the page says so rather than "running".
+        expect(page.locator(".progress-big")).to_contain_text("waiting for a model")
         bar = page.locator('.progress-big [role="progressbar"]')
         expect(bar).to_have_attribute("aria-valuenow", str(ctx["slow_records"]), timeout=60_000)
         expect(badge).to_have_text("completed")

@@ -5,7 +5,7 @@
 import { events, get, post, request } from "./api.js";
 import { badge, errorBox, h, jobBadge, replace, route, section } from "./dom.js";
 import { ageEl, duration, jsonTree, num, shortId } from "./format.js";
-import { isActive, progressBar } from "./jobs.js";
+import { inProgressText, isActive, progressBar } from "./jobs.js";
 
 const PAGE = 25;
 // A record is listed once it has a result; the others are counts on the job.
@@ -93,7 +93,7 @@ export async function jobView(main, id, params, signal) {
       h("div", { class: "progress-big" }, progressBar(job.counts),
         h("div", { class: "small" },
           `${num(job.counts.completed)} completed · ${num(job.counts.failed)} failed · ` +
-          `${num(job.counts.in_progress)} in progress · ${num(job.counts.pending)} pending · ` +
+          `${inProgressText(job.counts)} · ${num(job.counts.pending)} pending · ` +
           `${num(job.counts.cancelled)} cancelled · ${num(job.counts.total)} total`)),
       job.error ? errorBox(job.error) : null,
       h("div", { class: "actions" }, h("span", { class: "muted" }, "Download"),

@@ -32,10 +32,19 @@ export function progressBar(counts) {
   }, seg("seg-ok", counts.completed), seg("seg-fail", counts.failed), seg("seg-cancel", counts.cancelled));
 }
 
+/** Records in progress, told apart: those generating, and those waiting on a model (for a
+ * request slot or its answer), which a slow or tightly capped model makes most of them. */
+export function inProgressText(c) {
+  const waiting = c.waiting_for_model || 0;
+  if (!waiting) return `${num(c.in_progress)} running`;
+  const running = c.in_progress - waiting;
+  return (running > 0 ? `${num(running)} running · ` : "") + `${num(waiting)} waiting for a model`;
+}
+
 function countsText(c) {
   const parts = [`${num(c.completed)}/${num(c.total)} done`];
   if (c.failed) parts.push(`${num(c.failed)} failed`);
-  if (c.in_progress) parts.push(`${num(c.in_progress)} in progress`);
+  if (c.in_progress) parts.push(inProgressText(c));
   if (c.cancelled) parts.push(`${num(c.cancelled)} cancelled`);
   return parts.join(" · ");
 }
