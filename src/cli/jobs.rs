@@ -5,14 +5,13 @@
 //! `failed` or `cancelled`; 2 when a request fails.
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use reqwest::{Method, header};
 use serde::Deserialize;
 
 use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::events::JobView;
-use super::{progress, table, wait};
+use super::{table, wait};
 
 /// Arguments of `synthgate jobs`.
 #[derive(Debug, Clone, clap::Args)]
@@ -173,13 +172,7 @@ async fn cancel(args: JobIdArgs) -> Result<(), RequestError> {
 async fn wait_job(args: JobIdArgs) -> Result<ExitCode, RequestError> {
     let api = Api::new(&args.server)?;
     let job: JobView = api.get_json(&["v1", "jobs", &args.id]).await?;
-    let started = Instant::now();
-    let done = wait::wait_for_job(&api, &job).await?;
-    eprintln!("{}", progress::summary_line(&done, started.elapsed()));
-    for error in done.first_errors.iter().take(5) {
-        eprintln!("  - {error}");
-    }
-    Ok(ExitCode::from(progress::exit_code(&done)))
+    wait::wait_and_report(&api, &job).await
 }
 
 async fn delete(args: JobIdArgs) -> Result<(), RequestError> {

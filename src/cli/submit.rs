@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Instant;
 
 use reqwest::{Method, header};
 use serde_json::json;
@@ -13,7 +12,7 @@ use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::datasets::upload_line;
 use super::events::JobView;
 use super::seed_files::{self, LocalSeed};
-use super::{progress, upload, wait};
+use super::{upload, wait};
 
 /// Arguments of `synthgate submit`.
 #[derive(Debug, Clone, clap::Args)]
@@ -87,13 +86,7 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
         return Ok(ExitCode::SUCCESS);
     }
 
-    let started = Instant::now();
-    let done = wait::wait_for_job(&api, &job).await?;
-    eprintln!("{}", progress::summary_line(&done, started.elapsed()));
-    for error in done.first_errors.iter().take(5) {
-        eprintln!("  - {error}");
-    }
-    Ok(ExitCode::from(progress::exit_code(&done)))
+    wait::wait_and_report(&api, &job).await
 }
 
 /// The config as JSON, to look for seed files in; `None` when it does not parse (the server

@@ -5,7 +5,8 @@
 //! resume position: the bar simply jumps to the current counts. When a stream ends without
 //! `done`, the job itself is fetched, because it may have finished while we were away.
 
-use std::time::Duration;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use reqwest::{Method, header};
@@ -13,7 +14,7 @@ use sse_stream::SseByteStream;
 
 use super::client::{Api, RequestError};
 use super::events::{JobEvent, JobView, decode_event, is_terminal};
-use super::progress::ProgressView;
+use super::progress::{ProgressView, exit_code, summary_line};
 
 /// Consecutive attempts that received no event before giving up (about a minute of backoff).
 const MAX_FRUITLESS_ATTEMPTS: u32 = 12;
@@ -24,6 +25,18 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(8);
 pub(crate) fn retry_delay(attempt: u32) -> Duration {
     let factor = 1u32 << attempt.saturating_sub(1).min(6);
     (FIRST_RETRY_DELAY * factor).min(MAX_RETRY_DELAY)
+}
+
+/// Follows the job to its end, then says how it ended on stderr (the summary and its first
+/// errors); the exit code is 0 only if it completed (`submit --wait`, `jobs wait`).
+pub(crate) async fn wait_and_report(api: &Api, job: &JobView) -> Result<ExitCode, RequestError> {
+    let started = Instant::now();
+    let done = wait_for_job(api, job).await?;
+    eprintln!("{}", summary_line(&done, started.elapsed()));
+    for error in done.first_errors.iter().take(5) {
+        eprintln!("  - {error}");
+    }
+    Ok(ExitCode::from(exit_code(&done)))
 }
 
 /// Follows the job's events with a progress bar until it finishes; returns the final job.
