@@ -1,5 +1,11 @@
 //! `synthgate records JOB_ID`: streams a job's dataset as JSONL, CSV or Parquet to stdout or a file,
 //! chunk by chunk, so a dataset of any size passes through in constant memory.
+//!
+//! A download to a file goes through `FILE.part`. When the server gave the export an `ETag`
+//! (the job had finished), it is kept beside the part as `FILE.part.etag`, and a download that
+//! broke off resumes: the same command asks for the rest (`Range` from the part's length,
+//! `If-Range` with the ETag), and the server sends the rest, or all of it if the export is no
+//! longer the one the part holds.
 
 use std::ffi::OsString;
 use std::io::{ErrorKind, Write as _};
@@ -7,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use futures::StreamExt;
-use reqwest::{Method, Response};
+use reqwest::{Method, Response, header};
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Api, RequestError, ServerArgs, report};
@@ -80,17 +86,42 @@ async fn run(args: RecordsArgs) -> Result<ExitCode, RequestError> {
         ));
     }
     let api = Api::new(&args.server)?;
-    let request = api
-        .request(Method::GET, &["v1", "jobs", &args.job_id, "records"])
-        .query(&records_query(&args));
-    let response = api.send(request).await?;
+    let query = records_query(&args);
+    let request = || {
+        api.request(Method::GET, &["v1", "jobs", &args.job_id, "records"])
+            .query(&query)
+    };
 
     match &args.output {
         Some(path) => {
-            let bytes = write_file(response, path).await?;
+            let part = part_path(path);
+            let resume = resume_point(&part).await;
+            let response = match &resume {
+                None => api.send(request()).await?,
+                Some((from, etag)) => {
+                    let ranged = request()
+                        .header(header::RANGE, format!("bytes={from}-"))
+                        .header(header::IF_RANGE, etag.as_str());
+                    match api.send(ranged).await {
+                        // The part is longer than the export: it is not this export's start.
+                        Err(RequestError::Server(e)) if e.status == 416 => {
+                            api.send(request()).await?
+                        }
+                        other => other?,
+                    }
+                }
+            };
+            let from = match (&resume, response.status().as_u16()) {
+                (Some((from, _)), 206) => {
+                    eprintln!("resuming {} at byte {from}", path.display());
+                    Some(*from)
+                }
+                _ => None,
+            };
+            let bytes = write_file(response, path, from).await?;
             eprintln!("wrote {bytes} bytes to {}", path.display());
         }
-        None => match copy_body(response, &mut Sink::Stdout).await {
+        None => match copy_body(api.send(request()).await?, &mut Sink::Stdout).await {
             Ok(_) => {}
             // The reader went away (`| head`): it has what it wanted.
             Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => {}
@@ -112,12 +143,57 @@ fn records_query(args: &RecordsArgs) -> Vec<(&'static str, &'static str)> {
     query
 }
 
+/// Where a broken-off download to `part` resumes: its length and the ETag it was written under
+/// (`None`: nothing to resume).
+async fn resume_point(part: &Path) -> Option<(u64, String)> {
+    let etag = tokio::fs::read_to_string(etag_path(part)).await.ok()?;
+    let len = tokio::fs::metadata(part).await.ok()?.len();
+    let etag = etag.trim().to_owned();
+    (len > 0 && !etag.is_empty()).then_some((len, etag))
+}
+
 /// Writes the body to `path` through a sibling `.part` file, so an interrupted download never
-/// leaves a truncated file under the final name.
-async fn write_file(response: Response, path: &Path) -> Result<u64, RequestError> {
+/// leaves a truncated file under the final name. `from`: the body is the rest of the part,
+/// from that byte (a `206`); otherwise the part is written anew. An interrupted download
+/// whose export has an ETag keeps its part, to resume.
+async fn write_file(
+    response: Response,
+    path: &Path,
+    from: Option<u64>,
+) -> Result<u64, RequestError> {
     let part = part_path(path);
+    let tag = etag_path(&part);
     let local = |e: std::io::Error| RequestError::Local(format!("{}: {e}", part.display()));
-    let file = tokio::fs::File::create(&part).await.map_err(local)?;
+    if let Some(from) = from {
+        let starts = response
+            .headers()
+            .get(header::CONTENT_RANGE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with(&format!("bytes {from}-")));
+        if !starts {
+            return Err(RequestError::Local(format!(
+                "the server resumed {} somewhere other than byte {from}; remove {} and download again",
+                path.display(),
+                part.display()
+            )));
+        }
+    }
+    let etag = response
+        .headers()
+        .get(header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let file = match from {
+        Some(_) => tokio::fs::OpenOptions::new().append(true).open(&part).await,
+        None => tokio::fs::File::create(&part).await,
+    }
+    .map_err(local)?;
+    match &etag {
+        Some(etag) => tokio::fs::write(&tag, etag).await.map_err(local)?,
+        None => {
+            let _ = tokio::fs::remove_file(&tag).await;
+        }
+    }
     let mut sink = Sink::File(file);
     let copied = copy_body(response, &mut sink).await;
     let finished = match (copied, sink) {
@@ -130,13 +206,28 @@ async fn write_file(response: Response, path: &Path) -> Result<u64, RequestError
             tokio::fs::rename(&part, path)
                 .await
                 .map_err(|e| RequestError::Local(format!("{}: {e}", path.display())))?;
-            Ok(bytes)
+            let _ = tokio::fs::remove_file(&tag).await;
+            Ok(bytes + from.unwrap_or(0))
+        }
+        Err(e) if etag.is_some() => {
+            eprintln!(
+                "the download broke off; {} is kept: run the same command again to resume",
+                part.display()
+            );
+            Err(e)
         }
         Err(e) => {
             let _ = tokio::fs::remove_file(&part).await;
             Err(e)
         }
     }
+}
+
+/// `data.jsonl.part` → `data.jsonl.part.etag`: the ETag the part was written under.
+fn etag_path(part: &Path) -> PathBuf {
+    let mut name: OsString = part.as_os_str().to_owned();
+    name.push(".etag");
+    PathBuf::from(name)
 }
 
 /// `data.jsonl` → `data.jsonl.part`.

@@ -511,3 +511,54 @@ async fn records_waiting_on_a_model_are_told_apart(backend: Backend) {
     app.stop().await;
 }
 backends!(model_waits, records_waiting_on_a_model_are_told_apart);
+
+async fn the_cli_resumes_a_broken_off_download(backend: Backend) {
+    let app = spawn_app(backend).await;
+    let id = submit(
+        &app,
+        json!({"config": sampler_config(), "num_records": 200}),
+    )
+    .await;
+    app.wait_for_job(&id, WAIT).await;
+    let full = get(&app, &format!("/v1/jobs/{id}/records?format=csv"), &[]).await;
+    let etag = full.headers()["etag"].to_str().unwrap().to_owned();
+    let full = full.bytes().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("data.csv");
+    let part = dir.path().join("data.csv.part");
+    let tag = dir.path().join("data.csv.part.etag");
+    let download = || {
+        let out = out.to_str().unwrap().to_owned();
+        let id = id.clone();
+        let app = &app;
+        async move { cli(app, &["records", &id, "--format", "csv", "-o", &out]).await }
+    };
+
+    // A download that broke off after a third, under the export's ETag: the rest is fetched.
+    std::fs::write(&part, &full[..full.len() / 3]).unwrap();
+    std::fs::write(&tag, &etag).unwrap();
+    let (code, _, stderr) = download().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("resuming"), "{stderr}");
+    assert_eq!(std::fs::read(&out).unwrap(), full);
+    assert!(!part.exists() && !tag.exists());
+
+    // A part of another export (another ETag): the whole export again, not appended.
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(&part, b"something else entirely").unwrap();
+    std::fs::write(&tag, "\"another\"").unwrap();
+    let (code, _, stderr) = download().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!stderr.contains("resuming"), "{stderr}");
+    assert_eq!(std::fs::read(&out).unwrap(), full);
+
+    // A part longer than the export (416): the whole export again.
+    std::fs::remove_file(&out).unwrap();
+    std::fs::write(&part, vec![b'x'; full.len() + 10]).unwrap();
+    std::fs::write(&tag, &etag).unwrap();
+    let (code, _, stderr) = download().await;
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(std::fs::read(&out).unwrap(), full);
+    app.stop().await;
+}
+backends!(cli_resume, the_cli_resumes_a_broken_off_download);
