@@ -26,6 +26,16 @@ pub enum JobStatus {
 }
 
 impl JobStatus {
+    /// Every status, in lifecycle order.
+    pub const ALL: [Self; 6] = [
+        Self::Queued,
+        Self::Running,
+        Self::Cancelling,
+        Self::Completed,
+        Self::Failed,
+        Self::Cancelled,
+    ];
+
     /// The stored and displayed form.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -10,7 +10,8 @@ use utoipa::IntoParams;
 
 use crate::api::extract::{self, ApiQuery};
 use crate::auth::Caller;
-use crate::domain::job::JobSummary;
+use crate::domain::JobStatus;
+use crate::domain::job::{JobFilter, JobSummary};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -126,6 +127,31 @@ impl ListFilter {
         })
     }
 
+    /// What of the filter the store applies itself: the status and the creation times (to
+    /// the millisecond of the ids), so the walk below reads only jobs that may pass.
+    /// [`Self::keeps`] still checks every job it reads.
+    fn in_store(&self) -> JobFilter {
+        let statuses = self
+            .status
+            .as_deref()
+            .map(|st| {
+                JobStatus::ALL
+                    .into_iter()
+                    .filter(|s| platform_status(*s) == st)
+                    .collect()
+            })
+            .unwrap_or_default();
+        JobFilter {
+            statuses,
+            created_after: self.created.0,
+            created_before: self
+                .created
+                .1
+                .map(|lte| lte + chrono::Duration::milliseconds(1)),
+            ..JobFilter::default()
+        }
+    }
+
     fn keeps(&self, s: &JobSummary) -> bool {
         let job = &s.job;
         let (name, project, namespace) = names(s);
@@ -185,9 +211,12 @@ pub async fn list_jobs(
     let mut data = Vec::new();
     let mut more = false;
     let mut before = None;
+    let in_store = filter.in_store();
     'walk: loop {
-        let all = crate::domain::job::JobFilter::default();
-        let chunk = state.jobs.jobs(caller.owner(), before, max, &all).await?;
+        let chunk = state
+            .jobs
+            .jobs(caller.owner(), before, max, &in_store)
+            .await?;
         for s in &chunk.items {
             if !filter.keeps(s) {
                 continue;
