@@ -253,6 +253,18 @@ impl<'de> serde::Deserialize<'de> for KeyString {
     }
 }
 
+/// What kind of JSON value `v` is, as messages say it ("a number", "an object").
+pub fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
 /// Whether YAML flow collections in `text` nest deeper than `limit`, by a linear scan that
 /// follows YAML's rules as far as they decide where a `[` or `{` opens a collection: quoted
 /// scalars and comments are skipped; in block context only a bracket that starts a node

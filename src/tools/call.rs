@@ -202,7 +202,7 @@ pub(super) fn parse_arguments(name: &str, raw: &str) -> Result<Map<String, Value
         Ok(Value::Object(m)) => Ok(m),
         Ok(other) => Err(format!(
             "Invalid arguments for tool '{name}': expected a JSON object, got {}.",
-            kind(&other)
+            crate::decode::kind(&other)
         )),
         Err(e) => Err(format!(
             "Invalid arguments for tool '{name}': not valid JSON ({e}). Arguments must be a JSON object."
@@ -241,17 +241,6 @@ pub(super) fn cap_text(mut blocks: Vec<ContentBlock>, max: usize) -> Vec<Content
         total - max
     )));
     blocks
-}
-
-pub(super) fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// A server's `isError` result as one `Error:` text: its text blocks, else a generic line.

@@ -126,7 +126,7 @@ fn for_each_object(
             Ok(other) => {
                 return Err(ImportError::invalid(format!(
                     "line {line}: expected a JSON object, found {}",
-                    kind_name(&other)
+                    crate::decode::kind(&other)
                 )));
             }
             Err(crate::decode::DecodeError::Syntax(e)) => {
@@ -142,15 +142,4 @@ fn for_each_object(
         f(line, object)?;
     }
     Ok(objects)
-}
-
-fn kind_name(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
