@@ -1,8 +1,8 @@
-//! Deleting a finished job, written once for both backends: the statements (the same SQL on
-//! SQLite and Postgres) and what the job's status decides. Each backend runs them in its own
-//! write transaction, after reading the status there.
+//! Deleting a finished job, written once for both backends: the status read, what it decides,
+//! the statements (the same SQL on SQLite and Postgres) and the commit. Each backend opens its
+//! own write transaction and says how its status read locks the row.
 
-use sqlx::{Database, Encode, Executor, IntoArguments, Type};
+use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Transaction, Type};
 use uuid::Uuid;
 
 use super::{DeleteJob, StoreError};
@@ -30,27 +30,31 @@ fn decide(status: Option<&str>) -> Result<(), DeleteJob> {
     }
 }
 
-/// Deletes job `id`, whose status the caller read in this transaction (`None`: no such job),
-/// if that status allows it. The caller commits on [`DeleteJob::Deleted`].
+/// Deletes job `id` in `tx` if its status allows it, and commits; otherwise nothing is
+/// written. `status_sql` reads the job's status by `$1`, with the backend's row lock (SQLite's
+/// write transaction holds the database already; Postgres says `for update`).
 pub(super) async fn delete_in<DB>(
-    conn: &mut DB::Connection,
+    mut tx: Transaction<'_, DB>,
     id: JobId,
-    status: Option<&str>,
+    status_sql: &'static str,
 ) -> Result<DeleteJob, StoreError>
 where
     DB: Database,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'q> Uuid: Encode<'q, DB> + Type<DB>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
 {
-    if let Err(refused) = decide(status) {
+    let status: Option<String> = sqlx::query_scalar(status_sql)
+        .bind(id.0)
+        .fetch_optional(&mut *tx)
+        .await?;
+    if let Err(refused) = decide(status.as_deref()) {
         return Ok(refused);
     }
     for &statement in STATEMENTS {
-        sqlx::query(statement)
-            .bind(id.0)
-            .execute(&mut *conn)
-            .await?;
+        sqlx::query(statement).bind(id.0).execute(&mut *tx).await?;
     }
+    tx.commit().await?;
     Ok(DeleteJob::Deleted)
 }

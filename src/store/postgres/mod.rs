@@ -231,17 +231,9 @@ impl JobStore for PgStore {
     }
 
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let status: Option<String> =
-            sqlx::query_scalar("select status from jobs where id = $1 for update")
-                .bind(id.0)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let outcome = job_delete::delete_in::<Postgres>(&mut tx, id, status.as_deref()).await?;
-        if outcome == DeleteJob::Deleted {
-            tx.commit().await?;
-        }
-        Ok(outcome)
+        let tx = self.pool.begin().await?;
+        let status = "select status from jobs where id = $1 for update";
+        job_delete::delete_in::<Postgres>(tx, id, status).await
     }
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {

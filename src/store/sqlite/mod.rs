@@ -333,16 +333,9 @@ impl JobStore for SqliteStore {
     }
 
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
-        let (_write, mut tx) = self.begin_write().await?;
-        let status: Option<String> = sqlx::query_scalar("select status from jobs where id = $1")
-            .bind(id.0)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let outcome = job_delete::delete_in::<Sqlite>(&mut tx, id, status.as_deref()).await?;
-        if outcome == DeleteJob::Deleted {
-            tx.commit().await?;
-        }
-        Ok(outcome)
+        let (_write, tx) = self.begin_write().await?;
+        let status = "select status from jobs where id = $1";
+        job_delete::delete_in::<Sqlite>(tx, id, status).await
     }
 
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError> {
