@@ -147,14 +147,7 @@ fn ids(ids: &[&String]) -> Vec<String> {
 
 /// Percent-encodes a query value.
 fn urlencoding(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    form_urlencoded::byte_serialize(s.as_bytes()).collect()
 }
 
 async fn get(app: &TestApp, path: &str, headers: &[(&str, &str)]) -> reqwest::Response {
