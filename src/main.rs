@@ -145,17 +145,26 @@ async fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    synthgate::telemetry::init(&config);
+    let telemetry = match synthgate::telemetry::init(&config) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let running = match synthgate::app::start(config).await {
         Ok(r) => r,
         Err(e) => {
             tracing::error!(error = format!("{e:#}"), "start-up failed");
             eprintln!("error: {e:#}");
+            telemetry.shutdown().await;
             return ExitCode::FAILURE;
         }
     };
     let signals = synthgate::shutdown::watch_signals(running.shutdown.clone());
     // The signal watcher ends when the token is cancelled, by a signal or by the app itself.
     tokio::join!(signals, running.wait());
+    // Last: the spans of the drain (records finished, jobs closed) are exported too.
+    telemetry.shutdown().await;
     ExitCode::SUCCESS
 }

@@ -55,6 +55,16 @@ pub const MCP_OAUTH_TOKENS: &str = "synthgate_mcp_oauth_tokens_total";
 /// Inline (HTTP) tool calls, by `tool` and `outcome`.
 pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
 
+/// LLM request latency in seconds (one call, retries included), by `provider`, `model_alias`
+/// (see [`model_alias_label`]) and `outcome` (`ok` or the error code).
+pub const LLM_REQUEST_SECONDS: &str = "synthgate_llm_request_seconds";
+/// Spans dropped because `otel.max_queue_spans` were already waiting for export.
+pub const OTEL_SPANS_DROPPED: &str = "synthgate_otel_spans_dropped_total";
+/// Spans exported.
+pub const OTEL_SPANS_EXPORTED: &str = "synthgate_otel_spans_exported_total";
+/// Spans whose export failed (collector away or refusing).
+pub const OTEL_SPANS_FAILED: &str = "synthgate_otel_spans_failed_total";
+
 /// The `model_alias` label of every alias the server config does not define.
 pub const JOB_DEFINED_ALIAS: &str = "job_defined";
 
@@ -146,6 +156,17 @@ fn describe() {
     metrics::describe_counter!(MCP_CACHE_HITS, "MCP tool-list cache hits");
     metrics::describe_counter!(MCP_CACHE_MISSES, "MCP tool-list cache misses");
     metrics::describe_counter!(MCP_LIST_CHANGED, "MCP tools/list_changed notifications");
+    metrics::describe_histogram!(
+        LLM_REQUEST_SECONDS,
+        metrics::Unit::Seconds,
+        "LLM call latency, retries included"
+    );
+    metrics::describe_counter!(
+        OTEL_SPANS_DROPPED,
+        "Spans dropped because otel.max_queue_spans were waiting for export"
+    );
+    metrics::describe_counter!(OTEL_SPANS_EXPORTED, "Spans exported over OTLP");
+    metrics::describe_counter!(OTEL_SPANS_FAILED, "Spans whose OTLP export failed");
     metrics::describe_counter!(
         INLINE_TOOL_CALLS,
         "Inline HTTP tool calls by tool and outcome"

@@ -21,6 +21,7 @@ pub mod openapi;
 mod outputs;
 mod preview;
 mod records;
+mod request_span;
 mod tools;
 pub mod ui;
 
@@ -107,7 +108,10 @@ pub fn router(state: AppState) -> Router {
             ),
             request_timeout,
         ))
-        .layer(middleware::from_fn_with_state(keys, crate::auth::authenticate))
+        .layer(middleware::from_fn_with_state(
+            keys,
+            crate::auth::authenticate,
+        ))
         .layer(middleware::from_fn_with_state(
             host_guard::HostGuard::new(&state.config.server),
             host_guard::check_host_and_origin,
@@ -117,14 +121,11 @@ pub fn router(state: AppState) -> Router {
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-                .layer(TraceLayer::new_for_http().make_span_with(|req: &Request| {
-                    let id = req
-                        .headers()
-                        .get(REQUEST_ID)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default();
-                    tracing::info_span!("http", method = %req.method(), path = %req.uri().path(), request.id = %id)
-                }))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(request_span::make)
+                        .on_response(request_span::on_response),
+                )
                 .layer(PropagateRequestIdLayer::new(REQUEST_ID))
                 .layer(CatchPanicLayer::custom(|_| {
                     ApiError::Internal("handler panicked".into()).into_response()

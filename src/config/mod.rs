@@ -9,6 +9,7 @@
 mod collect;
 mod datasets;
 mod host_entry;
+mod otel;
 mod providers;
 mod secrets;
 mod sections;
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 pub use datasets::{DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, HfConfig};
 pub use host_entry::HostEntry;
+pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};
 pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
     ProviderType, SessionScope, resolve_api_key,
@@ -61,6 +63,9 @@ pub struct Config {
     /// Log format and level.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// OTLP span export (off unless an endpoint is set; the `OTEL_*` variables win).
+    #[serde(default)]
+    pub otel: OtelConfig,
     /// Files samplers read (the managed person datasets).
     #[serde(default)]
     pub samplers: SamplersConfig,
@@ -152,9 +157,10 @@ impl Config {
         // rest tried again), then the checks of the values, then what the environment lacks.
         let collected = collect::deserialize_all::<Config>(value);
         let (mut problems, reported) = (collected.problems, collected.keys);
-        let Some(config) = collected.value else {
+        let Some(mut config) = collected.value else {
             return Err(ConfigError::Invalid(problems));
         };
+        config.otel.apply_env(&lookup, &mut problems);
         let mut checks = config.problems();
         config.datasets.env_problems(&lookup, &mut checks);
         config.auth.env_problems(&lookup, &mut checks);
@@ -183,6 +189,7 @@ impl Config {
         self.llm.problems(&mut out);
         self.validators.problems(&mut out);
         self.datasets.problems(&mut out);
+        self.otel.problems(&mut out);
         providers::problems(self, &mut out);
         providers::allow_list_problems(self, &mut out);
         out

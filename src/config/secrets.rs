@@ -36,6 +36,7 @@ impl Config {
         configured.extend(&self.server.metrics_token);
         configured.extend(&self.database.url);
         configured.extend(&self.datasets.hf.token);
+        configured.extend(self.otel.headers.values());
 
         let mut out: Vec<String> = configured
             .iter()
@@ -54,6 +55,21 @@ impl Config {
                 .flatten()
                 .filter_map(env),
         );
+        // The collector's headers from the environment (an API key, typically), each value
+        // as the exporter reads them: `key=value` pairs separated by commas.
+        for var in [
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        ] {
+            if let Some(headers) = env(var) {
+                out.extend(
+                    headers
+                        .split(',')
+                        .filter_map(|kv| kv.split_once('='))
+                        .map(|(_, v)| v.trim().to_owned()),
+                );
+            }
+        }
         // A database URL's password also appears on its own (drivers' errors quote it).
         if let Some(url) = &self.database.url
             && let Some((_, rest)) = url.expose_secret().split_once("://")

@@ -42,6 +42,9 @@ pub struct JobRow {
     pub seed_datasets: Option<Vec<crate::domain::DatasetId>>,
     /// The name the client gave the job, if any.
     pub name: Option<String>,
+    /// Where the job sits in an OpenTelemetry trace (`telemetry::JobTrace`'s text); `None`
+    /// when spans were not exported at submit.
+    pub trace_context: Option<String>,
 }
 
 /// Why a job as a whole failed.

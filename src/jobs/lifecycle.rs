@@ -25,6 +25,7 @@ impl JobService {
                 tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
                 if job.status.is_terminal() {
                     self.forget(id);
+                    self.close_job_span(id).await;
                 }
                 self.summary(id, owner).await
             }
@@ -73,6 +74,7 @@ impl JobService {
                 for id in done {
                     tracing::info!(job.id = %id, "job finished");
                     self.forget(id);
+                    self.close_job_span(id).await;
                 }
             }
             Err(e) => tracing::warn!(error = %e, "finalizing jobs failed; the next sweep retries"),

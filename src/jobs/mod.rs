@@ -26,6 +26,7 @@ mod activity;
 mod analysis;
 mod catalog;
 mod exports;
+mod job_span;
 mod lifecycle;
 mod plans;
 mod preview;

@@ -13,6 +13,7 @@ use crate::domain::models::{ModelConfig, ToolConfig};
 use crate::error::ApiError;
 use crate::generate::Plan;
 use crate::store::StoreError;
+use crate::telemetry::JobTrace;
 
 use super::{Catalog, JobService};
 
@@ -32,6 +33,9 @@ pub struct CompiledJob {
     /// The datasets the seed reads, in order (`jobs.seed_datasets`); empty for inline rows or
     /// no seed. A stored [`crate::generate::SeedRow`]'s `part` indexes this.
     pub seed_datasets: Vec<DatasetId>,
+    /// The job's place in a trace, which its records' spans join; `None` when spans were not
+    /// exported at submit.
+    pub trace: Option<JobTrace>,
 }
 
 /// Why a stored job's plan could not be had.
@@ -127,6 +131,7 @@ impl JobService {
             tools,
             catalog: self.catalog.clone(),
             seed_datasets: seed.map(|s| s.ids).unwrap_or_default(),
+            trace: job.trace_context.as_deref().and_then(JobTrace::parse),
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)

@@ -100,6 +100,9 @@ impl JobService {
         let request_hash = request_hash(&req, &v.config);
         let num_records = v.num_records;
         let seed = v.seed;
+        // The job's span is a child of this request's; its ids are chosen now and stored, so
+        // every replica's records and the job's end agree on them.
+        let trace = crate::telemetry::JobTrace::begin();
         let job = NewJob {
             id,
             owner: req.owner.clone(),
@@ -114,10 +117,13 @@ impl JobService {
             max_live_jobs: self.limits.max_jobs_in_flight_per_key,
             seed_datasets: v.compiled.seed_datasets.clone(),
             name: req.name.clone(),
+            trace_context: trace.as_ref().map(crate::telemetry::JobTrace::to_text),
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
-                self.plans.insert(row.id, Arc::new(v.compiled));
+                let mut compiled = v.compiled;
+                compiled.trace = trace;
+                self.plans.insert(row.id, Arc::new(compiled));
                 self.wake.notify_waiters();
                 metrics::counter!(crate::metrics::JOBS_SUBMITTED).increment(1);
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
@@ -297,6 +303,7 @@ impl JobService {
                 tools,
                 catalog: self.catalog.clone(),
                 seed_datasets: bound.map(|s| s.ids.clone()).unwrap_or_default(),
+                trace: None,
             },
         })
     }

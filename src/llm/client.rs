@@ -11,12 +11,14 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::adapter;
 use super::error::{LlmConfigError, LlmError, Redactor};
 use super::limits::Limits;
 use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
+use super::spans;
 use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
 use crate::config::{ModelProviderConfig, ProviderType, resolve_api_key};
@@ -235,7 +237,14 @@ impl LlmClient {
         req: &ChatRequest,
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
-        let result = self.chat_inner(model, req, cancel).await;
+        let kind = self.providers.get(&model.provider).map(|p| p.kind);
+        let span = spans::chat(model, kind);
+        let started = std::time::Instant::now();
+        let result = self
+            .chat_inner(model, req, cancel, &span)
+            .instrument(span.clone())
+            .await;
+        spans::ended(&span, model, kind.is_some(), started.elapsed(), &result);
         self.usage.record(&model.alias, &result);
         result
     }
@@ -245,10 +254,12 @@ impl LlmClient {
         model: &ModelConfig,
         req: &ChatRequest,
         cancel: &CancellationToken,
+        span: &tracing::Span,
     ) -> Result<ChatResponse, LlmError> {
         let provider = self.provider(model)?;
         let ip = &model.inference_parameters;
         let sampled = Sampled::draw(ip, &mut rand::rng());
+        spans::requested(span, &sampled, &provider.url, req);
         let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
         let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra);
         let kind = provider.kind;
@@ -368,10 +379,13 @@ impl LlmClient {
         timeout: Duration,
     ) -> Result<Value, Failure> {
         let exchange = async {
+            let mut headers = p.headers.clone();
+            // The call's span continues at the provider (or the gateway in front of it).
+            crate::telemetry::inject(&mut headers);
             let resp = self
                 .http
                 .post(url)
-                .headers(p.headers.clone())
+                .headers(headers)
                 .body(body)
                 .send()
                 .await?;

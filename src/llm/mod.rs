@@ -28,6 +28,7 @@ mod media;
 mod openai;
 mod params;
 mod retry;
+mod spans;
 mod types;
 mod usage;
 

@@ -107,6 +107,9 @@ pub struct NewJob {
     pub seed_datasets: Vec<DatasetId>,
     /// The name the client gave the job, if any (validated at submit).
     pub name: Option<String>,
+    /// Where the job sits in an OpenTelemetry trace (`telemetry::JobTrace`'s text), if spans
+    /// are exported.
+    pub trace_context: Option<String>,
 }
 
 /// Which jobs [`JobStore::job_summaries`] reads.

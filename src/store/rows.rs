@@ -23,7 +23,7 @@ macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
-         output_columns, seed_datasets, name"
+         output_columns, seed_datasets, name, trace_context"
     };
 }
 pub(crate) use job_columns;
@@ -124,6 +124,7 @@ pub(crate) struct JobDb<J, T> {
     output_columns: Option<J>,
     seed_datasets: Option<J>,
     name: Option<String>,
+    trace_context: Option<String>,
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
@@ -167,6 +168,7 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
                 .transpose()
                 .map_err(|e| StoreError::Corrupt(format!("jobs.seed_datasets: {e}")))?,
             name: r.name,
+            trace_context: r.trace_context,
         })
     }
 }

@@ -3,11 +3,15 @@
 //! recover from, with the outcome the job's usage counts.
 
 use serde_json::{Map, Value};
+use tracing::Instrument;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::{Answered, Failure, Route, Toolset, coerce, content};
 use crate::domain::usage::ToolOutcome;
 use crate::llm::{ChatMessage, ContentBlock, ToolCall, ToolSpec};
 use crate::mcp::{CallScope, McpError};
+use crate::telemetry::SPANS;
 
 impl Toolset {
     /// Runs one call and answers it. Never fails: every problem becomes an `Error: ...` message
@@ -15,7 +19,8 @@ impl Toolset {
     pub async fn execute(&self, call: &ToolCall, scope: Option<&CallScope>) -> Answered {
         let started = std::time::Instant::now();
         let source = self.source_of(&call.function.name).map(str::to_owned);
-        let (message, outcome) = match self.run(call, scope).await {
+        let span = tool_span(call, source.as_deref());
+        let (message, outcome) = match self.run(call, scope).instrument(span.clone()).await {
             Ok(content) => (
                 ChatMessage::tool(&call.id, cap_text(content, self.max_result_chars)),
                 ToolOutcome::Ok,
@@ -28,6 +33,7 @@ impl Toolset {
                 )
             }
         };
+        tool_ended(&span, call, outcome, &message);
         Answered {
             message,
             outcome,
@@ -189,6 +195,48 @@ impl Toolset {
             return "none".into();
         }
         self.offered.join(", ")
+    }
+}
+
+/// The GenAI `execute_tool` span of one call (exported only): the tool, the call id the model
+/// gave, and who serves it (an MCP provider, or `inline`).
+fn tool_span(call: &ToolCall, source: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        target: SPANS,
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {}", call.function.name),
+        otel.kind = "internal",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %call.function.name,
+        gen_ai.tool.call.id = %call.id,
+        gen_ai.tool.type = "function",
+        synthgate.tool.provider = source.unwrap_or("none"),
+        synthgate.tool.outcome = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+    )
+}
+
+/// How the call ended; with content capture on, also its arguments and the answer the model
+/// got.
+fn tool_ended(span: &tracing::Span, call: &ToolCall, outcome: ToolOutcome, answer: &ChatMessage) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("synthgate.tool.outcome", outcome.as_str());
+    if outcome != ToolOutcome::Ok {
+        span.record("error.type", outcome.as_str());
+        span.record("otel.status_code", "ERROR");
+    }
+    if crate::telemetry::capture_content() {
+        span.set_attribute(
+            "gen_ai.tool.call.arguments",
+            call.function.arguments.clone(),
+        );
+        span.set_attribute(
+            "gen_ai.tool.call.result",
+            serde_json::to_string(answer).unwrap_or_default(),
+        );
     }
 }
 

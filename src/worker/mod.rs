@@ -39,6 +39,7 @@ mod chunk;
 mod claimer;
 mod faults;
 mod slot;
+mod spans;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -52,6 +53,7 @@ use futures::FutureExt;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
 
 use crate::config::WorkersConfig;
 use crate::datasets::seed_cache::SeedReadError;
@@ -286,11 +288,16 @@ async fn run_record(
                     job: rec.job_id.0,
                     record: rec.id.0,
                 };
+                let span = spans::record(&rec, compiled.trace.as_ref());
                 match runner
                     .run(&compiled, rec.index, scope, &chat, &held.slot, &cut)
+                    .instrument(span.clone())
                     .await
                 {
-                    Ok(generated) => generated,
+                    Ok(generated) => {
+                        spans::ended(&span, &generated);
+                        generated
+                    }
                     Err(e) => return seed_read_failed(&rec, &e),
                 }
             }

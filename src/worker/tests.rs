@@ -67,6 +67,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         max_live_jobs: None,
         seed_datasets: Vec::new(),
         name: None,
+        trace_context: None,
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");

@@ -36,6 +36,7 @@ mod metrics;
 mod model_types;
 mod nemo_client;
 mod openapi;
+mod otel;
 mod parquet;
 mod process;
 mod processors;

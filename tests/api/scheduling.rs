@@ -235,6 +235,7 @@ async fn create_job(db: &TestDb, body: &Value) -> synthgate::domain::JobId {
             max_live_jobs: None,
             seed_datasets: Vec::new(),
             name: None,
+            trace_context: None,
         })
         .await
         .unwrap();

@@ -56,6 +56,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         max_live_jobs: None,
         seed_datasets: Vec::new(),
         name: None,
+        trace_context: None,
     }
 }
 

@@ -173,6 +173,7 @@ mod tests {
                 output_columns: None,
                 seed_datasets: None,
                 name: None,
+                trace_context: None,
             },
             counts: JobCounts {
                 completed,

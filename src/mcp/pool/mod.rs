@@ -11,11 +11,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rmcp::RoleClient;
-use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestParamsMeta};
 use rmcp::service::Peer;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+use tracing::field::Empty;
 use uuid::Uuid;
 
 use super::cache::ToolList;
@@ -23,6 +25,7 @@ use super::connect::Service;
 use super::{CallScope, McpError, ProviderStatus};
 use crate::config::{McpProviderConfig, SessionScope};
 use crate::metrics as m;
+use crate::telemetry::SPANS;
 use provider::Provider;
 
 /// Connect attempts per reconnect before the provider is marked unavailable.
@@ -155,9 +158,26 @@ impl McpPool {
     ) -> Result<CallToolResult, McpError> {
         let p = self.provider(provider)?;
         let timeout = timeout.unwrap_or_else(|| config_secs(p.cfg.call_timeout_sec));
-        let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments);
+        // The MCP client span (the MCP semantic conventions' `tools/call`), whose context the
+        // server receives in `_meta` (SEP-414), whatever the transport.
+        let span = tracing::info_span!(
+            target: SPANS,
+            "mcp.request",
+            otel.name = %format_args!("tools/call {tool}"),
+            otel.kind = "client",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %tool,
+            synthgate.mcp.provider = %provider,
+            error.type = Empty,
+            otel.status_code = Empty,
+        );
+        if let Some(tp) = span.in_scope(crate::telemetry::current_traceparent) {
+            params.set_traceparent(&tp);
+        }
         let started = Instant::now();
-        let result = match tokio::time::timeout(timeout, p.call(p.key(scope), params)).await {
+        let call = tokio::time::timeout(timeout, p.call(p.key(scope), params));
+        let result = match call.instrument(span.clone()).await {
             Ok(r) => r,
             Err(_) => Err(McpError::Timeout {
                 seconds: timeout.as_secs_f64(),
@@ -168,6 +188,10 @@ impl McpPool {
             Ok(_) => "ok",
             Err(e) => e.code(),
         };
+        if outcome != "ok" {
+            span.record("error.type", outcome);
+            span.record("otel.status_code", "ERROR");
+        }
         let labels = [("provider", p.label()), ("tool", tool.to_owned())];
         metrics::histogram!(m::MCP_CALL_SECONDS, &labels).record(started.elapsed().as_secs_f64());
         metrics::counter!(

@@ -15,12 +15,14 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
+use tracing::field::Empty;
 
 use crate::config::{McpProviderConfig, SessionScope};
 use crate::mcp::cache::{Source, ToolCache, ToolList};
 use crate::mcp::connect::{self, Handler};
 use crate::mcp::{CallScope, McpError, ProviderState, ProviderStatus};
 use crate::metrics as m;
+use crate::telemetry::SPANS;
 
 use super::{CONNECT_ATTEMPTS, Key, MAX_COOLDOWN, Session, config_secs};
 
@@ -163,10 +165,28 @@ impl Provider {
         // background task would otherwise log under that request's span forever.
         let span = tracing::info_span!(parent: None, "mcp_session", mcp.provider = %self.name);
         let last = loop {
+            // The attempt's own span (exported only), timed but not entered: rmcp's session
+            // task keeps the span it starts in for as long as the session lives.
+            let initialize = tracing::info_span!(
+                target: SPANS,
+                parent: &span,
+                "mcp.request",
+                otel.name = "initialize",
+                otel.kind = "client",
+                mcp.method.name = "initialize",
+                synthgate.mcp.provider = %self.name,
+                error.type = Empty,
+                otel.status_code = Empty,
+            );
             let attempt = tokio::select! {
                 r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, self.oauth.as_ref(), handler.clone(), &self.tasks).instrument(span.clone())) => r,
                 () = self.closing.cancelled() => return Err(self.abandon(key, id, McpError::ShuttingDown)),
             };
+            if !matches!(attempt, Ok(Ok(_))) {
+                initialize.record("error.type", "mcp_connect_failed");
+                initialize.record("otel.status_code", "ERROR");
+            }
+            drop(initialize);
             let message = match attempt {
                 Ok(Ok(service)) => {
                     let session = Arc::new(Session {
@@ -292,7 +312,35 @@ impl Provider {
         result
     }
 
+    /// One `tools/list` walk, in its span (exported only): a child of the record that asked
+    /// first; the records that shared the walk wait in their own spans.
     async fn fetch_tools(self: Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
+        let span = tracing::info_span!(
+            target: SPANS,
+            "mcp.request",
+            otel.name = "tools/list",
+            otel.kind = "client",
+            mcp.method.name = "tools/list",
+            synthgate.mcp.provider = %self.name,
+            synthgate.mcp.tools = Empty,
+            error.type = Empty,
+            otel.status_code = Empty,
+        );
+        let result = self.list_tools(key).instrument(span.clone()).await;
+        match &result {
+            Ok(list) => span.record(
+                "synthgate.mcp.tools",
+                i64::try_from(list.tools.len()).unwrap_or(i64::MAX),
+            ),
+            Err(e) => {
+                span.record("error.type", e.code());
+                span.record("otel.status_code", "ERROR")
+            }
+        };
+        result
+    }
+
+    async fn list_tools(self: Arc<Self>, key: Key) -> Result<Arc<ToolList>, McpError> {
         let timeout = config_secs(self.cfg.call_timeout_sec);
         let mut retried = false;
         loop {

@@ -119,8 +119,9 @@ impl JobStore for PgStore {
         // concurrent insert of the same key waits for the first transaction to finish.
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
-             run_config, idempotency_key, request_hash, output_columns, seed_datasets, name) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+             run_config, idempotency_key, request_hash, output_columns, seed_datasets, name, \
+             trace_context) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -140,6 +141,7 @@ impl JobStore for PgStore {
             &job.seed_datasets,
         ))
         .bind(job.name.as_deref())
+        .bind(job.trace_context.as_deref())
         .fetch_optional(&mut *tx)
         .await?;
 

@@ -219,8 +219,8 @@ impl JobStore for SqliteStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, \
-             name, created_at, updated_at) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $10, $10) \
+             name, trace_context, created_at, updated_at) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $10, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -242,6 +242,7 @@ impl JobStore for SqliteStore {
                 .map(|v| v.to_string()),
         )
         .bind(job.name.as_deref())
+        .bind(job.trace_context.as_deref())
         .fetch_optional(&mut *tx)
         .await?;
 

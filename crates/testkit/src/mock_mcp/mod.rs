@@ -404,6 +404,10 @@ impl ServerHandler for MockMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.shared.record("call", Some(&request.name));
+        // The caller's trace context (SEP-414), which rmcp moves from `_meta` to the context.
+        if let Some(tp) = context.meta.get_traceparent() {
+            self.shared.record("trace", Some(tp));
+        }
         if !self.shared.visible(&request.name) {
             // The same error the router gives for a name it does not know.
             return Err(ErrorData::invalid_params("tool not found", None));

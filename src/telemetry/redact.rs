@@ -1,66 +1,13 @@
-//! tracing-subscriber set-up: pretty or JSON lines, filtered by `RUST_LOG` or the config level,
-//! written through a redactor that blanks every configured secret.
-//!
-//! Code here never logs a secret on purpose, but text from elsewhere reaches the log: an OAuth
-//! authorization server's error may echo the token request (client secret and all), and
-//! dependencies (rmcp's transports, sqlx) log such errors themselves. So the last step before
-//! the log is a filter: each event's formatted line is searched for every secret of the config
-//! (as configured, as resolved from the environment, and as a form or Basic encoding would
-//! write it) and each is replaced by `[redacted]`.
+//! The last step before the log: every configured secret, in every form it may take, blanked.
 
 use std::io::{self, Write};
 use std::sync::Arc;
 
 use base64::Engine as _;
-use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::MakeWriter;
-
-use crate::config::{Config, LogFormat, LoggingConfig};
 
 /// What a secret becomes in the log.
 const REDACTED: &str = "[redacted]";
-
-/// Installs the global subscriber, redacting the secrets of `config`. Call once, early in
-/// `main`.
-pub fn init(config: &Config) {
-    init_with(
-        &config.logging,
-        Redactor::new(&config.secret_values(), &oauth_ids(config)),
-    );
-}
-
-fn init_with(cfg: &LoggingConfig, redactor: Redactor) {
-    let filter = EnvFilter::try_from_default_env()
-        .or_else(|_| EnvFilter::try_new(&cfg.level))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(true)
-        .with_writer(redactor);
-    // A second init (tests start many apps in one process) is not an error worth failing on.
-    let _ = match cfg.format {
-        LogFormat::Pretty => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
-    };
-}
-
-/// The OAuth client ids of the MCP providers: a Basic credential pairs one with its secret.
-fn oauth_ids(config: &Config) -> Vec<String> {
-    config
-        .mcp_providers
-        .iter()
-        .filter_map(|p| p.oauth.as_ref().map(|o| o.client_id.clone()))
-        .collect()
-}
-
-/// For tests: logs at `warn` (or `RUST_LOG`) to the test writer, once per process.
-pub fn init_for_tests() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .try_init();
-}
 
 /// A [`MakeWriter`] for standard error that blanks secrets: each event is formatted into a
 /// buffer, cleaned, then written in one piece.
