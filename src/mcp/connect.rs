@@ -16,6 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::cache::ToolCache;
 use super::oauth::{OAuth, OAuthHttp};
+use super::traced_http::Traced;
 use crate::config::{McpProviderConfig, McpTransport, resolve_api_key};
 
 /// The environment a stdio server inherits before its own `env` is merged over it: the MCP
@@ -104,10 +105,10 @@ async fn open(
                 .custom_headers(custom_headers(cfg)?);
             if let Some(oauth) = oauth {
                 // The token comes from the provider's OAuth client on every request.
-                let client = OAuthHttp {
+                let client = Traced(OAuthHttp {
                     http: http.clone(),
                     oauth: oauth.clone(),
-                };
+                });
                 let transport = StreamableHttpClientTransport::with_client(client, config);
                 return handler
                     .serve(transport)
@@ -118,7 +119,8 @@ async fn open(
                 // rmcp adds the `Bearer ` prefix itself.
                 config = config.auth_header(key);
             }
-            let transport = StreamableHttpClientTransport::with_client(http.clone(), config);
+            let transport =
+                StreamableHttpClientTransport::with_client(Traced(http.clone()), config);
             handler
                 .serve(transport)
                 .await

@@ -24,6 +24,7 @@ mod error;
 mod oauth;
 mod pool;
 pub mod sse;
+mod traced_http;
 
 pub use cache::{McpTool, ToolList};
 pub use error::McpError;

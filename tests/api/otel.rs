@@ -20,6 +20,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::{Value, json};
 use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_mcp::{MockMcpHttp, Options};
 use tokio_util::task::TaskTracker;
 
 use crate::backends;
@@ -135,14 +136,38 @@ fn echo_once() -> Script {
     .unwrap()
 }
 
-/// The service config: the mock LLM as alias `writer`, `mock-mcp` over stdio as provider
-/// `tools`, tool alias `t`, and `extra` appended.
-fn write_config(
-    dir: &std::path::Path,
-    llm: &str,
-    events: &std::path::Path,
-    extra: &str,
-) -> std::path::PathBuf {
+/// How the MCP server is reached.
+enum Mcp {
+    /// `mock-mcp stdio`, started by the service, writing `events`.
+    Stdio,
+    /// An in-process `mock-mcp` over streamable HTTP.
+    Http(MockMcpHttp),
+}
+
+impl Mcp {
+    /// The provider `tools` in the service config.
+    fn provider(&self, events: &std::path::Path) -> String {
+        match self {
+            Self::Stdio => format!(
+                r#"  - name: tools
+    provider_type: stdio
+    command: "{}"
+    args: [stdio]
+    env: {{MOCK_MCP_EVENTS: "{}"}}"#,
+                mock_mcp_bin(),
+                events.display()
+            ),
+            Self::Http(server) => format!(
+                "  - {{name: tools, provider_type: streamable_http, endpoint: \"{}\"}}",
+                server.url()
+            ),
+        }
+    }
+}
+
+/// The service config: the mock LLM as alias `writer`, `mock-mcp` as provider `tools`, tool
+/// alias `t`, and `extra` appended.
+fn write_config(dir: &std::path::Path, llm: &str, mcp: &str, extra: &str) -> std::path::PathBuf {
     let path = dir.join("synthgate.yaml");
     std::fs::write(
         &path,
@@ -154,17 +179,11 @@ model_providers:
 model_configs:
   - {{alias: writer, model: mock-writer, provider: mock, inference_parameters: {{temperature: 0.5, max_tokens: 64}}}}
 mcp_providers:
-  - name: tools
-    provider_type: stdio
-    command: "{mcp}"
-    args: [stdio]
-    env: {{MOCK_MCP_EVENTS: "{events}"}}
+{mcp}
 tool_configs:
   - {{tool_alias: t, providers: [tools]}}
 {extra}
 "#,
-            mcp = mock_mcp_bin(),
-            events = events.display(),
         ),
     )
     .unwrap();
@@ -183,14 +202,28 @@ fn job(n: u32) -> Value {
 /// Runs a 3-record tool job on `backend` with `extra` config, submitted under the caller's
 /// `traceparent`; returns the spans (once the job's span arrived), the job, the mock LLM's
 /// requests and the MCP server's events.
-async fn run(backend: Backend, extra: &str) -> (Vec<Span>, Value, MockLlm, Events) {
+async fn run(backend: Backend, http_mcp: bool, extra: &str) -> (Vec<Span>, Value, MockLlm, Events) {
     synthgate::install_crypto_provider();
     let db = TestDb::new(backend).await;
     let receiver = Receiver::start().await;
     let mock = MockLlm::start(echo_once()).await.unwrap();
     let events = Events::new();
+    let mcp = if http_mcp {
+        let opts = Options {
+            events: Some(events.path.clone()),
+            ..Options::default()
+        };
+        Mcp::Http(MockMcpHttp::start(opts).await.unwrap())
+    } else {
+        Mcp::Stdio
+    };
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &mock.endpoint(), &events.path, extra);
+    let config = write_config(
+        dir.path(),
+        &mock.endpoint(),
+        &mcp.provider(&events.path),
+        extra,
+    );
     let log = dir.path().join("serve.log");
     let port = free_port();
     let env = [
@@ -230,6 +263,7 @@ async fn run(backend: Backend, extra: &str) -> (Vec<Span>, Value, MockLlm, Event
         )
         .await;
     sigterm(&service.child);
+    drop(mcp);
     (receiver.spans(), done, mock, events)
 }
 
@@ -396,7 +430,7 @@ fn check_common(
 
 /// The default: each record its own trace, linked to the job span; no prompt text anywhere.
 async fn records_are_traces_linked_to_the_job(backend: Backend) {
-    let (spans, done, mock, events) = run(backend, "").await;
+    let (spans, done, mock, events) = run(backend, false, "").await;
     check_common(&spans, &done, &mock, &events);
     let job = named(&spans, "job")[0];
     for r in named(&spans, "record") {
@@ -416,11 +450,16 @@ async fn records_are_traces_linked_to_the_job(backend: Backend) {
 
 backends!(records_linked, records_are_traces_linked_to_the_job);
 
-/// `record_traces: job` and content capture on: the records are children of the job span, so
-/// the caller's trace holds everything, and the chat spans carry the messages.
+/// `record_traces: job` and content capture on, the MCP server over HTTP: the records are
+/// children of the job span, so the caller's trace holds everything; the chat spans carry the
+/// messages; each `tools/call` POST carries the call's `traceparent` header too.
 async fn one_trace_per_job_with_content(backend: Backend) {
-    let (spans, done, mock, events) =
-        run(backend, "otel: {record_traces: job, capture_content: true}").await;
+    let (spans, done, mock, events) = run(
+        backend,
+        true,
+        "otel: {record_traces: job, capture_content: true}",
+    )
+    .await;
     check_common(&spans, &done, &mock, &events);
     let job = named(&spans, "job")[0];
     for r in named(&spans, "record") {
@@ -437,6 +476,79 @@ async fn one_trace_per_job_with_content(backend: Backend) {
             .unwrap()
             .contains("echoed")
     );
+    let headers = events
+        .lines()
+        .iter()
+        .filter(|l| l.starts_with("trace-header "))
+        .count();
+    assert_eq!(headers, 3, "{:?}", events.lines());
 }
 
 backends!(one_trace_per_job, one_trace_per_job_with_content);
+
+/// A collector that is not there (gRPC to a closed port): records run as ever, the export's
+/// failure is counted in `/metrics` and logged once, not per batch.
+async fn an_absent_collector_costs_no_record(backend: Backend) {
+    synthgate::install_crypto_provider();
+    let db = TestDb::new(backend).await;
+    let mock = MockLlm::start(echo_once()).await.unwrap();
+    let events = Events::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(
+        dir.path(),
+        &mock.endpoint(),
+        &Mcp::Stdio.provider(&events.path),
+        "",
+    );
+    let log = dir.path().join("serve.log");
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let env = [
+        ("SYNTHGATE__DATABASE__URL", db.url.as_str()),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", closed.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+    ];
+    let service = start_serve(free_port(), Some(&config), &env, &log);
+    let client = reqwest::Client::new();
+    wait_ready(&client, &service.base).await;
+    for _ in 0..2 {
+        let id = crate::process::submit(&client, &service.base, &job(5)).await;
+        let done = wait_for_job(&client, &service, &id, Duration::from_secs(60)).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["counts"]["completed"], 5, "{done}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let text = client
+            .get(format!("{}/metrics", service.base))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let failed = text
+            .lines()
+            .find_map(|l| l.strip_prefix("synthgate_otel_spans_failed_total "))
+            .map_or(0.0, |v| v.trim().parse::<f64>().unwrap());
+        if failed > 0.0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no failed export counted:\n{text}\n{}",
+            log_tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        logged.matches("exporting spans failed").count(),
+        1,
+        "{}",
+        log_tail(&log)
+    );
+    sigterm(&service.child);
+}
+
+backends!(absent_collector, an_absent_collector_costs_no_record);

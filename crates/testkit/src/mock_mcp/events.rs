@@ -6,6 +6,7 @@
 //! list 4242
 //! call 4242 echo
 //! trace 4242 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
+//! trace-header 4242 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
 //! cancel 4242 slow
 //! ```
 

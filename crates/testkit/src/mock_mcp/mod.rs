@@ -408,6 +408,15 @@ impl ServerHandler for MockMcp {
         if let Some(tp) = context.meta.get_traceparent() {
             self.shared.record("trace", Some(tp));
         }
+        // Over HTTP, the `traceparent` header of the POST that carried the call.
+        let header = context
+            .extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.headers.get("traceparent"))
+            .and_then(|v| v.to_str().ok());
+        if let Some(tp) = header {
+            self.shared.record("trace-header", Some(tp));
+        }
         if !self.shared.visible(&request.name) {
             // The same error the router gives for a name it does not know.
             return Err(ErrorData::invalid_params("tool not found", None));
