@@ -58,6 +58,11 @@ pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
 /// LLM request latency in seconds (one call, retries included), by `provider`, `model_alias`
 /// (see [`model_alias_label`]) and `outcome` (`ok` or the error code).
 pub const LLM_REQUEST_SECONDS: &str = "synthgate_llm_request_seconds";
+/// Records of queued and running jobs not yet claimed by any replica (each replica reports the
+/// same figure, read from the database every few seconds).
+pub const QUEUE_RECORDS: &str = "synthgate_queue_records";
+/// Records this replica is generating (claimed, result not yet queued for the writer).
+pub const RECORDS_IN_FLIGHT: &str = "synthgate_records_in_flight";
 /// Spans dropped because `otel.max_queue_spans` were already waiting for export.
 pub const OTEL_SPANS_DROPPED: &str = "synthgate_otel_spans_dropped_total";
 /// Spans exported.
@@ -161,6 +166,11 @@ fn describe() {
         metrics::Unit::Seconds,
         "LLM call latency, retries included"
     );
+    metrics::describe_gauge!(
+        QUEUE_RECORDS,
+        "Records of queued and running jobs not yet claimed by any replica"
+    );
+    metrics::describe_gauge!(RECORDS_IN_FLIGHT, "Records this replica is generating");
     metrics::describe_counter!(
         OTEL_SPANS_DROPPED,
         "Spans dropped because otel.max_queue_spans were waiting for export"

@@ -315,6 +315,10 @@ pub trait JobStore: Send + Sync {
     /// Jobs that are `queued`, `running` or `cancelling`, for finalizing after a restart.
     async fn live_jobs(&self) -> Result<Vec<JobId>, StoreError>;
 
+    /// Records of queued and running jobs no claim has handed out yet (the queue's depth, for
+    /// `synthgate_queue_records`).
+    async fn unclaimed_records(&self) -> Result<u64, StoreError>;
+
     /// Up to `limit` finished jobs (completed, failed, cancelled) that finished before
     /// `before`, oldest first: what `database.job_retention_days` deletes.
     async fn expired_jobs(

@@ -136,6 +136,24 @@ where
     Ok(ids.into_iter().map(JobId).collect())
 }
 
+/// Records of queued and running jobs that no claim has handed out yet: the queue's depth.
+pub(crate) async fn unclaimed_records<'e, DB, E>(exec: E) -> Result<u64, StoreError>
+where
+    DB: Database,
+    E: Executor<'e, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'r> (i64,): FromRow<'r, DB::Row>,
+{
+    // `cast`: Postgres sums a bigint column into a numeric.
+    let n: i64 = sqlx::query_scalar(
+        "select cast(coalesce(sum(num_records - claimed_upto), 0) as bigint) from jobs \
+         where status in ('queued', 'running')",
+    )
+    .fetch_one(exec)
+    .await?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Finished jobs that finished before `before` (as the backend stores times: `T`), oldest
 /// first, at most `limit`.
 pub(crate) async fn expired_jobs<'e, DB, E, T>(

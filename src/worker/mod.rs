@@ -38,6 +38,7 @@
 mod chunk;
 mod claimer;
 mod faults;
+mod gauges;
 mod slot;
 mod spans;
 #[cfg(test)]
@@ -204,6 +205,7 @@ impl WorkerPool {
         let writer = tasks.spawn(writer::run(inner.clone(), rx));
         let stop_renew = CancellationToken::new();
         let renewer = tasks.spawn(renew_leases(inner.clone(), stop_renew.clone()));
+        let gauges = tasks.spawn(gauges::report_queue(inner.clone(), stop_renew.clone()));
         let canceller = tasks.spawn(watch_cancels(inner.clone(), stop_renew.clone()));
         inner.jobs.finalize_live().await;
 
@@ -234,6 +236,7 @@ impl WorkerPool {
         }
         stop_renew.cancel();
         let _ = renewer.await;
+        let _ = gauges.await;
         let _ = canceller.await;
         tasks.close();
         tasks.wait().await;
@@ -275,6 +278,7 @@ async fn run_record(
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
+    let _counted = gauges::InFlight::start();
     let runner = inner.jobs.runner();
     let chat = slot::SlotChat {
         chat: runner.llm(),

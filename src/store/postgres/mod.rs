@@ -242,6 +242,10 @@ impl JobStore for PgStore {
         reads::live_jobs(&self.pool).await
     }
 
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        reads::unclaimed_records(&self.pool).await
+    }
+
     async fn expired_jobs(
         &self,
         before: DateTime<Utc>,

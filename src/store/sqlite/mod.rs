@@ -343,6 +343,10 @@ impl JobStore for SqliteStore {
         reads::live_jobs(&self.pool).await
     }
 
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        reads::unclaimed_records(&self.pool).await
+    }
+
     async fn expired_jobs(
         &self,
         before: DateTime<Utc>,

@@ -150,6 +150,10 @@ impl JobStore for Spy {
         self.note("live_jobs");
         self.inner.live_jobs().await
     }
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        self.note("unclaimed_records");
+        self.inner.unclaimed_records().await
+    }
     async fn expired_jobs(
         &self,
         before: chrono::DateTime<chrono::Utc>,
