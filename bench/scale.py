@@ -18,10 +18,14 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               (SQLite db + wal files, or pg_database_size), then the job is cancelled
 
 --in-flight N sets workers.count, workers.max_in_flight and the model's
-max_parallel_requests all to N. Build first with `cargo build --release --workspace`.
+max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
+to an OTLP/HTTP sink in this process, which answers every export at once; the row then says
+what the sink received and what the service counted (exported, dropped, failed). Build first with `cargo build --release --workspace`.
 Standard library only; traffic stays on 127.0.0.1; every run stops by itself.
 """
 import argparse, http.client, json, os, signal, subprocess, sys, tempfile, threading, time, uuid
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from llm import ROOT, cpu_s, free_port, get, peak_rss_mib, release_bin, ts, wait_ready
 
@@ -32,6 +36,37 @@ SYNTHGATE = None
 PERF = None
 # Extra `workers` settings from --workers KEY=VALUE.
 WORKERS = {}
+# --otlp: the sink the service exports its spans to (see OtlpSink).
+OTLP = None
+
+
+class OtlpSink:
+    """An OTLP/HTTP traces endpoint on loopback: answers every export with an empty (valid)
+    ExportTraceServiceResponse at once, counting requests and bytes."""
+
+    def __init__(self):
+        sink, self.requests, self.bytes, self.lock = self, 0, 0, threading.Lock()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                n = int(self.headers.get("content-length", 0))
+                self.rfile.read(n)
+                with sink.lock:
+                    sink.requests += 1
+                    sink.bytes += n
+                self.send_response(200)
+                self.send_header("content-type", "application/x-protobuf")
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
 
 TEXT_JOB = {"columns": [
     {"name": "topic", "column_type": "sampler", "sampler_type": "category",
@@ -112,8 +147,12 @@ tool_configs:
         path = os.path.join(self.tmp, "synthgate.yaml")
         with open(path, "w") as f:
             f.write(cfg)
+        env = dict(os.environ)
+        if OTLP:
+            # Exported every 100 ms rather than 5 s, so a run's spans are out by its end.
+            env.update(OTEL_EXPORTER_OTLP_ENDPOINT=OTLP.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
         self.svc = subprocess.Popen([SYNTHGATE or release_bin("synthgate"), "serve", "--config", path],
-                                    cwd=ROOT, stdout=subprocess.DEVNULL)
+                                    cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
         self.procs.append(self.svc)
 
     def __enter__(self):
@@ -180,6 +219,20 @@ tool_configs:
         size = lambda p: os.path.getsize(p) if os.path.exists(p) else 0
         return {"sqlite_db_bytes": size(self.sqlite), "sqlite_wal_bytes": size(self.sqlite + "-wal")}
 
+    def otel(self):
+        """With --otlp: what the sink received and the service's span counters; else nothing."""
+        if not OTLP:
+            return {}
+        time.sleep(0.5)  # one more export interval
+        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
+            text = r.read().decode()
+        counts = {}
+        for kind in ("exported", "dropped", "failed"):
+            name = f"synthgate_otel_spans_{kind}_total "
+            counts[f"spans_{kind}"] = next((int(float(l[len(name):])) for l in text.splitlines()
+                                            if l.startswith(name)), 0)
+        return {"otlp": {"requests": OTLP.requests, "bytes": OTLP.bytes, **counts}}
+
     def mock_stats(self):
         return get(f"http://127.0.0.1:{self.mport}/_mock/stats")["models"]["mock-writer"]
 
@@ -205,7 +258,7 @@ def tools_cpu(a):
               "records_per_s": round(a.n / secs, 1),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "llm_requests": s.mock_stats()["requests"], "mcp_tool_calls": calls,
-              "peak_rss_mib": s.rss_mib()})
+              "peak_rss_mib": s.rss_mib(), **s.otel()})
 
 
 class Sampler(threading.Thread):
@@ -276,7 +329,7 @@ def latency(a):
               "of_bound": bound and round(a.n / secs / bound, 3),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "mock_requests": stats["requests"], "mock_max_in_flight": stats["max_in_flight"],
-              "peak_rss_mib": s.rss_mib(), **sampler.summary()})
+              "peak_rss_mib": s.rss_mib(), **sampler.summary(), **s.otel()})
 
 
 def rss(a):
@@ -289,7 +342,8 @@ def rss(a):
             emit({"scenario": "rss", "backend": s.backend, "records": n,
                   "in_flight": a.in_flight, "seconds": round(secs, 2),
                   "records_per_s": round(n / secs, 1),
-                  "cpu_ms_per_record": round(cpu * 1000 / n, 3), "peak_rss_mib": s.rss_mib()})
+                  "cpu_ms_per_record": round(cpu * 1000 / n, 3), "peak_rss_mib": s.rss_mib(),
+                  **s.otel()})
 
 
 def quickstart(a):
@@ -362,9 +416,12 @@ def main():
     ap.add_argument("--synthgate", help="the service binary (default target/release/synthgate)")
     ap.add_argument("--workers", metavar="KEY=VALUE", action="append", default=[],
                     help="another `workers` setting, e.g. claim_batch_size=128 (repeatable)")
+    ap.add_argument("--otlp", action="store_true",
+                    help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
-    global SYNTHGATE, PERF
+    global SYNTHGATE, PERF, OTLP
     SYNTHGATE, PERF = a.synthgate, a.perf
+    OTLP = OtlpSink() if a.otlp else None
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
                 "quickstart": [100000], "submit": [1000000]}

@@ -53,7 +53,8 @@
 //! * [`domain`]: plain data (configs, jobs, records, traces, usage, stored datasets' metadata);
 //!   [`config`]: the server config, its defaults and limits; and the leaf helpers [`decode`]
 //!   (untrusted JSON and YAML, strictly: request bodies, `/mcp` messages, JSONL rows),
-//!   [`metrics`], [`cpu`], [`telemetry`], [`shutdown`], [`serve`] (the listener), [`rendered`]
+//!   [`metrics`], [`cpu`], [`telemetry`] (logs, and OpenTelemetry export and trace context),
+//!   [`shutdown`], [`serve`] (the listener), [`rendered`]
 //!   (files written from stored rows, kept for ranged reads).
 //! * Above them all: [`app`] (composition root) and [`cli`] (the client). `fuzzing` (hidden)
 //!   holds the entry points of the `cargo fuzz` targets in `fuzz/`.

@@ -91,7 +91,7 @@ static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
 /// Installs the Prometheus recorder once per process. Safe to call again.
 pub fn install() {
     HANDLE.get_or_init(|| {
-        let recorder = PrometheusBuilder::new().build_recorder();
+        let recorder = latency_buckets(PrometheusBuilder::new()).build_recorder();
         let handle = recorder.handle();
         match metrics::set_global_recorder(recorder) {
             Ok(()) => {
@@ -104,6 +104,26 @@ pub fn install() {
             }
         }
     });
+}
+
+/// Bucket bounds, in seconds, of the latency histograms: from a quick tool call to a model
+/// answering at length.
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
+];
+
+/// The LLM and tool-call latencies as Prometheus histograms (buckets) rather than the
+/// exporter's default summaries: buckets add up across replicas (`histogram_quantile` over
+/// `sum by (le)`), a summary's quantiles do not.
+fn latency_buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
+    [LLM_REQUEST_SECONDS, MCP_CALL_SECONDS]
+        .into_iter()
+        .fold(builder, |b, name| {
+            let matcher = metrics_exporter_prometheus::Matcher::Full(name.to_owned());
+            // Fails only for an empty bucket list.
+            b.set_buckets_for_metric(matcher, &LATENCY_BUCKETS)
+                .expect("latency buckets are not empty")
+        })
 }
 
 /// How often histogram samples are folded into their buckets.

@@ -27,7 +27,9 @@ impl JobService {
                 None
             }
         };
-        let Some(summary) = summary else { return };
+        let Some(summary) = summary.filter(|s| s.job.status.is_terminal()) else {
+            return;
+        };
         let Some(trace) = summary
             .job
             .trace_context

@@ -139,9 +139,12 @@ impl JobService {
             ),
         };
         match self.store.fail_job(id, &error).await {
-            Ok(()) => {
-                tracing::warn!(job.id = %id, failed = counts.failed, finished, "job stopped early: error rate")
+            Ok(true) => {
+                tracing::warn!(job.id = %id, failed = counts.failed, finished, "job stopped early: error rate");
+                self.close_job_span(id).await;
             }
+            // Another replica, a cancel or the last record got there first.
+            Ok(false) => {}
             Err(e) => tracing::warn!(job.id = %id, error = %e, "failing the job failed"),
         }
     }

@@ -416,8 +416,8 @@ pub trait QueueStore: Send + Sync {
     /// error and `finished_at`; its unclaimed records count as cancelled, and records in
     /// flight may still land.
     /// A job in any other status (including `cancelling`: the user's cancel stands) is left as
-    /// it is.
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError>;
+    /// it is. True when this call failed the job.
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError>;
 }
 
 /// Records, their traces and images, and a job's usage, as stored.

@@ -257,6 +257,15 @@ async fn tools_preview_job_and_trace(backend: Backend) {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["counts"]["completed"], 3);
+    // The server sends the last progress before the result, but rmcp's client hands
+    // notifications to the handler on tasks of their own: under load the result can be read
+    // first. Give the handler a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while a.recorder.progress().last().map(|p| p.progress) != Some(3.0)
+        && std::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let progress = a.recorder.progress();
     let last = progress.last().unwrap();
     assert_eq!(

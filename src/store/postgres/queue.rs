@@ -100,9 +100,9 @@ impl QueueStore for PgStore {
         Ok(outcome)
     }
 
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError> {
         // No chunk is touched: claims skip a failed job, and records in flight may still land.
-        sqlx::query(
+        let failed = sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
              finished_at = now(), updated_at = now() \
              where id = $1 and status in ('queued', 'running')",
@@ -112,7 +112,7 @@ impl QueueStore for PgStore {
         .bind(&error.message)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(failed.rows_affected() == 1)
     }
 
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {

@@ -112,10 +112,10 @@ impl QueueStore for SqliteStore {
         Ok(outcome)
     }
 
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError> {
         // No chunk is touched: claims skip a failed job, and records in flight may still land.
         let _write = self.write_lock().await;
-        sqlx::query(
+        let failed = sqlx::query(
             "update jobs set status = 'failed', error_code = $2, error_message = $3, \
              finished_at = $4, updated_at = $4 \
              where id = $1 and status in ('queued', 'running')",
@@ -126,7 +126,7 @@ impl QueueStore for SqliteStore {
         .bind(now_us())
         .execute(&self.pool)
         .await?;
-        Ok(())
+        Ok(failed.rows_affected() == 1)
     }
 
     async fn finalize_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {

@@ -217,7 +217,10 @@ async fn fail_job_stops_the_job(db: TestDb) {
         code: "error_rate_exceeded".to_owned(),
         message: "3 of 4 records failed".to_owned(),
     };
-    store.fail_job(j.id, &error).await.unwrap();
+    assert!(
+        store.fail_job(j.id, &error).await.unwrap(),
+        "failed by this call"
+    );
 
     let failed_job = job(store, j.id).await;
     assert_eq!(failed_job.status, JobStatus::Failed);
@@ -249,7 +252,10 @@ async fn fail_job_stops_the_job(db: TestDb) {
         code: "other".to_owned(),
         message: "late".to_owned(),
     };
-    store.fail_job(j.id, &other).await.unwrap();
+    assert!(
+        !store.fail_job(j.id, &other).await.unwrap(),
+        "nothing to fail"
+    );
     assert_eq!(job(store, j.id).await, failed_job);
 }
 

@@ -215,7 +215,7 @@ impl QueueStore for Spy {
         self.note("finalize_jobs");
         self.inner.finalize_jobs(ids).await
     }
-    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<(), StoreError> {
+    async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError> {
         self.note("fail_job");
         self.inner.fail_job(id, error).await
     }
