@@ -18,7 +18,7 @@ use super::error::{LlmConfigError, LlmError, Redactor};
 use super::limits::Limits;
 use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
-use super::spans;
+use super::spans::{self, Operation};
 use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
 use crate::config::{ModelProviderConfig, ProviderType, resolve_api_key};
@@ -238,13 +238,27 @@ impl LlmClient {
         cancel: &CancellationToken,
     ) -> Result<ChatResponse, LlmError> {
         let kind = self.providers.get(&model.provider).map(|p| p.kind);
-        let span = spans::chat(model, kind);
+        let span = spans::call(Operation::Chat, model, kind);
         let started = std::time::Instant::now();
         let result = self
             .chat_inner(model, req, cancel, &span)
             .instrument(span.clone())
             .await;
-        spans::ended(&span, model, kind.is_some(), started.elapsed(), &result);
+        let answer = result.as_ref().map(|r| spans::Answer {
+            usage: &r.usage,
+            attempts: r.attempts,
+            finish_reason: r.finish_reason.as_deref(),
+            message: Some(&r.message),
+        });
+        let elapsed = started.elapsed();
+        spans::ended(
+            &span,
+            Operation::Chat,
+            model,
+            kind.is_some(),
+            elapsed,
+            answer,
+        );
         self.usage.record(&model.alias, &result);
         result
     }
@@ -259,7 +273,8 @@ impl LlmClient {
         let provider = self.provider(model)?;
         let ip = &model.inference_parameters;
         let sampled = Sampled::draw(ip, &mut rand::rng());
-        spans::requested(span, &sampled, &provider.url, req);
+        spans::server(span, &provider.base);
+        spans::chat_request(span, &sampled, req);
         let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
         let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra);
         let kind = provider.kind;

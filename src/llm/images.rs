@@ -12,9 +12,11 @@
 
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::client::LlmClient;
 use super::error::LlmError;
+use super::spans::Operation;
 use super::types::{ChatMessage, ContentBlock, Usage};
 use crate::domain::models::ModelConfig;
 
@@ -66,7 +68,19 @@ impl LlmClient {
         context: Vec<ContentBlock>,
         cancel: &CancellationToken,
     ) -> Result<Images, LlmError> {
-        let result = self.image_inner(model, prompt, context, cancel).await;
+        let (span, started) = self.media_span(Operation::GenerateContent, model);
+        let result = self
+            .image_inner(model, prompt, context, cancel)
+            .instrument(span.clone())
+            .await;
+        self.media_ended(
+            &span,
+            Operation::GenerateContent,
+            model,
+            started,
+            &result,
+            |i| (&i.usage, i.attempts),
+        );
         self.usage_book().record_usage(
             &model.alias,
             result.as_ref().map(|e| (e.attempts, &e.usage)),

@@ -8,10 +8,12 @@
 use base64::Engine as _;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::client::{LlmClient, Provider};
 use super::error::LlmError;
 use super::params::{self, apply_extra_body};
+use super::spans::{self, Operation};
 use super::types::Usage;
 use crate::config::ProviderType;
 use crate::domain::models::ModelConfig;
@@ -37,7 +39,14 @@ impl LlmClient {
         inputs: &[String],
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
-        let result = self.embed_inner(model, inputs, cancel).await;
+        let (span, started) = self.media_span(Operation::Embeddings, model);
+        let result = self
+            .embed_inner(model, inputs, cancel)
+            .instrument(span.clone())
+            .await;
+        self.media_ended(&span, Operation::Embeddings, model, started, &result, |e| {
+            (&e.usage, e.attempts)
+        });
         self.usage_book().record_usage(
             &model.alias,
             result.as_ref().map(|e| (e.attempts, &e.usage)),
@@ -73,6 +82,44 @@ impl LlmClient {
             usage,
             attempts,
         })
+    }
+
+    /// The GenAI span of an embeddings or image call (see `spans`), and when it started.
+    pub(super) fn media_span(
+        &self,
+        op: Operation,
+        model: &ModelConfig,
+    ) -> (tracing::Span, std::time::Instant) {
+        let provider = self.provider(model).ok();
+        let span = spans::call(op, model, provider.map(|p| p.kind));
+        if let Some(p) = provider {
+            spans::server(&span, &p.base);
+        }
+        (span, std::time::Instant::now())
+    }
+
+    /// Ends a span of [`Self::media_span`] with the call's usage (`usage_of` reads it from
+    /// the answer).
+    pub(super) fn media_ended<T>(
+        &self,
+        span: &tracing::Span,
+        op: Operation,
+        model: &ModelConfig,
+        started: std::time::Instant,
+        result: &Result<T, LlmError>,
+        usage_of: impl Fn(&T) -> (&Usage, u32),
+    ) {
+        let answer = result.as_ref().map(|t| {
+            let (usage, attempts) = usage_of(t);
+            spans::Answer {
+                usage,
+                attempts,
+                finish_reason: None,
+                message: None,
+            }
+        });
+        let known = self.provider(model).is_ok();
+        spans::ended(span, op, model, known, started.elapsed(), answer);
     }
 
     /// The model's provider, which must be OpenAI-compatible: Anthropic has no embeddings or

@@ -1,6 +1,7 @@
-//! The GenAI `chat` span of one LLM call (OpenTelemetry's GenAI semantic conventions): what
-//! was asked of which model, how it answered, its tokens, its retries (each retry's warning is an
-//! event on it, with its cause), and, only with content capture on, the messages. Also the latency histogram.
+//! The GenAI span of one model call (OpenTelemetry's GenAI semantic conventions: `chat`,
+//! `embeddings`, `generate_content` for images): what was asked of which model, how it
+//! answered, its tokens, its retries (each retry's warning is an event on it, with its cause),
+//! and, only with content capture on, the messages. Also the latency histogram.
 
 use std::time::Duration;
 
@@ -10,11 +11,30 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::error::LlmError;
 use super::params::Sampled;
-use super::types::{ChatRequest, ChatResponse};
+use super::types::{ChatMessage, ChatRequest, Usage};
 use crate::config::ProviderType;
 use crate::domain::models::ModelConfig;
 use crate::metrics as m;
 use crate::telemetry::{self, SPANS};
+
+/// A GenAI operation, as `gen_ai.operation.name` names it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Operation {
+    Chat,
+    Embeddings,
+    /// Image generation.
+    GenerateContent,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Embeddings => "embeddings",
+            Self::GenerateContent => "generate_content",
+        }
+    }
+}
 
 /// `gen_ai.provider.name` of a provider type (the conventions' well-known values).
 fn provider_name(kind: Option<ProviderType>) -> &'static str {
@@ -25,14 +45,18 @@ fn provider_name(kind: Option<ProviderType>) -> &'static str {
     }
 }
 
-/// The span of a chat call to `model` (served by a provider of `kind`, when it exists).
-pub(super) fn chat(model: &ModelConfig, kind: Option<ProviderType>) -> tracing::Span {
+/// The span of an `op` call to `model` (served by a provider of `kind`, when it exists).
+pub(super) fn call(
+    op: Operation,
+    model: &ModelConfig,
+    kind: Option<ProviderType>,
+) -> tracing::Span {
     tracing::info_span!(
         target: SPANS,
-        "chat",
-        otel.name = %format_args!("chat {}", model.model),
+        "llm",
+        otel.name = %format_args!("{} {}", op.as_str(), model.model),
         otel.kind = "client",
-        gen_ai.operation.name = "chat",
+        gen_ai.operation.name = op.as_str(),
         gen_ai.provider.name = provider_name(kind),
         gen_ai.request.model = %model.model,
         gen_ai.request.temperature = Empty,
@@ -53,8 +77,24 @@ pub(super) fn chat(model: &ModelConfig, kind: Option<ProviderType>) -> tracing::
     )
 }
 
-/// What was requested: the parameters drawn for this call, and the server it goes to.
-pub(super) fn requested(span: &tracing::Span, sampled: &Sampled, url: &str, req: &ChatRequest) {
+/// The server a call goes to (`base`: the provider's endpoint).
+pub(super) fn server(span: &tracing::Span, base: &str) {
+    if span.is_disabled() {
+        return;
+    }
+    if let Ok(u) = reqwest::Url::parse(base) {
+        if let Some(host) = u.host_str() {
+            span.record("server.address", host);
+        }
+        if let Some(port) = u.port_or_known_default() {
+            span.record("server.port", i64::from(port));
+        }
+    }
+}
+
+/// What a chat call asked: the parameters drawn for it, the tools offered, and (with content
+/// capture on) the messages.
+pub(super) fn chat_request(span: &tracing::Span, sampled: &Sampled, req: &ChatRequest) {
     if span.is_disabled() {
         return;
     }
@@ -67,30 +107,33 @@ pub(super) fn requested(span: &tracing::Span, sampled: &Sampled, url: &str, req:
     if let Some(n) = sampled.max_tokens {
         span.record("gen_ai.request.max_tokens", int(n));
     }
-    if let Ok(u) = reqwest::Url::parse(url) {
-        if let Some(host) = u.host_str() {
-            span.record("server.address", host);
-        }
-        if let Some(port) = u.port_or_known_default() {
-            span.record("server.port", i64::from(port));
-        }
-    }
     span.record("synthgate.llm.tools_offered", int(req.tools.len() as u64));
     if telemetry::capture_content() {
         span.set_attribute("gen_ai.input.messages", json(&req.messages));
     }
 }
 
+/// What a call that succeeded answered.
+pub(super) struct Answer<'a> {
+    pub(super) usage: &'a Usage,
+    pub(super) attempts: u32,
+    /// Chat only.
+    pub(super) finish_reason: Option<&'a str>,
+    /// Chat only: the assistant message (on the span only with content capture on).
+    pub(super) message: Option<&'a ChatMessage>,
+}
+
 /// How the call ended, on its span and in the latency histogram.
 pub(super) fn ended(
     span: &tracing::Span,
+    op: Operation,
     model: &ModelConfig,
     provider_known: bool,
     elapsed: Duration,
-    result: &Result<ChatResponse, LlmError>,
+    result: Result<Answer<'_>, &LlmError>,
 ) {
-    let code = result.as_ref().err().map(LlmError::code);
-    let outcome = code.as_ref().map_or("ok", |c| c.as_str());
+    let code = result.as_ref().err().map(|e| e.code());
+    let outcome = code.as_ref().map_or("ok", |c| c.as_str()).to_owned();
     // Labels bounded to server-defined names: a job's own model configs count as one alias,
     // and a provider name the server lacks as `unknown`.
     let alias = m::model_alias_label(&model.alias, model.job_limit.is_none());
@@ -99,32 +142,34 @@ pub(super) fn ended(
     } else {
         "unknown".to_owned()
     };
-    metrics::histogram!(m::LLM_REQUEST_SECONDS,
-        "provider" => provider, "model_alias" => alias, "outcome" => outcome.to_owned())
+    metrics::histogram!(m::LLM_REQUEST_SECONDS, "operation" => op.as_str(),
+        "provider" => provider, "model_alias" => alias, "outcome" => outcome)
     .record(elapsed.as_secs_f64());
     if span.is_disabled() {
         return;
     }
     match result {
-        Ok(r) => {
-            span.record("gen_ai.usage.input_tokens", int(r.usage.prompt_tokens));
-            span.record("gen_ai.usage.output_tokens", int(r.usage.completion_tokens));
-            if let Some(n) = r.usage.reasoning_tokens {
+        Ok(a) => {
+            span.record("gen_ai.usage.input_tokens", int(a.usage.prompt_tokens));
+            span.record("gen_ai.usage.output_tokens", int(a.usage.completion_tokens));
+            if let Some(n) = a.usage.reasoning_tokens {
                 span.record("gen_ai.usage.reasoning_tokens", int(n));
             }
-            span.record("synthgate.llm.attempts", i64::from(r.attempts));
+            span.record("synthgate.llm.attempts", i64::from(a.attempts));
             span.record(
                 "synthgate.llm.retries",
-                i64::from(r.attempts.saturating_sub(1)),
+                i64::from(a.attempts.saturating_sub(1)),
             );
-            if let Some(reason) = &r.finish_reason {
-                let reasons = Array::String(vec![StringValue::from(reason.clone())]);
+            if let Some(reason) = a.finish_reason {
+                let reasons = Array::String(vec![StringValue::from(reason.to_owned())]);
                 span.set_attribute("gen_ai.response.finish_reasons", Value::Array(reasons));
             }
-            if telemetry::capture_content() {
+            if let Some(message) = a.message
+                && telemetry::capture_content()
+            {
                 span.set_attribute(
                     "gen_ai.output.messages",
-                    json(std::slice::from_ref(&r.message)),
+                    json(std::slice::from_ref(message)),
                 );
             }
         }
