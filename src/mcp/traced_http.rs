@@ -18,16 +18,27 @@ use sse_stream_rmcp::Sse;
 #[derive(Clone)]
 pub(crate) struct Traced<C>(pub(crate) C);
 
-/// The `traceparent` a client message carries in its `_meta`, as a header value.
-fn traceparent(message: &ClientJsonRpcMessage) -> Option<HeaderValue> {
-    let JsonRpcMessage::Request(r) = message else {
-        return None;
+/// `headers` plus the `traceparent` `message` carries in its `_meta`, if any.
+fn with_traceparent(
+    message: &ClientJsonRpcMessage,
+    mut headers: HashMap<HeaderName, HeaderValue>,
+) -> HashMap<HeaderName, HeaderValue> {
+    let tp = match message {
+        JsonRpcMessage::Request(r) => match &r.request {
+            ClientRequest::CallToolRequest(call) => call
+                .params
+                .meta
+                .as_ref()
+                .and_then(|m| m.get_traceparent())
+                .and_then(|tp| HeaderValue::from_str(tp).ok()),
+            _ => None,
+        },
+        _ => None,
     };
-    let ClientRequest::CallToolRequest(call) = &r.request else {
-        return None;
-    };
-    let tp = call.params.meta.as_ref()?.get_traceparent()?;
-    HeaderValue::from_str(tp).ok()
+    if let Some(tp) = tp {
+        headers.insert(HeaderName::from_static("traceparent"), tp);
+    }
+    headers
 }
 
 type Result<T, E> = std::result::Result<T, StreamableHttpError<E>>;
@@ -41,11 +52,9 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, C::Error> {
-        if let Some(tp) = traceparent(&message) {
-            custom_headers.insert(HeaderName::from_static("traceparent"), tp);
-        }
+        let custom_headers = with_traceparent(&message, custom_headers);
         self.0
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await
@@ -57,12 +66,10 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Traced<C> {
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
         auth_header: Option<String>,
-        mut custom_headers: HashMap<HeaderName, HeaderValue>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, C::Error> {
-        if let Some(tp) = traceparent(&message) {
-            custom_headers.insert(HeaderName::from_static("traceparent"), tp);
-        }
+        let custom_headers = with_traceparent(&message, custom_headers);
         self.0
             .post_message_with_max_sse_event_size(
                 uri,
