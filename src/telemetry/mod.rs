@@ -19,10 +19,11 @@ pub use context::{
 pub use redact::{RedactingLine, Redactor};
 
 use tracing::Level;
-use tracing_subscriber::filter::{FilterExt, Targets, dynamic_filter_fn};
+use tracing_subscriber::filter::{FilterExt, Targets, dynamic_filter_fn, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::{EnvFilter, Layer, Registry};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{Config, LogFormat, LoggingConfig};
 
@@ -55,30 +56,10 @@ pub fn init(config: &Config) -> Result<Telemetry, String> {
     } else {
         None
     };
-    // A *dynamic* filter on purpose: it makes every callsite's interest "sometimes", so each
-    // span and event asks every per-layer filter afresh. With an "always" callsite the filters
-    // are skipped and the per-layer decision read back is whatever an unrelated check on the
-    // thread left (sqlx's query logger checks levels after each query): spans vanished from the
-    // export at random (tokio-rs/tracing#2519).
-    let not_spans = dynamic_filter_fn(|m, _| m.target() != SPANS);
-    let logs = log_layer(&config.logging, redactor)
-        .with_filter(log_filter(&config.logging).and(not_spans));
-    let spans = exporter.as_ref().map(|e| {
-        // Only what the spans say: no source locations, thread names or busy/idle times on
-        // every span (their cost would be paid per record, and nobody reads them there).
-        tracing_opentelemetry::layer()
-            .with_tracer(e.tracer())
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            .with_filter(span_filter())
-    });
-    // A second init (tests start many apps in one process) is not an error worth failing on.
-    let _ = tracing_subscriber::registry()
-        .with(logs)
-        .with(spans)
-        .try_init();
+    match &exporter {
+        None => init_logs_only(&config.logging, redactor),
+        Some(e) => init_with_spans(&config.logging, redactor, e),
+    }
     if exporter.is_some() {
         context::enable(&config.otel);
         tracing::info!(
@@ -90,6 +71,42 @@ pub fn init(config: &Config) -> Result<Telemetry, String> {
         );
     }
     Ok(Telemetry { exporter })
+}
+
+/// The log alone, filtered globally: the span-only callsites are disabled once, at their first
+/// use, and cost nothing after (no per-layer filter runs per span or event).
+fn init_logs_only(cfg: &LoggingConfig, redactor: Redactor) {
+    // A second init (tests start many apps in one process) is not an error worth failing on.
+    let _ = tracing_subscriber::registry()
+        .with(log_filter(cfg))
+        .with(filter_fn(|m| m.target() != SPANS))
+        .with(log_layer(cfg, redactor))
+        .try_init();
+}
+
+/// The log and the span exporter, each with its own filter: the log leaves the span-only
+/// callsites out, the exporter takes synthgate's spans whatever the log level.
+fn init_with_spans(cfg: &LoggingConfig, redactor: Redactor, exporter: &export::Exporter) {
+    // A *dynamic* filter on purpose: it makes every callsite's interest "sometimes", so each
+    // span and event asks every per-layer filter afresh. With an "always" callsite the filters
+    // are skipped and the per-layer decision read back is whatever an unrelated check on the
+    // thread left (sqlx's query logger checks levels after each query): spans vanished from the
+    // export at random (tokio-rs/tracing#2519).
+    let not_spans = dynamic_filter_fn(|m, _| m.target() != SPANS);
+    let logs = log_layer(cfg, redactor).with_filter(log_filter(cfg).and(not_spans));
+    // Only what the spans say: no source locations, thread names or busy/idle times on every
+    // span (their cost would be paid per record, and nobody reads them there).
+    let spans = tracing_opentelemetry::layer()
+        .with_tracer(exporter.tracer())
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+        .with_filter(span_filter());
+    let _ = tracing_subscriber::registry()
+        .with(logs)
+        .with(spans)
+        .try_init();
 }
 
 fn log_filter(cfg: &LoggingConfig) -> EnvFilter {
@@ -108,7 +125,10 @@ fn span_filter() -> Targets {
         .with_default(Level::WARN)
 }
 
-fn log_layer(cfg: &LoggingConfig, redactor: Redactor) -> Box<dyn Layer<Registry> + Send + Sync> {
+fn log_layer<S>(cfg: &LoggingConfig, redactor: Redactor) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'a> LookupSpan<'a>,
+{
     let layer = tracing_subscriber::fmt::layer()
         .with_target(true)
         .with_writer(redactor);
