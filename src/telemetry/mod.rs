@@ -21,8 +21,8 @@ pub use redact::{RedactingLine, Redactor};
 use tracing::Level;
 use tracing_subscriber::filter::{FilterExt, Targets, dynamic_filter_fn, filter_fn};
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
 use crate::config::{Config, LogFormat, LoggingConfig};
