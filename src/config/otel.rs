@@ -184,20 +184,24 @@ impl OtelConfig {
     }
 
     pub(super) fn problems(&self, out: &mut Vec<String>) {
-        for (key, url) in [
-            ("otel.endpoint", &self.endpoint),
-            (
-                "otel.endpoint (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)",
-                &self.traces_endpoint,
-            ),
-        ] {
-            if let Some(u) = url
-                && !(u.starts_with("http://") || u.starts_with("https://"))
-            {
-                out.push(format!(
-                    "config key `{key}`: `{u}` must be an http:// or https:// URL"
-                ));
-            }
+        // `otel.endpoint` may come from OTEL_EXPORTER_OTLP_ENDPOINT; the traces endpoint only
+        // ever comes from its variable.
+        let bad = |u: &Option<String>| {
+            u.as_ref()
+                .filter(|u| !(u.starts_with("http://") || u.starts_with("https://")))
+                .cloned()
+        };
+        if let Some(u) = bad(&self.endpoint) {
+            out.push(format!(
+                "config key `otel.endpoint` (or OTEL_EXPORTER_OTLP_ENDPOINT): `{u}` must be an \
+                 http:// or https:// URL"
+            ));
+        }
+        if let Some(u) = bad(&self.traces_endpoint) {
+            out.push(format!(
+                "environment variable `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`: `{u}` must be an \
+                 http:// or https:// URL"
+            ));
         }
         if !SAMPLERS.contains(&self.sampler.as_str()) {
             out.push(format!(
@@ -302,6 +306,9 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("`otel.sampler`: `xray`"), "{all}");
-        assert!(all.contains("`otel.endpoint`: `collector:4318`"), "{all}");
+        assert!(
+            all.contains("`otel.endpoint` (or OTEL_EXPORTER_OTLP_ENDPOINT): `collector:4318`"),
+            "{all}"
+        );
     }
 }
