@@ -3,7 +3,7 @@
 //!
 //! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
 //! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
-//! dataset file, an `/mcp` message, a seed datastore commit. Any error is a fine answer. What
+//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers. Any error is a fine answer. What
 //! must not happen is a panic, an abort (a stack overflow), or work without bound; libFuzzer
 //! reports the first two as crashes and the last as a timeout or out-of-memory.
 
@@ -122,6 +122,29 @@ impl RowSink for Count {
         self.0 += 1;
         Ok(())
     }
+}
+
+/// A request's trace context: the first line as `traceparent`, the rest as `tracestate`, read
+/// as a request's headers are; a context that reads back is stored as a job's would be, and
+/// read again.
+pub fn trace_context(data: &[u8]) {
+    use reqwest::header::{HeaderMap, HeaderValue};
+    let text = String::from_utf8_lossy(data);
+    let (parent, state) = text.split_once('\n').unwrap_or((&text, ""));
+    let mut headers = HeaderMap::new();
+    for (name, value) in [("traceparent", parent), ("tracestate", state)] {
+        if let Ok(v) = HeaderValue::from_str(value) {
+            headers.insert(name, v);
+        }
+    }
+    if let Some(cx) = crate::telemetry::read_parent(&headers) {
+        use opentelemetry::trace::TraceContextExt;
+        let sc = cx.span().span_context().clone();
+        let stored = format!("00-{}-{}-01;{}", sc.trace_id(), sc.span_id(), sc.span_id());
+        let back = crate::telemetry::JobTrace::parse(&stored);
+        assert!(back.is_some(), "{stored} does not read back");
+    }
+    let _ = crate::telemetry::JobTrace::parse(&text);
 }
 
 /// A `POST /mcp` body: the service's own check of the message, then rmcp's reading of it as a

@@ -52,6 +52,12 @@ pub fn extract_parent(headers: &reqwest::header::HeaderMap) -> Option<Context> {
     if !exporting() {
         return None;
     }
+    read_parent(headers)
+}
+
+/// A request's `traceparent` and `tracestate` read as W3C trace context (what
+/// [`extract_parent`] does once export is on; the `trace_context` fuzz target drives it).
+pub(crate) fn read_parent(headers: &reqwest::header::HeaderMap) -> Option<Context> {
     let cx = TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers));
     cx.span().span_context().is_valid().then_some(cx)
 }

@@ -13,6 +13,7 @@ mod context;
 mod export;
 mod redact;
 
+pub(crate) use context::read_parent;
 pub use context::{
     JobTrace, capture_content, current_traceparent, exporting, extract_parent, inject,
 };

@@ -173,6 +173,15 @@ fn mcp_message_seeds_and_mutations() {
 }
 
 #[test]
+fn trace_context_seeds_and_mutations() {
+    run(
+        "trace_context",
+        seeds("trace_context"),
+        fuzzing::trace_context,
+    );
+}
+
+#[test]
 fn dataset_csv_seeds_and_mutations() {
     run("dataset_csv", seeds("dataset_csv"), |d| {
         fuzzing::dataset(DatasetFormat::Csv, d);
