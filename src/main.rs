@@ -72,8 +72,30 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static malloc_conf: &[u8; 10] = b"narenas:1\0";
 
+/// jemalloc's own figures for `/metrics` (`synthgate_allocator_bytes`): `allocated` is what
+/// the service holds, `active` the pages of those allocations, `resident` what jemalloc has in
+/// RAM (freed pages it keeps included), `metadata` its bookkeeping, `retained` address space it
+/// keeps unmapped for reuse. Read after advancing the stats epoch, as jemalloc requires.
+fn jemalloc_stats() -> Vec<(&'static str, u64)> {
+    use tikv_jemalloc_ctl::{epoch, stats};
+    if epoch::advance().is_err() {
+        return Vec::new();
+    }
+    [
+        ("allocated", stats::allocated::read()),
+        ("active", stats::active::read()),
+        ("resident", stats::resident::read()),
+        ("metadata", stats::metadata::read()),
+        ("retained", stats::retained::read()),
+    ]
+    .into_iter()
+    .filter_map(|(state, bytes)| Some((state, u64::try_from(bytes.ok()?).ok()?)))
+    .collect()
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    synthgate::metrics::set_allocator_stats(jemalloc_stats);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -69,6 +69,10 @@ pub const OTEL_SPANS_DROPPED: &str = "synthgate_otel_spans_dropped_total";
 pub const OTEL_SPANS_EXPORTED: &str = "synthgate_otel_spans_exported_total";
 /// Spans whose export failed (collector away or refusing).
 pub const OTEL_SPANS_FAILED: &str = "synthgate_otel_spans_failed_total";
+/// Gauge: the allocator's own figures by `state` (allocated, active, resident, metadata,
+/// retained), read at each scrape. Only the binary knows its allocator (it sets the reader with
+/// [`set_allocator_stats`]); a process without one, e.g. a test, has no such series.
+pub const ALLOCATOR_BYTES: &str = "synthgate_allocator_bytes";
 
 /// The `model_alias` label of every alias the server config does not define.
 pub const JOB_DEFINED_ALIAS: &str = "job_defined";
@@ -87,6 +91,18 @@ pub fn model_alias_label(alias: &str, server_defined: bool) -> String {
 }
 
 static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+
+/// The allocator's figures as `(state, bytes)`, for [`ALLOCATOR_BYTES`].
+pub type AllocatorStats = fn() -> Vec<(&'static str, u64)>;
+
+static ALLOCATOR: OnceLock<AllocatorStats> = OnceLock::new();
+
+/// Sets how `/metrics` reads the global allocator's figures (the binary's jemalloc): memory per
+/// record in flight is what users raise concurrency against, and RSS alone cannot say whether
+/// the process holds live data or freed pages the allocator keeps. The first call wins.
+pub fn set_allocator_stats(read: AllocatorStats) {
+    let _ = ALLOCATOR.set(read);
+}
 
 /// Installs the Prometheus recorder once per process. Safe to call again.
 pub fn install() {
@@ -191,6 +207,11 @@ fn describe() {
         "Records of queued and running jobs not yet claimed by any replica"
     );
     metrics::describe_gauge!(RECORDS_IN_FLIGHT, "Records this replica is generating");
+    metrics::describe_gauge!(
+        ALLOCATOR_BYTES,
+        metrics::Unit::Bytes,
+        "Heap memory as the allocator counts it, by state (allocated, active, resident, metadata, retained)"
+    );
     metrics::describe_counter!(
         OTEL_SPANS_DROPPED,
         "Spans dropped because otel.max_queue_spans were waiting for export"
@@ -205,6 +226,12 @@ fn describe() {
 
 /// The exposition text.
 pub fn render() -> String {
+    if let Some(read) = ALLOCATOR.get() {
+        for (state, bytes) in read() {
+            #[allow(clippy::cast_precision_loss)] // bytes, exact far past any process's size
+            metrics::gauge!(ALLOCATOR_BYTES, "state" => state).set(bytes as f64);
+        }
+    }
     HANDLE
         .get()
         .and_then(Option::as_ref)

@@ -189,3 +189,45 @@ fn the_dashboard_and_docs_name_real_metrics() {
         assert!(named >= 10, "{file} names only {named} metrics");
     }
 }
+
+/// The binary's allocator reports itself at `/metrics`: the series come from jemalloc (the
+/// test process links the library only, so this runs `synthgate serve`), with what the service
+/// holds at most what the allocator has in RAM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_reports_its_allocator() {
+    use crate::process::{free_port, start_serve, wait_ready};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("db.sqlite");
+    let log = dir.path().join("serve.log");
+    let mut service = start_serve(
+        free_port(),
+        None,
+        &[("SYNTHGATE__DATABASE__SQLITE_PATH", db.to_str().unwrap())],
+        &log,
+    );
+    let client = reqwest::Client::new();
+    wait_ready(&client, &service.base).await;
+    let text = client
+        .get(format!("{}/metrics", service.base))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    service.child.kill().await.unwrap();
+    let bytes = |state: &str| -> f64 {
+        let prefix = format!("synthgate_allocator_bytes{{state=\"{state}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .unwrap_or_else(|| panic!("no {state} series:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    let (allocated, active, resident) = (bytes("allocated"), bytes("active"), bytes("resident"));
+    assert!(allocated > 0.0, "{text}");
+    assert!(allocated <= active && active <= resident, "{text}");
+    for state in ["metadata", "retained"] {
+        bytes(state);
+    }
+}
