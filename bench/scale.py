@@ -16,6 +16,11 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               and service CPU
   submit      POST of a -n 1000000 record job: round trip, database size right after
               (SQLite db + wal files, or pg_database_size), then the job is cancelled
+  replicas    --replicas K synthgate processes on one --pg database run one job (--workload
+              quickstart, -n 100000; or tools): records/s, service CPU per record, and what
+              Postgres spends per record (CPU of its processes, commits, WAL bytes), how many
+              of its backends wait on locks, and the exactly-once check (one completed row per
+              index; with tools, exactly 3 LLM requests and 2 tool calls per record)
 
 --in-flight N sets workers.count, workers.max_in_flight and the model's
 max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
@@ -97,11 +102,14 @@ class Service:
     """synthgate (plus mock-llm and mock-mcp when asked) on a fresh database; a context
     manager that stops them all and drops the Postgres database on exit."""
 
-    def __init__(self, pg=None, llm=False, tools=False, latency_ms=0, in_flight=None, extra=""):
+    def __init__(self, pg=None, llm=False, tools=False, latency_ms=0, in_flight=None, extra="",
+                 replicas=1):
         self.pg, self.tmp = pg, tempfile.mkdtemp(prefix="synthgate-scale-")
         self.procs, self.dbname, self.mport = [], None, None
-        sport = free_port()
+        ports = [free_port() for _ in range(replicas)]
+        sport = ports[0]
         self.base = f"http://127.0.0.1:{sport}"
+        self.bases = [f"http://127.0.0.1:{p}" for p in ports]
         if pg:
             self.dbname = "synthgate_bench_" + uuid.uuid4().hex[:12]
             subprocess.run(["psql", pg, "-qc", f"create database {self.dbname}"], check=True)
@@ -144,20 +152,26 @@ tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
 """
         cfg += extra
-        path = os.path.join(self.tmp, "synthgate.yaml")
-        with open(path, "w") as f:
-            f.write(cfg)
         env = dict(os.environ)
         if OTLP:
             # Exported every 100 ms rather than 5 s, so a run's spans are out by its end.
             env.update(OTEL_EXPORTER_OTLP_ENDPOINT=OTLP.endpoint, OTEL_BSP_SCHEDULE_DELAY="100")
-        self.svc = subprocess.Popen([SYNTHGATE or release_bin("synthgate"), "serve", "--config", path],
-                                    cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
-        self.procs.append(self.svc)
+        # Replicas (Postgres only): the same config but for the port, one queue in one database.
+        self.svcs = []
+        for i, port in enumerate(ports):
+            path = os.path.join(self.tmp, f"synthgate-{i}.yaml")
+            with open(path, "w") as f:
+                f.write(cfg.replace(f"port: {sport}}}", f"port: {port}}}", 1))
+            self.svcs.append(subprocess.Popen(
+                [SYNTHGATE or release_bin("synthgate"), "serve", "--config", path],
+                cwd=ROOT, stdout=subprocess.DEVNULL, env=env))
+        self.svc = self.svcs[0]
+        self.procs.extend(self.svcs)
 
     def __enter__(self):
         try:
-            wait_ready(self.base + "/readyz")
+            for base in self.bases:
+                wait_ready(base + "/readyz")
             if self.mport:
                 wait_ready(f"http://127.0.0.1:{self.mport}/_mock/stats")
             if PERF:
@@ -189,10 +203,12 @@ tool_configs:
         return "postgres" if self.pg else "sqlite"
 
     def cpu(self):
-        return cpu_s(self.svc.pid)
+        """CPU seconds of the service, all replicas together."""
+        return sum(cpu_s(p.pid) for p in self.svcs)
 
     def rss_mib(self):
-        return round(peak_rss_mib(self.svc.pid), 1)
+        """Peak RSS of the service (the largest replica's)."""
+        return round(max(peak_rss_mib(p.pid) for p in self.svcs), 1)
 
     def submit(self, config, n):
         return get(self.base + "/v1/jobs", {"config": config, "num_records": n, "seed": 1},
@@ -365,6 +381,117 @@ def quickstart(a):
               **s.db_bytes()})
 
 
+class PgWatch(threading.Thread):
+    """What one Postgres database spends while a job runs: the CPU of every `postgres` process
+    on this machine (backends, WAL writer, checkpointer), the database's commits, inserted rows
+    and WAL bytes, and every 50 ms (over one psql connection) how many of the database's
+    backends wait on a heavyweight lock, i.e. on another replica's row or table lock."""
+
+    def __init__(self, admin_url, dbname):
+        super().__init__(daemon=True)
+        self.admin_url, self.dbname = admin_url, dbname
+        self.stop, self.samples, self.waiting, self.active = threading.Event(), 0, 0, 0
+        # The statements seen waiting on a lock (their first 60 characters), with how often.
+        self.waits = {}
+        self.psql = subprocess.Popen(["psql", "-Atq", admin_url], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, bufsize=1)
+
+    def query(self, sql):
+        self.psql.stdin.write(sql.replace("\n", " ") + ";\n")
+        self.psql.stdin.flush()
+        return self.psql.stdout.readline().strip().split("|")
+
+    def counters(self):
+        commits, inserted = self.query(
+            f"select xact_commit, tup_inserted from pg_stat_database where datname = '{self.dbname}'")
+        (wal,) = self.query("select wal_bytes from pg_stat_wal")
+        return {"commits": int(commits), "rows_inserted": int(inserted), "wal_bytes": int(wal),
+                "cpu_s": sum(cpu_s(pid) for pid in postgres_pids())}
+
+    def run(self):
+        while not self.stop.wait(0.05):
+            active, waiting, what = self.query(
+                "select count(*) filter (where state = 'active'), "
+                "count(*) filter (where wait_event_type = 'Lock'), "
+                "coalesce(string_agg(left(regexp_replace(query, '\\s+', ' ', 'g'), 60), '~') "
+                "filter (where wait_event_type = 'Lock'), '') "
+                f"from pg_stat_activity where datname = '{self.dbname}' and pid <> pg_backend_pid()")
+            self.samples += 1
+            self.active += int(active)
+            self.waiting += int(waiting)
+            for q in filter(None, what.split("~")):
+                self.waits[q] = self.waits.get(q, 0) + 1
+
+    def halt(self):
+        """Stops the sampling; queries go on until `close`."""
+        self.stop.set()
+        self.join()
+
+    def close(self):
+        self.psql.stdin.close()
+        self.psql.wait(timeout=30)
+
+
+def postgres_pids():
+    pids = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "postgres":
+                    pids.append(int(pid))
+        except (OSError, ValueError):
+            pass
+    return pids
+
+
+def replicas(a):
+    """One job run by --replicas synthgate processes sharing one Postgres database."""
+    if not a.pg:
+        sys.exit("replicas needs --pg: SQLite is one process's database")
+    tools = a.workload == "tools"
+    with Service(a.pg, llm=tools, tools=tools, latency_ms=0, in_flight=a.in_flight,
+                 replicas=a.replicas) as s:
+        watch = PgWatch(s.db_url, s.dbname)
+        before, cpu0 = watch.counters(), s.cpu()
+        watch.start()
+        if tools:
+            job = s.submit(TOOLS_JOB, a.n)
+        else:
+            with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
+                job = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1",
+                                   f.read(), "application/yaml")
+        job = s.wait(job, a.n, deadline_s=3600)
+        cpu = s.cpu() - cpu0
+        watch.halt()
+        time.sleep(1.5)  # backends flush their statistics about once a second
+        after = watch.counters()
+        secs = run_secs(job)
+        # Exactly once: one row per index, every one completed, each generated once (the test
+        # doubles saw exactly the calls N records make: 3 LLM requests and 2 tool calls each).
+        rows, distinct, done = watch.query(
+            "select count(*), count(distinct idx), count(*) filter (where status = 'completed') "
+            f"from records where job_id = '{job['id']}'")
+        once = {"rows": int(rows), "distinct_indexes": int(distinct), "completed": int(done)}
+        if tools:
+            with open(s.events) as f:
+                once["mcp_tool_calls"] = sum(1 for l in f if l.startswith("call"))
+            once["llm_requests"] = s.mock_stats()["requests"]
+        watch.close()
+        spent = {k: after[k] - before[k] for k in before}
+        emit({"scenario": "replicas", "workload": a.workload, "replicas": a.replicas,
+              "records": a.n, "in_flight": a.in_flight, "seconds": round(secs, 2),
+              "records_per_s": round(a.n / secs, 1),
+              "service_cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
+              "db_cpu_ms_per_record": round(spent["cpu_s"] * 1000 / a.n, 3),
+              "db_commits_per_record": round(spent["commits"] / a.n, 4),
+              "db_wal_bytes_per_record": round(spent["wal_bytes"] / a.n),
+              "db_backends_active_avg": round(watch.active / max(watch.samples, 1), 2),
+              "db_backends_waiting_on_locks_avg": round(watch.waiting / max(watch.samples, 1), 3),
+              "db_lock_waits_by_statement": dict(sorted(watch.waits.items(),
+                                                        key=lambda kv: -kv[1])[:5]),
+              "exactly_once": once, "peak_rss_mib": s.rss_mib()})
+
+
 def http_request(base, method, path, body, ctype):
     host, port = base.rsplit("/", 1)[1].split(":")
     c = http.client.HTTPConnection(host, int(port), timeout=600)
@@ -403,7 +530,8 @@ def submit(a):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("scenario", choices=["tools-cpu", "latency", "rss", "quickstart", "submit"])
+    ap.add_argument("scenario",
+                    choices=["tools-cpu", "latency", "rss", "quickstart", "submit", "replicas"])
     ap.add_argument("-n", type=int, action="append",
                     help="records (rss: repeat for several sizes)")
     ap.add_argument("--in-flight", type=int, default=None,
@@ -416,6 +544,10 @@ def main():
     ap.add_argument("--synthgate", help="the service binary (default target/release/synthgate)")
     ap.add_argument("--workers", metavar="KEY=VALUE", action="append", default=[],
                     help="another `workers` setting, e.g. claim_batch_size=128 (repeatable)")
+    ap.add_argument("--replicas", type=int, default=1,
+                    help="replicas: synthgate processes sharing the --pg database")
+    ap.add_argument("--workload", choices=["quickstart", "tools"], default="quickstart",
+                    help="replicas: the quickstart config (CPU and writes) or the tools job")
     ap.add_argument("--otlp", action="store_true",
                     help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
@@ -424,13 +556,13 @@ def main():
     OTLP = OtlpSink() if a.otlp else None
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
-                "quickstart": [100000], "submit": [1000000]}
+                "quickstart": [100000], "submit": [1000000], "replicas": [100000]}
     a.sizes = a.n or defaults[a.scenario]
     a.n = a.sizes[0]
     if a.in_flight is None and a.scenario in ("latency", "tools-cpu", "rss"):
         a.in_flight = 512 if a.scenario == "latency" else 64
     {"tools-cpu": tools_cpu, "latency": latency, "rss": rss, "quickstart": quickstart,
-     "submit": submit}[a.scenario](a)
+     "submit": submit, "replicas": replicas}[a.scenario](a)
 
 
 if __name__ == "__main__":
