@@ -196,6 +196,7 @@ fn the_dashboard_and_docs_name_real_metrics() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reports_its_allocator() {
     use crate::process::{free_port, start_serve, wait_ready};
+    synthgate::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");
     let log = dir.path().join("serve.log");
