@@ -195,7 +195,7 @@ fn the_dashboard_and_docs_name_real_metrics() {
 /// holds at most what the allocator has in RAM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_reports_its_allocator() {
-    use crate::process::{free_port, start_serve, wait_ready};
+    use crate::process::{free_port, get_text, start_serve, wait_ready};
     synthgate::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("db.sqlite");
@@ -208,14 +208,7 @@ async fn the_binary_reports_its_allocator() {
     );
     let client = reqwest::Client::new();
     wait_ready(&client, &service.base).await;
-    let text = client
-        .get(format!("{}/metrics", service.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = get_text(&client, &service.base, "/metrics").await;
     service.child.kill().await.unwrap();
     let bytes = |state: &str| -> f64 {
         let prefix = format!("synthgate_allocator_bytes{{state=\"{state}\"}} ");

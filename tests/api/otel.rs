@@ -519,14 +519,7 @@ async fn an_absent_collector_costs_no_record(backend: Backend) {
     }
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let text = client
-            .get(format!("{}/metrics", service.base))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = crate::process::get_text(&client, &service.base, "/metrics").await;
         let failed = text
             .lines()
             .find_map(|l| l.strip_prefix("synthgate_otel_spans_failed_total "))

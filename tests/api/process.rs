@@ -77,6 +77,18 @@ pub async fn wait_ready(client: &reqwest::Client, base: &str) {
     }
 }
 
+/// The body of `GET {base}{path}` as text, whatever the status (`/metrics`, `/v1/tools`).
+pub async fn get_text(client: &reqwest::Client, base: &str, path: &str) -> String {
+    client
+        .get(format!("{base}{path}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// POSTs a job; asserts 202 and returns its id.
 pub async fn submit(client: &reqwest::Client, base: &str, body: &Value) -> String {
     let resp = client

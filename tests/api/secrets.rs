@@ -304,14 +304,7 @@ tool_configs:
     let client = reqwest::Client::new();
     crate::process::wait_ready(&client, &service.base).await;
     // Listing the tools connects the provider: discovery, then the refused token request.
-    let tools = client
-        .get(format!("{}/v1/tools", service.base))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let tools = crate::process::get_text(&client, &service.base, "/v1/tools").await;
     assert!(!tools.contains(OAUTH_SECRET), "{tools}");
     assert!(mcp.oauth().unwrap().rejected_clients() >= 1);
     crate::process::sigterm(&service.child);
