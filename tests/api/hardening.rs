@@ -161,10 +161,13 @@ async fn hostile_bodies_are_refused_with_stable_codes() {
     assert_eq!(jobs["jobs"], json!([]), "nothing was stored");
 }
 
-/// `/healthz` answers within 100 ms while previews render expensive templates, a job renders
+/// `/healthz` answers within 500 ms while previews render expensive templates, a job renders
 /// heavy (legitimate) templates, and large bodies are parsed: that work runs on the CPU gate,
 /// not on the runtime threads that serve requests (before: 13 s during an ordinary heavy job).
 /// Runs alone (see .config/nextest.toml), so what it measures is the service, not other tests.
+/// The bound separates "served beside the work" from "queued behind it" (seconds), not a
+/// latency goal: on a slow 2-core machine, where this process's own load takes both cores, the
+/// worst probe measured 132 ms.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthz_answers_during_heavy_input() {
     let app = spawn_app(Backend::Sqlite).await;
@@ -226,7 +229,7 @@ async fn healthz_answers_during_heavy_input() {
     let ((), (worst, samples)) = futures::join!(load, probe);
     assert!(samples > 20, "{samples} samples");
     assert!(
-        worst < Duration::from_millis(100),
+        worst < Duration::from_millis(500),
         "/healthz took {worst:?} under load"
     );
     let id = job["id"].as_str().unwrap();
