@@ -3,9 +3,10 @@
 //!
 //! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
 //! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
-//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers. Any error is a fine answer. What
-//! must not happen is a panic, an abort (a stack overflow), or work without bound; libFuzzer
-//! reports the first two as crashes and the last as a timeout or out-of-memory.
+//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers.
+//! Any error is a fine answer. What must not happen is a panic, an abort (a stack overflow), or
+//! work without bound; libFuzzer reports the first two as crashes and the last as a timeout or
+//! out-of-memory.
 
 use std::io::Write;
 
@@ -125,8 +126,9 @@ impl RowSink for Count {
 }
 
 /// A request's trace context: the first line as `traceparent`, the rest as `tracestate`, read
-/// as a request's headers are; a context that reads back is stored as a job's would be, and
-/// read again.
+/// as a request's headers are; a job span made a child of what was read is stored as a job's
+/// trace context is, and must read back to the same text. The whole input is also read as a
+/// stored context.
 pub fn trace_context(data: &[u8]) {
     use reqwest::header::{HeaderMap, HeaderValue};
     let text = String::from_utf8_lossy(data);
@@ -139,10 +141,13 @@ pub fn trace_context(data: &[u8]) {
     }
     if let Some(cx) = crate::telemetry::read_parent(&headers) {
         use opentelemetry::trace::TraceContextExt;
-        let sc = cx.span().span_context().clone();
-        let stored = format!("00-{}-{}-01;{}", sc.trace_id(), sc.span_id(), sc.span_id());
-        let back = crate::telemetry::JobTrace::parse(&stored);
-        assert!(back.is_some(), "{stored} does not read back");
+        let stored = crate::telemetry::JobTrace::child_of(cx.span().span_context()).to_text();
+        let back = crate::telemetry::JobTrace::parse(&stored).map(|t| t.to_text());
+        assert_eq!(
+            back.as_deref(),
+            Some(stored.as_str()),
+            "a stored context reads back"
+        );
     }
     let _ = crate::telemetry::JobTrace::parse(&text);
 }

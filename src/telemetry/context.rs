@@ -107,7 +107,12 @@ impl JobTrace {
             return None;
         }
         let cx = tracing::Span::current().context();
-        let current = cx.span().span_context().clone();
+        Some(Self::child_of(cx.span().span_context()))
+    }
+
+    /// A job span that is a child of `current`, or the root of a new trace when `current` is
+    /// not a valid context.
+    pub(crate) fn child_of(current: &SpanContext) -> Self {
         let ids = RandomIdGenerator::default();
         let (trace, flags, parent) = if current.is_valid() {
             (
@@ -119,7 +124,7 @@ impl JobTrace {
             (ids.new_trace_id(), TraceFlags::SAMPLED, None)
         };
         let job = SpanContext::new(trace, ids.new_span_id(), flags, true, TraceState::default());
-        Some(Self { job, parent })
+        Self { job, parent }
     }
 
     /// The stored form.
