@@ -210,6 +210,11 @@ tool_configs:
         """Peak RSS of the service (the largest replica's)."""
         return round(max(peak_rss_mib(p.pid) for p in self.svcs), 1)
 
+    def submit_yaml(self, yaml, n):
+        """POSTs a YAML config (bytes) for n records, seed 1; returns the job."""
+        return http_request(self.base, "POST", f"/v1/jobs?num_records={n}&seed=1", yaml,
+                            "application/yaml")
+
     def submit(self, config, n):
         return get(self.base + "/v1/jobs", {"config": config, "num_records": n, "seed": 1},
                    timeout=600)
@@ -362,14 +367,18 @@ def rss(a):
                   **s.otel()})
 
 
-def quickstart(a):
+def quickstart_yaml():
+    """config/examples/quickstart.yaml (samplers and expressions, no model), as sent."""
     with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
-        yaml = f.read()
+        return f.read()
+
+
+def quickstart(a):
+    yaml = quickstart_yaml()
     with Service(a.pg) as s:
         cpu0 = s.cpu()
         t0 = time.time()
-        r = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1", yaml,
-                         "application/yaml")
+        r = s.submit_yaml(yaml, a.n)
         job = s.wait(r, a.n, deadline_s=3600)
         wall = time.time() - t0
         cpu = s.cpu() - cpu0
@@ -383,17 +392,17 @@ def quickstart(a):
 
 class PgWatch(threading.Thread):
     """What one Postgres database spends while a job runs: the CPU of every `postgres` process
-    on this machine (backends, WAL writer, checkpointer), the database's commits, inserted rows
-    and WAL bytes, and every 50 ms (over one psql connection) how many of the database's
+    on this machine (backends, WAL writer, checkpointer), the database's commits and the
+    server's WAL bytes, and every 50 ms (over one psql connection) how many of the database's
     backends wait on a heavyweight lock, i.e. on another replica's row or table lock."""
 
-    def __init__(self, admin_url, dbname):
+    def __init__(self, url, dbname):
         super().__init__(daemon=True)
-        self.admin_url, self.dbname = admin_url, dbname
+        self.dbname = dbname
         self.stop, self.samples, self.waiting, self.active = threading.Event(), 0, 0, 0
         # The statements seen waiting on a lock (their first 60 characters), with how often.
         self.waits = {}
-        self.psql = subprocess.Popen(["psql", "-Atq", admin_url], stdin=subprocess.PIPE,
+        self.psql = subprocess.Popen(["psql", "-Atq", url], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
 
     def query(self, sql):
@@ -402,10 +411,10 @@ class PgWatch(threading.Thread):
         return self.psql.stdout.readline().strip().split("|")
 
     def counters(self):
-        commits, inserted = self.query(
-            f"select xact_commit, tup_inserted from pg_stat_database where datname = '{self.dbname}'")
+        (commits,) = self.query(
+            f"select xact_commit from pg_stat_database where datname = '{self.dbname}'")
         (wal,) = self.query("select wal_bytes from pg_stat_wal")
-        return {"commits": int(commits), "rows_inserted": int(inserted), "wal_bytes": int(wal),
+        return {"commits": int(commits), "wal_bytes": int(wal),
                 "cpu_s": sum(cpu_s(pid) for pid in postgres_pids())}
 
     def run(self):
@@ -454,12 +463,7 @@ def replicas(a):
         watch = PgWatch(s.db_url, s.dbname)
         before, cpu0 = watch.counters(), s.cpu()
         watch.start()
-        if tools:
-            job = s.submit(TOOLS_JOB, a.n)
-        else:
-            with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
-                job = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1",
-                                   f.read(), "application/yaml")
+        job = s.submit(TOOLS_JOB, a.n) if tools else s.submit_yaml(quickstart_yaml(), a.n)
         job = s.wait(job, a.n, deadline_s=3600)
         cpu = s.cpu() - cpu0
         watch.halt()
@@ -508,13 +512,11 @@ def http_request(base, method, path, body, ctype):
 
 def submit(a):
     # The quickstart config: no model, so nothing runs but the samplers before the cancel.
-    with open(os.path.join(ROOT, "config/examples/quickstart.yaml"), "rb") as f:
-        yaml = f.read()
+    yaml = quickstart_yaml()
     with Service(a.pg) as s:
         before = s.db_bytes()
         t0 = time.perf_counter()
-        job = http_request(s.base, "POST", f"/v1/jobs?num_records={a.n}&seed=1", yaml,
-                           "application/yaml")
+        job = s.submit_yaml(yaml, a.n)
         post_s = time.perf_counter() - t0
         after = s.db_bytes()
         t1 = time.perf_counter()
