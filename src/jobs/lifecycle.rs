@@ -16,7 +16,9 @@ impl JobService {
     /// Requests cancellation: no new record of the job is claimed; records in flight finish.
     /// Whether the job had already finished is decided by the store in the cancel's own
     /// transaction, so a cancel racing the last record's write gets `job_finished`, never a
-    /// `200` with a finished job. Returns the job as the cancel left it.
+    /// `200` with a job that had finished before it. Returns the job as read just after the
+    /// cancel: its records in flight may have finished it in between (`completed` when they
+    /// were all it had left, `cancelled` otherwise).
     pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobSummary, ApiError> {
         // Visibility first: another key's job is not found, whatever its status.
         self.get(id, owner).await?;

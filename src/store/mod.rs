@@ -72,6 +72,20 @@ impl StoreError {
             Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) => false,
         }
     }
+
+    /// Whether Postgres rolled the transaction back to break a deadlock (SQLSTATE 40P01) or a
+    /// serialization failure (40001): nothing of it was applied, and running it again is what
+    /// Postgres advises for these codes.
+    pub fn is_rerunnable(&self) -> bool {
+        match self {
+            Self::Db(sqlx::Error::Database(e)) => {
+                e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+                    .is_some()
+                    && matches!(e.code().as_deref(), Some("40P01" | "40001"))
+            }
+            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) => false,
+        }
+    }
 }
 
 /// A job to insert; its `num_records` records are claimed in chunks later.

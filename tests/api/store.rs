@@ -12,6 +12,7 @@ mod claims;
 mod datasets;
 mod disk_full;
 mod lifecycle;
+mod lock_cycles;
 mod migration;
 mod queue;
 mod records;

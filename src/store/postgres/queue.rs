@@ -5,9 +5,14 @@
 //! Each operation is one read-committed transaction. Claims lock the stale chunks they look at
 //! with `for update skip locked` and the job row they carve a new chunk from with `for update`;
 //! writers lock their own chunks in key order. Every statement that could wait on a chunk
-//! while holding a job row (cancel, finalize) skips locked chunks instead, so no two of these
-//! transactions can wait on each other in a cycle.
+//! while holding a job row (cancel, finalize) skips locked chunks instead, so the locks these
+//! statements take by name form no cycle. The locks Postgres takes on its own (a foreign key's
+//! key-share lock on the job row, which a carve's `for update` waits for; a unique index's wait
+//! on an insert under way) are not in that order, and a load test saw Postgres break one
+//! cycle among them; so each operation here is one transaction that [`rerun`] runs again
+//! when Postgres ends it to break a deadlock, as Postgres advises.
 
+use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -49,6 +54,32 @@ const DROP_DEAD_CHUNKS: &str = "\
           and c.job_id in (select id from jobs where id = any($1) and status = 'cancelling') \
         for update of c skip locked)";
 
+/// How many times [`rerun`] runs a transaction before a deadlock is the caller's error: enough
+/// to ride out an unlucky interleaving, few enough that a cycle that keeps forming shows.
+const RUNS: u32 = 4;
+
+/// Runs `tx`, one whole transaction, until it ends other than by Postgres breaking a deadlock
+/// or a serialization failure ([`StoreError::is_rerunnable`]: nothing of it was applied), at
+/// most [`RUNS`] times. The other transaction of the cycle went on once this one let go, so
+/// running again at once finds the locks free or waits for them in the usual way.
+async fn rerun<T, F, Fut>(operation: &'static str, mut tx: F) -> Result<T, StoreError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, StoreError>>,
+{
+    let mut run = 1;
+    loop {
+        match tx().await {
+            Err(e) if e.is_rerunnable() && run < RUNS => {
+                tracing::warn!(error = %e, operation, run,
+                    "the database ended a queue transaction to break a lock cycle; running it again");
+                run += 1;
+            }
+            done => return done,
+        }
+    }
+}
+
 #[async_trait]
 impl QueueStore for PgStore {
     async fn claim(
@@ -58,11 +89,14 @@ impl QueueStore for PgStore {
         lease: Duration,
         policy: ClaimPolicy,
     ) -> Result<Claim, StoreError> {
-        let tx = self.pool.begin().await?;
-        let mut steps = PgClaim { tx, owner, lease };
-        let out = claim::claim(&mut steps, limit, policy).await?;
-        steps.tx.commit().await?;
-        Ok(out)
+        rerun("claim", || async {
+            let tx = self.pool.begin().await?;
+            let mut steps = PgClaim { tx, owner, lease };
+            let out = claim::claim(&mut steps, limit, policy).await?;
+            steps.tx.commit().await?;
+            Ok(out)
+        })
+        .await
     }
 
     async fn complete_records(
@@ -74,30 +108,37 @@ impl QueueStore for PgStore {
         if results.is_empty() {
             return Ok(Vec::new());
         }
-        let tx = self.pool.begin().await?;
-        let mut steps = PgComplete { tx, owner };
-        let written = complete::complete(&mut steps, &results, &keys).await?;
-        steps.tx.commit().await?;
-        Ok(written)
+        rerun("complete_records", || async {
+            let tx = self.pool.begin().await?;
+            let mut steps = PgComplete { tx, owner };
+            let written = complete::complete(&mut steps, &results, &keys).await?;
+            steps.tx.commit().await?;
+            Ok(written)
+        })
+        .await
     }
 
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
-        let mut tx = self.pool.begin().await?;
-        let live: Option<Uuid> = sqlx::query_scalar(
-            "update jobs set status = 'cancelling', updated_at = now() \
-             where id = $1 and status in ('queued', 'running') returning id",
-        )
-        .bind(id.0)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if live.is_some() {
-            // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
-            // flight, `completed` if nothing was left to cancel.
-            finalize_in(&mut tx, &[id.0]).await?;
-        }
-        let outcome = reads::cancel_outcome::<Postgres, Job>(&mut tx, id, live.is_some()).await?;
-        tx.commit().await?;
-        Ok(outcome)
+        rerun("request_cancel", || async {
+            let mut tx = self.pool.begin().await?;
+            let live: Option<Uuid> = sqlx::query_scalar(
+                "update jobs set status = 'cancelling', updated_at = now() \
+                 where id = $1 and status in ('queued', 'running') returning id",
+            )
+            .bind(id.0)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if live.is_some() {
+                // Decided here, in the cancel's transaction: `cancelled` at once if nothing is in
+                // flight, `completed` if nothing was left to cancel.
+                finalize_in(&mut tx, &[id.0]).await?;
+            }
+            let outcome =
+                reads::cancel_outcome::<Postgres, Job>(&mut tx, id, live.is_some()).await?;
+            tx.commit().await?;
+            Ok(outcome)
+        })
+        .await
     }
 
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError> {
@@ -122,9 +163,13 @@ impl QueueStore for PgStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut tx = self.pool.begin().await?;
-        let mut done = finalize_in(&mut tx, &ids).await?;
-        tx.commit().await?;
+        let mut done = rerun("finalize_jobs", || async {
+            let mut tx = self.pool.begin().await?;
+            let done = finalize_in(&mut tx, &ids).await?;
+            tx.commit().await?;
+            Ok(done)
+        })
+        .await?;
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
     }
