@@ -9,13 +9,16 @@
 //! statements take by name form no cycle. The locks Postgres takes on its own (a foreign key's
 //! key-share lock on the job row, which a carve's `for update` waits for; a unique index's wait
 //! on an insert under way) are not in that order, and a load test saw Postgres break one
-//! cycle among them; so each operation here is one transaction that [`rerun`] runs again
-//! when Postgres ends it to break a deadlock, as Postgres advises.
+//! cycle among them; so each operation here that may wait on a lock while holding another
+//! (claim, batch write, cancel, finalize, release) is one transaction that [`rerun`] runs
+//! again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip locked
+//! chunks and a job's failure locks one row: neither can be part of a cycle.
 
 use std::future::Future;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use futures::TryFutureExt;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
@@ -178,21 +181,22 @@ impl QueueStore for PgStore {
         if chunks.is_empty() {
             return Ok(0);
         }
-        let done = sqlx::query(
-            "update chunks c \
-             set lease_owner = null, lease_expires_at = null, updated_at = now() \
-             from unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
-             where c.job_id = k.job_id and c.start_idx = k.start_idx and c.lease_owner = $1",
-        )
-        .bind(owner)
-        .bind(chunks.iter().map(|k| k.job_id.0).collect::<Vec<_>>())
-        .bind(
-            chunks
-                .iter()
-                .map(|k| i64::from(k.start))
-                .collect::<Vec<_>>(),
-        )
-        .execute(&self.pool)
+        let jobs: Vec<Uuid> = chunks.iter().map(|k| k.job_id.0).collect();
+        let starts: Vec<i64> = chunks.iter().map(|k| i64::from(k.start)).collect();
+        // Waits on chunks a batch write holds, possibly holding others: a cycle is possible.
+        let done = rerun("release_chunks", || {
+            sqlx::query(
+                "update chunks c \
+                 set lease_owner = null, lease_expires_at = null, updated_at = now() \
+                 from unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
+                 where c.job_id = k.job_id and c.start_idx = k.start_idx and c.lease_owner = $1",
+            )
+            .bind(owner)
+            .bind(&jobs)
+            .bind(&starts)
+            .execute(&self.pool)
+            .map_err(StoreError::from)
+        })
         .await?;
         Ok(done.rows_affected())
     }
