@@ -240,18 +240,28 @@ tool_configs:
         size = lambda p: os.path.getsize(p) if os.path.exists(p) else 0
         return {"sqlite_db_bytes": size(self.sqlite), "sqlite_wal_bytes": size(self.sqlite + "-wal")}
 
+    def counters(self, names):
+        """The unlabelled counters `names` at the first replica's /metrics (0 when absent)."""
+        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
+            text = r.read().decode()
+        return {n: next((int(float(l[len(n) + 1:])) for l in text.splitlines()
+                         if l.startswith(n + " ")), 0) for n in names}
+
+    def claims(self):
+        """How the worker pool claimed the run's records (one replica): claims, and records
+        per claim. Each claim is one write transaction, so fewer, larger ones cost less."""
+        c = self.counters(["synthgate_claims_total", "synthgate_records_claimed_total"])
+        claims, records = c["synthgate_claims_total"], c["synthgate_records_claimed_total"]
+        return {"claims": claims, "records_per_claim": round(records / claims, 1) if claims else None}
+
     def otel(self):
         """With --otlp: what the sink received and the service's span counters; else nothing."""
         if not OTLP:
             return {}
         time.sleep(0.5)  # one more export interval
-        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
-            text = r.read().decode()
-        counts = {}
-        for kind in ("exported", "dropped", "failed"):
-            name = f"synthgate_otel_spans_{kind}_total "
-            counts[f"spans_{kind}"] = next((int(float(l[len(name):])) for l in text.splitlines()
-                                            if l.startswith(name)), 0)
+        kinds = ("exported", "dropped", "failed")
+        c = self.counters([f"synthgate_otel_spans_{k}_total" for k in kinds])
+        counts = {f"spans_{k}": c[f"synthgate_otel_spans_{k}_total"] for k in kinds}
         return {"otlp": {"requests": OTLP.requests, "bytes": OTLP.bytes, **counts}}
 
     def mock_stats(self):
@@ -279,7 +289,7 @@ def tools_cpu(a):
               "records_per_s": round(a.n / secs, 1),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "llm_requests": s.mock_stats()["requests"], "mcp_tool_calls": calls,
-              "peak_rss_mib": s.rss_mib(), **s.otel()})
+              "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel()})
 
 
 class Sampler(threading.Thread):
@@ -350,7 +360,7 @@ def latency(a):
               "of_bound": bound and round(a.n / secs / bound, 3),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "mock_requests": stats["requests"], "mock_max_in_flight": stats["max_in_flight"],
-              "peak_rss_mib": s.rss_mib(), **sampler.summary(), **s.otel()})
+              "peak_rss_mib": s.rss_mib(), **s.claims(), **sampler.summary(), **s.otel()})
 
 
 def rss(a):
