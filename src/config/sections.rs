@@ -240,7 +240,8 @@ pub struct WorkersConfig {
     /// batches write fewer pages per record; 512 halved the write cost of the quickstart job
     /// against 128 (`bench/README.md`).
     pub write_batch_size: usize,
-    /// Longest a finished record waits before its batch is written.
+    /// Longest a finished record waits before its batch is written. A batch is written at once
+    /// when no other record started on this replica is still on its way to the writer.
     pub write_interval_ms: u64,
     /// Lease owner name; defaults to hostname plus a random suffix (unique per process).
     pub replica_id: Option<String>,

@@ -23,7 +23,7 @@ pub(super) async fn run_cpu_chunk(
     inner: Arc<Inner>,
     compiled: Arc<CompiledJob>,
     recs: Vec<ClaimedRecord>,
-    held: Held,
+    mut held: Held,
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
@@ -56,6 +56,7 @@ pub(super) async fn run_cpu_chunk(
             },
         };
         // A closed channel means shutdown raced us: the rest stay in flight and are released.
+        held.unsent.one_sent();
         if tx.send(finished(rec, generated)).await.is_err() {
             return;
         }

@@ -231,6 +231,7 @@ impl Claimer {
                         (lease.as_mut().and_then(|l| l.split(1)), None)
                     };
                     let own = own.expect("the claim asked for at most one record per lease");
+                    let unsent = inner.unsent.hold(1);
                     let (inner, slots, leases, tx, cut) = (
                         inner.clone(),
                         self.slots.clone(),
@@ -247,7 +248,11 @@ impl Claimer {
                         } else {
                             slot::Slot::new(slots, permit)
                         };
-                        let held = Held { _lease: own, slot };
+                        let held = Held {
+                            _lease: own,
+                            slot,
+                            unsent,
+                        };
                         run_record(inner, rec, held, tx, cut).await;
                     });
                 }
@@ -260,6 +265,7 @@ impl Claimer {
             let mut mine = permits.by_ref().take(group.len());
             let permit = mine.next();
             drop(mine.collect::<Vec<_>>());
+            let unsent = inner.unsent.hold(group.len());
             let (inner, slots, tx, cut) = (
                 inner.clone(),
                 self.slots.clone(),
@@ -273,6 +279,7 @@ impl Claimer {
                 let held = Held {
                     _lease: own,
                     slot: slot::Slot::new(slots, permit),
+                    unsent,
                 };
                 chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
             });

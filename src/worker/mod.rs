@@ -43,6 +43,7 @@ mod slot;
 mod spans;
 #[cfg(test)]
 mod tests;
+mod unsent;
 mod writer;
 
 use std::collections::HashMap;
@@ -84,6 +85,8 @@ pub(crate) struct Inner {
     /// Per job with records in flight: cancelled when a cancel of the job is seen (see
     /// [`watch_cancels`]).
     cancels: Mutex<HashMap<JobId, CancellationToken>>,
+    /// Records started and not yet queued for the writer: none, and the writer need not wait.
+    unsent: Arc<unsent::Unsent>,
 }
 
 /// A leased chunk's records on this replica.
@@ -182,6 +185,7 @@ impl WorkerPool {
                 owner,
                 in_flight: Mutex::new(HashMap::new()),
                 cancels: Mutex::new(HashMap::new()),
+                unsent: Arc::default(),
             }),
             wake,
         }
@@ -267,6 +271,8 @@ struct Held {
     _lease: OwnedSemaphorePermit,
     /// Its worker slot, given back while it waits.
     slot: slot::Slot,
+    /// Counts it among the records the writer may still expect, until it is sent.
+    unsent: unsent::Sending,
 }
 
 /// Generates one record and sends the result to the writer. Holds its lease allowance and slot
@@ -274,7 +280,7 @@ struct Held {
 async fn run_record(
     inner: Arc<Inner>,
     rec: ClaimedRecord,
-    held: Held,
+    mut held: Held,
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
@@ -361,6 +367,7 @@ async fn run_record(
     };
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.
+    held.unsent.one_sent();
     let _ = tx.send(finished(rec, generated)).await;
     // The lease and slot free only once the result is queued, so the writer's backlog bounds
     // claiming.

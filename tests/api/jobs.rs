@@ -452,3 +452,26 @@ async fn cancel_racing_completion_is_consistent(backend: Backend) {
     app.stop().await;
 }
 backends!(cancel_race, cancel_racing_completion_is_consistent);
+
+/// A job's last batch is written as soon as no other record is on its way to the writer, not
+/// after `write_interval_ms`: with the interval at ten minutes, a one-record job (a record
+/// task of its own) and a 50-record job (CPU-only chunks) still finish within the wait below.
+async fn the_last_batch_does_not_wait_out_the_write_interval(backend: Backend) {
+    let app = spawn_app_with(backend, |c| c.workers.write_interval_ms = 600_000).await;
+    for n in [1, 50] {
+        let (status, job) = app
+            .create_job(&json!({"config": sampler_config(), "num_records": n}))
+            .await;
+        assert_eq!(status, 202, "{job}");
+        let done = app
+            .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(60))
+            .await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["counts"]["completed"], n, "{done}");
+    }
+    app.stop().await;
+}
+backends!(
+    last_batch,
+    the_last_batch_does_not_wait_out_the_write_interval
+);
