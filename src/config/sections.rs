@@ -241,7 +241,8 @@ pub struct WorkersConfig {
     /// against 128 (`bench/README.md`).
     pub write_batch_size: usize,
     /// Longest a finished record waits before its batch is written. A batch is written at once
-    /// when no other record started on this replica is still on its way to the writer.
+    /// when this replica's last claim found nothing and no record it started is still on its
+    /// way to the writer.
     pub write_interval_ms: u64,
     /// Lease owner name; defaults to hostname plus a random suffix (unique per process).
     pub replica_id: Option<String>,

@@ -14,7 +14,9 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::{Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot};
+use super::{
+    Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot, unsent,
+};
 use crate::store::{ClaimPolicy, ClaimedRecord};
 
 /// The claim loop's state between steps.
@@ -40,6 +42,9 @@ pub(super) struct Claimer {
     want_alone: bool,
     /// The last claim handed out CPU-only chunks only (it sizes the next claim).
     cpu_streak: bool,
+    /// Held while claims keep finding records: more are coming, so the writer keeps batching
+    /// (see `unsent`). Let go when a claim finds nothing or fails.
+    claiming: Option<unsent::Sending>,
 }
 
 impl Claimer {
@@ -56,6 +61,7 @@ impl Claimer {
             last_sweep: tokio::time::Instant::now(),
             want_alone: false,
             cpu_streak: false,
+            claiming: None,
             inner,
             wake,
             tx,
@@ -147,6 +153,7 @@ impl Claimer {
             Ok(claim) => claim,
             Err(e) => {
                 drop((permits, lease));
+                self.claiming = None;
                 tracing::warn!(error = %e, "claiming records failed; retrying");
                 let pause = Duration::from_millis(self.inner.cfg.poll_interval_ms.max(500));
                 tokio::select! {
@@ -162,6 +169,7 @@ impl Claimer {
         }
         if claim.records.is_empty() {
             self.cpu_streak = false;
+            self.claiming = None;
             drop((permits, lease));
             if self.want_alone {
                 return ControlFlow::Continue(());
@@ -177,6 +185,9 @@ impl Claimer {
                 () = shutdown.cancelled() => return ControlFlow::Break(()),
             }
             return ControlFlow::Continue(());
+        }
+        if self.claiming.is_none() {
+            self.claiming = Some(self.inner.unsent.hold(1));
         }
         self.start(claim.records, lease, permits).await;
         ControlFlow::Continue(())

@@ -1,7 +1,10 @@
-//! How many records this replica has started and not yet handed to the writer, so the writer
-//! can write a batch as soon as nothing more is coming, instead of waiting out
-//! `write_interval_ms` for records that do not exist. That wait was the last step of every job
-//! (its last batch), and the whole of a one-record job's time after its model answered.
+//! How many records this replica has started and not yet handed to the writer, plus one while
+//! the claim loop keeps finding records, so the writer can write a batch as soon as nothing
+//! more is coming, instead of waiting out `write_interval_ms` for records that do not exist.
+//! That wait was the last step of every job (its last batch), and the whole of a one-record
+//! job's time after its model answered. While claims find records, the count stays above zero
+//! and batches fill as before: CPU-only chunks finish between claims, and cutting their
+//! batches there would write many small ones.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

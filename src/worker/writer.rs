@@ -30,8 +30,8 @@ pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + interval;
         while batch.len() < max {
-            // Nothing queued and nothing on its way: waiting longer adds only latency (a job's
-            // last batch, a one-record job).
+            // Nothing queued, nothing on its way, and the last claim found nothing more:
+            // waiting longer adds only latency (a job's last batch, a one-record job).
             if rx.is_empty() && inner.unsent.is_empty() {
                 break;
             }
