@@ -16,6 +16,8 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               and service CPU
   submit      POST of a -n 1000000 record job: round trip, database size right after
               (SQLite db + wal files, or pg_database_size), then the job is cancelled
+  small       -n one-record llm-text jobs (20) one after the other, mock at --latency-ms (0):
+              the service's time from a job's creation to its end (p50, max)
   replicas    --replicas K synthgate processes on one --pg database run one job (--workload
               quickstart, -n 100000; or tools): records/s, service CPU per record, and what
               Postgres spends per record (CPU of its processes, commits, WAL bytes), how many
@@ -540,16 +542,33 @@ def submit(a):
               "peak_rss_mib": s.rss_mib()})
 
 
+def small(a):
+    """-n one-record llm-text jobs, one after the other, with the mock at --latency-ms: the
+    service's time from a job's creation to its end (its `created_at` to `finished_at`),
+    which is what a caller of small jobs waits for on top of the model."""
+    with Service(a.pg, llm=True, latency_ms=a.latency_ms, in_flight=8) as s:
+        took = []
+        for _ in range(a.n):
+            job = s.wait(s.submit(TEXT_JOB, 1), 1)
+            took.append((ts(job["finished_at"]) - ts(job["created_at"])).total_seconds() * 1000)
+        took.sort()
+        emit({"scenario": "small", "backend": s.backend, "jobs": a.n,
+              "latency_ms": a.latency_ms, "created_to_finished_ms": {
+                  "p50": round(took[len(took) // 2], 1), "max": round(took[-1], 1)}})
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario",
-                    choices=["tools-cpu", "latency", "rss", "quickstart", "submit", "replicas"])
+                    choices=["tools-cpu", "latency", "rss", "quickstart", "submit", "replicas",
+                             "small"])
     ap.add_argument("-n", type=int, action="append",
                     help="records (rss: repeat for several sizes)")
     ap.add_argument("--in-flight", type=int, default=None,
                     help="workers.count = workers.max_in_flight = max_parallel_requests "
                          "(latency: 512; tools-cpu, rss: 64; others: the default workers config)")
-    ap.add_argument("--latency-ms", type=int, default=200, help="latency: the mock's added latency")
+    ap.add_argument("--latency-ms", type=int, default=None,
+                    help="latency, small: the mock's added latency (200 and 0 ms)")
     ap.add_argument("--pg", help="admin URL of a Postgres server; a fresh database is created")
     ap.add_argument("--perf", metavar="FILE",
                     help="record the service with `perf record --call-graph dwarf` into FILE")
@@ -568,13 +587,15 @@ def main():
     OTLP = OtlpSink() if a.otlp else None
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
-                "quickstart": [100000], "submit": [1000000], "replicas": [100000]}
+                "quickstart": [100000], "submit": [1000000], "replicas": [100000], "small": [20]}
     a.sizes = a.n or defaults[a.scenario]
     a.n = a.sizes[0]
+    if a.latency_ms is None:
+        a.latency_ms = 0 if a.scenario == "small" else 200
     if a.in_flight is None and a.scenario in ("latency", "tools-cpu", "rss"):
         a.in_flight = 512 if a.scenario == "latency" else 64
     {"tools-cpu": tools_cpu, "latency": latency, "rss": rss, "quickstart": quickstart,
-     "submit": submit, "replicas": replicas}[a.scenario](a)
+     "submit": submit, "replicas": replicas, "small": small}[a.scenario](a)
 
 
 if __name__ == "__main__":
