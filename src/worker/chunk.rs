@@ -55,8 +55,8 @@ pub(super) async fn run_cpu_chunk(
                 }
             },
         };
-        // A closed channel means shutdown raced us: the rest stay in flight and are released.
         held.unsent.one_sent();
+        // A closed channel means shutdown raced us: the rest stay in flight and are released.
         if tx.send(finished(rec, generated)).await.is_err() {
             return;
         }

@@ -365,9 +365,9 @@ async fn run_record(
         not_generated(&inner, &rec).await;
         return;
     };
+    held.unsent.one_sent();
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.
-    held.unsent.one_sent();
     let _ = tx.send(finished(rec, generated)).await;
     // The lease and slot free only once the result is queued, so the writer's backlog bounds
     // claiming.
