@@ -8,7 +8,9 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
   tools-cpu   LLM + tools job (3 LLM calls, 2 MCP tool calls per record), mock at 0 ms,
               --in-flight 64: service CPU ms per record (utime+stime of synthgate only)
   latency     llm-text job with the mock at --latency-ms (200), --in-flight (512, or 2048):
-              records/s against the bound in_flight / latency, and GET /healthz and
+              records/s against the bound in_flight / latency, how the time splits from the
+              mock's side (its window from first request to last answer, the mean requests in
+              flight over it, the job's time outside it), and GET /healthz and
               GET /v1/jobs/{id} latency (p50/p99/max) sampled from a side thread meanwhile
   rss         LLM + tools job at each -n (5000 20000 50000 by default), a fresh service each:
               peak RSS (VmHWM)
@@ -339,6 +341,19 @@ class Sampler(threading.Thread):
         return out
 
 
+def busy(stats, secs):
+    """How the job's time splits, from the mock's side: `mock_window_s` from the first request's
+    arrival to the last one's end, the mean number in flight over it, and the job's time
+    outside it (claims and prompts before the first request, writes and the finalize after
+    the last)."""
+    if stats.get("first_arrival_us") is None or stats.get("last_end_us") is None:
+        return {}
+    window = (stats["last_end_us"] - stats["first_arrival_us"]) / 1e6
+    return {"mock_window_s": round(window, 3),
+            "mock_mean_in_flight": round(stats["busy_us"] / 1e6 / window, 1) if window else None,
+            "outside_window_s": round(secs - window, 3)}
+
+
 def latency(a):
     with Service(a.pg, llm=True, latency_ms=a.latency_ms, in_flight=a.in_flight) as s:
         cpu0 = s.cpu()
@@ -362,6 +377,7 @@ def latency(a):
               "of_bound": bound and round(a.n / secs / bound, 3),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "mock_requests": stats["requests"], "mock_max_in_flight": stats["max_in_flight"],
+              **busy(stats, secs),
               "peak_rss_mib": s.rss_mib(), **s.claims(), **sampler.summary(), **s.otel()})
 
 

@@ -23,6 +23,17 @@ pub struct ModelStats {
     pub in_flight: u64,
     /// The most requests ever in flight at once (asserts `max_parallel_requests`).
     pub max_in_flight: u64,
+    /// Every finished request's time in flight, summed, in µs: divided by the span from the
+    /// first arrival to the last answer, the mean number in flight (how well a client kept
+    /// its `max_parallel_requests` busy, which benchmarks compare with the bound).
+    #[serde(default)]
+    pub busy_us: u64,
+    /// The first arrival, in µs since the mock started.
+    #[serde(default)]
+    pub first_arrival_us: Option<u64>,
+    /// The last request's end, in µs since the mock started.
+    #[serde(default)]
+    pub last_end_us: Option<u64>,
 }
 
 /// `GET /_mock/stats`.
@@ -106,12 +117,17 @@ impl Inner {
 pub(crate) struct InFlight {
     state: Arc<MockState>,
     model: String,
+    /// Arrival, in µs since the mock started.
+    arrived_us: u64,
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
+        let now = self.state.now_us();
         if let Some(m) = self.state.lock().models.get_mut(&self.model) {
             m.in_flight = m.in_flight.saturating_sub(1);
+            m.busy_us += now.saturating_sub(self.arrived_us);
+            m.last_end_us = Some(m.last_end_us.map_or(now, |l| l.max(now)));
         }
     }
 }
@@ -131,6 +147,10 @@ impl MockState {
 
     fn now_ms(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * 1000.0
+    }
+
+    fn now_us(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
     }
 
     /// Replaces the script; rule counters and the fault RNG start over, stats are kept.
@@ -178,7 +198,8 @@ impl MockState {
         body: Value,
         is_json: bool,
     ) -> (u64, Duration, Plan, InFlight) {
-        let received_ms = self.now_ms();
+        let arrived_us = self.now_us();
+        let received_ms = arrived_us as f64 / 1000.0;
         let mut g = self.lock();
         g.total += 1;
         let seq = g.total;
@@ -186,6 +207,7 @@ impl MockState {
         m.requests += 1;
         m.in_flight += 1;
         m.max_in_flight = m.max_in_flight.max(m.in_flight);
+        m.first_arrival_us.get_or_insert(arrived_us);
         let limit = g.script.history_limit;
         if limit > 0 {
             while g.history.len() >= limit {
@@ -215,6 +237,7 @@ impl MockState {
         let guard = InFlight {
             state: Arc::clone(self),
             model: view.model.clone(),
+            arrived_us,
         };
         (seq, delay, plan, guard)
     }
