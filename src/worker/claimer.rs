@@ -17,7 +17,7 @@ use tokio_util::task::TaskTracker;
 use super::{
     Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot, unsent,
 };
-use crate::store::{ClaimPolicy, ClaimedRecord};
+use crate::store::{ChunkKey, ClaimPolicy, ClaimedRecord};
 
 /// The claim loop's state between steps.
 pub(super) struct Claimer {
@@ -28,9 +28,15 @@ pub(super) struct Claimer {
     tx: mpsc::Sender<Finished>,
     /// `workers.count`: records working at once.
     slots: Arc<Semaphore>,
-    /// `workers.max_in_flight`: records claimed and not yet handed to the writer.
+    /// Records claimed and not yet handed to the writer: `workers.max_in_flight` plus those
+    /// claimed ahead (`WorkersConfig::claim_ahead`).
     leases: Arc<Semaphore>,
     lease_limit: u32,
+    /// `workers.max_in_flight`: records started and not yet handed to the writer.
+    starts: Arc<Semaphore>,
+    start_limit: u32,
+    /// Shutdown: records claimed ahead and not started by then are given back.
+    stop: CancellationToken,
     batch: usize,
     /// The record and chunk tasks started, for the drain.
     pub(super) records: TaskTracker,
@@ -48,13 +54,22 @@ pub(super) struct Claimer {
 }
 
 impl Claimer {
-    pub(super) fn new(inner: Arc<Inner>, wake: Arc<Notify>, tx: mpsc::Sender<Finished>) -> Self {
+    pub(super) fn new(
+        inner: Arc<Inner>,
+        wake: Arc<Notify>,
+        tx: mpsc::Sender<Finished>,
+        stop: CancellationToken,
+    ) -> Self {
         let cfg = &inner.cfg;
-        let lease_limit = cfg.in_flight_limit();
+        let start_limit = cfg.in_flight_limit();
+        let lease_limit = start_limit + cfg.claim_ahead();
         Self {
             slots: Arc::new(Semaphore::new(cfg.count as usize)),
             leases: Arc::new(Semaphore::new(lease_limit as usize)),
             lease_limit,
+            starts: Arc::new(Semaphore::new(start_limit as usize)),
+            start_limit,
+            stop,
             batch: cfg.claim_batch_size.max(1) as usize,
             records: TaskTracker::new(),
             cut: CancellationToken::new(),
@@ -243,14 +258,21 @@ impl Claimer {
                     };
                     let own = own.expect("the claim asked for at most one record per lease");
                     let unsent = inner.unsent.hold(1);
-                    let (inner, slots, leases, tx, cut) = (
+                    let (inner, slots, leases, starts, tx, cut, stop) = (
                         inner.clone(),
                         self.slots.clone(),
                         self.leases.clone(),
+                        self.starts.clone(),
                         self.tx.clone(),
                         self.cut.clone(),
+                        self.stop.clone(),
                     );
                     self.records.spawn(async move {
+                        let mut permit = permit;
+                        let Some(start) = slot::start(&starts, 1, &mut permit, &stop).await else {
+                            not_started(&inner, std::slice::from_ref(&rec)).await;
+                            return;
+                        };
                         let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
                             return;
                         };
@@ -261,6 +283,7 @@ impl Claimer {
                         };
                         let held = Held {
                             _lease: own,
+                            _start: start,
                             slot,
                             unsent,
                         };
@@ -277,18 +300,29 @@ impl Claimer {
             let permit = mine.next();
             drop(mine.collect::<Vec<_>>());
             let unsent = inner.unsent.hold(group.len());
-            let (inner, slots, tx, cut) = (
+            // A chunk larger than the limit (a claim of every lease, ahead included) starts
+            // with the whole limit.
+            let n_starts = (group.len() as u32).min(self.start_limit);
+            let (inner, slots, starts, tx, cut, stop) = (
                 inner.clone(),
                 self.slots.clone(),
+                self.starts.clone(),
                 self.tx.clone(),
                 self.cut.clone(),
+                self.stop.clone(),
             );
             self.records.spawn(async move {
+                let mut permit = permit;
+                let Some(start) = slot::start(&starts, n_starts, &mut permit, &stop).await else {
+                    not_started(&inner, &group).await;
+                    return;
+                };
                 let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
                     return;
                 };
                 let held = Held {
                     _lease: own,
+                    _start: start,
                     slot: slot::Slot::new(slots, permit),
                     unsent,
                 };
@@ -296,4 +330,11 @@ impl Claimer {
             });
         }
     }
+}
+
+/// Gives back records claimed ahead that shutdown found not started: each chunk goes back to
+/// the queue once its records here are settled, for any replica to claim.
+async fn not_started(inner: &Inner, recs: &[ClaimedRecord]) {
+    let release: Vec<ChunkKey> = inner.settle(recs.iter().map(|r| (r.chunk, false)));
+    inner.release(&release).await;
 }

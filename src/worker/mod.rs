@@ -11,13 +11,18 @@
 //!   slot back for the wait (see [`slot`]): requests to a model are bounded by that model's
 //!   `max_parallel_requests` limiter, not by worker slots, so records that only wait do not
 //!   block other work.
-//! * **leases**: `workers.max_in_flight` (default 4 × count), one per record this replica has
-//!   claimed and not yet handed to the writer, working or waiting. A claim asks for at most as
-//!   many records as there are free leases and free slots (up to the batch size), so a
-//!   replica does not hold leases on records it cannot start now. The exception is CPU work:
-//!   after a claim of CPU-only chunks (no LLM column), the next claim asks for every free
-//!   lease with one slot (having waited up to `write_interval_ms` for half of them to be
-//!   free), because each such chunk is one task in one slot (see [`chunk`]). If
+//! * **records started**: `workers.max_in_flight` (default 4 × count), one per record this
+//!   replica has started and not yet handed to the writer, working or waiting.
+//! * **leases**: one per record claimed and not yet handed to the writer: the records started,
+//!   and up to a sixteenth of `max_in_flight` more claimed ahead (see
+//!   [`WorkersConfig::claim_ahead`]). A record that ends is replaced at once by one claimed
+//!   ahead, rather than after the claim loop's next round trip to the database; records
+//!   claimed ahead hold no slot while they wait, and a shutdown gives them back unstarted. A
+//!   claim asks for at most as many records as there are free leases and free slots (up to
+//!   the batch size), so a replica holds few leases on records it cannot start now. The
+//!   exception is CPU work: after a claim of CPU-only chunks (no LLM column), the next claim
+//!   asks for every free lease with one slot (having waited up to `write_interval_ms` for half
+//!   of them to be free), because each such chunk is one task in one slot (see [`chunk`]). If
 //!   it meets other work instead, the records past its slot wait for one, and the claims after
 //!   it go back to the slot-sized rule.
 //!
@@ -213,7 +218,7 @@ impl WorkerPool {
         let canceller = tasks.spawn(watch_cancels(inner.clone(), stop_renew.clone()));
         inner.jobs.finalize_live().await;
 
-        let mut claimer = claimer::Claimer::new(inner.clone(), self.wake, tx);
+        let mut claimer = claimer::Claimer::new(inner.clone(), self.wake, tx, shutdown.clone());
         while claimer.step(&shutdown).await.is_continue() {}
 
         let (records, cut) = (claimer.records.clone(), claimer.cut.clone());
@@ -269,6 +274,8 @@ async fn cpu_leases(
 struct Held {
     /// Its lease allowance (a record that runs alone holds the others in `slot`).
     _lease: OwnedSemaphorePermit,
+    /// Its place among the records started (`workers.max_in_flight`).
+    _start: OwnedSemaphorePermit,
     /// Its worker slot, given back while it waits.
     slot: slot::Slot,
     /// Counts it among the records the writer may still expect, until it is sent.

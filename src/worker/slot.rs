@@ -41,6 +41,28 @@ pub(super) async fn take(
     }
 }
 
+/// `n` of `starts` (`workers.max_in_flight`: records started), to start records the claim
+/// handed out: at once when they are free. Otherwise the records were claimed ahead, and they
+/// give the slot the claim took for them (`permit`) back while they wait for records in flight
+/// to end. `None` when `stop` (shutdown) fires first: records not started by then are not
+/// started at all.
+pub(super) async fn start(
+    starts: &Arc<Semaphore>,
+    n: u32,
+    permit: &mut Option<OwnedSemaphorePermit>,
+    stop: &CancellationToken,
+) -> Option<OwnedSemaphorePermit> {
+    if let Ok(p) = Arc::clone(starts).try_acquire_many_owned(n) {
+        return Some(p);
+    }
+    drop(permit.take());
+    tokio::select! {
+        biased;
+        () = stop.cancelled() => None,
+        p = Arc::clone(starts).acquire_many_owned(n) => p.ok(),
+    }
+}
+
 /// One record's hold on the pool's worker slots.
 pub(super) struct Slot {
     slots: Arc<Semaphore>,

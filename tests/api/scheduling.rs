@@ -55,23 +55,34 @@ async fn slow_llm_app_on(
     let mock = MockLlm::start(script).await.unwrap();
     let endpoint = mock.endpoint();
     let app = spawn_app_on(db, move |c| {
-        c.workers.count = count;
-        c.workers.max_in_flight = max_in_flight;
-        c.model_providers = vec![
-            serde_json::from_value(json!({"name": "mock", "endpoint": endpoint, "api_key": "k"}))
-                .unwrap(),
-        ];
-        c.model_configs = vec![
-            serde_json::from_value(
-                json!({"alias": "writer", "model": "slow", "provider": "mock",
-                "inference_parameters": {"max_parallel_requests": 16}}),
-            )
-            .unwrap(),
-        ];
+        slow_llm_config(c, &endpoint, count, max_in_flight);
         tweak(c);
     })
     .await;
     (app, mock)
+}
+
+/// The config of [`slow_llm_app_on`] before its tweak: the workers, and the `writer` model
+/// served by the mock at `endpoint`.
+fn slow_llm_config(
+    c: &mut synthgate::config::Config,
+    endpoint: &str,
+    count: u32,
+    max_in_flight: Option<u32>,
+) {
+    c.workers.count = count;
+    c.workers.max_in_flight = max_in_flight;
+    c.model_providers = vec![
+        serde_json::from_value(json!({"name": "mock", "endpoint": endpoint, "api_key": "k"}))
+            .unwrap(),
+    ];
+    c.model_configs = vec![
+        serde_json::from_value(
+            json!({"alias": "writer", "model": "slow", "provider": "mock",
+            "inference_parameters": {"max_parallel_requests": 16}}),
+        )
+        .unwrap(),
+    ];
 }
 
 fn llm_job(n: u32) -> Value {
@@ -147,6 +158,60 @@ async fn a_new_job_is_not_queued_behind_an_old_one(backend: Backend) {
 }
 
 backends!(fair_claims, a_new_job_is_not_queued_behind_an_old_one);
+
+/// Sixteen records started and waiting on a slow model (`max_in_flight` 16, the model allowing
+/// 64): the replica claims one more ahead (a sixteenth of the limit), to start the moment one
+/// of them ends instead of after the next claim's round trip. It never starts a 17th at once,
+/// and a shutdown gives the record claimed ahead back unstarted while the 16 finish: after a
+/// restart every record is written once.
+async fn a_record_is_claimed_ahead_of_a_free_place(backend: Backend) {
+    let wide = |c: &mut synthgate::config::Config| {
+        c.model_configs[0]
+            .inference_parameters
+            .max_parallel_requests = 64;
+    };
+    let (app, mock) = slow_llm_app_with(backend, 3_000, 16, Some(16), wide).await;
+    let id = submit(&app, &llm_job(24)).await;
+    // The first 16 all wait on the model; read well inside their 3 s, away from the moment
+    // they end (when written records and new claims overlap).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
+        if job["counts"]["waiting_for_model"] == 16 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never 16 waiting: {job}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
+    assert_eq!(job["counts"]["waiting_for_model"], 16, "{job}");
+    assert_eq!(job["counts"]["in_progress"], 17, "one claimed ahead: {job}");
+
+    // The drain lets the 16 finish; the one claimed ahead goes back (`restart` checks that
+    // nothing is left in progress) without reaching the model.
+    let endpoint = mock.endpoint();
+    let mut during_drain = 0;
+    let app = app
+        .restart(|c| {
+            during_drain = mock.stats().models["slow"].requests;
+            slow_llm_config(c, &endpoint, 16, Some(16));
+            wide(c);
+        })
+        .await;
+    assert_eq!(
+        during_drain, 16,
+        "the record claimed ahead started during the drain"
+    );
+    let done = app.wait_for_job(&id, Duration::from_secs(60)).await;
+    assert_eq!(done["counts"]["completed"], 24, "{done}");
+    let stats = mock.stats().models["slow"];
+    assert_eq!(stats.max_in_flight, 16, "{stats:?}");
+    assert_eq!(stats.requests, 24, "{stats:?}");
+    app.stop().await;
+}
+
+backends!(claim_ahead, a_record_is_claimed_ahead_of_a_free_place);
 
 /// A counter's value in the `/metrics` text (0 when absent).
 async fn counter(app: &TestApp, name: &str) -> u64 {
