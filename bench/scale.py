@@ -13,7 +13,8 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               flight over it, the job's time outside it), and GET /healthz and
               GET /v1/jobs/{id} latency (p50/p99/max) sampled from a side thread meanwhile
   rss         LLM + tools job at each -n (5000 20000 50000 by default), a fresh service each:
-              peak RSS (VmHWM)
+              peak RSS (VmHWM), and at the largest RSS sampled (every 50 ms) its split into
+              anonymous memory (heap, stacks) and file pages (the executable's code mapped in)
   quickstart  config/examples/quickstart.yaml (samplers + expressions), -n 100000: wall time
               and service CPU
   submit      POST of a -n 1000000 record job: round trip, database size right after
@@ -296,6 +297,33 @@ def tools_cpu(a):
               "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel()})
 
 
+class RssSplit(threading.Thread):
+    """Reads /proc/PID/status every 50 ms until stopped and keeps the sample with the largest
+    VmRSS: how much of the peak is anonymous memory and how much file pages."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.stop = pid, {}, threading.Event()
+
+    def run(self):
+        while not self.stop.is_set():
+            try:
+                with open(f"/proc/{self.pid}/status") as f:
+                    st = {line.split(":")[0]: int(line.split()[1]) for line in f
+                          if line.startswith(("VmRSS:", "RssAnon:", "RssFile:"))}
+            except OSError:
+                return
+            if st.get("VmRSS", 0) > self.peak.get("VmRSS", 0):
+                self.peak = st
+            self.stop.wait(0.05)
+
+    def summary(self):
+        self.stop.set()
+        self.join()
+        return {"at_peak_anon_mib": round(self.peak.get("RssAnon", 0) / 1024, 1),
+                "at_peak_file_mib": round(self.peak.get("RssFile", 0) / 1024, 1)}
+
+
 class Sampler(threading.Thread):
     """Times GET /healthz and GET /v1/jobs/{id} in turn, one request every `every_s`, on one
     keep-alive connection per path, until stopped."""
@@ -384,6 +412,8 @@ def latency(a):
 def rss(a):
     for n in a.sizes:
         with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
+            split = RssSplit(s.svc.pid)
+            split.start()
             cpu0 = s.cpu()
             job = s.wait(s.submit(TOOLS_JOB, n), n)
             cpu = s.cpu() - cpu0
@@ -392,7 +422,7 @@ def rss(a):
                   "in_flight": a.in_flight, "seconds": round(secs, 2),
                   "records_per_s": round(n / secs, 1),
                   "cpu_ms_per_record": round(cpu * 1000 / n, 3), "peak_rss_mib": s.rss_mib(),
-                  **s.otel()})
+                  **split.summary(), **s.otel()})
 
 
 def quickstart_yaml():
