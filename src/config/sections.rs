@@ -306,7 +306,7 @@ impl WorkersConfig {
     /// Records claimed ahead of a free place in [`WorkersConfig::in_flight_limit`]: a record
     /// that ends is replaced at once by one of them, while the claim that refills them runs.
     /// Without them each place stood empty for a claim's round trip (waiting for the claim
-    /// loop, then for the database), about 10 ms in every 200 ms model call at 512 in flight
+    /// loop, then for the database), 5 to 10 ms in every 200 ms model call at 512 in flight
     /// (`bench/README.md`). A sixteenth of the limit covers a round trip of a sixteenth of the
     /// model's latency, and keeps what a job submitted later waits behind to as little: the
     /// records claimed ahead start first. Small limits (under 16) claim none ahead, as before.
