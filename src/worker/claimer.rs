@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, run_record, slot, unsent,
+    Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, not_generated, run_record,
+    slot, unsent,
 };
-use crate::store::{ChunkKey, ClaimPolicy, ClaimedRecord};
+use crate::store::{ClaimPolicy, ClaimedRecord};
 
 /// The claim loop's state between steps.
 pub(super) struct Claimer {
@@ -62,7 +63,7 @@ impl Claimer {
     ) -> Self {
         let cfg = &inner.cfg;
         let start_limit = cfg.in_flight_limit();
-        let lease_limit = start_limit + cfg.claim_ahead();
+        let lease_limit = start_limit.saturating_add(cfg.claim_ahead());
         Self {
             slots: Arc::new(Semaphore::new(cfg.count as usize)),
             leases: Arc::new(Semaphore::new(lease_limit as usize)),
@@ -270,7 +271,7 @@ impl Claimer {
                     self.records.spawn(async move {
                         let mut permit = permit;
                         let Some(start) = slot::start(&starts, 1, &mut permit, &stop).await else {
-                            not_started(&inner, std::slice::from_ref(&rec)).await;
+                            not_generated(&inner, &rec).await;
                             return;
                         };
                         let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
@@ -314,7 +315,9 @@ impl Claimer {
             self.records.spawn(async move {
                 let mut permit = permit;
                 let Some(start) = slot::start(&starts, n_starts, &mut permit, &stop).await else {
-                    not_started(&inner, &group).await;
+                    for rec in &group {
+                        not_generated(&inner, rec).await;
+                    }
                     return;
                 };
                 let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
@@ -330,11 +333,4 @@ impl Claimer {
             });
         }
     }
-}
-
-/// Gives back records claimed ahead that shutdown found not started: each chunk goes back to
-/// the queue once its records here are settled, for any replica to claim.
-async fn not_started(inner: &Inner, recs: &[ClaimedRecord]) {
-    let release: Vec<ChunkKey> = inner.settle(recs.iter().map(|r| (r.chunk, false)));
-    inner.release(&release).await;
 }

@@ -99,13 +99,18 @@ async fn submit(app: &TestApp, body: &Value) -> String {
 
 /// Waits until the job has at least `n` records in progress.
 async fn wait_in_progress(app: &TestApp, id: &str, n: u64) {
+    wait_counts(app, id, |c| c["in_progress"].as_u64().unwrap_or(0) >= n).await;
+}
+
+/// Waits (up to 20 s) until the job's `counts` satisfy `ready`.
+async fn wait_counts(app: &TestApp, id: &str, ready: impl Fn(&Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
-        if job["counts"]["in_progress"].as_u64().unwrap_or(0) >= n {
+        if ready(&job["counts"]) {
             return;
         }
-        assert!(Instant::now() < deadline, "never {n} in progress: {job}");
+        assert!(Instant::now() < deadline, "never ready: {job}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -174,15 +179,7 @@ async fn a_record_is_claimed_ahead_of_a_free_place(backend: Backend) {
     let id = submit(&app, &llm_job(24)).await;
     // The first 16 all wait on the model; read well inside their 3 s, away from the moment
     // they end (when written records and new claims overlap).
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
-        if job["counts"]["waiting_for_model"] == 16 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "never 16 waiting: {job}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_counts(&app, &id, |c| c["waiting_for_model"] == 16).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
     assert_eq!(job["counts"]["waiting_for_model"], 16, "{job}");
