@@ -314,6 +314,11 @@ impl WorkersConfig {
         self.in_flight_limit() / 16
     }
 
+    /// Records this replica holds a lease on at once: those started and those claimed ahead.
+    pub fn lease_limit(&self) -> u32 {
+        self.in_flight_limit().saturating_add(self.claim_ahead())
+    }
+
     /// The lease duration.
     pub fn lease_ttl(&self) -> Duration {
         Duration::from_secs(self.lease_ttl_sec)

@@ -224,13 +224,21 @@ fn connection_settings_default_and_are_bounded() {
 fn worker_leases_and_lease_expiries() {
     let c = Config::from_value(json!({"workers": {"count": 5}}), &[]).unwrap();
     assert_eq!(c.workers.in_flight_limit(), 20, "4 x count by default");
+    assert_eq!(
+        c.workers.lease_limit(),
+        21,
+        "a sixteenth more claimed ahead"
+    );
     assert_eq!(c.workers.max_lease_expiries, 3);
+    let c = Config::from_value(json!({"workers": {"max_in_flight": u32::MAX}}), &[]).unwrap();
+    assert_eq!(c.workers.lease_limit(), u32::MAX, "saturates, never wraps");
     let c = Config::from_value(
         json!({"workers": {"count": 2, "max_in_flight": 2, "max_lease_expiries": 1}}),
         &[],
     )
     .unwrap();
     assert_eq!(c.workers.in_flight_limit(), 2);
+    assert_eq!(c.workers.lease_limit(), 2, "small limits claim none ahead");
     let err = Config::from_value(
         json!({"workers": {"count": 4, "max_in_flight": 3, "max_lease_expiries": 0}}),
         &[],

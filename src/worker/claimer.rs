@@ -63,7 +63,7 @@ impl Claimer {
     ) -> Self {
         let cfg = &inner.cfg;
         let start_limit = cfg.in_flight_limit();
-        let lease_limit = start_limit.saturating_add(cfg.claim_ahead());
+        let lease_limit = cfg.lease_limit();
         Self {
             slots: Arc::new(Semaphore::new(cfg.count as usize)),
             leases: Arc::new(Semaphore::new(lease_limit as usize)),
