@@ -14,18 +14,21 @@ use uuid::Uuid;
 
 use super::chunks::{self, EXPIRED_SCAN, Plan, Rest, Stale, records_of, to_count};
 use super::fair::{ClaimableJob, shares};
+use super::from_row::row_struct;
 use super::{ChunkKey, Claim, ClaimPolicy, ClaimedRecord, StoreError};
 use crate::domain::{JobId, RecordId};
 
-/// A chunk whose lease expired or that was given back, as a backend reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
-pub(crate) struct StaleRow {
-    pub(crate) job_id: Uuid,
-    pub(crate) start_idx: i64,
-    pub(crate) end_idx: i64,
-    pub(crate) released: bool,
-    pub(crate) lease_expiries: i64,
-    pub(crate) attempts: i64,
+row_struct! {
+    /// A chunk whose lease expired or that was given back, as a backend reads it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) struct StaleRow {
+        pub(crate) job_id: Uuid,
+        pub(crate) start_idx: i64,
+        pub(crate) end_idx: i64,
+        pub(crate) released: bool,
+        pub(crate) lease_expiries: i64,
+        pub(crate) attempts: i64,
+    }
 }
 
 /// The statements of one claim, on the backend's open transaction. The claimer (lease owner),

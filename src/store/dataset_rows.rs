@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::StoreError;
+use super::from_row::row_struct;
 use super::rows::{DbJson, DbTime};
 use crate::domain::DatasetId;
 use crate::domain::stored_dataset::{DatasetColumn, DatasetFormat, DatasetMeta, DatasetSourceKind};
@@ -18,20 +19,21 @@ macro_rules! dataset_columns {
 }
 pub(crate) use dataset_columns;
 
-/// A dataset row as stored; see [`dataset_columns!`].
-#[derive(sqlx::FromRow)]
-pub(crate) struct DatasetDb<J, T> {
-    id: Uuid,
-    owner: Option<String>,
-    name: String,
-    format: String,
-    columns: J,
-    num_rows: i64,
-    size_bytes: i64,
-    sha256: String,
-    source: String,
-    source_ref: Option<String>,
-    created_at: T,
+row_struct! {
+    /// A dataset row as stored; see [`dataset_columns!`].
+    pub(crate) struct DatasetDb<J, T> {
+        id: Uuid,
+        owner: Option<String>,
+        name: String,
+        format: String,
+        columns: J,
+        num_rows: i64,
+        size_bytes: i64,
+        sha256: String,
+        source: String,
+        source_ref: Option<String>,
+        created_at: T,
+    }
 }
 
 fn to_u64(v: i64, column: &'static str) -> Result<u64, StoreError> {

@@ -9,15 +9,19 @@
 
 use uuid::Uuid;
 
-/// A live job with unclaimed records, as the claim query sees it.
-#[derive(Debug, Clone, sqlx::FromRow)]
-pub(crate) struct ClaimableJob {
-    /// The job id (UUIDv7: creation order).
-    pub(crate) id: Uuid,
-    /// The API key that owns it; `None` when auth is off (all such jobs share one owner).
-    pub(crate) owner: Option<String>,
-    /// Its records in progress now, on any replica.
-    pub(crate) busy: i64,
+use super::from_row::row_struct;
+
+row_struct! {
+    /// A live job with unclaimed records, as the claim query sees it.
+    #[derive(Debug, Clone)]
+    pub(crate) struct ClaimableJob {
+        /// The job id (UUIDv7: creation order).
+        pub(crate) id: Uuid,
+        /// The API key that owns it; `None` when auth is off (all such jobs share one owner).
+        pub(crate) owner: Option<String>,
+        /// Its records in progress now, on any replica.
+        pub(crate) busy: i64,
+    }
 }
 
 /// How many of `n` records to ask of each job: `(index into jobs, count)`, only counts above

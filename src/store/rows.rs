@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::from_row::row_struct;
 use super::{
     FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError, RecordErrorCode,
     RecordRow, RecordStage, StoreError, TraceRow,
@@ -102,29 +103,30 @@ fn record_status(s: &str) -> Result<RecordStatus, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("records.status: unknown status {s:?}")))
 }
 
-/// A job row as stored; see [`job_columns!`].
-#[derive(sqlx::FromRow)]
-pub(crate) struct JobDb<J, T> {
-    id: Uuid,
-    owner: Option<String>,
-    status: String,
-    config: J,
-    num_records: i64,
-    seed: i64,
-    metadata: Option<J>,
-    run_config: J,
-    idempotency_key: Option<String>,
-    request_hash: Option<String>,
-    error_code: Option<String>,
-    error_message: Option<String>,
-    created_at: T,
-    updated_at: T,
-    started_at: Option<T>,
-    finished_at: Option<T>,
-    output_columns: Option<J>,
-    seed_datasets: Option<J>,
-    name: Option<String>,
-    trace_context: Option<String>,
+row_struct! {
+    /// A job row as stored; see [`job_columns!`].
+    pub(crate) struct JobDb<J, T> {
+        id: Uuid,
+        owner: Option<String>,
+        status: String,
+        config: J,
+        num_records: i64,
+        seed: i64,
+        metadata: Option<J>,
+        run_config: J,
+        idempotency_key: Option<String>,
+        request_hash: Option<String>,
+        error_code: Option<String>,
+        error_message: Option<String>,
+        created_at: T,
+        updated_at: T,
+        started_at: Option<T>,
+        finished_at: Option<T>,
+        output_columns: Option<J>,
+        seed_datasets: Option<J>,
+        name: Option<String>,
+        trace_context: Option<String>,
+    }
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
@@ -173,21 +175,22 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
     }
 }
 
-/// A record row as stored; see [`record_columns!`].
-#[derive(sqlx::FromRow)]
-pub(crate) struct RecordDb<J, T> {
-    id: Uuid,
-    job_id: Uuid,
-    idx: i64,
-    status: String,
-    values: Option<J>,
-    attempts: i64,
-    error_code: Option<String>,
-    error_message: Option<String>,
-    error_column: Option<String>,
-    error_stage: Option<String>,
-    created_at: T,
-    updated_at: T,
+row_struct! {
+    /// A record row as stored; see [`record_columns!`].
+    pub(crate) struct RecordDb<J, T> {
+        id: Uuid,
+        job_id: Uuid,
+        idx: i64,
+        status: String,
+        values: Option<J>,
+        attempts: i64,
+        error_code: Option<String>,
+        error_message: Option<String>,
+        error_column: Option<String>,
+        error_stage: Option<String>,
+        created_at: T,
+        updated_at: T,
+    }
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
@@ -215,14 +218,15 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
     }
 }
 
-/// A finished record: `select id, idx, status, error_code, updated_at`.
-#[derive(sqlx::FromRow)]
-pub(crate) struct FinishedDb<T> {
-    id: Uuid,
-    idx: i64,
-    status: String,
-    error_code: Option<String>,
-    updated_at: T,
+row_struct! {
+    /// A finished record: `select id, idx, status, error_code, updated_at`.
+    pub(crate) struct FinishedDb<T> {
+        id: Uuid,
+        idx: i64,
+        status: String,
+        error_code: Option<String>,
+        updated_at: T,
+    }
 }
 
 impl<T: DbTime> TryFrom<FinishedDb<T>> for FinishedRecord {
@@ -239,13 +243,14 @@ impl<T: DbTime> TryFrom<FinishedDb<T>> for FinishedRecord {
     }
 }
 
-/// A trace: `select record_id, column_name, messages, created_at`.
-#[derive(sqlx::FromRow)]
-pub(crate) struct TraceDb<J, T> {
-    record_id: Uuid,
-    column_name: String,
-    messages: J,
-    created_at: T,
+row_struct! {
+    /// A trace: `select record_id, column_name, messages, created_at`.
+    pub(crate) struct TraceDb<J, T> {
+        record_id: Uuid,
+        column_name: String,
+        messages: J,
+        created_at: T,
+    }
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<TraceDb<J, T>> for TraceRow {
@@ -261,26 +266,44 @@ impl<J: DbJson, T: DbTime> TryFrom<TraceDb<J, T>> for TraceRow {
     }
 }
 
-/// Record counts by status: the `job_record_counts` row's `completed` and `failed`, and
-/// `in_progress` from the job's leased chunks.
-#[derive(sqlx::FromRow)]
-pub(crate) struct CountDb {
-    pub status: String,
-    pub n: i64,
+row_struct! {
+    /// Record counts by status: the `job_record_counts` row's `completed` and `failed`, and
+    /// `in_progress` from the job's leased chunks.
+    pub(crate) struct CountDb {
+        pub status: String,
+        pub n: i64,
+    }
 }
 
 /// A job with the parts of its summary, each aggregated as JSON by the query: `counts`
 /// (`{status: n}`), `first_errors` (`[[id, idx, code, message, column, stage], ...]`) and
 /// `usage` (`{alias: [requests, prompt, completion]}`) and `tool_usage` (`[[column, tool,
 /// outcome, n], ...]`). See [`JobStore::job_summaries`](crate::store::JobStore::job_summaries).
-#[derive(sqlx::FromRow)]
 pub(crate) struct SummaryDb<J, T> {
-    #[sqlx(flatten)]
     job: JobDb<J, T>,
     counts: J,
     first_errors: J,
     usage: J,
     tool_usage: J,
+}
+
+/// The job's own columns are read as [`JobDb`] reads them (what the derive's `flatten` did),
+/// the summary's parts by name; see [`row_struct!`] for why there is no derive.
+impl<'r, R: sqlx::Row, J, T> sqlx::FromRow<'r, R> for SummaryDb<J, T>
+where
+    &'r str: sqlx::ColumnIndex<R>,
+    JobDb<J, T>: sqlx::FromRow<'r, R>,
+    J: sqlx::Decode<'r, R::Database> + sqlx::Type<R::Database>,
+{
+    fn from_row(row: &'r R) -> Result<Self, sqlx::Error> {
+        Ok(Self {
+            job: JobDb::from_row(row)?,
+            counts: row.try_get("counts")?,
+            first_errors: row.try_get("first_errors")?,
+            usage: row.try_get("usage")?,
+            tool_usage: row.try_get("tool_usage")?,
+        })
+    }
 }
 
 impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {

@@ -20,7 +20,6 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
@@ -30,10 +29,8 @@ use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
     NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
-use super::{job_delete, reads};
+use super::{job_delete, migrations, reads};
 use crate::domain::{JobId, RecordId, RecordStatus};
-
-static MIGRATOR: Migrator = sqlx::migrate!("migrations/postgres");
 
 type Job = JobDb<Value, DateTime<Utc>>;
 type Record = RecordDb<Value, DateTime<Utc>>;
@@ -70,7 +67,9 @@ impl PgStore {
             .acquire_timeout(acquire_timeout)
             .connect_with(options)
             .await?;
-        MIGRATOR.run(&pool).await?;
+        migrations::migrator(migrations::POSTGRES)
+            .run(&pool)
+            .await?;
         Ok(Self { pool })
     }
 

@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -36,10 +35,8 @@ use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
     NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
-use super::{job_delete, reads};
+use super::{job_delete, migrations, reads};
 use crate::domain::{JobId, RecordId, RecordStatus};
-
-static MIGRATOR: Migrator = sqlx::migrate!("migrations/sqlite");
 
 /// How long a connection waits for the write lock before failing with `SQLITE_BUSY`. Generous:
 /// a large dataset import or export holds the database busy for a while, and waiting beats
@@ -133,7 +130,7 @@ impl SqliteStore {
             "opening database"
         );
         let pool = pool.connect_with(options).await?;
-        MIGRATOR.run(&pool).await?;
+        migrations::migrator(migrations::SQLITE).run(&pool).await?;
         Ok(Self {
             pool,
             write: Arc::default(),
