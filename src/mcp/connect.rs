@@ -14,6 +14,7 @@ use secrecy::ExposeSecret;
 use tokio::io::AsyncBufReadExt;
 use tokio_util::task::TaskTracker;
 
+use super::any_transport::AnyTransport;
 use super::cache::ToolCache;
 use super::oauth::{OAuth, OAuthHttp};
 use super::traced_http::Traced;
@@ -96,35 +97,43 @@ async fn open(
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
+    let transport = transport(cfg, http, oauth, &handler, tasks).await?;
+    handler
+        .serve(transport)
+        .await
+        .map_err(|e| format!("initialize failed: {e}"))
+}
+
+/// The provider's transport, started (a child spawned, an SSE stream opened) but not yet
+/// initialized.
+async fn transport(
+    cfg: &McpProviderConfig,
+    http: &reqwest::Client,
+    oauth: Option<&Arc<OAuth>>,
+    handler: &Handler,
+    tasks: &TaskTracker,
+) -> Result<AnyTransport, String> {
     match cfg.transport() {
-        McpTransport::Stdio => stdio(cfg, handler, tasks).await,
+        McpTransport::Stdio => stdio(cfg, handler, tasks),
         McpTransport::StreamableHttp => {
             let url = cfg.endpoint.as_deref().unwrap_or_default();
             let mut config = StreamableHttpClientTransportConfig::with_uri(url)
                 .reinit_on_expired_session(true)
                 .custom_headers(custom_headers(cfg)?);
-            if let Some(oauth) = oauth {
-                // The token comes from the provider's OAuth client on every request.
-                let client = Traced(OAuthHttp {
-                    http: http.clone(),
-                    oauth: oauth.clone(),
-                });
-                let transport = StreamableHttpClientTransport::with_client(client, config);
-                return handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| format!("initialize failed: {e}"));
-            }
-            if let Some(key) = api_key(cfg) {
-                // rmcp adds the `Bearer ` prefix itself.
+            // With OAuth the token comes from the provider's OAuth client on every request;
+            // otherwise the static key, which rmcp sends with the `Bearer ` prefix.
+            if oauth.is_none()
+                && let Some(key) = api_key(cfg)
+            {
                 config = config.auth_header(key);
             }
-            let transport =
-                StreamableHttpClientTransport::with_client(Traced(http.clone()), config);
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))
+            let client = Traced(OAuthHttp {
+                http: http.clone(),
+                oauth: oauth.cloned(),
+            });
+            Ok(AnyTransport::new(
+                StreamableHttpClientTransport::with_client(client, config),
+            ))
         }
         McpTransport::Sse => {
             let url = cfg.endpoint.as_deref().unwrap_or_default();
@@ -138,19 +147,16 @@ async fn open(
             let transport = super::sse::SseClientTransport::connect(http.clone(), url, headers)
                 .await
                 .map_err(|e| e.to_string())?;
-            handler
-                .serve(transport)
-                .await
-                .map_err(|e| format!("initialize failed: {e}"))
+            Ok(AnyTransport::new(transport))
         }
     }
 }
 
-async fn stdio(
+fn stdio(
     cfg: &McpProviderConfig,
-    handler: Handler,
+    handler: &Handler,
     tasks: &TaskTracker,
-) -> Result<Service, String> {
+) -> Result<AnyTransport, String> {
     let program = cfg.command.as_deref().unwrap_or_default();
     let mut cmd = tokio::process::Command::new(program);
     cmd.args(&cfg.args).env_clear();
@@ -183,10 +189,7 @@ async fn stdio(
         });
     }
     tracing::info!(mcp.provider = %handler.provider, pid, "MCP server started");
-    handler
-        .serve(transport)
-        .await
-        .map_err(|e| format!("initialize failed: {e}"))
+    Ok(AnyTransport::new(transport))
 }
 
 /// The bearer key: an environment variable name first, else the literal key (DataDesigner).

@@ -18,6 +18,7 @@
 //! turning results into chat content blocks and failures into `Error:` messages for the model
 //! live in [`crate::tools`].
 
+mod any_transport;
 mod cache;
 mod connect;
 mod error;

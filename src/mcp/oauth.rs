@@ -360,12 +360,15 @@ fn algorithm(name: Option<&str>) -> JwtSigningAlgorithm {
     }
 }
 
-/// The streamable HTTP client of an OAuth provider: reqwest's, with this provider's token on
-/// every request, a new token on a `401` and more scopes on a `403 insufficient_scope`.
+/// The streamable HTTP client of every HTTP provider: reqwest's, and for an OAuth provider its
+/// token on every request, a new token on a `401` and more scopes on a
+/// `403 insufficient_scope`. Without OAuth each call goes to reqwest as rmcp made it (with
+/// the static key's header, if any). One type for both so that rmcp's transport, generic over
+/// its client, is compiled once (see `any_transport.rs`).
 #[derive(Clone)]
 pub(crate) struct OAuthHttp {
     pub(crate) http: reqwest::Client,
-    pub(crate) oauth: Arc<OAuth>,
+    pub(crate) oauth: Option<Arc<OAuth>>,
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
@@ -377,31 +380,29 @@ impl OAuthHttp {
 
     /// Runs `call` with the current token and answers the server's challenges: one new token
     /// after a `401`, up to `max_scope_upgrades` step-ups after `403 insufficient_scope`.
-    async fn authorized<T, F, Fut>(&self, call: F) -> Result<T, HttpError>
+    async fn authorized<T, F, Fut>(&self, oauth: &OAuth, call: F) -> Result<T, HttpError>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, HttpError>>,
     {
-        let mut token = self.oauth.current().await.map_err(Self::auth_error)?;
+        let mut token = oauth.current().await.map_err(Self::auth_error)?;
         let mut reauthorized = false;
         let mut upgrades = 0;
         loop {
             match call(token.clone()).await {
                 Err(StreamableHttpError::AuthRequired(e)) if !reauthorized => {
                     reauthorized = true;
-                    let fresh = self
-                        .oauth
+                    let fresh = oauth
                         .unauthorized(token.as_deref(), &e.www_authenticate_header)
                         .await
                         .map_err(Self::auth_error)?;
                     token = Some(fresh);
                 }
                 Err(StreamableHttpError::InsufficientScope(e))
-                    if upgrades < self.oauth.max_scope_upgrades =>
+                    if upgrades < oauth.max_scope_upgrades =>
                 {
                     upgrades += 1;
-                    let fresh = self
-                        .oauth
+                    let fresh = oauth
                         .step_up(token.as_deref(), &e.www_authenticate_header)
                         .await
                         .map_err(Self::auth_error)?;
@@ -443,11 +444,24 @@ impl StreamableHttpClient for OAuthHttp {
         uri: Arc<str>,
         message: ClientJsonRpcMessage,
         session_id: Option<Arc<str>>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, HttpError> {
-        self.authorized(|token| {
+        let Some(oauth) = &self.oauth else {
+            return self
+                .http
+                .post_message_with_max_sse_event_size(
+                    uri,
+                    message,
+                    session_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await;
+        };
+        self.authorized(oauth, |token| {
             self.http.post_message_with_max_sse_event_size(
                 uri.clone(),
                 message.clone(),
@@ -464,10 +478,16 @@ impl StreamableHttpClient for OAuthHttp {
         &self,
         uri: Arc<str>,
         session_id: Arc<str>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<(), HttpError> {
-        self.authorized(|token| {
+        let Some(oauth) = &self.oauth else {
+            return self
+                .http
+                .delete_session(uri, session_id, auth_header, custom_headers)
+                .await;
+        };
+        self.authorized(oauth, |token| {
             self.http.delete_session(
                 uri.clone(),
                 session_id.clone(),
@@ -502,11 +522,24 @@ impl StreamableHttpClient for OAuthHttp {
         uri: Arc<str>,
         session_id: Option<Arc<str>>,
         last_event_id: Option<String>,
-        _auth_header: Option<String>,
+        auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, HttpError> {
-        self.authorized(|token| {
+        let Some(oauth) = &self.oauth else {
+            return self
+                .http
+                .get_stream_with_max_sse_event_size(
+                    uri,
+                    session_id,
+                    last_event_id,
+                    auth_header,
+                    custom_headers,
+                    max_sse_event_size,
+                )
+                .await;
+        };
+        self.authorized(oauth, |token| {
             self.http.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),
