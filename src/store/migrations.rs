@@ -102,22 +102,24 @@ mod tests {
             .collect()
     }
 
+    /// What the migrator checks and runs of one migration.
+    type Key = (i64, String, MigrationType, Vec<u8>, bool, String);
+
+    fn key(m: &Migration) -> Key {
+        (
+            m.version,
+            m.description.to_string(),
+            m.migration_type,
+            m.checksum.to_vec(),
+            m.no_tx,
+            m.sql.as_str().to_owned(),
+        )
+    }
+
     fn same(dir: &str, files: &'static [Embedded]) {
-        let embedded = migrator(files);
-        let read = from_directory(dir);
-        let key = |m: &Migration| {
-            (
-                m.version,
-                m.description.to_string(),
-                m.migration_type,
-                m.checksum.to_vec(),
-                m.no_tx,
-                m.sql.as_str().to_owned(),
-            )
-        };
-        let embedded: Vec<_> = embedded.iter().map(key).collect();
-        let read: Vec<_> = read.iter().map(key).collect();
-        let names = |v: &[(i64, String, MigrationType, Vec<u8>, bool, String)]| {
+        let embedded: Vec<Key> = migrator(files).iter().map(key).collect();
+        let read: Vec<Key> = from_directory(dir).iter().map(key).collect();
+        let names = |v: &[Key]| {
             v.iter()
                 .map(|m| format!("{} {}", m.0, m.1))
                 .collect::<Vec<_>>()
