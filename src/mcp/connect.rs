@@ -16,7 +16,7 @@ use tokio_util::task::TaskTracker;
 
 use super::any_transport::AnyTransport;
 use super::cache::ToolCache;
-use super::oauth::{OAuth, OAuthHttp};
+use super::oauth::{OAuth, ProviderHttp};
 use super::traced_http::Traced;
 use crate::config::{McpProviderConfig, McpTransport, resolve_api_key};
 
@@ -127,7 +127,7 @@ async fn transport(
             {
                 config = config.auth_header(key);
             }
-            let client = Traced(OAuthHttp {
+            let client = Traced(ProviderHttp {
                 http: http.clone(),
                 oauth: oauth.cloned(),
             });

@@ -366,14 +366,14 @@ fn algorithm(name: Option<&str>) -> JwtSigningAlgorithm {
 /// the static key's header, if any). One type for both so that rmcp's transport, generic over
 /// its client, is compiled once (see `any_transport.rs`).
 #[derive(Clone)]
-pub(crate) struct OAuthHttp {
+pub(crate) struct ProviderHttp {
     pub(crate) http: reqwest::Client,
     pub(crate) oauth: Option<Arc<OAuth>>,
 }
 
 type HttpError = StreamableHttpError<reqwest::Error>;
 
-impl OAuthHttp {
+impl ProviderHttp {
     fn auth_error(message: String) -> HttpError {
         StreamableHttpError::Auth(AuthError::InternalError(message))
     }
@@ -414,7 +414,7 @@ impl OAuthHttp {
     }
 }
 
-impl StreamableHttpClient for OAuthHttp {
+impl StreamableHttpClient for ProviderHttp {
     type Error = reqwest::Error;
 
     // rmcp's transport calls only the `_with_max_sse_event_size` variants; the plain ones
