@@ -17,35 +17,27 @@ pub(crate) struct Embedded {
     pub(crate) sql: &'static str,
 }
 
-/// Embeds the files of `$dir`, a directory of this crate, in order. A file added to the
-/// directory must be named here too; the test below fails until it is.
+/// Embeds each named file of `migrations/sqlite` as `SQLITE` and of `migrations/postgres` as
+/// `POSTGRES`, in order. The backends number and name their migrations alike (one change, one
+/// file in each). A file added to a directory must be named here too; the test below fails
+/// until it is.
 macro_rules! embed {
-    ($dir:literal: $($file:literal),+ $(,)?) => {
-        &[$(Embedded {
+    ($($file:literal),+ $(,)?) => {
+        /// `migrations/sqlite`.
+        pub(crate) const SQLITE: &[Embedded] = &[$(Embedded {
             file: $file,
-            sql: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, "/", $file)),
-        }),+]
+            sql: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/sqlite/", $file)),
+        }),+];
+
+        /// `migrations/postgres`.
+        pub(crate) const POSTGRES: &[Embedded] = &[$(Embedded {
+            file: $file,
+            sql: include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations/postgres/", $file)),
+        }),+];
     };
 }
 
-/// `migrations/sqlite`.
-pub(crate) const SQLITE: &[Embedded] = embed!("migrations/sqlite":
-    "0001_jobs_records_traces.sql",
-    "0002_job_usage.sql",
-    "0003_record_lease_expiries.sql",
-    "0004_job_output_columns.sql",
-    "0005_media.sql",
-    "0006_datasets.sql",
-    "0007_chunks.sql",
-    "0008_job_tool_usage.sql",
-    "0009_job_record_counts.sql",
-    "0010_readiness.sql",
-    "0011_job_names.sql",
-    "0012_job_trace_context.sql",
-);
-
-/// `migrations/postgres`.
-pub(crate) const POSTGRES: &[Embedded] = embed!("migrations/postgres":
+embed!(
     "0001_jobs_records_traces.sql",
     "0002_job_usage.sql",
     "0003_record_lease_expiries.sql",
