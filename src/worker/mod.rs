@@ -400,8 +400,9 @@ fn seed_read_failed(rec: &ClaimedRecord, e: &SeedReadError) -> Option<Generated>
 }
 
 /// Settles a record that was not generated (its job could not be loaded, its seed row not
-/// read, or it was claimed ahead and shutdown came before it started). Its chunk goes back once its other records here are settled: otherwise lease
-/// renewal would keep it claimed, and this record unworked, for as long as this replica runs.
+/// read, or it was claimed ahead and shutdown came before it started). Its chunk goes back
+/// once its other records here are settled: otherwise lease renewal would keep it claimed, and
+/// this record unworked, for as long as this replica runs.
 async fn not_generated(inner: &Inner, rec: &ClaimedRecord) {
     let release = inner.settle([(rec.chunk, false)]);
     inner.release(&release).await;
