@@ -4,8 +4,9 @@
 //! four ways this service reaches a server (a child's stdio, streamable HTTP with or without
 //! OAuth, legacy SSE) compiled a copy of it, and of everything it calls, into the binary. Boxing
 //! the transport behind [`AnyTransport`] compiles the loop once; what it costs at run time is
-//! one allocation per message sent or received, beside a JSON encoding and a write to a pipe or
-//! socket.
+//! one allocation per message sent and one per turn of rmcp's event loop (which asks for the
+//! next message anew each turn): a few per tool call, beside its JSON encoding and its writes
+//! to a pipe or socket. The tool rows of bench/README.md do not show them.
 
 use futures::future::BoxFuture;
 use rmcp::RoleClient;
