@@ -53,6 +53,11 @@ enum Mode {
     },
 }
 
+/// jemalloc, as the product: the scale benches drive the doubles at tens of thousands of
+/// requests a second, where glibc's malloc was the largest part of the double's own CPU.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();

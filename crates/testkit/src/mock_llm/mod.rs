@@ -19,7 +19,6 @@ pub mod script;
 mod state;
 mod view;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -169,21 +168,11 @@ async fn images(State(st): State<Arc<MockState>>, headers: HeaderMap, body: Byte
 
 async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) -> Response {
     let parsed = serde_json::from_slice::<Value>(&raw).ok();
-    let body = parsed
-        .clone()
-        .unwrap_or_else(|| Value::String(String::from_utf8_lossy(&raw).into_owned()));
-    let view = View::of(api, &body);
-    let request = body.clone();
-    let headers: BTreeMap<String, String> = headers
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.to_string(),
-                String::from_utf8_lossy(v.as_bytes()).into_owned(),
-            )
-        })
-        .collect();
-    let (seq, delay, plan, _in_flight) = st.begin(&view, headers, body, parsed.is_some());
+    let is_json = parsed.is_some();
+    let request =
+        parsed.unwrap_or_else(|| Value::String(String::from_utf8_lossy(&raw).into_owned()));
+    let view = View::of(api, &request);
+    let (seq, delay, plan, mut in_flight) = st.begin(&view, &headers, &request, is_json);
     if !delay.is_zero() {
         tokio::time::sleep(delay).await;
     }
@@ -221,7 +210,7 @@ async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) ->
         }
         Plan::Reset => (None, reset_response()),
     };
-    st.finish(seq, status);
+    in_flight.answered(status);
     resp
 }
 
