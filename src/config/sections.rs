@@ -245,6 +245,10 @@ pub struct WorkersConfig {
     /// when this replica's last claim found nothing and no record it started is still on its
     /// way to the writer.
     pub write_interval_ms: u64,
+    /// Most batches written at once. `None`: one per core this process may use. The
+    /// database lowers it to what it can write side by side: 1 on SQLite (one writer at a
+    /// time), half of `database.max_connections` on Postgres.
+    pub writers: Option<u32>,
     /// Lease owner name; defaults to hostname plus a random suffix (unique per process).
     pub replica_id: Option<String>,
 }
@@ -260,6 +264,7 @@ impl Default for WorkersConfig {
             poll_interval_ms: 500,
             write_batch_size: 512,
             write_interval_ms: 50,
+            writers: None,
             replica_id: None,
         }
     }
@@ -293,6 +298,9 @@ impl WorkersConfig {
         if self.write_batch_size == 0 {
             out.push("config key `workers.write_batch_size`: must be at least 1".into());
         }
+        if self.writers == Some(0) {
+            out.push("config key `workers.writers`: must be at least 1".into());
+        }
     }
 
     /// Records this replica has started at once (see `max_in_flight`).
@@ -317,6 +325,16 @@ impl WorkersConfig {
     /// Records this replica holds a lease on at once: those started and those claimed ahead.
     pub fn lease_limit(&self) -> u32 {
         self.in_flight_limit().saturating_add(self.claim_ahead())
+    }
+
+    /// Batches written at once on a database that can take `parallel` writers side by side
+    /// (see `writers`).
+    pub fn writers(&self, parallel: usize) -> usize {
+        let wanted = self.writers.map_or_else(
+            || std::thread::available_parallelism().map_or(1, usize::from),
+            |w| usize::try_from(w).unwrap_or(usize::MAX),
+        );
+        wanted.min(parallel).max(1)
     }
 
     /// The lease duration.

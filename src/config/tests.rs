@@ -16,6 +16,24 @@ fn defaults_without_file() {
     assert_eq!(c.workers.count, 32);
 }
 
+/// The writers a pool runs: one per core unless set, never more than the database takes side
+/// by side (SQLite: one), never none.
+#[test]
+fn writers_are_bounded_by_the_database() {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let default = WorkersConfig::default();
+    assert_eq!(default.writers(1), 1, "SQLite: one writer");
+    assert_eq!(default.writers(64), cores.min(64), "one per core");
+    assert_eq!(default.writers(0), 1, "at least one");
+    let set = WorkersConfig {
+        writers: Some(3),
+        ..WorkersConfig::default()
+    };
+    assert_eq!(set.writers(5), 3);
+    assert_eq!(set.writers(2), 2, "the database's bound wins");
+    assert_eq!(set.writers(1), 1);
+}
+
 #[test]
 fn env_overrides_parse_scalars_and_create_sections() {
     let c = Config::from_value(
@@ -71,7 +89,7 @@ fn type_error_names_the_key() {
 fn every_semantic_problem_is_reported() {
     let err = Config::from_value(
         json!({
-            "workers": {"count": 0},
+            "workers": {"count": 0, "writers": 0},
             "model_configs": [{"alias": "m", "model": "x", "provider": "ghost"}],
             "mcp_providers": [{"name": "s", "provider_type": "stdio"}],
             "tool_configs": [{"tool_alias": "t", "providers": ["nope"]}]
@@ -85,6 +103,7 @@ fn every_semantic_problem_is_reported() {
     let all = problems.join("\n");
     for needle in [
         "workers.count",
+        "workers.writers",
         "model_configs[0].provider",
         "mcp_providers[0].command",
         "tool_configs[0].providers[0]",

@@ -413,6 +413,15 @@ pub trait QueueStore: Send + Sync {
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError>;
 
+    /// How many [`QueueStore::complete_records`] calls may usefully run at once. SQLite takes
+    /// one writer at a time, so one (the default). Postgres writes transactions side by side:
+    /// half of its pool, so the claims, lease renewals and the API keep the other half. One
+    /// writer kept one Postgres backend busy and held the quickstart job to one core's worth
+    /// of writing however many cores the service had (bench/README.md, "Cores").
+    fn parallel_writes(&self) -> usize {
+        1
+    }
+
     /// Gives chunks back to the queue (lease cleared, claimable at once, not counted as an
     /// expiry) if `owner` holds them; used on shutdown for records that did not finish in
     /// time, and for records that could not be run now.

@@ -206,7 +206,8 @@ impl WorkerPool {
     pub async fn run(self, shutdown: CancellationToken, drain: Duration) {
         let inner = self.inner;
         let cfg = inner.cfg.clone();
-        tracing::info!(worker.owner = %inner.owner, workers = cfg.count, "worker pool started");
+        tracing::info!(worker.owner = %inner.owner, workers = cfg.count,
+            writers = cfg.writers(inner.store.parallel_writes()), "worker pool started");
         // One batch queued while one is written: results past that wait in their tasks,
         // holding their leases, so the writer's backlog bounds claiming.
         let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1));

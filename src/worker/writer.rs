@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
 use super::Inner;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
@@ -23,9 +24,16 @@ pub struct Finished {
 }
 
 /// Runs until every sender is dropped and the last batch is written.
+///
+/// With one writer (SQLite) each batch is written before the next is gathered. With several
+/// (Postgres), up to that many batches are written at once, each in its own transaction,
+/// while the next gathers: each batch settles its own leases and reports its own jobs, as
+/// replicas writing the same job side by side already do, so nothing orders them.
 pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
     let max = inner.cfg.write_batch_size.max(1);
     let interval = Duration::from_millis(inner.cfg.write_interval_ms);
+    let writers = inner.cfg.writers(inner.store.parallel_writes());
+    let mut writing = JoinSet::new();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
         let deadline = tokio::time::Instant::now() + interval;
@@ -44,7 +52,25 @@ pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
                 () = tokio::time::sleep_until(deadline) => break,
             }
         }
-        write(&inner, batch).await;
+        if writers == 1 {
+            write(&inner, batch).await;
+            continue;
+        }
+        while writing.len() >= writers {
+            joined(writing.join_next().await);
+        }
+        let inner = inner.clone();
+        writing.spawn(async move { write(&inner, batch).await });
+    }
+    while let Some(done) = writing.join_next().await {
+        joined(Some(done));
+    }
+}
+
+/// Logs a batch write that panicked (its transaction rolled back, so nothing half-written).
+fn joined(done: Option<Result<(), tokio::task::JoinError>>) {
+    if let Some(Err(e)) = done {
+        tracing::error!(error = %e, "a batch write panicked; its records were not written");
     }
 }
 

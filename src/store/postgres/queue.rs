@@ -85,6 +85,11 @@ where
 
 #[async_trait]
 impl QueueStore for PgStore {
+    fn parallel_writes(&self) -> usize {
+        let pool = usize::try_from(self.pool.options().get_max_connections()).unwrap_or(1);
+        (pool / 2).max(1)
+    }
+
     async fn claim(
         &self,
         owner: &str,
