@@ -27,17 +27,24 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               of its backends wait on locks, and the exactly-once check (one completed row per
               index; with tools, exactly 3 LLM requests and 2 tool calls per record)
 
+--cpus N pins each replica of the service to N cores of its own (replica i: cores i*N to
+i*N+N-1; its runtime then sizes itself to N) and the test doubles, the stdio MCP server included,
+to --doubles-cpus (default: every core after the replicas'); a Postgres server is not touched, so
+pin it yourself (bench/device.sh does). With --cpus, tools-cpu and quickstart rows also report
+the busiest threads of the service (share of the run's wall time each kept a core busy) and the
+CPU the test doubles (or the Postgres processes) spent, so a row says which side ran out first.
+
 --in-flight N sets workers.count, workers.max_in_flight and the model's
 max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
 to an OTLP/HTTP sink in this process, which answers every export at once; the row then says
 what the sink received and what the service counted (exported, dropped, failed). Build first with `cargo build --release --workspace`.
 Standard library only; traffic stays on 127.0.0.1; every run stops by itself.
 """
-import argparse, http.client, json, os, signal, subprocess, sys, tempfile, threading, time, uuid
+import argparse, http.client, json, os, signal, socket, subprocess, sys, tempfile, threading, time, uuid
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from llm import ROOT, cpu_s, free_port, get, peak_rss_mib, release_bin, ts, wait_ready
+from llm import ROOT, TICK, cpu_s, free_port, get, peak_rss_mib, release_bin, ts, wait_ready
 
 TERMINAL = ("completed", "failed", "cancelled")
 # --synthgate PATH: another build of the service (before/after comparisons); the doubles stay.
@@ -48,6 +55,75 @@ PERF = None
 WORKERS = {}
 # --otlp: the sink the service exports its spans to (see OtlpSink).
 OTLP = None
+# --mcp-transport: how the tools jobs reach mock-mcp (a stdio child, or streamable HTTP).
+MCP_TRANSPORT = "stdio"
+# --cpus N: cores per replica (None: not pinned); --doubles-cpus: the test doubles' cores.
+CPUS = None
+DOUBLES_CPUS = None
+
+
+def wait_port(port, timeout_s=20):
+    """Waits until something accepts connections on 127.0.0.1:port."""
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    sys.exit(f"nothing listens on 127.0.0.1:{port}")
+
+
+def cpu_list(text):
+    """'8-15' or '0,2,4' (or a mix) as a sorted list of core numbers."""
+    out = set()
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return sorted(out)
+
+
+def pin(cpus):
+    """A Popen preexec_fn that pins the child to `cpus` before it execs (so every thread it
+    starts inherits them), or None when not pinning."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def thread_cpu(pid):
+    """{tid: (thread name, CPU seconds)} of every live thread of `pid`."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        out[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+    return out
+
+
+def busiest(before, after, secs, k=5):
+    """The k threads that spent the most CPU between two `thread_cpu` snapshots, each as the
+    share of `secs` it kept a core busy: a thread near 1.0 is a serial limit."""
+    spent = sorted(((cpu - before.get(tid, ("", 0.0))[1], name)
+                    for tid, (name, cpu) in after.items()), reverse=True)[:k]
+    return [[name, round(d / secs, 2)] for d, name in spent if secs > 0]
+
+
+def children(pid):
+    """The pids whose parent is `pid` (the stdio MCP server the service started)."""
+    out = []
+    for p in os.listdir("/proc"):
+        if p.isdigit():
+            try:
+                with open(f"/proc/{p}/stat") as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(p))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
 
 
 class OtlpSink:
@@ -112,6 +188,9 @@ class Service:
         self.pg, self.tmp = pg, tempfile.mkdtemp(prefix="synthgate-scale-")
         self.procs, self.dbname, self.mport = [], None, None
         ports = [free_port() for _ in range(replicas)]
+        self.svc_cpus = [list(range(i * CPUS, (i + 1) * CPUS)) if CPUS else None
+                         for i in range(replicas)]
+        doubles = DOUBLES_CPUS or (list(range(replicas * CPUS, os.cpu_count())) if CPUS else None)
         sport = ports[0]
         self.base = f"http://127.0.0.1:{sport}"
         self.bases = [f"http://127.0.0.1:{p}" for p in ports]
@@ -136,7 +215,7 @@ class Service:
                            **({"rules": TOOLS_RULES} if tools else {})}, f)
             self.procs.append(subprocess.Popen(
                 [release_bin("mock-llm"), "--port", str(self.mport), "--script", script],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pin(doubles)))
             cfg += f"""model_providers:
   - {{name: mock, endpoint: "http://127.0.0.1:{self.mport}/v1"}}
 model_configs:
@@ -145,13 +224,38 @@ model_configs:
     provider: mock
     inference_parameters: {{max_parallel_requests: {in_flight}}}
 """
-        if tools:
+        self.mcp = None
+        if tools and MCP_TRANSPORT == "http":
+            # The MCP double as a server of its own, over streamable HTTP: no one pipe.
             self.events = os.path.join(self.tmp, "mcp-events.log")
+            port = free_port()
+            self.mcp = subprocess.Popen(
+                [release_bin("mock-mcp"), "http", "--addr", f"127.0.0.1:{port}"],
+                env=dict(os.environ, MOCK_MCP_EVENTS=self.events), stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, preexec_fn=pin(doubles))
+            self.procs.append(self.mcp)
+            wait_port(port)
+            cfg += f"""mcp_providers:
+  - name: mock
+    provider_type: streamable_http
+    endpoint: http://127.0.0.1:{port}/mcp
+tool_configs:
+  - {{tool_alias: tools, providers: [mock]}}
+"""
+        elif tools:
+            self.events = os.path.join(self.tmp, "mcp-events.log")
+            # The service starts the MCP server, which would inherit the service's cores: a
+            # pinned run execs it through Python, which moves it to the doubles' cores first.
+            command, args = release_bin("mock-mcp"), ["stdio"]
+            if doubles:
+                code = ("import os, sys; os.sched_setaffinity(0, %r); "
+                        "os.execv(sys.argv[1], sys.argv[1:])" % (doubles,))
+                command, args = sys.executable, ["-c", code, command, "stdio"]
             cfg += f"""mcp_providers:
   - name: mock
     provider_type: stdio
-    command: {release_bin("mock-mcp")}
-    args: [stdio]
+    command: {json.dumps(command)}
+    args: {json.dumps(args)}
     env: {{MOCK_MCP_EVENTS: {self.events}}}
 tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
@@ -169,7 +273,7 @@ tool_configs:
                 f.write(cfg.replace(f"port: {sport}}}", f"port: {port}}}", 1))
             self.svcs.append(subprocess.Popen(
                 [SYNTHGATE or release_bin("synthgate"), "serve", "--config", path],
-                cwd=ROOT, stdout=subprocess.DEVNULL, env=env))
+                cwd=ROOT, stdout=subprocess.DEVNULL, env=env, preexec_fn=pin(self.svc_cpus[i])))
         self.svc = self.svcs[0]
         self.procs.extend(self.svcs)
 
@@ -193,9 +297,10 @@ tool_configs:
         if getattr(self, "perf", None):
             self.perf.send_signal(signal.SIGINT)
             self.perf.wait(timeout=120)
+        # The services first, each waited for, so they close their MCP sessions while the
+        # doubles still answer; then the doubles.
         for p in reversed(self.procs):
             p.terminate()
-        for p in reversed(self.procs):
             try:
                 p.wait(timeout=60)
             except subprocess.TimeoutExpired:
@@ -269,8 +374,45 @@ tool_configs:
         counts = {f"spans_{k}": c[f"synthgate_otel_spans_{k}_total"] for k in kinds}
         return {"otlp": {"requests": OTLP.requests, "bytes": OTLP.bytes, **counts}}
 
+    def doubles_cpu(self):
+        """CPU seconds of the test doubles: mock-llm, and the MCP servers the service started
+        (started at the first tool call, so absent before it)."""
+        out = {}
+        if self.mport:
+            out["mock_llm"] = cpu_s(self.procs[0].pid)
+        mcp = [self.mcp.pid] if self.mcp else [c for p in self.svcs for c in children(p.pid)]
+        if mcp:
+            out["mock_mcp"] = sum(cpu_s(c) for c in mcp)
+        return out
+
     def mock_stats(self):
         return get(f"http://127.0.0.1:{self.mport}/_mock/stats")["models"]["mock-writer"]
+
+
+class Probe:
+    """With --cpus: where a row's cores went between its creation and `summary`: how many
+    cores the service kept busy, its busiest threads, and the cores the test doubles (and the
+    Postgres server's processes) kept busy, so a row says which side ran out first."""
+
+    def __init__(self, s):
+        self.s, self.on = s, CPUS is not None
+        if self.on:
+            self.wall0, self.cpu0 = time.time(), s.cpu()
+            self.threads0, self.doubles0 = thread_cpu(s.svc.pid), s.doubles_cpu()
+            self.pg0 = sum(cpu_s(p) for p in postgres_pids()) if s.pg else None
+
+    def summary(self):
+        if not self.on:
+            return {}
+        s, wall = self.s, time.time() - self.wall0
+        busy = lambda cpu: round(cpu / wall, 2)
+        out = {"cpus": CPUS, "service_cores_busy": busy(s.cpu() - self.cpu0),
+               "busiest_threads": busiest(self.threads0, thread_cpu(s.svc.pid), wall),
+               "doubles_cores_busy": {k: busy(v - self.doubles0.get(k, 0.0))
+                                      for k, v in s.doubles_cpu().items()}}
+        if self.pg0 is not None:
+            out["postgres_cores_busy"] = busy(sum(cpu_s(p) for p in postgres_pids()) - self.pg0)
+        return out
 
 
 def run_secs(job):
@@ -283,9 +425,11 @@ def emit(row):
 
 def tools_cpu(a):
     with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
+        probe = Probe(s)
         cpu0 = s.cpu()
         job = s.wait(s.submit(TOOLS_JOB, a.n), a.n)
         cpu = s.cpu() - cpu0
+        cores = probe.summary()
         secs = run_secs(job)
         with open(s.events) as f:
             calls = sum(1 for l in f if l.startswith("call"))
@@ -294,7 +438,7 @@ def tools_cpu(a):
               "records_per_s": round(a.n / secs, 1),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
               "llm_requests": s.mock_stats()["requests"], "mcp_tool_calls": calls,
-              "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel()})
+              "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel(), **cores})
 
 
 class RssSplit(threading.Thread):
@@ -434,18 +578,20 @@ def quickstart_yaml():
 def quickstart(a):
     yaml = quickstart_yaml()
     with Service(a.pg) as s:
+        probe = Probe(s)
         cpu0 = s.cpu()
         t0 = time.time()
         r = s.submit_yaml(yaml, a.n)
         job = s.wait(r, a.n, deadline_s=3600)
         wall = time.time() - t0
         cpu = s.cpu() - cpu0
+        cores = probe.summary()
         secs = run_secs(job)
         emit({"scenario": "quickstart", "backend": s.backend, "records": a.n,
               "wall_s": round(wall, 2), "generate_s": round(secs, 2),
               "records_per_s": round(a.n / secs, 1), "cpu_s": round(cpu, 2),
               "cpu_us_per_record": round(cpu * 1e6 / a.n, 1), "peak_rss_mib": s.rss_mib(),
-              **s.db_bytes()})
+              **s.db_bytes(), **cores})
 
 
 class PgWatch(threading.Thread):
@@ -518,12 +664,14 @@ def replicas(a):
     tools = a.workload == "tools"
     with Service(a.pg, llm=tools, tools=tools, latency_ms=0, in_flight=a.in_flight,
                  replicas=a.replicas) as s:
+        probe = Probe(s)
         watch = PgWatch(s.db_url, s.dbname)
         before, cpu0 = watch.counters(), s.cpu()
         watch.start()
         job = s.submit(TOOLS_JOB, a.n) if tools else s.submit_yaml(quickstart_yaml(), a.n)
         job = s.wait(job, a.n, deadline_s=3600)
         cpu = s.cpu() - cpu0
+        cores = probe.summary()
         watch.halt()
         time.sleep(1.5)  # backends flush their statistics about once a second
         after = watch.counters()
@@ -551,7 +699,7 @@ def replicas(a):
               "db_backends_waiting_on_locks_avg": round(watch.waiting / max(watch.samples, 1), 3),
               "db_lock_waits_by_statement": dict(sorted(watch.waits.items(),
                                                         key=lambda kv: -kv[1])[:5]),
-              "exactly_once": once, "peak_rss_mib": s.rss_mib()})
+              "exactly_once": once, "peak_rss_mib": s.rss_mib(), **cores})
 
 
 def http_request(base, method, path, body, ctype):
@@ -625,11 +773,23 @@ def main():
                     help="replicas: synthgate processes sharing the --pg database")
     ap.add_argument("--workload", choices=["quickstart", "tools"], default="quickstart",
                     help="replicas: the quickstart config (CPU and writes) or the tools job")
+    ap.add_argument("--cpus", type=int, metavar="N",
+                    help="pin each replica of the service to N cores of its own, the doubles "
+                         "to --doubles-cpus, and report where the cores went")
+    ap.add_argument("--doubles-cpus", metavar="LIST", type=cpu_list,
+                    help="cores of mock-llm and mock-mcp, e.g. 8-15 (default: all the cores "
+                         "after the replicas')")
+    ap.add_argument("--mcp-transport", choices=["stdio", "http"], default="stdio",
+                    help="tools jobs: mock-mcp as the service's stdio child (one pipe), or as "
+                         "a streamable-HTTP server of its own")
     ap.add_argument("--otlp", action="store_true",
                     help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
-    global SYNTHGATE, PERF, OTLP
-    SYNTHGATE, PERF = a.synthgate, a.perf
+    global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT
+    SYNTHGATE, PERF, CPUS, DOUBLES_CPUS = a.synthgate, a.perf, a.cpus, a.doubles_cpus
+    MCP_TRANSPORT = a.mcp_transport
+    if CPUS and CPUS * a.replicas > os.cpu_count():
+        sys.exit(f"--cpus {CPUS} x {a.replicas} replicas: this machine has {os.cpu_count()} cores")
     OTLP = OtlpSink() if a.otlp else None
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
