@@ -475,3 +475,33 @@ backends!(
     last_batch,
     the_last_batch_does_not_wait_out_the_write_interval
 );
+
+/// With several batch writes at once (`workers.writers`; Postgres runs them side by side,
+/// SQLite one at a time), small batches of one job still store every record exactly once, and
+/// the job's counts and status come out as with one writer.
+async fn several_writers_store_each_record_once(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        c.workers.writers = Some(4);
+        c.workers.write_batch_size = 8;
+    })
+    .await;
+    let n = 600;
+    let (status, job) = app
+        .create_job(&json!({"config": sampler_config(), "num_records": n}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let done = app.wait_for_job(id, Duration::from_secs(120)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"]["completed"], n, "{done}");
+    assert_eq!(done["counts"]["failed"], 0, "{done}");
+    let records = app.all_records(id).await;
+    let indexes: HashSet<u64> = records
+        .iter()
+        .map(|r| r["index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(records.len(), n, "one record per index");
+    assert_eq!(indexes, (0..n as u64).collect(), "every index once");
+    app.stop().await;
+}
+backends!(several_writers, several_writers_store_each_record_once);
