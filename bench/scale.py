@@ -30,9 +30,11 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
 --cpus N pins each replica of the service to N cores of its own (replica i: cores i*N to
 i*N+N-1; its runtime then sizes itself to N) and the test doubles, the stdio MCP server included,
 to --doubles-cpus (default: every core after the replicas'); a Postgres server is not touched, so
-pin it yourself (bench/device.sh does). With --cpus, tools-cpu and quickstart rows also report
-the busiest threads of the service (share of the run's wall time each kept a core busy) and the
-CPU the test doubles (or the Postgres processes) spent, so a row says which side ran out first.
+pin it yourself (bench/device.sh does). With --cpus, tools-cpu, quickstart and replicas rows
+also report how many cores the service kept busy, its busiest threads (the share of the run's
+wall time each kept a core busy) and the cores the test doubles (or the Postgres processes)
+kept busy, so a row says which side ran out first. --mcp-transport http runs mock-mcp as a
+streamable-HTTP server of its own instead of the service's stdio child.
 
 --in-flight N sets workers.count, workers.max_in_flight and the model's
 max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)

@@ -208,8 +208,9 @@ impl WorkerPool {
         let cfg = inner.cfg.clone();
         tracing::info!(worker.owner = %inner.owner, workers = cfg.count,
             writers = cfg.writers(inner.store.parallel_writes()), "worker pool started");
-        // One batch queued while one is written: results past that wait in their tasks,
-        // holding their leases, so the writer's backlog bounds claiming.
+        // One batch queued while the writer gathers or writes (up to `writers` batches at
+        // once): results past that wait in their tasks, holding their leases, so the writer's
+        // backlog bounds claiming.
         let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1));
         let tasks = TaskTracker::new();
         let writer = tasks.spawn(writer::run(inner.clone(), rx));
