@@ -26,7 +26,8 @@ free -g | head -2
 
 mkdir -p target/release
 [ -f .devpack/bins.tar.xz ] && tar -C target/release -xJf .devpack/bins.tar.xz
-ls -la target/release/synthgate target/release/mock-llm target/release/mock-mcp || exit 1
+ls -la target/release/synthgate || exit 1
+ls -la target/release/mock-llm target/release/mock-mcp || echo "no test doubles: LLM and tool rows fail"
 target/release/synthgate --version || exit 1
 
 PG=${PG:-}
