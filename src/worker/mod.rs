@@ -206,14 +206,15 @@ impl WorkerPool {
     pub async fn run(self, shutdown: CancellationToken, drain: Duration) {
         let inner = self.inner;
         let cfg = inner.cfg.clone();
-        tracing::info!(worker.owner = %inner.owner, workers = cfg.count,
-            writers = cfg.writers(inner.store.parallel_writes()), "worker pool started");
+        let writers = cfg.writers(inner.store.parallel_writes());
+        tracing::info!(worker.owner = %inner.owner, workers = cfg.count, writers,
+            "worker pool started");
         // One batch queued while the writer gathers or writes (up to `writers` batches at
         // once): results past that wait in their tasks, holding their leases, so the writer's
         // backlog bounds claiming.
         let (tx, rx) = mpsc::channel::<Finished>(cfg.write_batch_size.max(1));
         let tasks = TaskTracker::new();
-        let writer = tasks.spawn(writer::run(inner.clone(), rx));
+        let writer = tasks.spawn(writer::run(inner.clone(), rx, writers));
         let stop_renew = CancellationToken::new();
         let renewer = tasks.spawn(renew_leases(inner.clone(), stop_renew.clone()));
         let gauges = tasks.spawn(gauges::report_queue(inner.clone(), stop_renew.clone()));

@@ -23,16 +23,16 @@ pub struct Finished {
     pub result: RecordResult,
 }
 
-/// Runs until every sender is dropped and the last batch is written.
+/// Runs until every sender is dropped and the last batch is written, with up to `writers`
+/// batch writes at once ([`crate::config::WorkersConfig::writers`]).
 ///
 /// With one writer (SQLite) each batch is written before the next is gathered. With several
 /// (Postgres), up to that many batches are written at once, each in its own transaction,
 /// while the next gathers: each batch settles its own leases and reports its own jobs, as
 /// replicas writing the same job side by side already do, so nothing orders them.
-pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>) {
+pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>, writers: usize) {
     let max = inner.cfg.write_batch_size.max(1);
     let interval = Duration::from_millis(inner.cfg.write_interval_ms);
-    let writers = inner.cfg.writers(inner.store.parallel_writes());
     let mut writing = JoinSet::new();
     while let Some(first) = rx.recv().await {
         let mut batch = vec![first];
