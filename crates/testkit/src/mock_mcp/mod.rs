@@ -54,6 +54,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
 use anyhow::Context as _;
+use axum::serve::ListenerExt;
 use rmcp::handler::server::tool::{ToolCallContext, ToolRouter};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
@@ -150,6 +151,12 @@ async fn serve_shared(
     if let Some((opts, stats)) = &shared_oauth {
         app = oauth::wrap(app, listener.local_addr()?, opts.clone(), stats.clone());
     }
+    // TCP_NODELAY, as real servers set it (uvicorn, Go's net/http): rmcp answers a POST as an
+    // SSE stream in several small writes, and with Nagle on each one after the first waits for
+    // the client's delayed ACK, some 40 ms per tool call.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await
