@@ -25,6 +25,10 @@ pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
 /// Claims that handed records to this replica; with [`RECORDS_CLAIMED`], the records per claim
 /// (one database round trip each).
 pub const CLAIMS: &str = "synthgate_claims_total";
+/// How long claims took (the transaction, waiting for a connection or SQLite's write lock
+/// included), empty ones too. Against the time between claims it says whether the database or
+/// the claim loop sets the pace.
+pub const CLAIM_SECONDS: &str = "synthgate_claim_seconds";
 /// Records handed to this replica by claims.
 pub const RECORDS_CLAIMED: &str = "synthgate_records_claimed_total";
 /// Per-record CPU sections (skip gates, prompts, expressions), by `path`: `inline` when the
@@ -38,6 +42,8 @@ pub const MCP_CALLS: &str = "synthgate_mcp_tool_calls_total";
 pub const MCP_CALL_SECONDS: &str = "synthgate_mcp_tool_call_seconds";
 /// MCP sessions opened, by `provider`.
 pub const MCP_SESSIONS_OPENED: &str = "synthgate_mcp_sessions_opened_total";
+/// MCP sessions open now, by `provider` (above 1 where a loaded provider opened more).
+pub const MCP_SESSIONS: &str = "synthgate_mcp_sessions";
 /// MCP sessions replaced after they died, by `provider`.
 pub const MCP_RECONNECTS: &str = "synthgate_mcp_reconnects_total";
 /// Failed MCP connects (after the quick retries), by `provider`.
@@ -132,7 +138,7 @@ const LATENCY_BUCKETS: [f64; 14] = [
 /// exporter's default summaries: buckets add up across replicas (`histogram_quantile` over
 /// `sum by (le)`), a summary's quantiles do not.
 fn latency_buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
-    [LLM_REQUEST_SECONDS, MCP_CALL_SECONDS]
+    [LLM_REQUEST_SECONDS, MCP_CALL_SECONDS, CLAIM_SECONDS]
         .into_iter()
         .fold(builder, |b, name| {
             let matcher = metrics_exporter_prometheus::Matcher::Full(name.to_owned());
@@ -172,6 +178,7 @@ fn describe() {
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
     metrics::describe_counter!(CLAIMS, "Claims that handed out records");
+    metrics::describe_histogram!(CLAIM_SECONDS, "Claim transactions, in seconds");
     metrics::describe_counter!(
         CPU_SECTIONS,
         "Per-record CPU sections, by whether they ran inline or on the CPU gate"
@@ -184,6 +191,7 @@ fn describe() {
         "MCP tool call latency"
     );
     metrics::describe_counter!(MCP_SESSIONS_OPENED, "MCP sessions opened");
+    metrics::describe_gauge!(MCP_SESSIONS, "MCP sessions open");
     metrics::describe_counter!(
         MCP_OAUTH_TOKENS,
         "OAuth access tokens obtained for MCP providers"

@@ -98,6 +98,13 @@ pub struct McpProviderConfig {
     /// Concurrent tool calls to this provider; absent = unbounded.
     #[serde(default)]
     pub max_concurrent_calls: Option<u32>,
+    /// Sessions a `shared` provider may open under load (one more whenever every open one
+    /// has [`crate::mcp::BUSY_SESSION_CALLS`] calls in flight), all behind one tool list.
+    /// One session's message loop caps a provider at some 20 thousand calls a second, and a
+    /// stdio server is one process; a stateless server scales with this. Default 1: a
+    /// second stdio child is a second process with its own state.
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: u32,
     /// How long a fetched tool list is trusted (a `list_changed` notice refreshes it sooner).
     #[serde(default = "default_tools_cache_ttl_sec")]
     pub tools_cache_ttl_sec: u64,
@@ -145,6 +152,9 @@ pub struct McpOAuthConfig {
 fn default_max_scope_upgrades() -> u32 {
     2
 }
+
+/// The most sessions one provider may open (`max_sessions`): a few per core of a large machine.
+pub const MAX_SESSIONS: u32 = 32;
 
 /// The JWT algorithms `private_key_jwt` may sign with.
 pub const OAUTH_SIGNING_ALGORITHMS: [&str; 5] = ["RS256", "RS384", "RS512", "ES256", "ES384"];
@@ -195,6 +205,10 @@ fn default_tools_cache_ttl_sec() -> u64 {
 
 fn default_connect_timeout_sec() -> f64 {
     30.0
+}
+
+fn default_max_sessions() -> u32 {
+    1
 }
 
 fn default_call_timeout_sec() -> f64 {
@@ -370,6 +384,16 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         if p.max_concurrent_calls == Some(0) {
             out.push(format!(
                 "config key `{key}.max_concurrent_calls`: must be at least 1"
+            ));
+        }
+        if !(1..=MAX_SESSIONS).contains(&p.max_sessions) {
+            out.push(format!(
+                "config key `{key}.max_sessions`: must be from 1 to {MAX_SESSIONS}"
+            ));
+        } else if p.max_sessions > 1 && p.session_scope != SessionScope::Shared {
+            out.push(format!(
+                "config key `{key}.max_sessions`: only a `shared` provider opens sessions by load; \
+                 `per_job` and `per_record` open one per job or record"
             ));
         }
         if let Some(o) = &p.oauth {

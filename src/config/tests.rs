@@ -182,6 +182,42 @@ fn a_models_mcp_servers_must_name_configured_mcp_providers() {
 }
 
 #[test]
+fn max_sessions_is_bounded_and_for_shared_providers_only() {
+    let cfg = |scope: &str, max_sessions: u32| {
+        json!({"mcp_providers": [{"name": "files", "command": "x",
+            "session_scope": scope, "max_sessions": max_sessions}]})
+    };
+    let c = Config::from_value(
+        json!({"mcp_providers": [{"name": "f", "command": "x"}]}),
+        &[],
+    )
+    .unwrap();
+    assert_eq!(c.mcp_providers[0].max_sessions, 1, "one session by default");
+    for ok in [cfg("shared", 1), cfg("shared", 32), cfg("per_record", 1)] {
+        Config::from_value(ok.clone(), &[]).unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    for (bad, message) in [
+        (cfg("shared", 0), "must be from 1 to 32"),
+        (cfg("shared", 33), "must be from 1 to 32"),
+        (
+            cfg("per_job", 2),
+            "only a `shared` provider opens sessions by load",
+        ),
+    ] {
+        let err = Config::from_value(bad.clone(), &[]).unwrap_err();
+        let ConfigError::Invalid(problems) = err else {
+            panic!("{err}")
+        };
+        assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
+        assert!(
+            problems[0].starts_with("config key `mcp_providers[0].max_sessions`: ")
+                && problems[0].contains(message),
+            "{bad}: {problems:?}"
+        );
+    }
+}
+
+#[test]
 fn llamafarm_spelling_is_accepted() {
     let c = Config::from_value(
         json!({"mcp_providers": [{"name": "h", "transport": "http", "base_url": "http://127.0.0.1:1/mcp"}]}),

@@ -5,9 +5,11 @@
 //! ```text
 //! McpPool (one per process)
 //!   └─ Provider (per mcp_providers[] entry)
-//!        ├─ slots: Shared | Job(id) | Record(id) → Connecting(shared future) | Ready(session)
+//!        ├─ slots: Shared(n) | Job(id) | Record(id) → Connecting(shared future) | Ready(session)
 //!        │     lazy connect, concurrent connects coalesced, dead sessions evicted and
-//!        │     reconnected (quick retries, then a cooldown), one retry of the failed call
+//!        │     reconnected (quick retries, then a cooldown), one retry of the failed call;
+//!        │     a shared provider calls on its least busy session and opens another (up to
+//!        │     max_sessions) when every one has BUSY_SESSION_CALLS calls in flight
 //!        ├─ ToolCache: one tools/list walk (all pages) for all callers; TTL; list_changed
 //!        └─ max_concurrent_calls semaphore
 //! ```
@@ -30,6 +32,11 @@ mod traced_http;
 pub use cache::{McpTool, ToolList};
 pub use error::McpError;
 pub use pool::McpPool;
+
+/// Calls in flight on each of a shared provider's sessions at which it opens one more (where
+/// `max_sessions` allows). Low enough that a loaded provider spreads out within a second, high
+/// enough that a few records calling tools never start a second process.
+pub const BUSY_SESSION_CALLS: usize = 8;
 
 use serde::Serialize;
 use utoipa::ToSchema;

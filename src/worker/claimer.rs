@@ -155,6 +155,7 @@ impl Claimer {
             max_lease_expiries: self.inner.cfg.max_lease_expiries,
             alone,
         };
+        let started = std::time::Instant::now();
         let claim = self
             .inner
             .store
@@ -165,6 +166,7 @@ impl Claimer {
                 policy,
             )
             .await;
+        metrics::histogram!(crate::metrics::CLAIM_SECONDS).record(started.elapsed().as_secs_f64());
         let claim = match claim {
             Ok(claim) => claim,
             Err(e) => {

@@ -165,6 +165,57 @@ backends!(
     two_hundred_records_share_one_session_and_one_tools_list
 );
 
+/// A shared provider with `max_sessions: 3` under load (60 records at a time, each holding a
+/// 200 ms call): it opens more sessions, never more than 3, keeps one tool list, and every
+/// record gets its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loaded_provider_opens_more_sessions_up_to_max_sessions() {
+    let events = Events::new();
+    let mut provider = mock_mcp_stdio("spread", &events.path);
+    provider["max_sessions"] = json!(3);
+    let (app, _mock) = app_with_tools(
+        Backend::Sqlite,
+        json!({"history_limit": 0, "rules": [
+            {"when": {"tool_result_contains": "slept 200ms"}, "reply": {"text": "done"}},
+            {"when": {"last_is_tool_result": true}, "reply": {"text": "lost"}},
+            {"when": {"has_tools": true},
+             "reply": {"tool_calls": [{"name": "slow", "arguments": {"ms": 200}}]}}
+        ]}),
+        vec![provider],
+        vec![tools("t", "spread")],
+        |c| c.workers.count = 60,
+    )
+    .await;
+    let done = run_job(&app, &tool_job("t", 180), WAIT).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"]["completed"], 180, "{done}");
+    assert_all_done(&app, &done, 180).await;
+
+    let servers = events.pids();
+    assert!(
+        (2..=3).contains(&servers.len()),
+        "sessions opened: {servers:?}"
+    );
+    let callers: BTreeSet<u32> = call_pids(&events, "slow").into_iter().collect();
+    assert!(callers.len() >= 2, "calls all went to {callers:?}");
+    assert_eq!(
+        events.count("list"),
+        1,
+        "one tool list: {:?}",
+        events.lines()
+    );
+    let open = metric(&app, "synthgate_mcp_sessions", "spread").await;
+    assert_eq!(open, servers.len() as f64);
+    let (status, tools) = app.get("/v1/tools").await;
+    assert_eq!(status, 200, "{tools}");
+    let spread = tools["providers"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == "spread"))
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(spread["sessions"], servers.len(), "{spread}");
+    app.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_stdio_server_is_replaced_and_no_record_is_lost() {
     let events = Events::new();

@@ -1,5 +1,6 @@
-//! The session pool: one live session per provider (or per job / per record for providers
-//! that opt out of sharing), connected lazily, replaced when it dies, closed on shutdown.
+//! The session pool: one live session per provider (a few under load where `max_sessions`
+//! allows, or one per job / per record for providers that opt out of sharing), connected
+//! lazily, replaced when it dies, closed on shutdown.
 //!
 //! This file holds the sessions and the pool's doors; `provider.rs` holds one provider's
 //! slots, health, reconnects, tool lists and calls.
@@ -7,6 +8,7 @@
 mod provider;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -41,7 +43,8 @@ const DEAD_POLL: Duration = Duration::from_millis(250);
 /// Which session a call uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Key {
-    Shared,
+    /// One of a shared provider's sessions: 0, and up to `max_sessions - 1` more under load.
+    Shared(u16),
     Job(Uuid),
     Record(Uuid),
 }
@@ -51,9 +54,38 @@ pub(crate) struct Session {
     peer: Peer<RoleClient>,
     /// Taken on close; dropping a `RunningService` would also end it, without waiting.
     service: Mutex<Option<Service>>,
+    /// Tool calls in flight on this session: what picks among a shared provider's sessions,
+    /// and what tells it to open another.
+    calls: AtomicUsize,
+}
+
+/// Counts a call on its session while it lives.
+struct InCall<'a>(&'a AtomicUsize);
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Session {
+    fn new(service: Service) -> Self {
+        Self {
+            peer: service.peer().clone(),
+            service: Mutex::new(Some(service)),
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    fn load(&self) -> usize {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn in_call(&self) -> InCall<'_> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        InCall(&self.calls)
+    }
+
     fn is_dead(&self) -> bool {
         self.peer.is_transport_closed()
     }

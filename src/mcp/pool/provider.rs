@@ -20,7 +20,7 @@ use tracing::field::Empty;
 use crate::config::{McpProviderConfig, SessionScope};
 use crate::mcp::cache::{Source, ToolCache, ToolList};
 use crate::mcp::connect::{self, Handler};
-use crate::mcp::{CallScope, McpError, ProviderState, ProviderStatus};
+use crate::mcp::{BUSY_SESSION_CALLS, CallScope, McpError, ProviderState, ProviderStatus};
 use crate::metrics as m;
 use crate::telemetry::SPANS;
 
@@ -90,7 +90,7 @@ impl Provider {
 
     pub(super) fn key(&self, scope: Option<&CallScope>) -> Key {
         match (self.cfg.session_scope, scope) {
-            (SessionScope::Shared, _) | (_, None) => Key::Shared,
+            (SessionScope::Shared, _) | (_, None) => Key::Shared(0),
             (SessionScope::PerJob, Some(s)) => Key::Job(s.job),
             (SessionScope::PerRecord, Some(s)) => Key::Record(s.record),
         }
@@ -119,6 +119,7 @@ impl Provider {
             Some(Slot::Ready(s)) if !s.is_dead() => return Ok(Ok(s)),
             Some(Slot::Ready(dead)) => {
                 slots.remove(&key);
+                self.count_sessions(&slots);
                 self.retire(dead, true);
             }
             Some(Slot::Connecting(_, f)) => return Ok(Err(f)),
@@ -189,10 +190,7 @@ impl Provider {
             drop(initialize);
             let message = match attempt {
                 Ok(Ok(service)) => {
-                    let session = Arc::new(Session {
-                        peer: service.peer().clone(),
-                        service: Mutex::new(Some(service)),
-                    });
+                    let session = Arc::new(Session::new(service));
                     return Ok(self.connected(key, id, session, started));
                 }
                 Ok(Err(message)) => message,
@@ -251,6 +249,7 @@ impl Provider {
         let ours = matches!(slots.get(&key), Some(Slot::Connecting(i, _)) if *i == id);
         if ours && !self.closing.is_cancelled() {
             slots.insert(key, Slot::Ready(session.clone()));
+            self.count_sessions(&slots);
         } else {
             // Shutdown or a scope release overtook the connect: close what we opened.
             self.retire(session.clone(), false);
@@ -260,9 +259,65 @@ impl Provider {
         if reconnect {
             metrics::counter!(m::MCP_RECONNECTS, "provider" => self.label()).increment(1);
         }
-        tracing::info!(mcp.provider = %self.name, reconnect, ms = started.elapsed().as_millis() as u64,
+        let lane = match key {
+            Key::Shared(n) => Some(n),
+            _ => None,
+        };
+        tracing::info!(mcp.provider = %self.name, reconnect, lane, ms = started.elapsed().as_millis() as u64,
             "MCP session open");
         session
+    }
+
+    /// Sets the open-sessions gauge from `slots`.
+    fn count_sessions(&self, slots: &HashMap<Key, Slot>) {
+        let open = slots
+            .values()
+            .filter(|s| matches!(s, Slot::Ready(_)))
+            .count();
+        metrics::gauge!(m::MCP_SESSIONS, "provider" => self.label()).set(open as f64);
+    }
+
+    /// The shared session a call goes to: the one with the fewest calls in flight. When even
+    /// that one has [`BUSY_SESSION_CALLS`] and `max_sessions` allows, another is connected in
+    /// the background (one at a time; the call does not wait for it). One session's message
+    /// loop, and a stdio server's single process, is what a loaded provider runs out of first.
+    fn lane(self: &Arc<Self>) -> Key {
+        let max = u16::try_from(self.cfg.max_sessions.max(1)).unwrap_or(u16::MAX);
+        if max == 1 {
+            return Key::Shared(0);
+        }
+        let slots = self.slots.lock().expect("slots lock");
+        let (mut best, mut connecting, mut free) = (None::<(u16, usize)>, None, None);
+        for n in 0..max {
+            match slots.get(&Key::Shared(n)) {
+                Some(Slot::Ready(s)) if !s.is_dead() => {
+                    let load = s.load();
+                    if best.is_none_or(|(_, l)| load < l) {
+                        best = Some((n, load));
+                    }
+                }
+                Some(Slot::Connecting(..)) => connecting = connecting.or(Some(n)),
+                _ => free = free.or(Some(n)),
+            }
+        }
+        drop(slots);
+        let Some((lane, load)) = best else {
+            // Nothing open: wait on the connect under way, or start lane 0's (or the first
+            // free one's, when lane 0 is being replaced).
+            return Key::Shared(connecting.or(free).unwrap_or(0));
+        };
+        if load >= BUSY_SESSION_CALLS
+            && connecting.is_none()
+            && let Some(n) = free
+            && let Ok(Err(connect)) = self.session_or_connect(Key::Shared(n))
+        {
+            tracing::info!(mcp.provider = %self.name, lane = n, calls = load,
+                "every MCP session is busy; opening another");
+            self.tasks.spawn(async move {
+                let _ = connect.await;
+            });
+        }
+        Key::Shared(lane)
     }
 
     fn abandon(&self, key: Key, id: u64, e: McpError) -> McpError {
@@ -279,6 +334,7 @@ impl Provider {
         let mut slots = self.slots.lock().expect("slots lock");
         if matches!(slots.get(&key), Some(Slot::Ready(s)) if Arc::ptr_eq(s, session)) {
             slots.remove(&key);
+            self.count_sessions(&slots);
             drop(slots);
             self.retire(session.clone(), true);
         }
@@ -377,13 +433,19 @@ impl Provider {
             Some(s) => Some(s.acquire().await.map_err(|_| McpError::ShuttingDown)?),
             None => None,
         };
+        let key = match key {
+            Key::Shared(_) => self.lane(),
+            other => other,
+        };
         let mut retried = false;
         loop {
             let session = self.session(key).await?;
-            let Some(answer) = session
+            let in_call = session.in_call();
+            let answer = session
                 .answer(session.peer.call_tool_once(params.clone()))
-                .await
-            else {
+                .await;
+            drop(in_call);
+            let Some(answer) = answer else {
                 // The transport closed and the request was left pending: the same case as a
                 // dead-session error, retried once on a new session.
                 self.evict(key, &session);
@@ -478,12 +540,15 @@ impl Provider {
     pub(super) fn take_sessions(&self, mut matches: impl FnMut(&Key) -> bool) -> Vec<Arc<Session>> {
         let mut slots = self.slots.lock().expect("slots lock");
         let keys: Vec<Key> = slots.keys().copied().filter(|k| matches(k)).collect();
-        keys.into_iter()
+        let taken = keys
+            .into_iter()
             .filter_map(|k| match slots.remove(&k) {
                 Some(Slot::Ready(s)) => Some(s),
                 _ => None,
             })
-            .collect()
+            .collect();
+        self.count_sessions(&slots);
+        taken
     }
 }
 
