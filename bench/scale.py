@@ -59,6 +59,8 @@ WORKERS = {}
 OTLP = None
 # --mcp-transport: how the tools jobs reach mock-mcp (a stdio child, or streamable HTTP).
 MCP_TRANSPORT = "stdio"
+# --mcp-sessions N: the MCP provider's max_sessions (sessions it may open under load).
+MCP_SESSIONS = 1
 # --cpus N: cores per replica (None: not pinned); --doubles-cpus: the test doubles' cores.
 CPUS = None
 DOUBLES_CPUS = None
@@ -112,6 +114,17 @@ def busiest(before, after, secs, k=5):
     spent = sorted(((cpu - before.get(tid, ("", 0.0))[1], name)
                     for tid, (name, cpu) in after.items()), reverse=True)[:k]
     return [[name, round(d / secs, 2)] for d, name in spent if secs > 0]
+
+
+def by_name(before, after, secs):
+    """Cores kept busy between two `thread_cpu` snapshots, summed by thread name: sqlx runs
+    each SQLite connection on a thread of its own, so the database's share is spread thin
+    over as many threads as the pool has connections."""
+    out = {}
+    for tid, (name, cpu) in after.items():
+        out[name] = out.get(name, 0.0) + cpu - before.get(tid, ("", 0.0))[1]
+    return {n: round(c / secs, 2) for n, c in sorted(out.items(), key=lambda x: -x[1])
+            if secs > 0 and c / secs >= 0.01}
 
 
 def children(pid):
@@ -241,6 +254,7 @@ model_configs:
   - name: mock
     provider_type: streamable_http
     endpoint: http://127.0.0.1:{port}/mcp
+    max_sessions: {MCP_SESSIONS}
 tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
 """
@@ -259,6 +273,7 @@ tool_configs:
     command: {json.dumps(command)}
     args: {json.dumps(args)}
     env: {{MOCK_MCP_EVENTS: {self.events}}}
+    max_sessions: {MCP_SESSIONS}
 tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
 """
@@ -366,6 +381,25 @@ tool_configs:
         claims, records = c["synthgate_claims_total"], c["synthgate_records_claimed_total"]
         return {"claims": claims, "records_per_claim": round(records / claims, 1) if claims else None}
 
+    def waits(self):
+        """Where a tool record's time goes, as the first replica saw it: the mean latency of
+        its LLM requests, MCP calls and claims (histogram sums over counts, all labels
+        together)."""
+        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
+            text = r.read().decode()
+        out = {}
+        for key, name in (("llm_mean_ms", "synthgate_llm_request_seconds"),
+                          ("mcp_call_mean_ms", "synthgate_mcp_tool_call_seconds"),
+                          ("claim_mean_ms", "synthgate_claim_seconds")):
+            total = {"_sum": 0.0, "_count": 0.0}
+            for line in text.splitlines():
+                for suffix in total:
+                    if line.startswith(name + suffix + "{") or line.startswith(name + suffix + " "):
+                        total[suffix] += float(line.rsplit(" ", 1)[1])
+            if total["_count"]:
+                out[key] = round(total["_sum"] * 1000 / total["_count"], 3)
+        return out
+
     def otel(self):
         """With --otlp: what the sink received and the service's span counters; else nothing."""
         if not OTLP:
@@ -408,8 +442,10 @@ class Probe:
             return {}
         s, wall = self.s, time.time() - self.wall0
         busy = lambda cpu: round(cpu / wall, 2)
+        threads = thread_cpu(s.svc.pid)
         out = {"cpus": CPUS, "service_cores_busy": busy(s.cpu() - self.cpu0),
-               "busiest_threads": busiest(self.threads0, thread_cpu(s.svc.pid), wall),
+               "busiest_threads": busiest(self.threads0, threads, wall),
+               "threads_by_name": by_name(self.threads0, threads, wall),
                "doubles_cores_busy": {k: busy(v - self.doubles0.get(k, 0.0))
                                       for k, v in s.doubles_cpu().items()}}
         if self.pg0 is not None:
@@ -429,17 +465,25 @@ def tools_cpu(a):
     with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
         probe = Probe(s)
         cpu0 = s.cpu()
+        sampler = InFlight(s.base)
+        sampler.start()
         job = s.wait(s.submit(TOOLS_JOB, a.n), a.n)
         cpu = s.cpu() - cpu0
         cores = probe.summary()
+        in_flight = sampler.summary()
         secs = run_secs(job)
         with open(s.events) as f:
-            calls = sum(1 for l in f if l.startswith("call"))
+            lines = f.readlines()
+        calls = sum(1 for l in lines if l.startswith("call"))
+        sessions = sum(1 for l in lines if l.startswith("init"))
+        stats = s.mock_stats()
         emit({"scenario": "tools-cpu", "backend": s.backend, "records": a.n,
               "in_flight": a.in_flight, "seconds": round(secs, 2),
               "records_per_s": round(a.n / secs, 1),
               "cpu_ms_per_record": round(cpu * 1000 / a.n, 3),
-              "llm_requests": s.mock_stats()["requests"], "mcp_tool_calls": calls,
+              "llm_requests": stats["requests"], "mcp_tool_calls": calls,
+              "mcp_sessions": sessions, **s.waits(), **in_flight,
+              "mock_max_in_flight": stats["max_in_flight"], **busy(stats, secs),
               "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel(), **cores})
 
 
@@ -468,6 +512,35 @@ class RssSplit(threading.Thread):
         self.join()
         return {"at_peak_anon_mib": round(self.peak.get("RssAnon", 0) / 1024, 1),
                 "at_peak_file_mib": round(self.peak.get("RssFile", 0) / 1024, 1)}
+
+
+class InFlight(threading.Thread):
+    """Reads `synthgate_records_in_flight` from /metrics every 20 ms until stopped: with the
+    records/s, Little's law gives how long a record spends in the service, to set against the
+    time it waits on the model and the tools."""
+
+    def __init__(self, base):
+        super().__init__(daemon=True)
+        self.base, self.samples = base, []
+        self.stop = threading.Event()
+
+    def run(self):
+        while not self.stop.wait(0.02):
+            try:
+                with urllib.request.urlopen(self.base + "/metrics", timeout=10) as r:
+                    text = r.read().decode()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("synthgate_records_in_flight "):
+                    self.samples.append(float(line.split()[1]))
+
+    def summary(self):
+        self.stop.set()
+        self.join()
+        # The first and last samples are taken before the claims start and after they end.
+        v = [x for x in self.samples if x > 0] or [0.0]
+        return {"records_in_flight_mean": round(sum(v) / len(v), 1), "records_in_flight_max": max(v)}
 
 
 class Sampler(threading.Thread):
@@ -784,12 +857,14 @@ def main():
     ap.add_argument("--mcp-transport", choices=["stdio", "http"], default="stdio",
                     help="tools jobs: mock-mcp as the service's stdio child (one pipe), or as "
                          "a streamable-HTTP server of its own")
+    ap.add_argument("--mcp-sessions", type=int, default=1, metavar="N",
+                    help="tools jobs: the MCP provider's max_sessions (more sessions under load)")
     ap.add_argument("--otlp", action="store_true",
                     help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
-    global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT
+    global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT, MCP_SESSIONS
     SYNTHGATE, PERF, CPUS, DOUBLES_CPUS = a.synthgate, a.perf, a.cpus, a.doubles_cpus
-    MCP_TRANSPORT = a.mcp_transport
+    MCP_TRANSPORT, MCP_SESSIONS = a.mcp_transport, a.mcp_sessions
     if CPUS and CPUS * a.replicas > os.cpu_count():
         sys.exit(f"--cpus {CPUS} x {a.replicas} replicas: this machine has {os.cpu_count()} cores")
     OTLP = OtlpSink() if a.otlp else None
