@@ -222,6 +222,11 @@ async fn serve_connection(
     shutdown: CancellationToken,
     abort: CancellationToken,
 ) {
+    // TCP_NODELAY, as Go's net/http and most servers set it: a streamed answer (job events,
+    // the MCP endpoint's SSE, an export) goes out in small writes, and with Nagle on each one
+    // after the first waits for the client's delayed ACK, up to 40 ms. A failure only loses
+    // that.
+    let _ = stream.set_nodelay(true);
     let io = TokioIo::new(Tracked::new(stream, conn.clone(), registry.clone()));
     let service = {
         let conn = conn.clone();
