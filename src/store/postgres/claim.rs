@@ -1,8 +1,7 @@
 //! A claim's statements on Postgres ([`ClaimSteps`]), in one read-committed transaction. The
 //! stale chunks it reads are locked `for update skip locked`, so concurrent claimers (in one
 //! process or many) never take the same one; a new chunk is carved under the job row's lock
-//! (`for no key update`), which re-reads `claimed_upto` after waiting, so no index is carved
-//! twice.
+//! (`for update`), which re-reads `claimed_upto` after waiting, so no index is carved twice.
 //! Every timestamp, lease expiry included, is the database's `now()`: replicas whose clocks
 //! disagree still agree on when a lease has expired.
 
@@ -42,18 +41,19 @@ const CLAIMABLE_JOBS: &str = "\
     order by j.id";
 
 /// Carves the next chunk of up to `$2` indexes off job `$1` and leases it to `$3` for `$4`.
-/// The job row's lock serializes carvers of one job; it re-reads `claimed_upto` on the latest
-/// row version after waiting, so no index is carved twice. `for no key update`, the lock the
-/// `update` below takes anyway, rather than `for update`: every batch write that inserts a
-/// record of the job holds a key-share lock on the job row (the foreign key) until it commits,
-/// which `for update` waits for and `for no key update` does not. With `for update` each claim
-/// queued behind the batch writes under way, so claims took as long as writes (3.6 ms for 32
-/// records, 12 ms for 126, at 8 cores) and the claim loop set the pace of the replica.
+/// The job row's lock serializes carvers of one job; `for update` re-reads `claimed_upto` on
+/// the latest row version after waiting, so no index is carved twice. It also waits for every
+/// batch write in progress of the job (their foreign keys hold the row `for key share`), which
+/// makes a claim as slow as a write. `for no key update` does not wait for them and doubled one
+/// replica's tool records at 8 cores, but with four replicas the row, updated by carves while
+/// many writers key-share it, became a MultiXact convoy (85,000 -> 5,800 records/s; see
+/// bench/README.md, "Claims behind writes"): a claim cursor that no foreign key locks is the
+/// way out, not a weaker lock here.
 const CARVE: &str = "\
     with picked as ( \
         select id, claimed_upto as lo, least(claimed_upto + $2, num_records) as hi from jobs \
         where id = $1 and status in ('queued', 'running') and claimed_upto < num_records \
-        for no key update), \
+        for update), \
     moved as ( \
         update jobs j \
         set claimed_upto = p.hi, status = 'running', \

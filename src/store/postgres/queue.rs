@@ -7,8 +7,8 @@
 //! writers lock their own chunks in key order. Every statement that could wait on a chunk
 //! while holding a job row (cancel, finalize) skips locked chunks instead, so the locks these
 //! statements take by name form no cycle. The locks Postgres takes on its own (a foreign key's
-//! key-share lock on the job row, which a job's delete waits for; a unique index's
-//! wait on an insert under way) are not in that order, and a load test saw Postgres break one
+//! key-share lock on the job row, which a carve's `for update` waits for; a unique index's wait
+//! on an insert under way) are not in that order, and a load test saw Postgres break one
 //! cycle among them; so each operation here that may wait on a lock while holding another
 //! (claim, batch write, cancel, finalize, release) is one transaction that [`rerun`] runs
 //! again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip locked
