@@ -679,7 +679,8 @@ class PgWatch(threading.Thread):
         super().__init__(daemon=True)
         self.dbname = dbname
         self.stop, self.samples, self.waiting, self.active = threading.Event(), 0, 0, 0
-        # The statements seen waiting on a lock (their first 60 characters), with how often.
+        # The statements seen waiting on a lock (the wait event, their first 50 characters and
+        # the state and statement of the backends they wait for), with how often.
         self.waits = {}
         self.psql = subprocess.Popen(["psql", "-Atq", url], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, bufsize=1)
@@ -701,9 +702,12 @@ class PgWatch(threading.Thread):
             active, waiting, what = self.query(
                 "select count(*) filter (where state = 'active'), "
                 "count(*) filter (where wait_event_type = 'Lock'), "
-                "coalesce(string_agg(left(regexp_replace(query, '\\s+', ' ', 'g'), 60), '~') "
-                "filter (where wait_event_type = 'Lock'), '') "
-                f"from pg_stat_activity where datname = '{self.dbname}' and pid <> pg_backend_pid()")
+                "coalesce(string_agg(wait_event || ': ' "
+                "|| left(regexp_replace(query, '\\s+', ' ', 'g'), 50) || ' <- ' || coalesce(("
+                "select string_agg(b.state || ' ' || left(regexp_replace(b.query, '\\s+', ' ', "
+                "'g'), 40), ' | ') from pg_stat_activity b where b.pid = any(pg_blocking_pids(a.pid))"
+                "), '?'), '~') filter (where wait_event_type = 'Lock'), '') "
+                f"from pg_stat_activity a where datname = '{self.dbname}' and pid <> pg_backend_pid()")
             self.samples += 1
             self.active += int(active)
             self.waiting += int(waiting)
