@@ -279,8 +279,8 @@ impl Provider {
 
     /// The shared session a call goes to: the one with the fewest calls in flight. When even
     /// that one has [`BUSY_SESSION_CALLS`] and `max_sessions` allows, another is connected in
-    /// the background (one at a time; the call does not wait for it). One session's message
-    /// loop, and a stdio server's single process, is what a loaded provider runs out of first.
+    /// the background (one at a time; the call does not wait for it), so a busy stdio server
+    /// whose calls take real CPU gets a process per session instead of one.
     fn lane(self: &Arc<Self>) -> Key {
         let max = u16::try_from(self.cfg.max_sessions.max(1)).unwrap_or(u16::MAX);
         if max == 1 {
