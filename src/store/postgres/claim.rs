@@ -47,7 +47,7 @@ const CLAIMABLE_JOBS: &str = "\
 /// makes a claim as slow as a write. `for no key update` does not wait for them and doubled one
 /// replica's tool records at 8 cores, but with four replicas the row, updated by carves while
 /// many writers key-share it, became a MultiXact convoy (85,000 -> 5,800 records/s; see
-/// bench/README.md, "Claims behind writes"): a claim cursor that no foreign key locks is the
+/// bench/README.md, "Where a tool record waits"): a claim cursor that no foreign key locks is the
 /// way out, not a weaker lock here.
 const CARVE: &str = "\
     with picked as ( \
