@@ -134,18 +134,28 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0,
 ];
 
-/// The LLM and tool-call latencies as Prometheus histograms (buckets) rather than the
+/// Bucket bounds, in seconds, of the claim histogram: a claim takes one to a few milliseconds
+/// (bench/README.md), below the latency buckets' first bound.
+const CLAIM_BUCKETS: [f64; 12] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0,
+];
+
+/// The LLM, tool-call and claim latencies as Prometheus histograms (buckets) rather than the
 /// exporter's default summaries: buckets add up across replicas (`histogram_quantile` over
 /// `sum by (le)`), a summary's quantiles do not.
 fn latency_buckets(builder: PrometheusBuilder) -> PrometheusBuilder {
-    [LLM_REQUEST_SECONDS, MCP_CALL_SECONDS, CLAIM_SECONDS]
-        .into_iter()
-        .fold(builder, |b, name| {
-            let matcher = metrics_exporter_prometheus::Matcher::Full(name.to_owned());
-            // Fails only for an empty bucket list.
-            b.set_buckets_for_metric(matcher, &LATENCY_BUCKETS)
-                .expect("latency buckets are not empty")
-        })
+    [
+        (LLM_REQUEST_SECONDS, &LATENCY_BUCKETS[..]),
+        (MCP_CALL_SECONDS, &LATENCY_BUCKETS[..]),
+        (CLAIM_SECONDS, &CLAIM_BUCKETS[..]),
+    ]
+    .into_iter()
+    .fold(builder, |b, (name, buckets)| {
+        let matcher = metrics_exporter_prometheus::Matcher::Full(name.to_owned());
+        // Fails only for an empty bucket list.
+        b.set_buckets_for_metric(matcher, buckets)
+            .expect("latency buckets are not empty")
+    })
 }
 
 /// How often histogram samples are folded into their buckets.

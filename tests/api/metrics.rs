@@ -155,6 +155,11 @@ async fn job_aliases_are_not_labels(backend: Backend) {
                 && l.contains("model_alias=\"job_defined\"")),
         "{text}"
     );
+    // Claims, a millisecond or so each, have buckets of their own below the latency ones.
+    assert!(
+        text.contains("synthgate_claim_seconds_bucket{le=\"0.0005\"}"),
+        "{text}"
+    );
     app.stop().await;
 }
 backends!(job_alias_labels, job_aliases_are_not_labels);
