@@ -367,10 +367,14 @@ tool_configs:
         size = lambda p: os.path.getsize(p) if os.path.exists(p) else 0
         return {"sqlite_db_bytes": size(self.sqlite), "sqlite_wal_bytes": size(self.sqlite + "-wal")}
 
+    def metrics(self):
+        """The first replica's /metrics text."""
+        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
+            return r.read().decode()
+
     def counters(self, names):
         """The unlabelled counters `names` at the first replica's /metrics (0 when absent)."""
-        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
-            text = r.read().decode()
+        text = self.metrics()
         return {n: next((int(float(l[len(n) + 1:])) for l in text.splitlines()
                          if l.startswith(n + " ")), 0) for n in names}
 
@@ -385,8 +389,7 @@ tool_configs:
         """Where a tool record's time goes, as the first replica saw it: the mean latency of
         its LLM requests, MCP calls and claims (histogram sums over counts, all labels
         together)."""
-        with urllib.request.urlopen(self.base + "/metrics", timeout=60) as r:
-            text = r.read().decode()
+        text = self.metrics()
         out = {}
         for key, name in (("llm_mean_ms", "synthgate_llm_request_seconds"),
                           ("mcp_call_mean_ms", "synthgate_mcp_tool_call_seconds"),
