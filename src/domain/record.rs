@@ -227,7 +227,7 @@ named_enum! {
         SeedReadFailed = "seed_read_failed" in Worker:
             "the record's seed row could not be read from the dataset the job is bound to: the dataset is gone or its stored rows are damaged (when the database is unreachable the worker puts the record back in the queue instead)",
         InternalError = "internal_error" in Worker:
-            "generating the record hit a bug in the service (details only in the log); not retried",
+            "generating or storing the record hit a bug in the service (details only in the log); not retried",
         RecordAbandoned = "record_abandoned" in Worker:
             "the worker generating the record died `workers.max_lease_expiries` times",
         UnstorableValue = "unstorable_value" in Store:

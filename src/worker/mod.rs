@@ -31,11 +31,13 @@
 //! every lease while another key's job waits for it to finish.
 //!
 //! No record can take the pool down. A panic in a record's task fails that record with
-//! `internal_error` (stage `worker`) and frees its lease and slot. A record that kills the
-//! whole process (an abort) loses its lease at every crash; past `workers.max_lease_expiries`
-//! the next claim fails it with `record_abandoned` instead of running it again, and once its
-//! chunk is suspect it runs one record at a time, alone while it works (it gives the other
-//! leases back while it waits), so the records that ran next to it are not failed with it.
+//! `internal_error` (stage `worker`) and frees its lease and slot; a batch write that panics is
+//! written again one record at a time, and a record whose own write panics fails the same way
+//! (see `writer.rs`). A record that kills the whole process (an abort) loses its lease at every
+//! crash; past `workers.max_lease_expiries` the next claim fails it with `record_abandoned`
+//! instead of running it again, and once its chunk is suspect it runs one record at a time,
+//! alone while it works (it gives the other leases back while it waits), so the records that
+//! ran next to it are not failed with it.
 //!
 //! A cancel stops the job's records in flight on every replica within about a second (see
 //! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.

@@ -2,17 +2,19 @@
 //! then reports the batch to the job service (early shutdown on the error rate, finalizing).
 
 use std::collections::{BTreeSet, HashSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::Inner;
+use super::{Inner, faults};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
 use crate::domain::{JobId, RecordId};
 use crate::store::storable::make_storable;
-use crate::store::{ChunkKey, RecordResult, UsageCounts};
+use crate::store::{ChunkKey, RecordResult, StoreError, UsageCounts};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
@@ -67,10 +69,36 @@ pub(super) async fn run(inner: Arc<Inner>, mut rx: mpsc::Receiver<Finished>, wri
     }
 }
 
-/// Logs a batch write that panicked (its transaction rolled back, so nothing half-written).
+/// Logs a batch write task that panicked outside its store call (which [`complete`] catches).
 fn joined(done: Option<Result<(), tokio::task::JoinError>>) {
     if let Some(Err(e)) = done {
         tracing::error!(error = %e, "a batch write panicked; its records were not written");
+    }
+}
+
+/// Why one store write of results did not land.
+enum WriteError {
+    /// The store's answer: the database away, a conflict, or a value it refused.
+    Store(StoreError),
+    /// The write panicked (a bug under the store call; its transaction was dropped, so
+    /// nothing is half-written). The panic's text, for the log.
+    Panicked(String),
+}
+
+/// One store write of `results`, a panic in it caught. Uncaught, it would end the writer
+/// task (with one writer, every later batch would wait forever) or, with several, leave the
+/// batch's records counted in flight with their leases renewed until a restart. Caught, the
+/// batch is written record by record like one the database refused, so a panic that follows
+/// one record fails that record and the rest are written.
+async fn complete(inner: &Inner, results: &[RecordResult]) -> Result<Vec<RecordId>, WriteError> {
+    match AssertUnwindSafe(inner.store.complete_records(&inner.owner, results))
+        .catch_unwind()
+        .await
+    {
+        Ok(written) => written.map_err(WriteError::Store),
+        Err(payload) => Err(WriteError::Panicked(
+            faults::panic_message(&*payload).to_owned(),
+        )),
     }
 }
 
@@ -105,7 +133,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
     let mut backoff = Duration::from_millis(100);
     loop {
-        match inner.store.complete_records(&inner.owner, &results).await {
+        match complete(inner, &results).await {
             Ok(ids) => {
                 if ids.len() < results.len() {
                     tracing::warn!(
@@ -116,20 +144,30 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
                 written.extend(ids);
                 break;
             }
-            // The database refused a value the checks above did not foresee: retrying the
-            // batch would fail the same way forever, and hold every record in it.
-            Err(e) if e.is_data_error() => {
+            // The database refused a value the checks above did not foresee, or the write
+            // panicked: retrying the batch would fail the same way forever, and hold every
+            // record in it.
+            Err(WriteError::Store(e)) if e.is_data_error() => {
                 tracing::warn!(error = %e, records = results.len(),
                     "the database refused a value in the batch; writing its records one by one");
                 written = write_each(inner, results, &mut batch).await;
                 break;
             }
-            Err(e) if tokio::time::Instant::now() < give_up => {
+            Err(WriteError::Panicked(panic)) => {
+                tracing::error!(
+                    panic,
+                    records = results.len(),
+                    "a batch write panicked; writing its records one by one"
+                );
+                written = write_each(inner, results, &mut batch).await;
+                break;
+            }
+            Err(WriteError::Store(e)) if tokio::time::Instant::now() < give_up => {
                 tracing::warn!(error = %e, records = results.len(), "writing records failed; retrying");
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
-            Err(e) => {
+            Err(WriteError::Store(e)) => {
                 tracing::error!(error = %e, records = results.len(),
                     "writing records failed past the lease time; they will be re-run");
                 break;
@@ -194,10 +232,11 @@ fn count_metrics(inner: &Inner, batch: &[Meta]) {
     }
 }
 
-/// Writes `results` one at a time, after a batch failed on a value the database refused. A
-/// record it refuses alone fails with `unstorable_value` (values and traces dropped, usage
-/// kept: the requests were made), so the others are written and no record is retried forever.
-/// Any other error leaves that record to be re-run. Returns the ids written.
+/// Writes `results` one at a time, after a batch failed on a value the database refused or
+/// panicked. A record the database refuses alone fails with `unstorable_value`, one whose write
+/// panics alone with `internal_error` (values and traces dropped, usage kept: the requests were
+/// made), so the others are written and no record is retried forever. Any other error leaves
+/// that record to be re-run. Returns the ids written.
 async fn write_each(
     inner: &Inner,
     results: Vec<RecordResult>,
@@ -205,25 +244,38 @@ async fn write_each(
 ) -> HashSet<RecordId> {
     let mut written = HashSet::new();
     for (result, meta) in results.into_iter().zip(batch.iter_mut()) {
-        let e = match inner
-            .store
-            .complete_records(&inner.owner, std::slice::from_ref(&result))
-            .await
-        {
+        let error = match complete(inner, std::slice::from_ref(&result)).await {
             Ok(ids) => {
                 written.extend(ids);
                 continue;
             }
-            Err(e) if e.is_data_error() => e,
-            Err(e) => {
+            Err(WriteError::Store(e)) if e.is_data_error() => {
+                tracing::warn!(record.id = %result.id, error = %e,
+                    "the database refused the record's result; failing it with unstorable_value");
+                RecordError::new(
+                    RecordErrorCode::UnstorableValue,
+                    None,
+                    "the database refused to store the record's values or traces",
+                )
+            }
+            Err(WriteError::Panicked(panic)) => {
+                tracing::error!(record.id = %result.id, panic,
+                    "writing the record's result panicked; failing it with internal_error");
+                RecordError::new(
+                    RecordErrorCode::InternalError,
+                    None,
+                    "storing this record's result failed on an internal error (a bug in the \
+                     service, logged on the server); its values and traces were dropped and \
+                     the record is not retried",
+                )
+            }
+            Err(WriteError::Store(e)) => {
                 tracing::warn!(record.id = %result.id, error = %e,
                     "writing a record failed; it will be re-run");
                 continue;
             }
         };
-        tracing::warn!(record.id = %result.id, error = %e,
-            "the database refused the record's result; failing it with unstorable_value");
-        let refused = RecordResult {
+        let failed = RecordResult {
             id: result.id,
             job_id: result.job_id,
             index: result.index,
@@ -231,28 +283,22 @@ async fn write_each(
             attempts: result.attempts,
             outcome: RecordOutcome::Failed {
                 values: None,
-                error: RecordError::new(
-                    RecordErrorCode::UnstorableValue,
-                    None,
-                    "the database refused to store the record's values or traces",
-                ),
+                error: error.clone(),
             },
             traces: Vec::new(),
             usage: result.usage,
             tool_usage: result.tool_usage,
             media: Vec::new(),
         };
-        match inner
-            .store
-            .complete_records(&inner.owner, std::slice::from_ref(&refused))
-            .await
-        {
+        match complete(inner, std::slice::from_ref(&failed)).await {
             Ok(ids) => {
-                meta.error_code = Some(RecordErrorCode::UnstorableValue);
+                meta.error_code = Some(error.code);
                 written.extend(ids);
             }
-            Err(e) => tracing::warn!(record.id = %refused.id, error = %e,
+            Err(WriteError::Store(e)) => tracing::warn!(record.id = %failed.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
+            Err(WriteError::Panicked(panic)) => tracing::error!(record.id = %failed.id, panic,
+                "writing a record's failure panicked; it will be re-run"),
         }
     }
     written

@@ -1,6 +1,7 @@
-//! The writer's fallback when the database refuses a value that the checks before the write
-//! did not foresee: a store that answers like a database refusing a value (a real data error,
-//! from a real failing statement) for every write carrying a poisoned result (see [`Spy`]).
+//! The writer's fallback when a batch write fails on something retrying cannot fix: a store
+//! that answers like a database refusing a value (a real data error, from a real failing
+//! statement), or panics as a bug under the write would, for every write carrying a poisoned
+//! result (see [`Spy`]).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,24 +10,55 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use synthgate::config::WorkersConfig;
 use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::store::Store;
+use synthgate::store::{RecordErrorCode, RecordStage, Store};
 use synthgate::worker::WorkerPool;
 use tokio_util::sync::CancellationToken;
 
-use super::spy::Spy;
+use super::spy::{Poison, Spy};
 use super::{create, new_job};
 use crate::db::{TestDb, both_backends};
 
 both_backends!(a_refused_batch_is_written_record_by_record);
+both_backends!(a_batch_write_that_panics_fails_only_the_records_it_panics_on);
 
 /// The database refuses every batch holding a poisoned record, for its value. The writer does
 /// not retry such a batch as if the database were away (before, it did so for a lease time,
 /// then gave up, and the records were re-claimed and refused again, forever): it writes the
 /// records one by one, the poisoned ones fail with `unstorable_value` and the rest complete.
 async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
-    let refusing = Arc::new(Spy::new(&db, true));
+    let refusing = Arc::new(Spy::new(&db, Poison::Refuse));
     assert!(refusing.data_error().await.is_data_error());
-    let store: Arc<dyn Store> = refusing.clone();
+    let failed = run_poisoned(refusing, None).await;
+    for (code, stage) in failed {
+        assert_eq!(code, RecordErrorCode::UnstorableValue);
+        assert_eq!(stage, Some(RecordStage::Store));
+    }
+}
+
+/// Every batch write holding a poisoned record panics. Before, a panic ended the writer
+/// (with one writer, no later batch was written and the job never finished) or, with several,
+/// left its records counted in flight with their leases renewed until a restart. The writer
+/// catches it and writes the batch one record at a time: the poisoned ones fail with
+/// `internal_error`, the rest complete. Run with one writer (SQLite's) and with two.
+async fn a_batch_write_that_panics_fails_only_the_records_it_panics_on(db: TestDb) {
+    for writers in [1, 2] {
+        let panicking = Arc::new(Spy::new(&db, Poison::Panic));
+        let failed = run_poisoned(panicking, Some(writers)).await;
+        for (code, stage) in failed {
+            assert_eq!(code, RecordErrorCode::InternalError, "writers {writers}");
+            assert_eq!(stage, Some(RecordStage::Worker));
+        }
+    }
+}
+
+/// Runs a 40-record job whose `y` is poisoned where `x` is `b` through a pool over `spy`, and
+/// checks that it completed with every record stored and only poisoned ones failed, without
+/// values; returns the failed records' error codes and stages.
+async fn run_poisoned(
+    spy: Arc<Spy>,
+    writers: Option<u32>,
+) -> Vec<(RecordErrorCode, Option<RecordStage>)> {
+    let store: Arc<dyn Store> = spy.clone();
 
     let mut job = new_job(None, 40);
     job.config = json!({"columns": [
@@ -41,9 +73,10 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     // A long write interval, so the writer's batches hold records of both kinds.
     let workers = WorkersConfig {
         write_interval_ms: 200,
+        writers,
         ..WorkersConfig::default()
     };
-    let pool = WorkerPool::new(store.clone(), jobs, workers, "refused-writer".to_owned());
+    let pool = WorkerPool::new(store.clone(), jobs, workers, "poisoned-writer".to_owned());
     let stop = CancellationToken::new();
     let watch = async {
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -61,23 +94,22 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     let ((), end) = tokio::join!(pool.run(stop.clone(), Duration::from_secs(5)), watch);
 
     assert_eq!(end.status, JobStatus::Completed);
-    assert!(refusing.refused_batches.load(Ordering::Relaxed) > 0);
+    assert!(spy.refused_batches.load(Ordering::Relaxed) > 0);
     let records = store.list_records(job.id, None, None, 100).await.unwrap();
     assert_eq!(records.len(), 40);
-    let mut failed = 0;
+    let mut failed = Vec::new();
     for r in records {
         let values = r.values.clone().unwrap_or_default();
         if r.status == RecordStatus::Failed {
-            failed += 1;
             let e = r.error.expect("error");
-            assert_eq!(e.code, "unstorable_value", "{e:?}");
-            assert_eq!(e.stage, Some(synthgate::store::RecordStage::Store));
             assert_eq!(r.values, None);
+            failed.push((e.code, e.stage));
         } else {
             assert_eq!(r.status, RecordStatus::Completed, "{r:?}");
             assert_ne!(values["x"], "b", "{r:?}");
             assert_eq!(values["y"], values["x"]);
         }
     }
-    assert!(failed > 0);
+    assert!(!failed.is_empty());
+    failed
 }

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use serde_json::json;
 use synthgate::store::Store;
 
-use super::spy::Spy;
+use super::spy::{Poison, Spy};
 use super::{create, new_job};
 use crate::db::{TestDb, both_backends};
 
 both_backends!(a_job_or_a_page_of_jobs_is_one_round_trip);
 
 async fn a_job_or_a_page_of_jobs_is_one_round_trip(db: TestDb) {
-    let spy = Arc::new(Spy::new(&db, false));
+    let spy = Arc::new(Spy::new(&db, Poison::Pass));
     let store: Arc<dyn Store> = spy.clone();
     let jobs = super::spy::job_service(store.clone());
     let mut ids = Vec::new();

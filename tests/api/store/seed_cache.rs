@@ -9,7 +9,7 @@ use synthgate::datasets::seed_cache::{SeedBlocks, SeedReadError};
 use synthgate::datasets::{BLOCK_ROWS, DatasetId, DatasetSourceKind, import_rows};
 use synthgate::store::Store;
 
-use super::spy::Spy;
+use super::spy::{Poison, Spy};
 use crate::db::{TestDb, both_backends};
 
 both_backends!(
@@ -49,7 +49,7 @@ fn reads(spy: &Spy) -> usize {
 
 async fn concurrent_misses_on_a_block_make_one_query(db: TestDb) {
     let id = dataset(&*db.store, BLOCK_ROWS * 2, 0).await;
-    let spy = Arc::new(Spy::new(&db, false));
+    let spy = Arc::new(Spy::new(&db, Poison::Pass));
     let blocks = SeedBlocks::new(spy.clone(), 8 << 20);
     // 50 records of block 1 at once: one query between them.
     let rows = futures::future::join_all((0..50).map(|k| blocks.row(id, BLOCK_ROWS + k))).await;
@@ -71,7 +71,7 @@ async fn a_small_cache_reads_again_and_missing_rows_fail_cleanly(db: TestDb) {
     // Blocks of about 256 × 1 KiB: a 300 KiB budget holds one, not two. The last block is
     // 10 rows short.
     let id = dataset(&*db.store, BLOCK_ROWS * 2 - 10, 1024).await;
-    let spy = Arc::new(Spy::new(&db, false));
+    let spy = Arc::new(Spy::new(&db, Poison::Pass));
     let blocks = SeedBlocks::new(spy.clone(), 300 << 10);
     for round in 0..3 {
         assert_eq!(blocks.row(id, 0).await.unwrap().get()["i"], 0);

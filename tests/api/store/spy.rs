@@ -37,28 +37,38 @@ pub(super) fn job_service(store: Arc<dyn Store>) -> JobService {
     )
 }
 
-/// Delegates to a real store, noting the name of every call; with `refuse_poison`,
-/// `complete_records` fails with the database's own data error whenever a result's values
-/// hold the string `"poison"`.
+/// What [`Spy`]'s `complete_records` does with a write carrying a poisoned result (one whose
+/// values hold the string `"poison"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Poison {
+    /// Writes it like any other.
+    Pass,
+    /// Fails with the database's own data error, as a database refusing a value does.
+    Refuse,
+    /// Panics, as a bug under the store's write would.
+    Panic,
+}
+
+/// Delegates to a real store, noting the name of every call; `complete_records` treats
+/// poisoned results as `poison` says.
 pub(super) struct Spy {
     inner: Arc<dyn Store>,
     backend: Backend,
     url: String,
-    /// Fail writes of poisoned results.
-    refuse_poison: bool,
-    /// Refused writes of more than one result.
+    poison: Poison,
+    /// Refused (or panicked) writes of more than one result.
     pub(super) refused_batches: AtomicUsize,
     /// Names of the calls made, in order.
     calls: Mutex<Vec<&'static str>>,
 }
 
 impl Spy {
-    pub(super) fn new(db: &TestDb, refuse_poison: bool) -> Self {
+    pub(super) fn new(db: &TestDb, poison: Poison) -> Self {
         Self {
             inner: db.store.clone(),
             backend: db.backend,
             url: db.url.clone(),
-            refuse_poison,
+            poison,
             refused_batches: AtomicUsize::new(0),
             calls: Mutex::new(Vec::new()),
         }
@@ -199,9 +209,12 @@ impl QueueStore for Spy {
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
         self.note("complete_records");
-        if self.refuse_poison && results.iter().any(poisoned) {
+        if self.poison != Poison::Pass && results.iter().any(poisoned) {
             if results.len() > 1 {
                 self.refused_batches.fetch_add(1, Ordering::Relaxed);
+            }
+            if self.poison == Poison::Panic {
+                panic!("the test store's write panics on a poisoned result");
             }
             return Err(self.data_error().await);
         }
