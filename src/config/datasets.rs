@@ -202,12 +202,11 @@ impl DatasetsConfig {
                 ));
             }
         }
-        match reqwest::Url::parse(&self.hf.endpoint) {
-            Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-            _ => out.push(format!(
+        if super::http_url(&self.hf.endpoint).is_none() {
+            out.push(format!(
                 "config key `datasets.hf.endpoint`: '{}' is not an http(s) URL",
                 self.hf.endpoint
-            )),
+            ));
         }
         let max = crate::domain::models::MAX_TIMEOUT_SEC;
         if self.hf.timeout_sec == 0 || self.hf.timeout_sec > max {

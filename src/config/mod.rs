@@ -346,5 +346,14 @@ fn set_path(root: &mut Value, segments: &[String], new: Value) -> Result<(), Str
     Ok(())
 }
 
+/// `s` as an absolute http(s) URL with a host, the only kind an endpoint key takes: a prefix
+/// check alone let `http://` or `http://a b` through, to fail on every request instead of at
+/// start. The model client keeps the parsed URL, so requests do not parse it again.
+pub(crate) fn http_url(s: &str) -> Option<reqwest::Url> {
+    reqwest::Url::parse(s)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+}
+
 #[cfg(test)]
 mod tests;

@@ -304,7 +304,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
                 p.name
             ));
         }
-        if !(p.endpoint.starts_with("http://") || p.endpoint.starts_with("https://")) {
+        if super::http_url(&p.endpoint).is_none() {
             out.push(format!(
                 "config key `{key}.endpoint`: must be an http(s) URL"
             ));
@@ -365,7 +365,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
                 }
             }
             McpTransport::Sse | McpTransport::StreamableHttp => match &p.endpoint {
-                Some(e) if e.starts_with("http://") || e.starts_with("https://") => {}
+                Some(e) if super::http_url(e).is_some() => {}
                 Some(_) => out.push(format!(
                     "config key `{key}.endpoint`: must be an http(s) URL"
                 )),
@@ -424,7 +424,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         }
     }
     for (i, t) in cfg.tools.iter().enumerate() {
-        if !(t.endpoint.starts_with("http://") || t.endpoint.starts_with("https://")) {
+        if super::http_url(&t.endpoint).is_none() {
             out.push(format!(
                 "config key `tools[{i}].endpoint`: must be an http(s) URL"
             ));

@@ -112,6 +112,42 @@ fn every_semantic_problem_is_reported() {
     }
 }
 
+/// Every endpoint key takes an http(s) URL with a host, parsed: one that only starts like one
+/// (`http://`, a space in the host) used to pass and then fail on every request.
+#[test]
+fn endpoints_must_parse_as_http_urls() {
+    let err = Config::from_value(
+        json!({
+            "model_providers": [{"name": "a", "endpoint": "http://"},
+                                {"name": "b", "endpoint": "https://exa mple.com/v1"},
+                                {"name": "ok", "endpoint": "https://example.com/v1"}],
+            "mcp_providers": [{"name": "m", "provider_type": "streamable_http",
+                               "endpoint": "http://[::1/mcp"}],
+            "tools": [{"name": "t", "endpoint": "ftp://h/t"}],
+            "validators": {"remote_endpoints": ["https://:443/v"]},
+            "datasets": {"hf": {"endpoint": "https://"}}
+        }),
+        &[],
+    )
+    .unwrap_err();
+    let ConfigError::Invalid(problems) = err else {
+        panic!("{err}")
+    };
+    let all = problems.join("\n");
+    for needle in [
+        "`model_providers[0].endpoint`",
+        "`model_providers[1].endpoint`",
+        "`mcp_providers[0].endpoint`",
+        "`tools[0].endpoint`",
+        "`validators.remote_endpoints[0]`",
+        "`datasets.hf.endpoint`",
+    ] {
+        assert!(all.contains(needle), "missing {needle} in:\n{all}");
+    }
+    assert_eq!(problems.len(), 6, "{all}");
+    assert!(super::http_url("https://example.com/v1").is_some());
+}
+
 #[test]
 fn bounds_reserved_fields_and_allow_lists_are_checked() {
     let err = Config::from_value(

@@ -49,11 +49,10 @@ impl ValidatorsConfig {
             out.push("config key `validators.code_timeout_sec`: must be at least 1".into());
         }
         for (i, e) in self.remote_endpoints.iter().enumerate() {
-            match reqwest::Url::parse(e) {
-                Ok(u) if matches!(u.scheme(), "http" | "https") && u.host().is_some() => {}
-                _ => out.push(format!(
+            if super::http_url(e).is_none() {
+                out.push(format!(
                     "config key `validators.remote_endpoints[{i}]`: '{e}' is not an http(s) URL"
-                )),
+                ));
             }
         }
     }

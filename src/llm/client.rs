@@ -47,7 +47,8 @@ impl std::fmt::Debug for LlmClient {
 pub(super) struct Provider {
     pub(super) name: String,
     pub(super) kind: ProviderType,
-    url: String,
+    /// Parsed once: a URL given to reqwest as a string is parsed again on every request.
+    url: reqwest::Url,
     /// The configured endpoint without a trailing `/` (embeddings and images hang off it).
     pub(super) base: String,
     /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
@@ -62,7 +63,7 @@ impl std::fmt::Debug for Provider {
         f.debug_struct("Provider")
             .field("name", &self.name)
             .field("kind", &self.kind)
-            .field("url", &self.url)
+            .field("url", &self.url.as_str())
             .finish_non_exhaustive()
     }
 }
@@ -80,12 +81,13 @@ impl Provider {
         cfg: &ModelProviderConfig,
         env: &impl Fn(&str) -> Option<String>,
     ) -> Result<Self, LlmConfigError> {
-        if !(cfg.endpoint.starts_with("http://") || cfg.endpoint.starts_with("https://")) {
-            return Err(LlmConfigError::BadEndpoint {
-                provider: cfg.name.clone(),
-                endpoint: cfg.endpoint.clone(),
-            });
-        }
+        let bad_endpoint = || LlmConfigError::BadEndpoint {
+            provider: cfg.name.clone(),
+            endpoint: cfg.endpoint.clone(),
+        };
+        crate::config::http_url(&cfg.endpoint).ok_or_else(bad_endpoint)?;
+        let url = crate::config::http_url(&adapter::url(cfg.provider_type, &cfg.endpoint))
+            .ok_or_else(bad_endpoint)?;
         let bad_header = |header: &str| LlmConfigError::BadHeader {
             provider: cfg.name.clone(),
             header: header.to_owned(),
@@ -112,7 +114,7 @@ impl Provider {
         Ok(Self {
             name: cfg.name.clone(),
             kind: cfg.provider_type,
-            url: adapter::url(cfg.provider_type, &cfg.endpoint),
+            url,
             base: cfg.endpoint.trim_end_matches('/').to_owned(),
             headers,
             extra_body: cfg.extra_body.clone(),
@@ -308,7 +310,7 @@ impl LlmClient {
         &self,
         model: &ModelConfig,
         provider: &Provider,
-        url: &str,
+        url: &reqwest::Url,
         body: Result<Vec<u8>, String>,
         cancel: &CancellationToken,
         parse: impl Fn(&Value) -> Result<T, String>,
@@ -389,7 +391,7 @@ impl LlmClient {
     async fn attempt(
         &self,
         p: &Provider,
-        url: &str,
+        url: &reqwest::Url,
         body: Bytes,
         timeout: Duration,
     ) -> Result<Value, Failure> {
@@ -399,7 +401,7 @@ impl LlmClient {
             crate::telemetry::inject(&mut headers);
             let resp = self
                 .http
-                .post(url)
+                .post(url.clone())
                 .headers(headers)
                 .body(body)
                 .send()

@@ -150,7 +150,14 @@ impl LlmClient {
         let ip = &model.inference_parameters;
         let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body());
         apply_extra_body(&mut body, &extra);
-        let url = format!("{}/{path}", provider.base);
+        // `base` parsed at start and `path` is one of ours: this cannot fail in practice.
+        let url = reqwest::Url::parse(&format!("{}/{path}", provider.base)).map_err(|e| {
+            LlmError::InvalidResponse {
+                model: model.alias.clone(),
+                attempts: 0,
+                message: format!("cannot build the request URL: {e}"),
+            }
+        })?;
         self.exchange(
             model,
             provider,
