@@ -8,6 +8,27 @@ fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The problems `Config::from_value` reports for `value`, which must be refused.
+fn invalid(value: Value) -> Vec<String> {
+    match Config::from_value(value, &[]) {
+        Err(ConfigError::Invalid(problems)) => problems,
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("the config was accepted"),
+    }
+}
+
+/// Asserts that `problems` mention every one of `needles`, and with `count` that they are that
+/// many (so no needle hides a second problem).
+fn assert_mentions(problems: &[String], needles: &[&str], count: Option<usize>) {
+    let all = problems.join("\n");
+    for needle in needles {
+        assert!(all.contains(needle), "missing {needle} in:\n{all}");
+    }
+    if let Some(n) = count {
+        assert_eq!(problems.len(), n, "{all}");
+    }
+}
+
 #[test]
 fn defaults_without_file() {
     let c = Config::from_value(Value::Null, &[]).unwrap();
@@ -87,102 +108,82 @@ fn type_error_names_the_key() {
 
 #[test]
 fn every_semantic_problem_is_reported() {
-    let err = Config::from_value(
-        json!({
-            "workers": {"count": 0, "writers": 0},
-            "model_configs": [{"alias": "m", "model": "x", "provider": "ghost"}],
-            "mcp_providers": [{"name": "s", "provider_type": "stdio"}],
-            "tool_configs": [{"tool_alias": "t", "providers": ["nope"]}]
-        }),
-        &[],
-    )
-    .unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
-    let all = problems.join("\n");
-    for needle in [
-        "workers.count",
-        "workers.writers",
-        "model_configs[0].provider",
-        "mcp_providers[0].command",
-        "tool_configs[0].providers[0]",
-    ] {
-        assert!(all.contains(needle), "missing {needle} in:\n{all}");
-    }
+    let problems = invalid(json!({
+        "workers": {"count": 0, "writers": 0},
+        "model_configs": [{"alias": "m", "model": "x", "provider": "ghost"}],
+        "mcp_providers": [{"name": "s", "provider_type": "stdio"}],
+        "tool_configs": [{"tool_alias": "t", "providers": ["nope"]}]
+    }));
+    assert_mentions(
+        &problems,
+        &[
+            "workers.count",
+            "workers.writers",
+            "model_configs[0].provider",
+            "mcp_providers[0].command",
+            "tool_configs[0].providers[0]",
+        ],
+        None,
+    );
 }
 
 /// Every endpoint key takes an http(s) URL with a host, parsed: one that only starts like one
 /// (`http://`, a space in the host) used to pass and then fail on every request.
 #[test]
 fn endpoints_must_parse_as_http_urls() {
-    let err = Config::from_value(
-        json!({
-            "model_providers": [{"name": "a", "endpoint": "http://"},
-                                {"name": "b", "endpoint": "https://exa mple.com/v1"},
-                                {"name": "ok", "endpoint": "https://example.com/v1"}],
-            "mcp_providers": [{"name": "m", "provider_type": "streamable_http",
-                               "endpoint": "http://[::1/mcp"}],
-            "tools": [{"name": "t", "endpoint": "ftp://h/t"}],
-            "validators": {"remote_endpoints": ["https://:443/v"]},
-            "datasets": {"hf": {"endpoint": "https://"}}
-        }),
-        &[],
-    )
-    .unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
-    let all = problems.join("\n");
-    for needle in [
-        "`model_providers[0].endpoint`",
-        "`model_providers[1].endpoint`",
-        "`mcp_providers[0].endpoint`",
-        "`tools[0].endpoint`",
-        "`validators.remote_endpoints[0]`",
-        "`datasets.hf.endpoint`",
-    ] {
-        assert!(all.contains(needle), "missing {needle} in:\n{all}");
-    }
-    assert_eq!(problems.len(), 6, "{all}");
+    let problems = invalid(json!({
+        "model_providers": [{"name": "a", "endpoint": "http://"},
+                            {"name": "b", "endpoint": "https://exa mple.com/v1"},
+                            {"name": "ok", "endpoint": "https://example.com/v1"}],
+        "mcp_providers": [{"name": "m", "provider_type": "streamable_http",
+                           "endpoint": "http://[::1/mcp"}],
+        "tools": [{"name": "t", "endpoint": "ftp://h/t"}],
+        "validators": {"remote_endpoints": ["https://:443/v"]},
+        "datasets": {"hf": {"endpoint": "https://"}}
+    }));
+    assert_mentions(
+        &problems,
+        &[
+            "`model_providers[0].endpoint`",
+            "`model_providers[1].endpoint`",
+            "`mcp_providers[0].endpoint`",
+            "`tools[0].endpoint`",
+            "`validators.remote_endpoints[0]`",
+            "`datasets.hf.endpoint`",
+        ],
+        Some(6),
+    );
     assert!(super::http_url("https://example.com/v1").is_some());
 }
 
 #[test]
 fn bounds_reserved_fields_and_allow_lists_are_checked() {
-    let err = Config::from_value(
-        json!({
-            "model_providers": [{"name": "p", "endpoint": "http://h/v1", "extra_body": {"stream": true}}],
-            "model_configs": [{"alias": "m", "model": "x", "provider": "p",
-                "inference_parameters": {"timeout": 100000, "extra_body": {"model": "y", "seed": 1}}}],
-            "mcp_providers": [{"name": "s", "command": "x", "call_timeout_sec": 1e300}],
-            "tool_configs": [{"tool_alias": "t", "providers": ["s"], "timeout_sec": 1e300}],
-            "tools": [{"name": "i", "endpoint": "http://h/i", "timeout_sec": -1}],
-            "limits": {"max_metadata_bytes": 0},
-            "auth": {"api_keys": [{"name": "k", "key": "0123456789abcdef",
-                "allow_models": ["m", "ghost"], "allow_tools": ["t", "mine"]}]}
-        }),
-        &[],
-    )
-    .unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
-    let all = problems.join("\n");
-    for needle in [
-        "`model_providers[0].extra_body.stream`: extra_body may not set 'stream'",
-        "`model_configs[0].inference_parameters.extra_body.model`",
-        "`model_configs[0].inference_parameters.timeout`: must be between 1 and 86400",
-        "`mcp_providers[0].call_timeout_sec`: must be at least 0.001 and at most 86400",
-        "`tool_configs[0].timeout_sec`",
-        "`tools[0].timeout_sec`",
-        "`limits.max_metadata_bytes`",
-        "`auth.api_keys[0].allow_models[1]`: 'ghost' is not an alias of the server's `model_configs`",
-        "`auth.api_keys[0].allow_tools[1]`: 'mine'",
-    ] {
-        assert!(all.contains(needle), "missing {needle} in:\n{all}");
-    }
-    assert_eq!(problems.len(), 9, "{all}");
+    let problems = invalid(json!({
+        "model_providers": [{"name": "p", "endpoint": "http://h/v1", "extra_body": {"stream": true}}],
+        "model_configs": [{"alias": "m", "model": "x", "provider": "p",
+            "inference_parameters": {"timeout": 100000, "extra_body": {"model": "y", "seed": 1}}}],
+        "mcp_providers": [{"name": "s", "command": "x", "call_timeout_sec": 1e300}],
+        "tool_configs": [{"tool_alias": "t", "providers": ["s"], "timeout_sec": 1e300}],
+        "tools": [{"name": "i", "endpoint": "http://h/i", "timeout_sec": -1}],
+        "limits": {"max_metadata_bytes": 0},
+        "auth": {"api_keys": [{"name": "k", "key": "0123456789abcdef",
+            "allow_models": ["m", "ghost"], "allow_tools": ["t", "mine"]}]}
+    }));
+    assert_mentions(
+        &problems,
+        &[
+            "`model_providers[0].extra_body.stream`: extra_body may not set 'stream'",
+            "`model_configs[0].inference_parameters.extra_body.model`",
+            "`model_configs[0].inference_parameters.timeout`: must be between 1 and 86400",
+            "`mcp_providers[0].call_timeout_sec`: must be at least 0.001 and at most 86400",
+            "`tool_configs[0].timeout_sec`",
+            "`tools[0].timeout_sec`",
+            "`limits.max_metadata_bytes`",
+            "`auth.api_keys[0].allow_models[1]`: 'ghost' is not an alias of the server's `model_configs`",
+            "`auth.api_keys[0].allow_tools[1]`: 'mine'",
+        ],
+        Some(9),
+    );
     assert_eq!(LimitsConfig::default().max_metadata_bytes, 16 * 1024);
 }
 
@@ -204,10 +205,7 @@ fn a_models_mcp_servers_must_name_configured_mcp_providers() {
         Config::from_value(cfg(valid.clone()), &[]).unwrap_or_else(|e| panic!("{valid}: {e}"));
     }
     // A typo, and an inline tool's name (`mcp_servers` filters MCP providers only).
-    let err = Config::from_value(cfg(json!(["web", "fles", "calc"])), &[]).unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
+    let problems = invalid(cfg(json!(["web", "fles", "calc"])));
     assert_eq!(
         problems,
         [
@@ -240,10 +238,7 @@ fn max_sessions_is_bounded_and_for_shared_providers_only() {
             "only a `shared` provider opens sessions by load",
         ),
     ] {
-        let err = Config::from_value(bad.clone(), &[]).unwrap_err();
-        let ConfigError::Invalid(problems) = err else {
-            panic!("{err}")
-        };
+        let problems = invalid(bad.clone());
         assert_eq!(problems.len(), 1, "{bad}: {problems:?}");
         assert!(
             problems[0].starts_with("config key `mcp_providers[0].max_sessions`: ")
@@ -330,17 +325,14 @@ fn worker_leases_and_lease_expiries() {
     .unwrap();
     assert_eq!(c.workers.in_flight_limit(), 2);
     assert_eq!(c.workers.lease_limit(), 2, "small limits claim none ahead");
-    let err = Config::from_value(
-        json!({"workers": {"count": 4, "max_in_flight": 3, "max_lease_expiries": 0}}),
-        &[],
-    )
-    .unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
-    let all = problems.join("\n");
-    assert!(all.contains("workers.max_in_flight"), "{all}");
-    assert!(all.contains("workers.max_lease_expiries"), "{all}");
+    let problems = invalid(json!(
+        {"workers": {"count": 4, "max_in_flight": 3, "max_lease_expiries": 0}}
+    ));
+    assert_mentions(
+        &problems,
+        &["workers.max_in_flight", "workers.max_lease_expiries"],
+        None,
+    );
 }
 
 #[test]
@@ -358,43 +350,36 @@ fn api_key_is_an_env_name_first_then_the_literal() {
 
 #[test]
 fn oauth_blocks_are_checked() {
-    let err = Config::from_value(
-        json!({
-            "mcp_providers": [
-                {"name": "a", "provider_type": "sse", "endpoint": "http://h/sse",
-                 "oauth": {"client_id": "c", "client_secret": "s"}},
-                {"name": "b", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
-                 "api_key": "k", "oauth": {"client_id": " "}},
-                {"name": "c", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
-                 "oauth": {"client_id": "c", "client_secret": "s", "private_key": "p"}},
-                {"name": "d", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
-                 "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "HS256"}},
-                {"name": "e", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
-                 "oauth": {"client_id": "c", "client_secret": "s", "signing_algorithm": "RS256"}},
-                {"name": "ok", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
-                 "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "ES256",
-                   "scopes": ["x"], "max_scope_upgrades": 0}}
-            ]
-        }),
-        &[],
-    )
-    .unwrap_err();
-    let ConfigError::Invalid(problems) = err else {
-        panic!("{err}")
-    };
-    let all = problems.join("\n");
-    for needle in [
-        "`mcp_providers[0].oauth`: OAuth is served for streamable_http providers only",
-        "`mcp_providers[1].oauth`: set either api_key (a static bearer key) or oauth, not both",
-        "`mcp_providers[1].oauth.client_id`: must not be empty",
-        "`mcp_providers[1].oauth`: client_secret (client_secret_basic/post) or private_key (private_key_jwt) is required",
-        "`mcp_providers[2].oauth`: set either client_secret or private_key, not both",
-        "`mcp_providers[3].oauth.signing_algorithm`: 'HS256' is not one of RS256, RS384, RS512, ES256, ES384",
-        "`mcp_providers[4].oauth.signing_algorithm`: applies to private_key only",
-    ] {
-        assert!(all.contains(needle), "missing {needle} in:\n{all}");
-    }
-    assert_eq!(problems.len(), 7, "{all}");
+    let problems = invalid(json!({
+        "mcp_providers": [
+            {"name": "a", "provider_type": "sse", "endpoint": "http://h/sse",
+             "oauth": {"client_id": "c", "client_secret": "s"}},
+            {"name": "b", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+             "api_key": "k", "oauth": {"client_id": " "}},
+            {"name": "c", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+             "oauth": {"client_id": "c", "client_secret": "s", "private_key": "p"}},
+            {"name": "d", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+             "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "HS256"}},
+            {"name": "e", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+             "oauth": {"client_id": "c", "client_secret": "s", "signing_algorithm": "RS256"}},
+            {"name": "ok", "provider_type": "streamable_http", "endpoint": "http://h/mcp",
+             "oauth": {"client_id": "c", "private_key": "p", "signing_algorithm": "ES256",
+               "scopes": ["x"], "max_scope_upgrades": 0}}
+        ]
+    }));
+    assert_mentions(
+        &problems,
+        &[
+            "`mcp_providers[0].oauth`: OAuth is served for streamable_http providers only",
+            "`mcp_providers[1].oauth`: set either api_key (a static bearer key) or oauth, not both",
+            "`mcp_providers[1].oauth.client_id`: must not be empty",
+            "`mcp_providers[1].oauth`: client_secret (client_secret_basic/post) or private_key (private_key_jwt) is required",
+            "`mcp_providers[2].oauth`: set either client_secret or private_key, not both",
+            "`mcp_providers[3].oauth.signing_algorithm`: 'HS256' is not one of RS256, RS384, RS512, ES256, ES384",
+            "`mcp_providers[4].oauth.signing_algorithm`: applies to private_key only",
+        ],
+        Some(7),
+    );
 }
 
 #[test]
