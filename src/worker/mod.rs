@@ -33,11 +33,12 @@
 //! No record can take the pool down. A panic in a record's task fails that record with
 //! `internal_error` (stage `worker`) and frees its lease and slot; a batch write that panics is
 //! written again one record at a time, and a record whose own write panics fails the same way
-//! (see `writer.rs`). A record that kills the whole process (an abort) loses its lease at every
-//! crash; past `workers.max_lease_expiries` the next claim fails it with `record_abandoned`
-//! instead of running it again, and once its chunk is suspect it runs one record at a time,
-//! alone while it works (it gives the other leases back while it waits), so the records that
-//! ran next to it are not failed with it.
+//! (see `writer.rs`; one whose failure cannot be written either is left to the lease-expiry
+//! count below, see [`Settled::Lapse`]). A record that kills the whole process (an abort)
+//! loses its lease at every crash; past `workers.max_lease_expiries` the next claim fails it
+//! with `record_abandoned` instead of running it again, and once its chunk is suspect it runs
+//! one record at a time, alone while it works (it gives the other leases back while it
+//! waits), so the records that ran next to it are not failed with it.
 //!
 //! A cancel stops the job's records in flight on every replica within about a second (see
 //! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.
@@ -103,6 +104,22 @@ pub(crate) struct InFlight {
     outstanding: u32,
     /// Some settled record was not written (not generated, or its write was given up).
     unwritten: bool,
+    /// Some settled record could not be written even as a failure: the chunk is left to lapse.
+    lapse: bool,
+}
+
+/// How a record left this replica's hands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Settled {
+    /// Its result is stored.
+    Written,
+    /// Not stored, for a reason that says nothing about the record (not started, the database
+    /// away): its chunk is given back, to be claimed and run again.
+    GiveBack,
+    /// Not stored because writing it broke even as a failure (a panic under the store's
+    /// write). Given back, a deterministic bug would re-run it forever; its chunk's lease is
+    /// left to expire instead, so the expiry count fails it with `record_abandoned` in the end.
+    Lapse,
 }
 
 impl Inner {
@@ -124,24 +141,25 @@ impl Inner {
         }
     }
 
-    /// Settles records: `(chunk, written)` each. Returns the chunks whose last record here was
+    /// Settles records: `(chunk, how)` each. Returns the chunks whose last record here was
     /// settled with one of them unwritten: they must be given back, so that a claim runs the
-    /// rest (a chunk all of whose records were written is gone from the store already).
-    /// Settled chunks are no longer renewed.
+    /// rest (a chunk all of whose records were written is gone from the store already), unless
+    /// one was settled [`Settled::Lapse`]. Settled chunks are no longer renewed.
     pub(crate) fn settle(
         &self,
-        records: impl IntoIterator<Item = (ChunkKey, bool)>,
+        records: impl IntoIterator<Item = (ChunkKey, Settled)>,
     ) -> Vec<ChunkKey> {
         let mut map = self.in_flight();
         let mut release = Vec::new();
-        for (chunk, written) in records {
+        for (chunk, how) in records {
             let Some(f) = map.get_mut(&chunk) else {
                 continue;
             };
             f.outstanding = f.outstanding.saturating_sub(1);
-            f.unwritten |= !written;
+            f.unwritten |= how != Settled::Written;
+            f.lapse |= how == Settled::Lapse;
             if f.outstanding == 0 {
-                if f.unwritten {
+                if f.unwritten && !f.lapse {
                     release.push(chunk);
                 }
                 map.remove(&chunk);
@@ -409,7 +427,7 @@ fn seed_read_failed(rec: &ClaimedRecord, e: &SeedReadError) -> Option<Generated>
 /// once its other records here are settled: otherwise lease renewal would keep it claimed, and
 /// this record unworked, for as long as this replica runs.
 async fn not_generated(inner: &Inner, rec: &ClaimedRecord) {
-    let release = inner.settle([(rec.chunk, false)]);
+    let release = inner.settle([(rec.chunk, Settled::GiveBack)]);
     inner.release(&release).await;
 }
 

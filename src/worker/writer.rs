@@ -10,7 +10,7 @@ use futures::FutureExt;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{Inner, faults};
+use super::{Inner, Settled, faults};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
 use crate::domain::{JobId, RecordId};
 use crate::store::storable::make_storable;
@@ -130,6 +130,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     let mut batch = batch_meta;
     let settle: Vec<(RecordId, ChunkKey)> = results.iter().map(|r| (r.id, r.chunk)).collect();
     let mut written: HashSet<RecordId> = HashSet::new();
+    let mut lapse: HashSet<RecordId> = HashSet::new();
     let give_up = tokio::time::Instant::now() + inner.cfg.lease_ttl();
     let mut backoff = Duration::from_millis(100);
     loop {
@@ -150,7 +151,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             Err(WriteError::Store(e)) if e.is_data_error() => {
                 tracing::warn!(error = %e, records = results.len(),
                     "the database refused a value in the batch; writing its records one by one");
-                written = write_each(inner, results, &mut batch).await;
+                written = write_each(inner, results, &mut batch, &mut lapse).await;
                 break;
             }
             Err(WriteError::Panicked(panic)) => {
@@ -159,7 +160,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
                     records = results.len(),
                     "a batch write panicked; writing its records one by one"
                 );
-                written = write_each(inner, results, &mut batch).await;
+                written = write_each(inner, results, &mut batch, &mut lapse).await;
                 break;
             }
             Err(WriteError::Store(e)) if tokio::time::Instant::now() < give_up => {
@@ -174,11 +175,16 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
             }
         }
     }
-    let release = inner.settle(
-        settle
-            .into_iter()
-            .map(|(id, chunk)| (chunk, written.contains(&id))),
-    );
+    let release = inner.settle(settle.into_iter().map(|(id, chunk)| {
+        let how = if written.contains(&id) {
+            Settled::Written
+        } else if lapse.contains(&id) {
+            Settled::Lapse
+        } else {
+            Settled::GiveBack
+        };
+        (chunk, how)
+    }));
     inner.release(&release).await;
     // Only what was written counts: a result fenced out or given up on is run again.
     let batch: Vec<Meta> = batch
@@ -235,12 +241,14 @@ fn count_metrics(inner: &Inner, batch: &[Meta]) {
 /// Writes `results` one at a time, after a batch failed on a value the database refused or
 /// panicked. A record the database refuses alone fails with `unstorable_value`, one whose write
 /// panics alone with `internal_error` (values and traces dropped, usage kept: the requests were
-/// made), so the others are written and no record is retried forever. Any other error leaves
-/// that record to be re-run. Returns the ids written.
+/// made), so the others are written and no record is retried forever. A record whose failure
+/// cannot be written either because that write panics too goes into `lapse` (see
+/// [`Settled::Lapse`]); any other error leaves that record to be re-run. Returns the ids written.
 async fn write_each(
     inner: &Inner,
     results: Vec<RecordResult>,
     batch: &mut [Meta],
+    lapse: &mut HashSet<RecordId>,
 ) -> HashSet<RecordId> {
     let mut written = HashSet::new();
     for (result, meta) in results.into_iter().zip(batch.iter_mut()) {
@@ -297,8 +305,12 @@ async fn write_each(
             }
             Err(WriteError::Store(e)) => tracing::warn!(record.id = %failed.id, error = %e,
                 "writing a record's failure failed; it will be re-run"),
-            Err(WriteError::Panicked(panic)) => tracing::error!(record.id = %failed.id, panic,
-                "writing a record's failure panicked; it will be re-run"),
+            Err(WriteError::Panicked(panic)) => {
+                tracing::error!(record.id = %failed.id, panic,
+                    "writing a record's failure panicked too; its lease is left to expire, so \
+                     workers.max_lease_expiries ends it with record_abandoned");
+                lapse.insert(failed.id);
+            }
         }
     }
     written

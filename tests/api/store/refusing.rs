@@ -20,6 +20,7 @@ use crate::db::{TestDb, both_backends};
 
 both_backends!(a_refused_batch_is_written_record_by_record);
 both_backends!(a_batch_write_that_panics_fails_only_the_records_it_panics_on);
+both_backends!(a_record_whose_every_write_panics_is_abandoned_not_rerun_forever);
 
 /// The database refuses every batch holding a poisoned record, for its value. The writer does
 /// not retry such a batch as if the database were away (before, it did so for a lease time,
@@ -28,7 +29,8 @@ both_backends!(a_batch_write_that_panics_fails_only_the_records_it_panics_on);
 async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
     let refusing = Arc::new(Spy::new(&db, Poison::Refuse));
     assert!(refusing.data_error().await.is_data_error());
-    let failed = run_poisoned(refusing, None).await;
+    let failed = run_poisoned(refusing.clone(), workers(None)).await;
+    assert!(refusing.refused_batches.load(Ordering::Relaxed) > 0);
     for (code, stage) in failed {
         assert_eq!(code, RecordErrorCode::UnstorableValue);
         assert_eq!(stage, Some(RecordStage::Store));
@@ -43,11 +45,41 @@ async fn a_refused_batch_is_written_record_by_record(db: TestDb) {
 async fn a_batch_write_that_panics_fails_only_the_records_it_panics_on(db: TestDb) {
     for writers in [1, 2] {
         let panicking = Arc::new(Spy::new(&db, Poison::Panic));
-        let failed = run_poisoned(panicking, Some(writers)).await;
+        let failed = run_poisoned(panicking.clone(), workers(Some(writers))).await;
+        assert!(panicking.refused_batches.load(Ordering::Relaxed) > 0);
         for (code, stage) in failed {
             assert_eq!(code, RecordErrorCode::InternalError, "writers {writers}");
             assert_eq!(stage, Some(RecordStage::Worker));
         }
+    }
+}
+
+/// Every write of a poisoned record panics, its failure's too. Given back each time, such a
+/// record would be claimed, generated and written again forever; its lease is left to expire
+/// instead, and the expiry count (`max_lease_expiries`, 1 here) fails it with
+/// `record_abandoned`, while the records written beside it complete.
+async fn a_record_whose_every_write_panics_is_abandoned_not_rerun_forever(db: TestDb) {
+    let broken = Arc::new(Spy::new(&db, Poison::PanicAlways));
+    let cfg = WorkersConfig {
+        lease_ttl_sec: 2,
+        max_lease_expiries: 1,
+        poll_interval_ms: 50,
+        ..workers(Some(1))
+    };
+    let failed = run_poisoned(broken, cfg).await;
+    for (code, stage) in failed {
+        assert_eq!(code, RecordErrorCode::RecordAbandoned);
+        assert_eq!(stage, Some(RecordStage::Worker));
+    }
+}
+
+/// The pool's settings for these tests: a long write interval, so the writer's batches hold
+/// records of both kinds.
+fn workers(writers: Option<u32>) -> WorkersConfig {
+    WorkersConfig {
+        write_interval_ms: 200,
+        writers,
+        ..WorkersConfig::default()
     }
 }
 
@@ -56,7 +88,7 @@ async fn a_batch_write_that_panics_fails_only_the_records_it_panics_on(db: TestD
 /// values; returns the failed records' error codes and stages.
 async fn run_poisoned(
     spy: Arc<Spy>,
-    writers: Option<u32>,
+    workers: WorkersConfig,
 ) -> Vec<(RecordErrorCode, Option<RecordStage>)> {
     let store: Arc<dyn Store> = spy.clone();
 
@@ -70,12 +102,6 @@ async fn run_poisoned(
     let job = create(&*store, &job).await;
 
     let jobs = super::spy::job_service(store.clone());
-    // A long write interval, so the writer's batches hold records of both kinds.
-    let workers = WorkersConfig {
-        write_interval_ms: 200,
-        writers,
-        ..WorkersConfig::default()
-    };
     let pool = WorkerPool::new(store.clone(), jobs, workers, "poisoned-writer".to_owned());
     let stop = CancellationToken::new();
     let watch = async {
@@ -94,7 +120,6 @@ async fn run_poisoned(
     let ((), end) = tokio::join!(pool.run(stop.clone(), Duration::from_secs(5)), watch);
 
     assert_eq!(end.status, JobStatus::Completed);
-    assert!(spy.refused_batches.load(Ordering::Relaxed) > 0);
     let records = store.list_records(job.id, None, None, 100).await.unwrap();
     assert_eq!(records.len(), 40);
     let mut failed = Vec::new();

@@ -47,6 +47,9 @@ pub(super) enum Poison {
     Refuse,
     /// Panics, as a bug under the store's write would.
     Panic,
+    /// Panics, and panics again at every later write of the same index, even as a failure
+    /// without values: a bug that breaks the record's every write.
+    PanicAlways,
 }
 
 /// Delegates to a real store, noting the name of every call; `complete_records` treats
@@ -58,6 +61,8 @@ pub(super) struct Spy {
     poison: Poison,
     /// Refused (or panicked) writes of more than one result.
     pub(super) refused_batches: AtomicUsize,
+    /// The indexes `PanicAlways` panicked on.
+    broken: Mutex<std::collections::HashSet<(JobId, u32)>>,
     /// Names of the calls made, in order.
     calls: Mutex<Vec<&'static str>>,
 }
@@ -70,6 +75,7 @@ impl Spy {
             url: db.url.clone(),
             poison,
             refused_batches: AtomicUsize::new(0),
+            broken: Mutex::default(),
             calls: Mutex::new(Vec::new()),
         }
     }
@@ -209,6 +215,22 @@ impl QueueStore for Spy {
         results: &[RecordResult],
     ) -> Result<Vec<RecordId>, StoreError> {
         self.note("complete_records");
+        if self.poison == Poison::PanicAlways {
+            let mut broken = self.broken.lock().unwrap();
+            broken.extend(
+                results
+                    .iter()
+                    .filter(|r| poisoned(r))
+                    .map(|r| (r.job_id, r.index)),
+            );
+            if results
+                .iter()
+                .any(|r| broken.contains(&(r.job_id, r.index)))
+            {
+                drop(broken);
+                panic!("the test store's write panics on a broken index");
+            }
+        }
         if self.poison != Poison::Pass && results.iter().any(poisoned) {
             if results.len() > 1 {
                 self.refused_batches.fetch_add(1, Ordering::Relaxed);
