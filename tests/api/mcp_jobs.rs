@@ -113,9 +113,12 @@ fn echo_once(delay_ms: u64) -> Value {
     ]})
 }
 
-/// Asserts that every record of the finished job `done` got its tool result (a failed call
-/// would still complete the record, with the model told `Error: ...`).
+/// Asserts that the finished job `done` completed with all `n` records, each of which got its
+/// tool result (a failed call would still complete the record, with the model told
+/// `Error: ...`).
 async fn assert_all_done(app: &TestApp, done: &Value, n: usize) {
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(done["counts"]["completed"], n, "{done}");
     let records = app.all_records(done["id"].as_str().unwrap()).await;
     assert_eq!(records.len(), n);
     for r in &records {
@@ -139,8 +142,6 @@ async fn two_hundred_records_share_one_session_and_one_tools_list(backend: Backe
     )
     .await;
     let done = run_job(&app, &tool_job("t", 200), WAIT).await;
-    assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["counts"]["completed"], 200, "{done}");
     assert_all_done(&app, &done, 200).await;
     assert!(
         mock.stats().models["mock-writer"].max_in_flight > 1,
@@ -187,8 +188,6 @@ async fn a_loaded_provider_opens_more_sessions_up_to_max_sessions() {
     )
     .await;
     let done = run_job(&app, &tool_job("t", 180), WAIT).await;
-    assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["counts"]["completed"], 180, "{done}");
     assert_all_done(&app, &done, 180).await;
 
     let servers = events.pids();
@@ -243,8 +242,6 @@ async fn a_killed_stdio_server_is_replaced_and_no_record_is_lost() {
     assert!(killed.success());
 
     let done = app.wait_for_job(job["id"].as_str().unwrap(), WAIT).await;
-    assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["counts"]["completed"], 60, "{done}");
     assert_eq!(done["counts"]["failed"], 0, "{done}");
     // Calls cut by the kill were retried on the new server, not answered with `Error:`.
     assert_all_done(&app, &done, 60).await;
@@ -319,8 +316,6 @@ async fn per_record_sessions_get_a_process_each_and_it_is_reaped() {
     )
     .await;
     let done = run_job(&app, &tool_job("t", 5), WAIT).await;
-    assert_eq!(done["status"], "completed", "{done}");
-    assert_eq!(done["counts"]["completed"], 5, "{done}");
     assert_all_done(&app, &done, 5).await;
 
     let callers = call_pids(&events, "echo");
@@ -362,7 +357,6 @@ async fn per_job_sessions_are_shared_by_the_job_and_closed_after_it() {
     for _ in 0..2 {
         let seen = call_pids(&events, "echo").len();
         let done = run_job(&app, &tool_job("t", 3), WAIT).await;
-        assert_eq!(done["status"], "completed", "{done}");
         assert_all_done(&app, &done, 3).await;
         let callers: BTreeSet<u32> = call_pids(&events, "echo")[seen..].iter().copied().collect();
         assert_eq!(callers.len(), 1, "one server per job: {:?}", events.lines());
@@ -392,7 +386,6 @@ async fn shutdown_reaps_the_stdio_server() {
     )
     .await;
     let done = run_job(&app, &tool_job("t", 2), WAIT).await;
-    assert_eq!(done["status"], "completed", "{done}");
     assert_all_done(&app, &done, 2).await;
     let pids = events.pids();
     assert_eq!(pids.len(), 1, "{:?}", events.lines());
