@@ -270,11 +270,8 @@ impl Provider {
 
     /// Sets the open-sessions gauge from `slots`.
     fn count_sessions(&self, slots: &HashMap<Key, Slot>) {
-        let open = slots
-            .values()
-            .filter(|s| matches!(s, Slot::Ready(_)))
-            .count();
-        metrics::gauge!(m::MCP_SESSIONS, "provider" => self.label()).set(open as f64);
+        metrics::gauge!(m::MCP_SESSIONS, "provider" => self.label())
+            .set(live_sessions(slots) as f64);
     }
 
     /// The shared session a call goes to: the one with the fewest calls in flight. When even
@@ -498,10 +495,7 @@ impl Provider {
 
     pub(super) fn status(&self) -> ProviderStatus {
         let slots = self.slots.lock().expect("slots lock");
-        let sessions = slots
-            .values()
-            .filter(|s| matches!(s, Slot::Ready(s) if !s.is_dead()))
-            .count();
+        let sessions = live_sessions(&slots);
         let connecting = slots.values().any(|s| matches!(s, Slot::Connecting(..)));
         drop(slots);
         let h = self.health.lock().expect("health lock");
@@ -569,4 +563,12 @@ fn protocol_error(e: ServiceError) -> McpError {
         },
         other => McpError::Unsupported(other.to_string()),
     }
+}
+
+/// Sessions open and alive in `slots`: what `GET /v1/tools` and the sessions gauge both show.
+fn live_sessions(slots: &HashMap<Key, Slot>) -> usize {
+    slots
+        .values()
+        .filter(|s| matches!(s, Slot::Ready(s) if !s.is_dead()))
+        .count()
 }
