@@ -3,11 +3,11 @@
 //! shares ([`shares`]), all in one transaction.
 //!
 //! What differs between the backends is only how each step is said in SQL and what makes it
-//! exclusive: SQLite holds its write lock for the whole transaction, Postgres locks the stale
-//! chunks it reads (`for update skip locked`) and the job row it carves from (`for update`),
-//! and takes its timestamps from the database clock. Those are the [`ClaimSteps`] each backend
-//! implements on its open transaction; the order of the steps, and so the queue's behaviour,
-//! is here.
+//! exclusive: SQLite holds its write lock for the whole transaction; Postgres locks the stale
+//! chunks it reads (`for update skip locked`) and the cursor of the job it carves from (`for
+//! update`, sharing the job row with the batch writes), and takes its timestamps from the
+//! database clock. Those are the [`ClaimSteps`] each backend implements on its open
+//! transaction; the order of the steps, and so the queue's behaviour, is here.
 
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use uuid::Uuid;
@@ -81,9 +81,14 @@ pub(crate) trait ClaimSteps {
     async fn claimable_jobs(&mut self) -> Result<Vec<ClaimableJob>, StoreError>;
 
     /// Carves up to `want` more indexes off `job` as a new chunk leased to this claimer, and
-    /// marks the job running; `(start, end)`, or `None` when the job has none left (or is no
-    /// longer live).
-    async fn carve(&mut self, job: Uuid, want: usize) -> Result<Option<(i64, i64)>, StoreError>;
+    /// marks the job running if it is still `queued`; `(start, end)`, or `None` when the job
+    /// has none left (or is no longer live).
+    async fn carve(
+        &mut self,
+        job: Uuid,
+        queued: bool,
+        want: usize,
+    ) -> Result<Option<(i64, i64)>, StoreError>;
 }
 
 /// Claims up to `limit` records through `steps`. The caller commits.
@@ -180,8 +185,9 @@ where
         while left > 0 && !jobs.is_empty() {
             let mut dry = Vec::new();
             for (i, want) in shares(&jobs, left) {
-                let got = match steps.carve(jobs[i].id, want).await? {
+                let got = match steps.carve(jobs[i].id, jobs[i].queued, want).await? {
                     Some((lo, hi)) => {
+                        jobs[i].queued = false;
                         let (lo, hi) = (to_count(lo), to_count(hi));
                         let key = ChunkKey {
                             job_id: JobId(jobs[i].id),

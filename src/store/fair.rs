@@ -21,6 +21,8 @@ row_struct! {
         pub(crate) owner: Option<String>,
         /// Its records in progress now, on any replica.
         pub(crate) busy: i64,
+        /// Still `queued`: its first carve marks it running.
+        pub(crate) queued: bool,
     }
 }
 
@@ -75,6 +77,7 @@ mod tests {
             id: Uuid::from_u128(id),
             owner: owner.map(str::to_owned),
             busy,
+            queued: false,
         }
     }
 

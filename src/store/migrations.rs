@@ -50,6 +50,7 @@ embed!(
     "0010_readiness.sql",
     "0011_job_names.sql",
     "0012_job_trace_context.sql",
+    "0013_job_cursors.sql",
 );
 
 /// The migrator of `files`, as sqlx's `migrate!` would build it from their directory.

@@ -146,8 +146,9 @@ where
 {
     // `cast`: Postgres sums a bigint column into a numeric.
     let n: i64 = sqlx::query_scalar(
-        "select cast(coalesce(sum(num_records - claimed_upto), 0) as bigint) from jobs \
-         where status in ('queued', 'running')",
+        "select cast(coalesce(sum(j.num_records - k.claimed_upto), 0) as bigint) \
+         from jobs j join job_cursors k on k.job_id = j.id \
+         where j.status in ('queued', 'running')",
     )
     .fetch_one(exec)
     .await?;

@@ -318,7 +318,7 @@ async fn sigterm_drains_within_the_shutdown_timeout() {
     .fetch_one(&pool)
     .await
     .unwrap();
-    let claimed: i64 = sqlx::query_scalar("select claimed_upto from jobs where id = $1")
+    let claimed: i64 = sqlx::query_scalar("select claimed_upto from job_cursors where job_id = $1")
         .bind(job)
         .fetch_one(&pool)
         .await

@@ -1,9 +1,9 @@
 //! A claim's statements on Postgres ([`ClaimSteps`]), in one read-committed transaction. The
 //! stale chunks it reads are locked `for update skip locked`, so concurrent claimers (in one
-//! process or many) never take the same one; a new chunk is carved under the job row's lock
-//! (`for update`), which re-reads `claimed_upto` after waiting, so no index is carved twice.
-//! Every timestamp, lease expiry included, is the database's `now()`: replicas whose clocks
-//! disagree still agree on when a lease has expired.
+//! process or many) never take the same one; a new chunk is carved under the lock of the job's
+//! cursor (`for update`), which re-reads `claimed_upto` after waiting, so no index is carved
+//! twice. Every timestamp, lease expiry included, is the database's `now()`: replicas whose
+//! clocks disagree still agree on when a lease has expired.
 
 use std::time::Duration;
 
@@ -35,30 +35,41 @@ const STALE: &str = "\
 const CLAIMABLE_JOBS: &str = "\
     select j.id, j.owner, \
            coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy \
-    from jobs j \
-    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
+                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy, \
+           j.status = 'queued' as queued \
+    from jobs j join job_cursors k on k.job_id = j.id \
+    where j.status in ('queued', 'running') and k.claimed_upto < j.num_records \
     order by j.id";
 
+/// Marks job `$1` running, on its first carve. A job already running is not locked by it, so
+/// this costs carves after the first nothing, and two first carves of one job (two replicas)
+/// take the row in turn, never a shared lock each and then the stronger one (a deadlock).
+const START: &str = "\
+    update jobs set status = 'running', started_at = coalesce(started_at, now()), \
+                    updated_at = now() \
+    where id = $1 and status = 'queued'";
+
 /// Carves the next chunk of up to `$2` indexes off job `$1` and leases it to `$3` for `$4`.
-/// The job row's lock serializes carvers of one job; `for update` re-reads `claimed_upto` on
-/// the latest row version after waiting, so no index is carved twice. It also waits for every
-/// batch write in progress of the job (their foreign keys hold the row `for key share`), which
-/// makes a claim as slow as a write. `for no key update` does not wait for them and doubled one
-/// replica's tool records at 8 cores, but with four replicas the row, updated by carves while
-/// many writers key-share it, became a MultiXact convoy (85,000 -> 5,800 records/s; see
-/// bench/README.md, "Where a tool record waits"): a claim cursor that no foreign key locks is the
-/// way out, not a weaker lock here.
+///
+/// Carvers of one job take turns on its cursor (`for update`, which re-reads `claimed_upto`
+/// on the latest row version after waiting, so no index is carved twice). The job row is only
+/// shared (`for share`): batch writes in progress hold it `for key share` (the foreign key of
+/// each record they insert), which a share lock does not wait for, while a cancel or a job's
+/// end (updates of the row) waits for the carve to commit, and a carve after them sees the
+/// new status and carves nothing. The cursor was a column of the job row, carved `for update`,
+/// so every claim waited for the writes under way; carving that column `for no key update`
+/// instead made a lock convoy of four replicas (bench/README.md, "Where a tool record waits").
 const CARVE: &str = "\
     with picked as ( \
-        select id, claimed_upto as lo, least(claimed_upto + $2, num_records) as hi from jobs \
-        where id = $1 and status in ('queued', 'running') and claimed_upto < num_records \
-        for update), \
+        select k.job_id, k.claimed_upto as lo, \
+               least(k.claimed_upto + $2, j.num_records) as hi \
+        from job_cursors k join jobs j on j.id = k.job_id \
+        where k.job_id = $1 and j.status in ('queued', 'running') \
+          and k.claimed_upto < j.num_records \
+        for update of k for share of j), \
     moved as ( \
-        update jobs j \
-        set claimed_upto = p.hi, status = 'running', \
-            started_at = coalesce(j.started_at, now()), updated_at = now() \
-        from picked p where j.id = p.id \
+        update job_cursors k set claimed_upto = p.hi \
+        from picked p where k.job_id = p.job_id \
         returning p.lo, p.hi) \
     insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at) \
     select $1, lo, hi, $3, now() + $4 from moved \
@@ -168,7 +179,15 @@ impl ClaimSteps for PgClaim<'_> {
             .await?)
     }
 
-    async fn carve(&mut self, job: Uuid, want: usize) -> Result<Option<(i64, i64)>, StoreError> {
+    async fn carve(
+        &mut self,
+        job: Uuid,
+        queued: bool,
+        want: usize,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
+        if queued {
+            sqlx::query(START).bind(job).execute(&mut *self.tx).await?;
+        }
         Ok(sqlx::query_as(CARVE)
             .bind(job)
             .bind(i64::try_from(want).unwrap_or(i64::MAX))

@@ -279,14 +279,17 @@ async fn finalize_in(
     let done: Vec<Uuid> = sqlx::query_scalar(
         "update jobs \
          set status = case when status = 'cancelling' \
-                             and (claimed_upto < num_records \
+                             and ((select k.claimed_upto from job_cursors k \
+                                   where k.job_id = jobs.id) < num_records \
                                   or coalesce((select c.completed + c.failed \
                                                from job_record_counts c \
                                                where c.job_id = jobs.id), 0) < num_records) \
                            then 'cancelled' else 'completed' end, \
              finished_at = now(), updated_at = now() \
          where id = any($1) and status in ('queued', 'running', 'cancelling') \
-           and (status = 'cancelling' or claimed_upto >= num_records) \
+           and (status = 'cancelling' \
+                  or (select k.claimed_upto from job_cursors k where k.job_id = jobs.id) \
+                     >= num_records) \
            and not exists (select 1 from chunks c where c.job_id = jobs.id) \
          returning id",
     )

@@ -27,9 +27,10 @@ const STALE: &str = "\
 const CLAIMABLE_JOBS: &str = "\
     select j.id, j.owner, \
            coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0) as busy \
-    from jobs j \
-    where j.status in ('queued', 'running') and j.claimed_upto < j.num_records \
+                     where c.job_id = j.id and c.lease_owner is not null), 0) as busy, \
+           j.status = 'queued' as queued \
+    from jobs j join job_cursors k on k.job_id = j.id \
+    where j.status in ('queued', 'running') and k.claimed_upto < j.num_records \
     order by j.id";
 
 /// One claim's transaction, for `owner`, at `now`, with leases until `expires` (microseconds).
@@ -148,12 +149,18 @@ impl ClaimSteps for SqliteClaim<'_> {
             .await?)
     }
 
-    async fn carve(&mut self, job: Uuid, want: usize) -> Result<Option<(i64, i64)>, StoreError> {
+    async fn carve(
+        &mut self,
+        job: Uuid,
+        queued: bool,
+        want: usize,
+    ) -> Result<Option<(i64, i64)>, StoreError> {
         // Under the write lock: nothing moves `claimed_upto` between the read and the update.
         let carved: Option<(i64, i64)> = sqlx::query_as(
-            "select claimed_upto, min(claimed_upto + $2, num_records) from jobs \
-             where id = $1 and status in ('queued', 'running') \
-               and claimed_upto < num_records",
+            "select k.claimed_upto, min(k.claimed_upto + $2, j.num_records) \
+             from job_cursors k join jobs j on j.id = k.job_id \
+             where k.job_id = $1 and j.status in ('queued', 'running') \
+               and k.claimed_upto < j.num_records",
         )
         .bind(job)
         .bind(i64::try_from(want).unwrap_or(i64::MAX))
@@ -162,16 +169,22 @@ impl ClaimSteps for SqliteClaim<'_> {
         let Some((lo, hi)) = carved else {
             return Ok(None);
         };
-        sqlx::query(
-            "update jobs set claimed_upto = $2, status = 'running', \
-             started_at = coalesce(started_at, $3), updated_at = $3 \
-             where id = $1",
-        )
-        .bind(job)
-        .bind(hi)
-        .bind(self.now)
-        .execute(&mut *self.tx)
-        .await?;
+        sqlx::query("update job_cursors set claimed_upto = $2 where job_id = $1")
+            .bind(job)
+            .bind(hi)
+            .execute(&mut *self.tx)
+            .await?;
+        if queued {
+            sqlx::query(
+                "update jobs set status = 'running', started_at = coalesce(started_at, $2), \
+                 updated_at = $2 \
+                 where id = $1 and status = 'queued'",
+            )
+            .bind(job)
+            .bind(self.now)
+            .execute(&mut *self.tx)
+            .await?;
+        }
         sqlx::query(
             "insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at, \
              created_at, updated_at) \

@@ -3,7 +3,7 @@
 //! One file in WAL mode: readers never block the writer, and writes are serialized by SQLite.
 //! Every multi-statement write runs in a transaction begun `immediate`, which takes the write
 //! lock up front: two connections (or two processes sharing the file) can then never both read
-//! the same stale chunk or `claimed_upto` and claim them, and a transaction never fails
+//! the same stale chunk or job cursor and claim them, and a transaction never fails
 //! half-way when it tries to upgrade a read lock. `busy_timeout` makes waiting writers queue instead of failing.
 //!
 //! Timestamps are integer microseconds from the application clock, which is the database clock
@@ -252,6 +252,11 @@ impl JobStore for SqliteStore {
             .await?;
             return Ok(CreateOutcome::Existing(existing.try_into()?));
         };
+        // Its claim cursor: where the next chunk starts (migration 0013).
+        sqlx::query("insert into job_cursors (job_id) values ($1)")
+            .bind(job.id.0)
+            .execute(&mut *tx)
+            .await?;
         let found: Vec<uuid::Uuid> = if job.seed_datasets.is_empty() {
             Vec::new()
         } else {

@@ -237,7 +237,8 @@ async fn finalize_in(
     let mut qb = QueryBuilder::<Sqlite>::new(
         "update jobs \
          set status = case when status = 'cancelling' \
-                             and (claimed_upto < num_records \
+                             and ((select k.claimed_upto from job_cursors k \
+                                   where k.job_id = jobs.id) < num_records \
                                   or coalesce((select c.completed + c.failed \
                                                from job_record_counts c \
                                                where c.job_id = jobs.id), 0) < num_records) \
@@ -249,7 +250,9 @@ async fn finalize_in(
         .push_bind(now)
         .push(
             " where status in ('queued', 'running', 'cancelling') \
-             and (status = 'cancelling' or claimed_upto >= num_records) \
+             and (status = 'cancelling' \
+                  or (select k.claimed_upto from job_cursors k where k.job_id = jobs.id) \
+                     >= num_records) \
              and not exists (select 1 from chunks c where c.job_id = jobs.id) \
              and id in ",
         );

@@ -26,6 +26,7 @@ both_backends!(
     cancel_after_every_record_finished,
     cancel_with_every_record_in_flight,
     cancel_races_the_last_write,
+    claims_racing_a_cancel_leave_no_chunk_behind,
 );
 
 async fn cancel_keeps_in_flight_records(db: TestDb) {
@@ -435,4 +436,71 @@ async fn cancel_races_the_last_write(db: TestDb) {
         assert!(reported.len() + reported_again.len() <= 1);
     }
     other.close().await;
+}
+
+/// Claimers that give every chunk back at once race a cancel, round after round, so a cancel
+/// often finds nothing leased and ends the job at once while a claim is carving. A carve must
+/// either come before the cancel (and hold the job `cancelling` until its chunk is dropped) or
+/// see the cancel and carve nothing: a chunk carved off a job that has already ended would
+/// never be claimed or dropped again, and would show here as a chunk left behind.
+async fn claims_racing_a_cancel_leave_no_chunk_behind(db: TestDb) {
+    const ROUNDS: usize = 12;
+    const RECORDS: u32 = 300;
+    let other = db.open_another().await;
+    for round in 0..ROUNDS {
+        let j = create(&*db.store, &new_job(None, RECORDS)).await;
+        let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut tasks = tokio::task::JoinSet::new();
+        for worker in 0..4 {
+            let store = if worker % 2 == 0 {
+                db.store.clone()
+            } else {
+                other.clone()
+            };
+            let cancelled = cancelled.clone();
+            tasks.spawn(async move {
+                let owner = format!("worker-{worker}");
+                loop {
+                    let seen = cancelled.load(std::sync::atomic::Ordering::SeqCst);
+                    let batch = claim(&*store, &owner, 3, LONG).await;
+                    if batch.is_empty() {
+                        return;
+                    }
+                    assert!(
+                        !seen,
+                        "a claim begun after the cancel returned took records"
+                    );
+                    let mut chunks: Vec<_> = batch.iter().map(|c| c.chunk).collect();
+                    chunks.dedup();
+                    store
+                        .release_chunks(&owner, &chunks)
+                        .await
+                        .expect("release");
+                }
+            });
+        }
+        // Let the claimers start, by a different number of yields each round.
+        for _ in 0..round * 3 {
+            tokio::task::yield_now().await;
+        }
+        db.store.request_cancel(j.id).await.expect("cancel");
+        cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+        while let Some(done) = tasks.join_next().await {
+            done.expect("claimer");
+        }
+        db.store.finalize_jobs(&[j.id]).await.expect("finalize");
+        let end = job(&*db.store, j.id).await;
+        assert_eq!(end.status, JobStatus::Cancelled, "round {round}");
+        let c = counts(&*db.store, j.id).await;
+        assert_eq!(
+            (c.pending, c.in_progress, c.completed, c.cancelled),
+            (0, 0, 0, u64::from(RECORDS)),
+            "round {round}"
+        );
+    }
+    assert_eq!(
+        db.count("select count(*) from chunks").await,
+        0,
+        "chunks left behind by jobs that ended"
+    );
 }

@@ -1,20 +1,63 @@
-//! Postgres ends a transaction to break a deadlock; a queue operation caught in one runs again
-//! instead of failing (`store/postgres/queue.rs`, `rerun`).
+//! Postgres's row locks around a claim: a claim does not wait for the batch writes under way
+//! (their foreign keys lock the job row, which a carve only shares), and a queue operation
+//! that Postgres ends to break a deadlock runs again instead of failing
+//! (`store/postgres/queue.rs`, `rerun`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use sqlx::Connection;
 use sqlx::postgres::PgConnection;
+use uuid::Uuid;
 
 use super::{LONG, claim, create, new_job};
 use crate::db::{Backend, TestDb};
 
-/// The cycle a load test met (a writer's foreign-key lock on the job row against a claim's
-/// carve), made on purpose: a claim takes over a given-back chunk, then waits to carve from
-/// the job row, on which this test's transaction holds the lock a foreign-key check takes;
-/// that transaction then waits for the chunk. Postgres ends the claim's transaction (this
-/// one's deadlock timeout is longer), and the claim runs again: no error, no index twice.
+/// A batch write holds the job row `for key share` from its first insert (each record's
+/// foreign key) until it commits; a claim of the same job goes on meanwhile. The carve used to
+/// lock the job row `for update`, so every claim waited for the writes in progress
+/// (bench/README.md, "Where a tool record waits"): here it would wait for the open
+/// transaction until the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_does_not_wait_for_a_batch_write_in_progress() {
+    let db = TestDb::new(Backend::Postgres).await;
+    let store = db.store.clone();
+    let j = create(&*store, &new_job(None, 20)).await;
+    let first = claim(&*store, "writer", 5, LONG).await;
+    assert_eq!(first.len(), 5);
+
+    // A write of the first record, left open: the insert's foreign-key check holds the job row.
+    let mut writer = PgConnection::connect(&db.url).await.unwrap();
+    let mut tx = writer.begin().await.unwrap();
+    sqlx::query(
+        "insert into records (id, job_id, idx, status, \"values\", attempts) \
+         values ($1, $2, $3, 'completed', '{}'::jsonb, 1)",
+    )
+    .bind(Uuid::now_v7())
+    .bind(j.id.0)
+    .bind(i64::from(first[0].index))
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+
+    let claimer = store.clone();
+    let next = tokio::time::timeout(Duration::from_secs(10), async move {
+        claim(&*claimer, "other", 5, LONG).await
+    })
+    .await
+    .expect("the claim waited for the batch write in progress");
+    let indexes: Vec<u32> = next.iter().map(|r| r.index).collect();
+    assert_eq!(indexes, (5..10).collect::<Vec<_>>());
+    tx.rollback().await.unwrap();
+}
+
+/// A lock cycle made on purpose: a claim takes over a given-back chunk, then waits to carve,
+/// sharing the job row, behind this test's transaction, which holds the row as an update of
+/// it does (a cancel, a job's end) and then waits for the chunk. (The cycle a load test met,
+/// a writer's foreign-key lock on the job row against the carve, cannot form since the carve
+/// only shares the row; this one stands for any other.) Postgres ends the claim's transaction
+/// (this one's deadlock timeout is longer), and the claim runs again: no error, no index
+/// twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_ended_by_a_deadlock_runs_again() {
     let db = TestDb::new(Backend::Postgres).await;
@@ -32,7 +75,7 @@ async fn a_claim_ended_by_a_deadlock_runs_again() {
         .await
         .unwrap();
     let mut tx = holder.begin().await.unwrap();
-    sqlx::query("select 1 from jobs where id = $1 for key share")
+    sqlx::query("select 1 from jobs where id = $1 for no key update")
         .bind(j.id.0)
         .execute(&mut *tx)
         .await
