@@ -18,3 +18,16 @@ create table job_cursors (
 insert into job_cursors (job_id, claimed_upto) select id, claimed_upto from jobs;
 
 alter table jobs drop column claimed_upto;
+
+-- Every job gets its cursor in the statement that inserts it, whoever inserts it: a replica
+-- of an earlier build (still taking submits during an upgrade) knows nothing of this table,
+-- and a job without a cursor would never be claimed.
+create function job_cursor_open() returns trigger language plpgsql as $$
+begin
+    insert into job_cursors (job_id) values (new.id);
+    return null;
+end
+$$;
+
+create trigger job_cursor_open after insert on jobs
+for each row execute function job_cursor_open();

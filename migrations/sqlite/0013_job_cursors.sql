@@ -10,3 +10,10 @@ create table job_cursors (
 insert into job_cursors (job_id, claimed_upto) select id, claimed_upto from jobs;
 
 alter table jobs drop column claimed_upto;
+
+-- Every job gets its cursor in the statement that inserts it, whoever inserts it (a process
+-- of an earlier build sharing the file knows nothing of this table).
+create trigger job_cursor_open after insert on jobs
+begin
+    insert into job_cursors (job_id) values (new.id);
+end;

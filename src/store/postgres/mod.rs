@@ -154,11 +154,6 @@ impl JobStore for PgStore {
             .await?;
             return Ok(CreateOutcome::Existing(existing.try_into()?));
         };
-        // Its claim cursor: where the next chunk starts (migration 0013).
-        sqlx::query("insert into job_cursors (job_id) values ($1)")
-            .bind(job.id.0)
-            .execute(&mut *tx)
-            .await?;
         let found: Vec<Uuid> = if job.seed_datasets.is_empty() {
             Vec::new()
         } else {

@@ -8,7 +8,7 @@ use synthgate::domain::JobStatus;
 use synthgate::store::{ChunkKey, JobCounts};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, idx_attempts, job, new_job, trace};
-use crate::db::{TestDb, both_backends};
+use crate::db::{Backend, TestDb, both_backends};
 
 both_backends!(
     claim_order_and_limit,
@@ -18,6 +18,7 @@ both_backends!(
     fencing_ignores_the_old_owner,
     release_returns_chunks_to_the_queue,
     renew_extends_leases,
+    a_job_inserted_by_an_earlier_build_is_claimed,
 );
 
 async fn claim_order_and_limit(db: TestDb) {
@@ -310,4 +311,34 @@ async fn renew_extends_leases(db: TestDb) {
     assert_eq!(store.renew_leases("a", &held, EXPIRED).await.unwrap(), 2);
     assert_eq!(store.renew_leases("a", &held[..1], LONG).await.unwrap(), 1);
     assert_eq!(idx_attempts(&claim(store, "c", 5, LONG).await), [(2, 2)]);
+}
+
+/// A job inserted by a process that knows nothing of `job_cursors` (a replica of an earlier
+/// build still taking submits during an upgrade) is claimed like any other: inserting the job
+/// row opens its cursor (a trigger of migration 0013), whoever inserts it.
+async fn a_job_inserted_by_an_earlier_build_is_claimed(db: TestDb) {
+    const ID: &str = "01900000-0000-7000-8000-000000000001";
+    db.execute(match db.backend {
+        Backend::Sqlite => {
+            "insert into jobs (id, status, config, num_records, seed, run_config, created_at, \
+             updated_at) \
+             values (x'01900000000070008000000000000001', 'queued', '{}', 3, 7, '{}', 1, 1)"
+        }
+        Backend::Postgres => {
+            "insert into jobs (id, status, config, num_records, seed, run_config) \
+             values ('01900000-0000-7000-8000-000000000001', 'queued', '{}', 3, 7, '{}')"
+        }
+    })
+    .await;
+    let claimed = claim(&*db.store, "w", 10, LONG).await;
+    let got: Vec<(String, u32)> = claimed
+        .iter()
+        .map(|c| (c.job_id.0.to_string(), c.index))
+        .collect();
+    assert_eq!(got, [(ID.into(), 0), (ID.into(), 1), (ID.into(), 2)]);
+    assert_eq!(
+        db.count("select count(*) from jobs where status = 'running'")
+            .await,
+        1
+    );
 }
