@@ -318,6 +318,18 @@ fn worker_leases_and_lease_expiries() {
     assert_eq!(c.workers.max_lease_expiries, 3);
     let c = Config::from_value(json!({"workers": {"max_in_flight": u32::MAX}}), &[]).unwrap();
     assert_eq!(c.workers.lease_limit(), u32::MAX, "saturates, never wraps");
+    assert_eq!(
+        c.workers.cpu_records_per_lease(),
+        1,
+        "leases past two batches: one each"
+    );
+    let c = Config::default();
+    assert_eq!(c.workers.lease_limit(), 136);
+    assert_eq!(
+        c.workers.cpu_records_per_lease(),
+        8,
+        "136 leases cover two batches of 512 CPU-only records at 8 each"
+    );
     let c = Config::from_value(
         json!({"workers": {"count": 2, "max_in_flight": 2, "max_lease_expiries": 1}}),
         &[],

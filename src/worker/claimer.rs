@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    Finished, Held, Inner, SWEEP_INTERVAL, chunk, cpu_leases, faults, not_generated, run_record,
-    slot, unsent,
+    Finished, Held, Inner, SWEEP_INTERVAL, Settled, chunk, cpu_leases, faults, not_generated,
+    run_record, slot, unsent,
 };
 use crate::store::{ClaimPolicy, ClaimedRecord};
 
@@ -49,6 +49,9 @@ pub(super) struct Claimer {
     want_alone: bool,
     /// The last claim handed out CPU-only chunks only (it sizes the next claim).
     cpu_streak: bool,
+    /// Records of a CPU-only chunk per lease in a claim sized for such chunks
+    /// ([`WorkersConfig::cpu_records_per_lease`](crate::config::WorkersConfig::cpu_records_per_lease)).
+    cpu_per_lease: usize,
     /// Held while claims keep finding records: more are coming, so the writer keeps batching
     /// (see `unsent`). Let go when a claim finds nothing or fails.
     claiming: Option<unsent::Sending>,
@@ -77,6 +80,7 @@ impl Claimer {
             last_sweep: tokio::time::Instant::now(),
             want_alone: false,
             cpu_streak: false,
+            cpu_per_lease: cfg.cpu_records_per_lease() as usize,
             claiming: None,
             inner,
             wake,
@@ -141,8 +145,15 @@ impl Claimer {
                 Err(_) => break,
             }
         }
+        // A claim sized for CPU-only chunks asks for several records per lease; records of
+        // other work it meets get a lease each, as far as the claim's leases go (see `start`).
+        let per_lease = if self.cpu_streak {
+            self.cpu_per_lease
+        } else {
+            1
+        };
         let limit = if self.cpu_streak {
-            lease.num_permits()
+            lease.num_permits().saturating_mul(per_lease)
         } else {
             permits.len()
         };
@@ -161,7 +172,7 @@ impl Claimer {
             .store
             .claim(
                 &self.inner.owner,
-                limit as u32,
+                u32::try_from(limit).unwrap_or(u32::MAX),
                 self.inner.cfg.lease_ttl(),
                 policy,
             )
@@ -207,17 +218,22 @@ impl Claimer {
         if self.claiming.is_none() {
             self.claiming = Some(self.inner.unsent.hold(1));
         }
-        self.start(claim.records, lease, permits).await;
+        self.start(claim.records, lease, permits, per_lease).await;
         ControlFlow::Continue(())
     }
 
     /// Starts the claimed records: a CPU-only chunk of several records as one task in one slot
-    /// (see `chunk`), any other record as a task of its own with its own lease.
+    /// (see `chunk`), holding a lease and a place among the records started for every
+    /// `per_lease` of its records, any other record as a task of its own with its own lease.
+    /// Records of other work past the claim's leases (a claim sized for CPU-only chunks that
+    /// met an LLM job) are given back unstarted: their chunk goes back to the queue once its
+    /// records started here are settled.
     async fn start(
         &mut self,
         claimed: Vec<ClaimedRecord>,
         lease: OwnedSemaphorePermit,
         permits: Vec<OwnedSemaphorePermit>,
+        per_lease: usize,
     ) {
         let inner = &self.inner;
         tracing::debug!(claimed = claimed.len(), "claimed records");
@@ -227,6 +243,7 @@ impl Claimer {
         let mut lease = Some(lease);
         let mut permits = permits.into_iter();
         let mut claimed = claimed.into_iter().peekable();
+        let mut past_leases = Vec::new();
         self.cpu_streak = true;
         while let Some(first) = claimed.next() {
             // The records of one chunk come together (sorted by job and index).
@@ -259,7 +276,11 @@ impl Claimer {
                     } else {
                         (lease.as_mut().and_then(|l| l.split(1)), None)
                     };
-                    let own = own.expect("the claim asked for at most one record per lease");
+                    let Some(own) = own else {
+                        debug_assert!(per_lease > 1, "a claim of one record per lease ran out");
+                        past_leases.push(rec);
+                        continue;
+                    };
                     let unsent = inner.unsent.hold(1);
                     let (inner, slots, leases, starts, tx, cut, stop) = (
                         inner.clone(),
@@ -297,15 +318,29 @@ impl Claimer {
             };
             // One task and one slot for the chunk: its records are generated together in one
             // CPU section (see `chunk`).
-            let own = lease.as_mut().and_then(|l| l.split(group.len()));
-            let own = own.expect("the claim asked for at most one record per lease");
+            let need = group.len().div_ceil(per_lease);
+            let own = match lease.as_mut().and_then(|l| l.split(need)) {
+                Some(own) => own,
+                // Leases rounded up chunk by chunk can come to more than the claim holds: what
+                // is left of them, or one more if one is free, or the chunk goes back.
+                None => match lease
+                    .take()
+                    .or_else(|| self.leases.clone().try_acquire_owned().ok())
+                {
+                    Some(own) => own,
+                    None => {
+                        past_leases.extend(group);
+                        continue;
+                    }
+                },
+            };
             let mut mine = permits.by_ref().take(group.len());
             let permit = mine.next();
             drop(mine.collect::<Vec<_>>());
             let unsent = inner.unsent.hold(group.len());
             // A chunk larger than the limit (a claim of every lease, ahead included) starts
             // with the whole limit.
-            let n_starts = (group.len() as u32).min(self.start_limit);
+            let n_starts = (own.num_permits() as u32).min(self.start_limit);
             let (inner, slots, starts, tx, cut, stop) = (
                 inner.clone(),
                 self.slots.clone(),
@@ -333,6 +368,14 @@ impl Claimer {
                 };
                 chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
             });
+        }
+        if !past_leases.is_empty() {
+            tracing::debug!(
+                records = past_leases.len(),
+                "records past the claim's leases given back unstarted"
+            );
+            let release = inner.settle(past_leases.iter().map(|r| (r.chunk, Settled::GiveBack)));
+            inner.release(&release).await;
         }
     }
 }

@@ -22,9 +22,13 @@
 //!   the batch size), so a replica holds few leases on records it cannot start now. The
 //!   exception is CPU work: after a claim of CPU-only chunks (no LLM column), the next claim
 //!   asks for every free lease with one slot (having waited up to `write_interval_ms` for half
-//!   of them to be free), because each such chunk is one task in one slot (see [`chunk`]). If
-//!   it meets other work instead, the records past its slot wait for one, and the claims after
-//!   it go back to the slot-sized rule.
+//!   of them to be free), because each such chunk is one task in one slot (see [`chunk`]),
+//!   and for several records per lease
+//!   ([`WorkersConfig::cpu_records_per_lease`]): a CPU-only chunk holds one lease and one
+//!   place among the records started for that many of its records. If it meets other work
+//!   instead, those records get a lease each as far as the claim's leases go and wait for a
+//!   slot; the rest are given back unstarted, and the claims after it go back to the
+//!   slot-sized rule.
 //!
 //! Claims are fair across keys and jobs (see
 //! [`QueueStore::claim`](crate::store::QueueStore::claim)): one key's large job cannot hold

@@ -260,6 +260,47 @@ async fn cpu_work_is_claimed_by_the_lease(backend: Backend) {
 
 backends!(cpu_claims, cpu_work_is_claimed_by_the_lease);
 
+/// A claim sized for CPU-only chunks asks for several records per lease (64 in flight, 68
+/// leases: 16 per lease), so when an LLM job turns up while a large CPU-only job runs, the
+/// claim can hand out more LLM records than it holds leases for. Those get a lease each while
+/// the claim's last, the rest go back to the queue unstarted, and every record of both jobs is
+/// generated exactly once: the model sees exactly one request per LLM record.
+async fn a_cpu_sized_claim_gives_back_the_llm_records_past_its_leases(backend: Backend) {
+    let (app, mock) = slow_llm_app(backend, 20, 2, Some(64)).await;
+    const CPU: u64 = 30_000;
+    const LLM: u64 = 400;
+    let cpu = submit(
+        &app,
+        &json!({"config": sampler_config(), "num_records": CPU}),
+    )
+    .await;
+    // Once the CPU job's claims are CPU-sized.
+    wait_counts(&app, &cpu, |c| c["completed"].as_u64().unwrap_or(0) > 0).await;
+    let llm = submit(&app, &llm_job(LLM as u32)).await;
+    for (id, n) in [(&cpu, CPU), (&llm, LLM)] {
+        let done = app.wait_for_job(id, Duration::from_secs(120)).await;
+        assert_eq!(done["status"], "completed", "{done}");
+        assert_eq!(done["counts"]["completed"], n, "{done}");
+    }
+    assert_eq!(
+        mock.stats().total_requests,
+        LLM,
+        "one model request per LLM record"
+    );
+    let claimed = counter(&app, "synthgate_records_claimed_total").await;
+    assert!(
+        claimed > CPU + LLM,
+        "{claimed} records claimed for {} records: no claim met the LLM job past its leases",
+        CPU + LLM
+    );
+    app.stop().await;
+}
+
+backends!(
+    cpu_claims_past_leases,
+    a_cpu_sized_claim_gives_back_the_llm_records_past_its_leases
+);
+
 /// Kills the worker of `db`'s next claimable record `times` times, as a poison pill that aborts
 /// the process would: each claim takes the record over and its lease lapses at once.
 async fn expire_leases(db: &TestDb, times: usize) {
