@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use synthgate_testkit::mock_llm::{MockState, Script, serve};
+use synthgate_testkit::mock_llm::{MockState, Script, TlsOptions, serve, serve_tls};
 use synthgate_testkit::signals::watch_signals;
 use tokio_util::sync::CancellationToken;
 
@@ -31,6 +31,13 @@ struct Args {
     /// Script file (JSON, or YAML when it ends in .yaml/.yml); absent = default replies only.
     #[arg(long)]
     script: Option<PathBuf>,
+    /// Serve HTTPS (HTTP/2 by ALPN, as hosted providers do) with the test certificate of
+    /// crates/testkit/fixtures, signed by its tls-ca.pem.
+    #[arg(long)]
+    tls: bool,
+    /// With --tls: the streams one HTTP/2 connection may carry at once.
+    #[arg(long, default_value_t = 100)]
+    max_streams: u32,
 }
 
 fn load(path: &PathBuf) -> Result<Script, String> {
@@ -70,15 +77,24 @@ async fn main() -> ExitCode {
     };
     match listener.local_addr() {
         Ok(addr) => eprintln!(
-            "mock-llm (a scripted test double, not an LLM) listening on http://{addr}/v1 \
+            "mock-llm (a scripted test double, not an LLM) listening on {}://{addr}/v1 \
              with {} rule(s)",
+            if args.tls { "https" } else { "http" },
             script.rules.len()
         ),
         Err(e) => eprintln!("mock-llm: {e}"),
     }
     let stop = CancellationToken::new();
-    let server = serve(listener, MockState::new(script), stop.clone());
-    let signals = watch_signals(stop);
+    let state = MockState::new(script);
+    let server = async {
+        if args.tls {
+            let tls = TlsOptions::fixture(args.max_streams);
+            serve_tls(listener, state, stop.clone(), tls).await
+        } else {
+            serve(listener, state, stop.clone()).await
+        }
+    };
+    let signals = watch_signals(stop.clone());
     let (served, ()) = tokio::join!(server, signals);
     match served {
         Ok(()) => ExitCode::SUCCESS,

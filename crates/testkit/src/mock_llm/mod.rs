@@ -17,6 +17,7 @@ mod media;
 mod reply;
 pub mod script;
 mod state;
+mod tls;
 mod view;
 
 use std::net::SocketAddr;
@@ -37,6 +38,7 @@ use tokio_util::task::TaskTracker;
 pub use media::{PNG, embedding_of};
 pub use script::{Api, Faults, Reply, Rule, Script, ScriptedToolCall, When};
 pub use state::{MockState, MockStats, ModelStats, RecordedRequest};
+pub use tls::{TlsOptions, serve_tls};
 
 use reply::{error_body, success_body, tokens};
 use state::Plan;
@@ -49,6 +51,7 @@ pub struct MockLlm {
     state: Arc<MockState>,
     stop: CancellationToken,
     tasks: TaskTracker,
+    tls: bool,
 }
 
 impl MockLlm {
@@ -71,6 +74,25 @@ impl MockLlm {
             state,
             stop,
             tasks,
+            tls: false,
+        })
+    }
+
+    /// Starts the mock on `127.0.0.1` with a random port, over TLS (see [`serve_tls`]).
+    pub async fn start_tls(script: Script, tls: TlsOptions) -> std::io::Result<Self> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        let addr = listener.local_addr()?;
+        let state = MockState::new(script);
+        let stop = CancellationToken::new();
+        let tasks = TaskTracker::new();
+        tasks.spawn(serve_tls(listener, Arc::clone(&state), stop.clone(), tls));
+        tasks.close();
+        Ok(Self {
+            addr,
+            state,
+            stop,
+            tasks,
+            tls: true,
         })
     }
 
@@ -79,9 +101,11 @@ impl MockLlm {
         self.addr
     }
 
-    /// `http://<addr>/v1`: the `endpoint` of a model provider of either `provider_type`.
+    /// `http://<addr>/v1` (`https://` when started with [`MockLlm::start_tls`]): the
+    /// `endpoint` of a model provider of either `provider_type`.
     pub fn endpoint(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/v1", self.addr)
     }
 
     /// Replaces the script (rule counters start over; stats and history are kept).

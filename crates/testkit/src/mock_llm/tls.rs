@@ -1,0 +1,112 @@
+//! The mock over TLS, with HTTP/2 chosen by ALPN as hosted providers (OpenAI, Anthropic,
+//! Gemini) serve their APIs, and `SETTINGS_MAX_CONCURRENT_STREAMS` set to `max_streams`: a
+//! client that multiplexes every request over one connection meets that cap here as it would
+//! there. HTTP/1.1 stays offered for clients without HTTP/2.
+
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::service::TowerToHyperService;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::{MockState, router};
+
+/// Where the server's certificate and key are, and the streams a connection may carry.
+#[derive(Debug, Clone)]
+pub struct TlsOptions {
+    /// PEM certificate chain, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key.
+    pub key: PathBuf,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` of each HTTP/2 connection.
+    pub max_streams: u32,
+}
+
+impl TlsOptions {
+    /// The test certificate of `crates/testkit/fixtures` (for `localhost` and `127.0.0.1`,
+    /// signed by `tls-ca.pem` there), with `max_streams` streams per connection.
+    pub fn fixture(max_streams: u32) -> Self {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        Self {
+            cert: dir.join("tls-cert.pem"),
+            key: dir.join("tls-key.pem"),
+            max_streams,
+        }
+    }
+
+    /// The CA that signed [`TlsOptions::fixture`]'s certificate, for clients to trust.
+    pub fn fixture_ca() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/tls-ca.pem")
+    }
+
+    fn acceptor(&self) -> io::Result<TlsAcceptor> {
+        let bad =
+            |e: &dyn std::fmt::Display| io::Error::new(io::ErrorKind::InvalidData, e.to_string());
+        let certs = CertificateDer::pem_file_iter(&self.cert)
+            .map_err(|e| bad(&e))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| bad(&e))?;
+        let key = PrivateKeyDer::from_pem_file(&self.key).map_err(|e| bad(&e))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(&e))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| bad(&e))?;
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+/// Serves the mock over TLS on `listener` until `stop` fires.
+pub async fn serve_tls(
+    listener: TcpListener,
+    state: Arc<MockState>,
+    stop: CancellationToken,
+    tls: TlsOptions,
+) -> io::Result<()> {
+    let acceptor = tls.acceptor()?;
+    let app = router(state);
+    let connections = TaskTracker::new();
+    loop {
+        let (tcp, _) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(_) => continue,
+            },
+            () = stop.cancelled() => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
+        let max_streams = tls.max_streams;
+        connections.spawn(async move {
+            let Ok(stream) = acceptor.accept(tcp).await else {
+                return;
+            };
+            let mut builder = Builder::new(TokioExecutor::new());
+            builder.http2().max_concurrent_streams(max_streams);
+            let conn =
+                builder.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app));
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = stop.cancelled() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+    connections.close();
+    connections.wait().await;
+    Ok(())
+}
