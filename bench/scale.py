@@ -59,6 +59,11 @@ WORKERS = {}
 OTLP = None
 # --mcp-transport: how the tools jobs reach mock-mcp (a stdio child, or streamable HTTP).
 MCP_TRANSPORT = "stdio"
+# `--llm-tls N`: mock-llm over HTTPS (HTTP/2 by ALPN, N streams per connection), as hosted
+# providers serve; None: plain HTTP/1.1, as vLLM or Ollama serve.
+LLM_TLS = None
+TLS_CA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "testkit",
+                      "fixtures", "tls-ca.pem")
 # --mcp-sessions N: the MCP provider's max_sessions (sessions it may open under load).
 MCP_SESSIONS = 1
 # --cpus N: cores per replica (None: not pinned); --doubles-cpus: the test doubles' cores.
@@ -228,11 +233,15 @@ class Service:
             with open(script, "w") as f:
                 json.dump({"history_limit": 0, "faults": {"latency_ms": latency_ms},
                            **({"rules": TOOLS_RULES} if tools else {})}, f)
+            tls = ["--tls", "--max-streams", str(LLM_TLS)] if LLM_TLS else []
+            self.mock_base = f"{'https' if LLM_TLS else 'http'}://127.0.0.1:{self.mport}"
             self.procs.append(subprocess.Popen(
-                [release_bin("mock-llm"), "--port", str(self.mport), "--script", script],
+                [release_bin("mock-llm"), "--port", str(self.mport), "--script", script, *tls],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pin(doubles)))
+            endpoint = (f"https://127.0.0.1:{self.mport}/v1, tls_ca_file: {os.path.abspath(TLS_CA)}"
+                        if LLM_TLS else f"http://127.0.0.1:{self.mport}/v1")
             cfg += f"""model_providers:
-  - {{name: mock, endpoint: "http://127.0.0.1:{self.mport}/v1"}}
+  - {{name: mock, endpoint: {endpoint}}}
 model_configs:
   - alias: writer
     model: mock-writer
@@ -299,7 +308,7 @@ tool_configs:
             for base in self.bases:
                 wait_ready(base + "/readyz")
             if self.mport:
-                wait_ready(f"http://127.0.0.1:{self.mport}/_mock/stats")
+                wait_ready(f"{self.mock_base}/_mock/stats")
             if PERF:
                 self.perf = subprocess.Popen(
                     ["perf", "record", "-F", "499", "--call-graph", "dwarf,16384", "-o", PERF,
@@ -425,7 +434,7 @@ tool_configs:
         return out
 
     def mock_stats(self):
-        return get(f"http://127.0.0.1:{self.mport}/_mock/stats")["models"]["mock-writer"]
+        return get(f"{self.mock_base}/_mock/stats")["models"]["mock-writer"]
 
 
 class Probe:
@@ -866,10 +875,18 @@ def main():
                          "a streamable-HTTP server of its own")
     ap.add_argument("--mcp-sessions", type=int, default=1, metavar="N",
                     help="tools jobs: the MCP provider's max_sessions (more sessions under load)")
+    ap.add_argument("--llm-tls", type=int, metavar="STREAMS", default=None,
+                    help="mock-llm over HTTPS with HTTP/2 (as hosted providers), STREAMS streams "
+                         "per connection")
     ap.add_argument("--otlp", action="store_true",
                     help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
-    global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT, MCP_SESSIONS
+    global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT, MCP_SESSIONS, LLM_TLS
+    LLM_TLS = a.llm_tls
+    if LLM_TLS:
+        # This process reads the mock's stats over the same HTTPS.
+        import ssl
+        ssl._create_default_https_context = lambda: ssl.create_default_context(cafile=TLS_CA)
     SYNTHGATE, PERF, CPUS, DOUBLES_CPUS = a.synthgate, a.perf, a.cpus, a.doubles_cpus
     MCP_TRANSPORT, MCP_SESSIONS = a.mcp_transport, a.mcp_sessions
     if CPUS and CPUS * a.replicas > os.cpu_count():

@@ -33,6 +33,11 @@ pub struct ModelProviderConfig {
     /// Extra HTTP headers on every request.
     #[serde(default)]
     pub extra_headers: Option<BTreeMap<String, String>>,
+    /// A PEM file of CA certificates to trust for this provider besides the system's (a
+    /// gateway or a self-hosted server behind a private CA). synthgate's own key, not
+    /// DataDesigner's.
+    #[serde(default)]
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// DataDesigner's secret rule for a provider's `api_key` (LLM and MCP alike): the configured
@@ -310,6 +315,14 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
             ));
         }
         reserved_fields(&format!("{key}.extra_body"), p.extra_body.as_ref(), out);
+        if let Some(ca) = &p.tls_ca_file
+            && !ca.is_file()
+        {
+            out.push(format!(
+                "config key `{key}.tls_ca_file`: '{}' is not a file",
+                ca.display()
+            ));
+        }
     }
     let mcp_names: HashSet<&str> = cfg.mcp_providers.iter().map(|p| p.name.as_str()).collect();
     let mut aliases = HashSet::new();

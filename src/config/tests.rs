@@ -157,6 +157,19 @@ fn endpoints_must_parse_as_http_urls() {
 }
 
 #[test]
+fn a_provider_ca_file_must_exist() {
+    let problems = invalid(json!({
+        "model_providers": [{"name": "p", "endpoint": "https://h/v1",
+                             "tls_ca_file": "/nonexistent/ca.pem"}],
+    }));
+    assert_mentions(
+        &problems,
+        &["`model_providers[0].tls_ca_file`", "/nonexistent/ca.pem"],
+        Some(1),
+    );
+}
+
+#[test]
 fn bounds_reserved_fields_and_allow_lists_are_checked() {
     let problems = invalid(json!({
         "model_providers": [{"name": "p", "endpoint": "http://h/v1", "extra_body": {"stream": true}}],

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use super::adapter;
 use super::error::{LlmConfigError, LlmError, Redactor};
+use super::lanes::Lanes;
 use super::limits::Limits;
 use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
@@ -27,7 +28,6 @@ use crate::domain::models::ModelConfig;
 /// Calls LLM providers. Build one per process and share it (`Arc`): the connection pool, the
 /// concurrency limits and the usage book are only meaningful when shared.
 pub struct LlmClient {
-    http: reqwest::Client,
     providers: HashMap<String, Provider>,
     retry: RetryPolicy,
     limits: Limits,
@@ -55,6 +55,8 @@ pub(super) struct Provider {
     headers: HeaderMap,
     extra_body: Option<Map<String, Value>>,
     redactor: Redactor,
+    /// Its connections (see `lanes.rs`).
+    lanes: Lanes,
 }
 
 impl std::fmt::Debug for Provider {
@@ -66,6 +68,24 @@ impl std::fmt::Debug for Provider {
             .field("url", &self.url.as_str())
             .finish_non_exhaustive()
     }
+}
+
+/// The CA certificates of a provider's `tls_ca_file`.
+fn ca_certificates(
+    provider: &str,
+    path: &std::path::Path,
+) -> Result<Vec<reqwest::Certificate>, LlmConfigError> {
+    let bad = |reason: String| LlmConfigError::BadCaFile {
+        provider: provider.to_owned(),
+        path: path.display().to_string(),
+        reason,
+    };
+    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(bad("no PEM certificate in it".into()));
+    }
+    Ok(certs)
 }
 
 /// Header names whose values are treated as secrets (marked sensitive, redacted from errors).
@@ -111,6 +131,10 @@ impl Provider {
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);
         }
+        let ca = match &cfg.tls_ca_file {
+            Some(path) => ca_certificates(&cfg.name, path)?,
+            None => Vec::new(),
+        };
         Ok(Self {
             name: cfg.name.clone(),
             kind: cfg.provider_type,
@@ -119,6 +143,7 @@ impl Provider {
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
+            lanes: Lanes::new(ca).map_err(LlmConfigError::Client)?,
         })
     }
 
@@ -166,16 +191,7 @@ impl LlmClient {
                 return Err(LlmConfigError::DuplicateProvider(cfg.name.clone()));
             }
         }
-        let http = reqwest::Client::builder()
-            // A redirect would turn the POST into a GET and drop the body; report it instead.
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(Duration::from_secs(10))
-            .pool_idle_timeout(Duration::from_secs(90))
-            .user_agent(concat!("synthgate/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(LlmConfigError::Client)?;
         Ok(Self {
-            http,
             providers: map,
             retry: RetryPolicy {
                 max_attempts: retry.max_attempts.max(1),
@@ -399,7 +415,8 @@ impl LlmClient {
             let mut headers = p.headers.clone();
             // The call's span continues at the provider (or the gateway in front of it).
             crate::telemetry::inject(&mut headers);
-            let resp = self
+            let lane = p.lanes.pick();
+            let resp = lane
                 .http
                 .post(url.clone())
                 .headers(headers)
@@ -410,6 +427,7 @@ impl LlmClient {
             let wait = retry_after(resp.headers(), SystemTime::now());
             // Reading the body can fail too (reset mid-body): that is a connection error.
             let bytes = resp.bytes().await?;
+            drop(lane);
             Ok::<_, reqwest::Error>((status, wait, bytes))
         };
         let (status, wait, bytes) = match tokio::time::timeout(timeout, exchange).await {

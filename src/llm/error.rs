@@ -194,6 +194,16 @@ pub enum LlmConfigError {
     /// The HTTP client could not be built (TLS setup).
     #[error("cannot build the HTTP client: {0}")]
     Client(#[source] reqwest::Error),
+    /// `tls_ca_file` cannot be read or holds no PEM certificate.
+    #[error("model provider '{provider}': tls_ca_file '{path}': {reason}")]
+    BadCaFile {
+        /// Provider name.
+        provider: String,
+        /// The file as configured.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// Longest provider message quoted in an error; bodies can be whole HTML pages.

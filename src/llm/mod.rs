@@ -23,6 +23,7 @@ mod anthropic;
 mod client;
 mod error;
 mod images;
+mod lanes;
 mod limits;
 mod media;
 mod openai;

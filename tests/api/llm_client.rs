@@ -12,7 +12,7 @@ use synthgate::domain::models::ModelConfig;
 use synthgate::llm::{
     ChatMessage, ChatRequest, ContentBlock, LlmClient, LlmError, RetryPolicy, ToolCall, ToolSpec,
 };
-use synthgate_testkit::mock_llm::{MockLlm, Script};
+use synthgate_testkit::mock_llm::{MockLlm, Script, TlsOptions};
 use tokio_util::sync::CancellationToken;
 
 const KEY: &str = "sk-test-SECRET-0123456789";
@@ -256,6 +256,64 @@ async fn llm_max_parallel_requests_holds_under_50_concurrent_calls() {
     assert_eq!(stats.max_in_flight, 3, "limit reached but never exceeded");
     // 50 calls, 3 at a time, 25 ms each: at least 17 rounds.
     assert!(started.elapsed() >= Duration::from_millis(17 * 25));
+}
+
+/// A provider over TLS that speaks HTTP/2 (as hosted providers do) and lets one connection carry
+/// 100 streams at once, the least RFC 9113 asks of a server. An HTTP client sends every request
+/// to one origin over one connection, so `max_parallel_requests` 200 had 100 in flight and the
+/// rest queued in the client; the provider's connection lanes keep every request in flight. The
+/// client trusts the mock's certificate through the provider's `tls_ca_file`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_requests_past_one_http2_connection_streams_stay_in_flight() {
+    synthgate::telemetry::init_for_tests();
+    let script: Script =
+        serde_json::from_value(json!({"faults": {"latency_ms": 400}, "history_limit": 0})).unwrap();
+    let mock = MockLlm::start_tls(script, TlsOptions::fixture(100))
+        .await
+        .expect("mock starts");
+    assert!(mock.endpoint().starts_with("https://"));
+    let p: ModelProviderConfig = serde_json::from_value(json!({
+        "name": "hosted", "endpoint": mock.endpoint(), "api_key": KEY,
+        "tls_ca_file": TlsOptions::fixture_ca(),
+    }))
+    .unwrap();
+    let c = LlmClient::new(&[p], fast()).expect("client builds");
+    let m = model(
+        "gpt",
+        "hosted",
+        json!({"max_parallel_requests": 200, "timeout": 60}),
+    );
+    let req = ChatRequest::new(vec![ChatMessage::user("x")]);
+    let results = futures::future::join_all((0..400).map(|_| chat(&c, &m, &req))).await;
+    let failed: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{:?}", failed.first());
+    let stats = &mock.stats().models["gpt-model"];
+    assert_eq!(stats.requests, 400);
+    assert_eq!(
+        stats.max_in_flight, 200,
+        "the model's limit, not one connection's 100 streams"
+    );
+}
+
+/// A provider whose `tls_ca_file` is missing or holds no certificate is refused when the client
+/// is built (at start), naming the provider and the file.
+#[test]
+fn llm_a_bad_tls_ca_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    for path in [dir.path().join("missing.pem"), empty] {
+        let p: ModelProviderConfig = serde_json::from_value(json!({
+            "name": "private", "endpoint": "https://llm.internal/v1", "tls_ca_file": path,
+        }))
+        .unwrap();
+        let err = LlmClient::new(&[p], fast()).expect_err("a bad CA file is refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("'private'") && msg.contains("tls_ca_file") && msg.contains(".pem"),
+            "{msg}"
+        );
+    }
 }
 
 #[tokio::test]
