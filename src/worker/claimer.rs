@@ -322,9 +322,11 @@ impl Claimer {
             let own = match lease.as_mut().and_then(|l| l.split(need)) {
                 Some(own) => own,
                 // Leases rounded up chunk by chunk can come to more than the claim holds: what
-                // is left of them, or one more if one is free, or the chunk goes back.
+                // is left of them (if anything is), or one more if one is free, or the chunk
+                // goes back. A chunk never runs on no lease.
                 None => match lease
                     .take()
+                    .filter(|l| l.num_permits() > 0)
                     .or_else(|| self.leases.clone().try_acquire_owned().ok())
                 {
                     Some(own) => own,
