@@ -267,7 +267,7 @@ backends!(cpu_claims, cpu_work_is_claimed_by_the_lease);
 /// generated exactly once: the model sees exactly one request per LLM record.
 async fn a_cpu_sized_claim_gives_back_the_llm_records_past_its_leases(backend: Backend) {
     let (app, mock) = slow_llm_app(backend, 20, 2, Some(64)).await;
-    const CPU: u64 = 30_000;
+    const CPU: u64 = 10_000;
     const LLM: u64 = 400;
     let cpu = submit(
         &app,
