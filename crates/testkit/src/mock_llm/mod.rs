@@ -62,37 +62,39 @@ impl MockLlm {
 
     /// Starts the mock on `addr`.
     pub async fn start_on(addr: SocketAddr, script: Script) -> std::io::Result<Self> {
+        Self::launch(addr, script, None).await
+    }
+
+    /// Starts the mock on `127.0.0.1` with a random port, over TLS (see [`serve_tls`]).
+    pub async fn start_tls(script: Script, tls: TlsOptions) -> std::io::Result<Self> {
+        Self::launch(SocketAddr::from(([127, 0, 0, 1], 0)), script, Some(tls)).await
+    }
+
+    async fn launch(
+        addr: SocketAddr,
+        script: Script,
+        tls: Option<TlsOptions>,
+    ) -> std::io::Result<Self> {
         let listener = TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
         let state = MockState::new(script);
         let stop = CancellationToken::new();
         let tasks = TaskTracker::new();
-        tasks.spawn(serve(listener, Arc::clone(&state), stop.clone()));
+        let is_tls = tls.is_some();
+        let (shared, token) = (Arc::clone(&state), stop.clone());
+        tasks.spawn(async move {
+            match tls {
+                Some(tls) => serve_tls(listener, shared, token, tls).await,
+                None => serve(listener, shared, token).await,
+            }
+        });
         tasks.close();
         Ok(Self {
             addr,
             state,
             stop,
             tasks,
-            tls: false,
-        })
-    }
-
-    /// Starts the mock on `127.0.0.1` with a random port, over TLS (see [`serve_tls`]).
-    pub async fn start_tls(script: Script, tls: TlsOptions) -> std::io::Result<Self> {
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
-        let addr = listener.local_addr()?;
-        let state = MockState::new(script);
-        let stop = CancellationToken::new();
-        let tasks = TaskTracker::new();
-        tasks.spawn(serve_tls(listener, Arc::clone(&state), stop.clone(), tls));
-        tasks.close();
-        Ok(Self {
-            addr,
-            state,
-            stop,
-            tasks,
-            tls: true,
+            tls: is_tls,
         })
     }
 
