@@ -131,6 +131,8 @@ impl Provider {
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);
         }
+        // reqwest speaks HTTP/2 only where TLS negotiates it.
+        let plain = url.scheme() == "http";
         let ca = match &cfg.tls_ca_file {
             Some(path) => ca_certificates(&cfg.name, path)?,
             None => Vec::new(),
@@ -143,7 +145,7 @@ impl Provider {
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
-            lanes: Lanes::new(ca).map_err(LlmConfigError::Client)?,
+            lanes: Lanes::new(ca, plain).map_err(LlmConfigError::Client)?,
         })
     }
 
@@ -423,6 +425,7 @@ impl LlmClient {
                 .body(body)
                 .send()
                 .await?;
+            p.lanes.answered_over(resp.version());
             let status = resp.status();
             let wait = retry_after(resp.headers(), SystemTime::now());
             // Reading the body can fail too (reset mid-body): that is a connection error.
