@@ -11,7 +11,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .devpack
-tar -C target/release -cf - synthgate mock-llm mock-mcp | xz -T0 -3 > .devpack/bins.tar.xz
+# Other builds of the service to compare on the same machine, as target/release/synthgate-<name>
+# (e.g. synthgate-base, main before a change: see bench/rows/), travel along.
+extra=$(cd target/release && ls synthgate-* 2>/dev/null | grep -v '\.d$' || true)
+tar -C target/release -cf - synthgate mock-llm mock-mcp $extra | xz -T0 -3 > .devpack/bins.tar.xz
 
 PGBIN=/usr/lib/postgresql/15/bin
 [ -x $PGBIN/postgres ] || { echo "no Postgres 15 at $PGBIN: bins only"; exit 0; }
