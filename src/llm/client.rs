@@ -1,5 +1,6 @@
-//! `LlmClient`: one pooled reqwest client for every provider, the per-(provider, model)
-//! concurrency limits, retries, and usage accounting around one chat call.
+//! `LlmClient`: each provider's pooled connections (in lanes, see `lanes.rs`), the
+//! per-(provider, model) concurrency limits, retries, and usage accounting around one chat
+//! call.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -8,6 +9,8 @@ use std::time::{Duration, SystemTime};
 use backon::Retryable;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -74,14 +77,16 @@ impl std::fmt::Debug for Provider {
 fn ca_certificates(
     provider: &str,
     path: &std::path::Path,
-) -> Result<Vec<reqwest::Certificate>, LlmConfigError> {
+) -> Result<Vec<CertificateDer<'static>>, LlmConfigError> {
     let bad = |reason: String| LlmConfigError::BadCaFile {
         provider: provider.to_owned(),
         path: path.display().to_string(),
         reason,
     };
     let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(e.to_string()))?;
     if certs.is_empty() {
         return Err(bad("no PEM certificate in it".into()));
     }
@@ -145,7 +150,10 @@ impl Provider {
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
-            lanes: Lanes::new(ca, plain).map_err(LlmConfigError::Client)?,
+            lanes: Lanes::new(ca, plain).map_err(|e| LlmConfigError::Tls {
+                provider: cfg.name.clone(),
+                reason: e.to_string(),
+            })?,
         })
     }
 

@@ -191,9 +191,15 @@ pub enum LlmConfigError {
         /// Header name (never its value).
         header: String,
     },
-    /// The HTTP client could not be built (TLS setup).
-    #[error("cannot build the HTTP client: {0}")]
-    Client(#[source] reqwest::Error),
+    /// The provider's TLS or HTTP client cannot be set up (a CA certificate rustls refuses, no
+    /// system roots).
+    #[error("model provider '{provider}': {reason}")]
+    Tls {
+        /// Provider name.
+        provider: String,
+        /// What failed.
+        reason: String,
+    },
     /// `tls_ca_file` cannot be read or holds no PEM certificate.
     #[error("model provider '{provider}': tls_ca_file '{path}': {reason}")]
     BadCaFile {

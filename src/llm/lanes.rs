@@ -12,10 +12,16 @@
 //! idle connections into pools that cannot lend to each other (more connections made, 10 % more
 //! CPU per request at 2,048 in flight): so a plain `http://` provider has one lane, and an
 //! `https://` one stops opening lanes once an answer came over HTTP/1.1.
+//!
+//! The lanes of a provider share one TLS configuration, so one certificate verifier: reqwest
+//! builds a verifier per client, and each reads and parses the system's CA roots (about 150
+//! certificates) again.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use rustls::pki_types::CertificateDer;
 
 /// Requests one lane carries at once before another opens: under the 100 streams RFC 9113
 /// asks servers to allow at least, with room for a server that allows exactly that.
@@ -26,8 +32,9 @@ const MAX_LANES: usize = 64;
 
 /// A provider's lanes.
 pub(super) struct Lanes {
-    /// Extra CA certificates to trust (a provider's `tls_ca_file`).
-    ca: Vec<reqwest::Certificate>,
+    /// TLS for every lane: the system's roots and the provider's `tls_ca_file`, HTTP/2 and
+    /// HTTP/1.1 offered by ALPN.
+    tls: rustls::ClientConfig,
     lanes: Mutex<Vec<Lane>>,
     /// The provider answers over HTTP/1.1 (a plain `http://` endpoint, or an answer seen):
     /// every request goes to the first lane.
@@ -53,15 +60,16 @@ impl Drop for Ticket {
 }
 
 impl Lanes {
-    /// One lane to start with, trusting `ca` besides the usual roots. `plain`: the endpoint is
-    /// `http://`, which this client only speaks HTTP/1.1 to.
-    pub(super) fn new(ca: Vec<reqwest::Certificate>, plain: bool) -> Result<Self, reqwest::Error> {
+    /// One lane to start with, trusting `ca` besides the system's roots. `plain`: the endpoint
+    /// is `http://`, which this client only speaks HTTP/1.1 to.
+    pub(super) fn new(ca: Vec<CertificateDer<'static>>, plain: bool) -> Result<Self, LanesError> {
+        let tls = tls_config(ca)?;
         let first = Lane {
-            http: client(&ca)?,
+            http: client(&tls)?,
             in_flight: Arc::default(),
         };
         Ok(Self {
-            ca,
+            tls,
             lanes: Mutex::new(vec![first]),
             http1: AtomicBool::new(plain),
         })
@@ -113,7 +121,7 @@ impl Lanes {
             return None;
         }
         let lane = Lane {
-            http: client(&self.ca).ok()?,
+            http: client(&self.tls).ok()?,
             in_flight: Arc::default(),
         };
         let mut lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
@@ -137,18 +145,42 @@ fn least_busy(lanes: &[Lane]) -> Lane {
         .clone()
 }
 
+/// Why a provider's lanes cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum LanesError {
+    /// The TLS configuration (a CA certificate rustls refuses, no system roots).
+    #[error("TLS setup: {0}")]
+    Tls(#[from] rustls::Error),
+    /// The HTTP client.
+    #[error(transparent)]
+    Client(#[from] reqwest::Error),
+}
+
+/// The TLS configuration a provider's lanes share: what reqwest builds for a client of its own
+/// (the platform verifier on ring, TLS 1.2 and 1.3, `h2` and `http/1.1` by ALPN), built once.
+fn tls_config(ca: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfig, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier =
+        rustls_platform_verifier::Verifier::new_with_extra_roots(ca, Arc::clone(&provider))?;
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
 /// One lane's HTTP client.
-fn client(ca: &[reqwest::Certificate]) -> Result<reqwest::Client, reqwest::Error> {
-    let mut b = reqwest::Client::builder()
+fn client(tls: &rustls::ClientConfig) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
         // A redirect would turn the POST into a GET and drop the body; report it instead.
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(Duration::from_secs(10))
         .pool_idle_timeout(Duration::from_secs(90))
-        .user_agent(concat!("synthgate/", env!("CARGO_PKG_VERSION")));
-    for c in ca {
-        b = b.add_root_certificate(c.clone());
-    }
-    b.build()
+        .user_agent(concat!("synthgate/", env!("CARGO_PKG_VERSION")))
+        .use_preconfigured_tls(tls.clone())
+        .build()
 }
 
 #[cfg(test)]
