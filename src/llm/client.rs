@@ -18,7 +18,7 @@ use tracing::Instrument;
 
 use super::adapter;
 use super::error::{LlmConfigError, LlmError, Redactor};
-use super::lanes::Lanes;
+use super::lanes::{self, Lanes};
 use super::limits::Limits;
 use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
@@ -102,9 +102,12 @@ fn is_sensitive_header(name: &str) -> bool {
 }
 
 impl Provider {
+    /// `system_tls`: the TLS configuration of providers without a `tls_ca_file`, built by the
+    /// first that needs it and shared (each reads and parses the system's CA roots).
     fn new(
         cfg: &ModelProviderConfig,
         env: &impl Fn(&str) -> Option<String>,
+        system_tls: &mut Option<rustls::ClientConfig>,
     ) -> Result<Self, LlmConfigError> {
         let bad_endpoint = || LlmConfigError::BadEndpoint {
             provider: cfg.name.clone(),
@@ -138,9 +141,20 @@ impl Provider {
         }
         // reqwest speaks HTTP/2 only where TLS negotiates it.
         let plain = url.scheme() == "http";
-        let ca = match &cfg.tls_ca_file {
-            Some(path) => ca_certificates(&cfg.name, path)?,
-            None => Vec::new(),
+        let bad_tls = |e: &dyn std::fmt::Display| LlmConfigError::Tls {
+            provider: cfg.name.clone(),
+            reason: e.to_string(),
+        };
+        let tls = match &cfg.tls_ca_file {
+            Some(path) => {
+                lanes::tls_config(ca_certificates(&cfg.name, path)?).map_err(|e| bad_tls(&e))?
+            }
+            None => match system_tls {
+                Some(tls) => tls.clone(),
+                None => system_tls
+                    .insert(lanes::tls_config(Vec::new()).map_err(|e| bad_tls(&e))?)
+                    .clone(),
+            },
         };
         Ok(Self {
             name: cfg.name.clone(),
@@ -150,10 +164,7 @@ impl Provider {
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
-            lanes: Lanes::new(ca, plain).map_err(|e| LlmConfigError::Tls {
-                provider: cfg.name.clone(),
-                reason: e.to_string(),
-            })?,
+            lanes: Lanes::new(tls, plain).map_err(|e| bad_tls(&e))?,
         })
     }
 
@@ -195,8 +206,9 @@ impl LlmClient {
     ) -> Result<Self, LlmConfigError> {
         crate::install_crypto_provider();
         let mut map = HashMap::new();
+        let mut system_tls = None;
         for cfg in providers {
-            let p = Provider::new(cfg, &env)?;
+            let p = Provider::new(cfg, &env, &mut system_tls)?;
             if map.insert(cfg.name.clone(), p).is_some() {
                 return Err(LlmConfigError::DuplicateProvider(cfg.name.clone()));
             }
@@ -427,7 +439,7 @@ impl LlmClient {
             crate::telemetry::inject(&mut headers);
             let lane = p.lanes.pick();
             let resp = lane
-                .http
+                .http()
                 .post(url.clone())
                 .headers(headers)
                 .body(body)

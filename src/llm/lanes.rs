@@ -13,9 +13,9 @@
 //! CPU per request at 2,048 in flight): so a plain `http://` provider has one lane, and an
 //! `https://` one stops opening lanes once an answer came over HTTP/1.1.
 //!
-//! The lanes of a provider share one TLS configuration, so one certificate verifier: reqwest
-//! builds a verifier per client, and each reads and parses the system's CA roots (about 150
-//! certificates) again.
+//! The lanes of a provider share one TLS configuration, so one certificate verifier (and the
+//! providers without a `tls_ca_file` share theirs): reqwest builds a verifier per client, and
+//! each reads and parses the system's CA roots (about 150 certificates) again.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -48,22 +48,30 @@ struct Lane {
 }
 
 /// A request's place in its lane, given back when dropped.
-pub(super) struct Ticket {
-    pub(super) http: reqwest::Client,
-    in_flight: Arc<AtomicUsize>,
+pub(super) struct Ticket(Lane);
+
+impl Ticket {
+    fn take(lane: Lane) -> Self {
+        lane.in_flight.fetch_add(1, Ordering::Relaxed);
+        Self(lane)
+    }
+
+    /// The lane's client.
+    pub(super) fn http(&self) -> &reqwest::Client {
+        &self.0.http
+    }
 }
 
 impl Drop for Ticket {
     fn drop(&mut self) {
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Lanes {
-    /// One lane to start with, trusting `ca` besides the system's roots. `plain`: the endpoint
-    /// is `http://`, which this client only speaks HTTP/1.1 to.
-    pub(super) fn new(ca: Vec<CertificateDer<'static>>, plain: bool) -> Result<Self, LanesError> {
-        let tls = tls_config(ca)?;
+    /// One lane to start with, on `tls` (see [`tls_config`]). `plain`: the endpoint is
+    /// `http://`, which this client only speaks HTTP/1.1 to.
+    pub(super) fn new(tls: rustls::ClientConfig, plain: bool) -> Result<Self, reqwest::Error> {
         let first = Lane {
             http: client(&tls)?,
             in_flight: Arc::default(),
@@ -85,28 +93,19 @@ impl Lanes {
     /// The lane for the next request: the least busy, or a new one when every lane carries
     /// [`STREAMS_PER_LANE`] (while fewer than [`MAX_LANES`] are open).
     pub(super) fn pick(&self) -> Ticket {
+        let http1 = self.http1.load(Ordering::Relaxed);
         let least = {
             let lanes = self.lanes.lock().unwrap_or_else(|p| p.into_inner());
-            if self.http1.load(Ordering::Relaxed) {
-                let first = lanes[0].clone();
-                first.in_flight.fetch_add(1, Ordering::Relaxed);
-                return Ticket {
-                    http: first.http,
-                    in_flight: first.in_flight,
-                };
+            if http1 {
+                lanes[0].clone()
+            } else {
+                least_busy(&lanes)
             }
-            least_busy(&lanes)
         };
-        let lane = if least.in_flight.load(Ordering::Relaxed) >= STREAMS_PER_LANE {
-            self.open().unwrap_or(least)
-        } else {
-            least
-        };
-        lane.in_flight.fetch_add(1, Ordering::Relaxed);
-        Ticket {
-            http: lane.http,
-            in_flight: lane.in_flight,
+        if http1 || least.in_flight.load(Ordering::Relaxed) < STREAMS_PER_LANE {
+            return Ticket::take(least);
         }
+        Ticket::take(self.open().unwrap_or(least))
     }
 
     /// Lanes open now.
@@ -145,20 +144,13 @@ fn least_busy(lanes: &[Lane]) -> Lane {
         .clone()
 }
 
-/// Why a provider's lanes cannot be set up.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum LanesError {
-    /// The TLS configuration (a CA certificate rustls refuses, no system roots).
-    #[error("TLS setup: {0}")]
-    Tls(#[from] rustls::Error),
-    /// The HTTP client.
-    #[error(transparent)]
-    Client(#[from] reqwest::Error),
-}
-
 /// The TLS configuration a provider's lanes share: what reqwest builds for a client of its own
-/// (the platform verifier on ring, TLS 1.2 and 1.3, `h2` and `http/1.1` by ALPN), built once.
-fn tls_config(ca: Vec<CertificateDer<'static>>) -> Result<rustls::ClientConfig, rustls::Error> {
+/// (the platform verifier on ring, TLS 1.2 and 1.3, `h2` and `http/1.1` by ALPN), trusting
+/// `ca` besides the system's roots. Built once per `tls_ca_file` (once for all providers
+/// without one): building it reads and parses the system's roots.
+pub(super) fn tls_config(
+    ca: Vec<CertificateDer<'static>>,
+) -> Result<rustls::ClientConfig, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier =
         rustls_platform_verifier::Verifier::new_with_extra_roots(ca, Arc::clone(&provider))?;
@@ -190,7 +182,7 @@ mod tests {
     #[test]
     fn a_lane_opens_when_every_lane_is_full_and_requests_go_to_the_least_busy() {
         crate::install_crypto_provider();
-        let lanes = Lanes::new(Vec::new(), false).unwrap();
+        let lanes = Lanes::new(tls_config(Vec::new()).unwrap(), false).unwrap();
         let mut held: Vec<Ticket> = (0..STREAMS_PER_LANE).map(|_| lanes.pick()).collect();
         assert_eq!(lanes.len(), 1, "one lane carries {STREAMS_PER_LANE}");
         held.push(lanes.pick());
@@ -209,7 +201,7 @@ mod tests {
     #[test]
     fn lanes_stop_at_the_maximum() {
         crate::install_crypto_provider();
-        let lanes = Lanes::new(Vec::new(), false).unwrap();
+        let lanes = Lanes::new(tls_config(Vec::new()).unwrap(), false).unwrap();
         let held: Vec<Ticket> = (0..STREAMS_PER_LANE * MAX_LANES + 10)
             .map(|_| lanes.pick())
             .collect();
@@ -220,12 +212,12 @@ mod tests {
     #[test]
     fn an_http1_provider_keeps_one_lane() {
         crate::install_crypto_provider();
-        let plain = Lanes::new(Vec::new(), true).unwrap();
+        let plain = Lanes::new(tls_config(Vec::new()).unwrap(), true).unwrap();
         let held: Vec<Ticket> = (0..STREAMS_PER_LANE * 3).map(|_| plain.pick()).collect();
         assert_eq!(plain.len(), 1, "plain http:// is HTTP/1.1: one pool");
         drop(held);
 
-        let tls = Lanes::new(Vec::new(), false).unwrap();
+        let tls = Lanes::new(tls_config(Vec::new()).unwrap(), false).unwrap();
         let mut held: Vec<Ticket> = (0..=STREAMS_PER_LANE).map(|_| tls.pick()).collect();
         assert_eq!(tls.len(), 2, "HTTP/2 until told otherwise");
         tls.answered_over(reqwest::Version::HTTP_2);
