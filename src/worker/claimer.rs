@@ -147,15 +147,11 @@ impl Claimer {
         }
         // A claim sized for CPU-only chunks asks for several records per lease; records of
         // other work it meets get a lease each, as far as the claim's leases go (see `start`).
-        let per_lease = if self.cpu_streak {
-            self.cpu_per_lease
+        let (per_lease, limit) = if self.cpu_streak {
+            let per = self.cpu_per_lease;
+            (per, lease.num_permits().saturating_mul(per))
         } else {
-            1
-        };
-        let limit = if self.cpu_streak {
-            lease.num_permits().saturating_mul(per_lease)
-        } else {
-            permits.len()
+            (1, permits.len())
         };
         // Registered before the query, so a submit during the claim cannot be missed.
         let wake = self.wake.clone();

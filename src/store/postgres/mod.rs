@@ -1,9 +1,10 @@
 //! Postgres store, for deployments where several replicas share one database.
 //!
 //! Claims take over stale chunks with `for update skip locked` and carve new ones under the
-//! job row's lock, so concurrent claimers (in one process or many) take disjoint chunks. Every
-//! timestamp, lease expiry included, comes from the database clock (`now()`), so replicas whose
-//! clocks disagree still agree on when a lease has expired. See `queue.rs` for the lock order.
+//! lock of the job's cursor, so concurrent claimers (in one process or many) take disjoint
+//! chunks. Every timestamp, lease expiry included, comes from the database clock (`now()`), so
+//! replicas whose clocks disagree still agree on when a lease has expired. See `queue.rs` for
+//! the lock order.
 //!
 //! This file holds connecting, jobs and the read side; `queue.rs` (with `claim.rs` and
 //! `complete.rs`) the work queue, `datasets.rs` the datasets.

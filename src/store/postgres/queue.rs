@@ -3,16 +3,17 @@
 //! `store/complete.rs` over this backend's steps (`claim.rs`, `complete.rs` beside this file).
 //!
 //! Each operation is one read-committed transaction. Claims lock the stale chunks they look at
-//! with `for update skip locked` and the job row they carve a new chunk from with `for update`;
-//! writers lock their own chunks in key order. Every statement that could wait on a chunk
-//! while holding a job row (cancel, finalize) skips locked chunks instead, so the locks these
-//! statements take by name form no cycle. The locks Postgres takes on its own (a foreign key's
-//! key-share lock on the job row, which a carve's `for update` waits for; a unique index's wait
-//! on an insert under way) are not in that order, and a load test saw Postgres break one
-//! cycle among them; so each operation here that may wait on a lock while holding another
-//! (claim, batch write, cancel, finalize, release) is one transaction that [`rerun`] runs
-//! again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip locked
-//! chunks and a job's failure locks one row: neither can be part of a cycle.
+//! with `for update skip locked`, and carve a new chunk under the job's cursor (`job_cursors`,
+//! `for update`) while sharing the job row (`for share`); writers lock their own chunks in key
+//! order. Every statement that could wait on a chunk while holding a job row (cancel,
+//! finalize) skips locked chunks instead, so the locks these statements take by name form no
+//! cycle. The locks Postgres takes on its own (a foreign key's key-share lock on the job row; a
+//! unique index's wait on an insert under way) are not in that order, and a load test once saw
+//! Postgres break a cycle among them (a writer's key-share lock against a carve that then took
+//! the job row `for update`); so each operation here that may wait on a lock while holding
+//! another (claim, batch write, cancel, finalize, release) is one transaction that [`rerun`]
+//! runs again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip
+//! locked chunks and a job's failure locks one row: neither can be part of a cycle.
 
 use std::future::Future;
 use std::time::Duration;
