@@ -7,11 +7,13 @@
 //!   (in-process only).
 //! - [`bin_path`]: where the running test finds those binaries (built on demand).
 //! - [`signals`]: SIGINT/SIGTERM handling shared by the two binaries.
+//! - [`tls`]: serving a double over HTTPS with HTTP/2 and a cap on a connection's streams.
 
 pub mod bin_path;
 pub mod mock_hub;
 pub mod mock_llm;
 pub mod mock_mcp;
 pub mod signals;
+pub mod tls;
 
 pub use bin_path::bin_path;

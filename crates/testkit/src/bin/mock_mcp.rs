@@ -6,11 +6,13 @@
 //! ```text
 //! mock-mcp stdio
 //! mock-mcp http --addr 127.0.0.1:0        # prints `listening on http://127.0.0.1:PORT/mcp`
+//! mock-mcp http --tls --max-streams 100    # HTTPS, HTTP/2, 100 streams per connection
 //! MOCK_MCP_EVENTS=/tmp/ev MOCK_MCP_PAGE_SIZE=2 mock-mcp stdio
 //! ```
 //!
-//! stdout is the protocol in stdio mode and carries exactly one line in HTTP mode, so logs go
-//! to stderr (`RUST_LOG`, default `warn`). The `crash` tool exits with code 3.
+//! In HTTP mode `GET /_mock/stats` answers the `tools/call` requests seen and the most in
+//! flight at once. stdout is the protocol in stdio mode and carries exactly one line in HTTP
+//! mode, so logs go to stderr (`RUST_LOG`, default `warn`). The `crash` tool exits with code 3.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,8 +21,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use synthgate_testkit::mock_mcp::{Options, serve_http, serve_stdio};
+use synthgate_testkit::mock_mcp::{Options, serve_http, serve_https, serve_stdio};
 use synthgate_testkit::signals::watch_signals;
+use synthgate_testkit::tls::TlsOptions;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -50,6 +53,13 @@ enum Mode {
         /// Address to bind (port 0 picks a free one; the real one is printed).
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: SocketAddr,
+        /// Serve HTTPS (HTTP/2 by ALPN, as a server behind a CDN or gateway does) with the
+        /// test certificate of crates/testkit/fixtures, signed by its tls-ca.pem.
+        #[arg(long)]
+        tls: bool,
+        /// With --tls: the streams one HTTP/2 connection may carry at once.
+        #[arg(long, default_value_t = 100)]
+        max_streams: u32,
     },
 }
 
@@ -90,15 +100,25 @@ async fn main() -> ExitCode {
     let server = async {
         match args.mode {
             Mode::Stdio => serve_stdio(opts, stop.clone()).await,
-            Mode::Http { addr } => {
+            Mode::Http {
+                addr,
+                tls,
+                max_streams,
+            } => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
                 let bound = listener.local_addr()?;
+                let scheme = if tls { "https" } else { "http" };
                 // Tests read the real port from this line, so it must be whole and flushed.
                 let mut out = std::io::stdout().lock();
-                writeln!(out, "listening on http://{bound}/mcp")?;
+                writeln!(out, "listening on {scheme}://{bound}/mcp")?;
                 out.flush()?;
                 drop(out);
-                serve_http(listener, opts, stop.clone()).await
+                if tls {
+                    let tls = TlsOptions::fixture(max_streams);
+                    serve_https(listener, opts, stop.clone(), tls).await
+                } else {
+                    serve_http(listener, opts, stop.clone()).await
+                }
             }
         }
     };

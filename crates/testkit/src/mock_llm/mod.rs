@@ -17,7 +17,6 @@ mod media;
 mod reply;
 pub mod script;
 mod state;
-mod tls;
 mod view;
 
 use std::net::SocketAddr;
@@ -35,10 +34,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use crate::tls::TlsOptions;
 pub use media::{PNG, embedding_of};
 pub use script::{Api, Faults, Reply, Rule, Script, ScriptedToolCall, When};
 pub use state::{MockState, MockStats, ModelStats, RecordedRequest};
-pub use tls::{TlsOptions, serve_tls};
 
 use reply::{error_body, success_body, tokens};
 use state::Plan;
@@ -152,6 +151,16 @@ pub async fn serve(
     axum::serve(listener, router(state))
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
+}
+
+/// Serves the mock over TLS on `listener` until `stop` fires (see [`crate::tls`]).
+pub async fn serve_tls(
+    listener: TcpListener,
+    state: Arc<MockState>,
+    stop: CancellationToken,
+    tls: TlsOptions,
+) -> std::io::Result<()> {
+    crate::tls::serve_router(listener, router(state), stop, tls).await
 }
 
 /// The mock's routes.

@@ -5,7 +5,9 @@
 //! that changes at run time (`notifications/tools/list_changed`). Tests and benches reach it
 //! over stdio (the `mock-mcp stdio` binary, started by the gateway like any stdio server) or
 //! streamable HTTP at `/mcp` (the binary's `http` mode, or [`serve_http`] / [`MockMcpHttp`]
-//! in-process).
+//! in-process), plain or over TLS with HTTP/2 and a cap on a connection's streams
+//! ([`serve_https`], [`MockMcpHttp::start_tls`]). Over HTTP, `GET /_mock/stats` answers the
+//! [`CallStats`].
 //!
 //! The tools, with what they return:
 //!
@@ -69,6 +71,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::tls::TlsOptions;
 use events::EventLog;
 pub use oauth::{OAuthOptions, OAuthStats};
 pub use tools::PNG_1X1;
@@ -78,6 +81,8 @@ use tools::{BONUS, router};
 pub const EVENTS_ENV: &str = "MOCK_MCP_EVENTS";
 /// Env var (and `--page-size`): tools per `tools/list` page.
 pub const PAGE_SIZE_ENV: &str = "MOCK_MCP_PAGE_SIZE";
+/// Where the HTTP modes answer `GET` with the [`CallStats`] as JSON.
+pub const STATS_PATH: &str = "/_mock/stats";
 /// Exit code of the binary after the `crash` tool.
 pub const CRASH_EXIT_CODE: i32 = 3;
 
@@ -125,7 +130,35 @@ pub async fn serve_http(
     opts: Options,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    serve_shared(listener, Shared::new(opts, shutdown.clone())?, shutdown).await
+    serve_shared(
+        listener,
+        Shared::new(opts, shutdown.clone())?,
+        shutdown,
+        None,
+    )
+    .await
+}
+
+/// [`serve_http`] over TLS, with HTTP/2 by ALPN and `tls.max_streams` streams per connection
+/// (see [`crate::tls`]), as an MCP server behind a CDN or gateway answers. Not with
+/// [`Options::oauth`], whose metadata names `http://` URLs.
+pub async fn serve_https(
+    listener: TcpListener,
+    opts: Options,
+    shutdown: CancellationToken,
+    tls: TlsOptions,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        opts.oauth.is_none(),
+        "the OAuth mode is served over plain HTTP only"
+    );
+    serve_shared(
+        listener,
+        Shared::new(opts, shutdown.clone())?,
+        shutdown,
+        Some(tls),
+    )
+    .await
 }
 
 /// [`serve_http`] with its state built (so [`MockMcpHttp::start`] can report a bad events path).
@@ -133,8 +166,10 @@ async fn serve_shared(
     listener: TcpListener,
     shared: Arc<Shared>,
     shutdown: CancellationToken,
+    tls: Option<TlsOptions>,
 ) -> anyhow::Result<()> {
     let shared_oauth = shared.oauth.clone();
+    let calls = Arc::clone(&shared.calls);
     // rmcp calls the factory for every POST (to read tool schemas for header checks), not only
     // per session, so a handler must be cheap: the router and state live in `shared`.
     let service: StreamableHttpService<MockMcp, LocalSessionManager> = StreamableHttpService::new(
@@ -150,6 +185,16 @@ async fn serve_shared(
     let mut app = axum::Router::new().nest_service("/mcp", service);
     if let Some((opts, stats)) = &shared_oauth {
         app = oauth::wrap(app, listener.local_addr()?, opts.clone(), stats.clone());
+    }
+    // Outside the OAuth guard: what the bench reads after a run.
+    let app = app.route(
+        STATS_PATH,
+        axum::routing::get(move || std::future::ready(axum::Json(calls.stats()))),
+    );
+    if let Some(tls) = tls {
+        return crate::tls::serve_router(listener, app, shutdown, tls)
+            .await
+            .context("HTTPS server failed");
     }
     // TCP_NODELAY, as real servers set it (uvicorn, Go's net/http): rmcp answers a POST as an
     // SSE stream in several small writes, and with Nagle on each one after the first waits for
@@ -170,20 +215,37 @@ pub struct MockMcpHttp {
     stop: CancellationToken,
     tasks: TaskTracker,
     oauth: Option<Arc<OAuthStats>>,
+    calls: Arc<CallCounter>,
+    tls: bool,
 }
 
 impl MockMcpHttp {
     /// Starts the mock on `127.0.0.1` with a random port.
     pub async fn start(opts: Options) -> anyhow::Result<Self> {
+        Self::launch(opts, None).await
+    }
+
+    /// Starts the mock on `127.0.0.1` with a random port, over TLS (see [`serve_https`]).
+    pub async fn start_tls(opts: Options, tls: TlsOptions) -> anyhow::Result<Self> {
+        anyhow::ensure!(
+            opts.oauth.is_none(),
+            "the OAuth mode is served over plain HTTP only"
+        );
+        Self::launch(opts, Some(tls)).await
+    }
+
+    async fn launch(opts: Options, tls: Option<TlsOptions>) -> anyhow::Result<Self> {
         let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let addr = listener.local_addr()?;
         let stop = CancellationToken::new();
         let shared = Shared::new(opts, stop.clone())?;
         let oauth = shared.oauth.as_ref().map(|(_, stats)| stats.clone());
+        let calls = Arc::clone(&shared.calls);
+        let is_tls = tls.is_some();
         let tasks = TaskTracker::new();
         let server_stop = stop.clone();
         tasks.spawn(async move {
-            if let Err(e) = serve_shared(listener, shared, server_stop).await {
+            if let Err(e) = serve_shared(listener, shared, server_stop, tls).await {
                 tracing::error!(error = %e, "mock-mcp stopped with an error");
             }
         });
@@ -193,7 +255,14 @@ impl MockMcpHttp {
             stop,
             tasks,
             oauth,
+            calls,
+            tls: is_tls,
         })
+    }
+
+    /// The `tools/call` requests seen so far, and the most in flight at once.
+    pub fn call_stats(&self) -> CallStats {
+        self.calls.stats()
     }
 
     /// What the OAuth mode saw (`None` without [`Options::oauth`]).
@@ -206,9 +275,11 @@ impl MockMcpHttp {
         self.addr
     }
 
-    /// `http://<addr>/mcp`: the endpoint of an MCP provider with the HTTP transport.
+    /// `http://<addr>/mcp` (`https://` when started with [`MockMcpHttp::start_tls`]): the
+    /// endpoint of an MCP provider with the HTTP transport.
     pub fn url(&self) -> String {
-        format!("http://{}/mcp", self.addr)
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}/mcp", self.addr)
     }
 
     /// The server's stop token; `crash` cancels it too.
@@ -250,6 +321,49 @@ struct Shared {
     stop: CancellationToken,
     /// See [`Options::oauth`], with what it saw.
     oauth: Option<(OAuthOptions, Arc<OAuthStats>)>,
+    /// `tools/call` requests, for [`MockMcpHttp::call_stats`] and [`STATS_PATH`].
+    calls: Arc<CallCounter>,
+}
+
+/// The `tools/call` requests a server has seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CallStats {
+    /// Requests seen.
+    pub calls: u64,
+    /// The most answered at once: what a cap on the client's side shows up in.
+    pub max_in_flight: u64,
+}
+
+#[derive(Debug, Default)]
+struct CallCounter {
+    calls: AtomicU64,
+    in_flight: AtomicU64,
+    max_in_flight: AtomicU64,
+}
+
+impl CallCounter {
+    /// Counts a call in flight until the guard drops.
+    fn enter(&self) -> InCall<'_> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        let now = self.in_flight.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::Relaxed);
+        InCall(self)
+    }
+
+    fn stats(&self) -> CallStats {
+        CallStats {
+            calls: self.calls.load(Ordering::Relaxed),
+            max_in_flight: self.max_in_flight.load(Ordering::Relaxed),
+        }
+    }
+}
+
+struct InCall<'a>(&'a CallCounter);
+
+impl Drop for InCall<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Shared {
@@ -271,6 +385,7 @@ impl Shared {
             sessions: AtomicU64::new(0),
             peers: Mutex::new(Vec::new()),
             stop,
+            calls: Arc::default(),
         }))
     }
 
@@ -411,6 +526,7 @@ impl ServerHandler for MockMcp {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.shared.record("call", Some(&request.name));
+        let _in_call = self.shared.calls.enter();
         // The caller's trace context (SEP-414), which rmcp moves from `_meta` to the context.
         if let Some(tp) = context.meta.get_traceparent() {
             self.shared.record("trace", Some(tp));

@@ -1,7 +1,7 @@
-//! The mock over TLS, with HTTP/2 chosen by ALPN as hosted providers (OpenAI, Anthropic,
-//! Gemini) serve their APIs, and `SETTINGS_MAX_CONCURRENT_STREAMS` set to `max_streams`: a
-//! client that multiplexes every request over one connection meets that cap here as it would
-//! there. HTTP/1.1 stays offered for clients without HTTP/2.
+//! The doubles over TLS, with HTTP/2 chosen by ALPN as hosted services serve (OpenAI,
+//! Anthropic, Gemini; MCP servers behind a CDN or gateway), and `SETTINGS_MAX_CONCURRENT_STREAMS`
+//! set to `max_streams`: a client that multiplexes every request over one connection meets that
+//! cap here as it would there. HTTP/1.1 stays offered for clients without HTTP/2.
 
 use std::io;
 use std::path::PathBuf;
@@ -16,8 +16,6 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-
-use super::{MockState, router};
 
 /// Where the server's certificate and key are, and the streams a connection may carry.
 #[derive(Debug, Clone)]
@@ -67,15 +65,15 @@ impl TlsOptions {
     }
 }
 
-/// Serves the mock over TLS on `listener` until `stop` fires.
-pub async fn serve_tls(
+/// Serves `app` over TLS on `listener` until `stop` fires, with `TCP_NODELAY` as real servers
+/// set it.
+pub async fn serve_router(
     listener: TcpListener,
-    state: Arc<MockState>,
+    app: axum::Router,
     stop: CancellationToken,
     tls: TlsOptions,
 ) -> io::Result<()> {
     let acceptor = tls.acceptor()?;
-    let app = router(state);
     let connections = TaskTracker::new();
     loop {
         let (tcp, _) = tokio::select! {
