@@ -73,6 +73,7 @@ pub mod error;
 pub mod fuzzing;
 pub mod generate;
 pub mod jobs;
+pub(crate) mod lanes;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;

@@ -1,4 +1,4 @@
-//! `LlmClient`: each provider's pooled connections (in lanes, see `lanes.rs`), the
+//! `LlmClient`: each provider's pooled connections (in lanes, see `crate::lanes`), the
 //! per-(provider, model) concurrency limits, retries, and usage accounting around one chat
 //! call.
 
@@ -9,8 +9,6 @@ use std::time::{Duration, SystemTime};
 use backon::Retryable;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
@@ -18,7 +16,6 @@ use tracing::Instrument;
 
 use super::adapter;
 use super::error::{LlmConfigError, LlmError, Redactor};
-use super::lanes::{self, Lanes};
 use super::limits::Limits;
 use super::params::{self, Sampled};
 use super::retry::{Failure, RetryPolicy, retry_after};
@@ -27,6 +24,7 @@ use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
 use crate::config::{ModelProviderConfig, ProviderType, resolve_api_key};
 use crate::domain::models::ModelConfig;
+use crate::lanes::{Lanes, TlsError};
 
 /// Calls LLM providers. Build one per process and share it (`Arc`): the connection pool, the
 /// concurrency limits and the usage book are only meaningful when shared.
@@ -58,7 +56,7 @@ pub(super) struct Provider {
     headers: HeaderMap,
     extra_body: Option<Map<String, Value>>,
     redactor: Redactor,
-    /// Its connections (see `lanes.rs`).
+    /// Its connections (see `crate::lanes`).
     lanes: Lanes,
 }
 
@@ -73,26 +71,6 @@ impl std::fmt::Debug for Provider {
     }
 }
 
-/// The CA certificates of a provider's `tls_ca_file`.
-fn ca_certificates(
-    provider: &str,
-    path: &std::path::Path,
-) -> Result<Vec<CertificateDer<'static>>, LlmConfigError> {
-    let bad = |reason: String| LlmConfigError::BadCaFile {
-        provider: provider.to_owned(),
-        path: path.display().to_string(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(bad("no PEM certificate in it".into()));
-    }
-    Ok(certs)
-}
-
 /// Header names whose values are treated as secrets (marked sensitive, redacted from errors).
 fn is_sensitive_header(name: &str) -> bool {
     let n = name.to_ascii_lowercase();
@@ -102,12 +80,9 @@ fn is_sensitive_header(name: &str) -> bool {
 }
 
 impl Provider {
-    /// `system_tls`: the TLS configuration of providers without a `tls_ca_file`, built by the
-    /// first that needs it and shared (each reads and parses the system's CA roots).
     fn new(
         cfg: &ModelProviderConfig,
         env: &impl Fn(&str) -> Option<String>,
-        system_tls: &mut Option<rustls::ClientConfig>,
     ) -> Result<Self, LlmConfigError> {
         let bad_endpoint = || LlmConfigError::BadEndpoint {
             provider: cfg.name.clone(),
@@ -139,23 +114,19 @@ impl Provider {
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);
         }
-        // reqwest speaks HTTP/2 only where TLS negotiates it.
-        let plain = url.scheme() == "http";
-        let bad_tls = |e: &dyn std::fmt::Display| LlmConfigError::Tls {
-            provider: cfg.name.clone(),
-            reason: e.to_string(),
-        };
-        let tls = match &cfg.tls_ca_file {
-            Some(path) => {
-                lanes::tls_config(ca_certificates(&cfg.name, path)?).map_err(|e| bad_tls(&e))?
-            }
-            None => match system_tls {
-                Some(tls) => tls.clone(),
-                None => system_tls
-                    .insert(lanes::tls_config(Vec::new()).map_err(|e| bad_tls(&e))?)
-                    .clone(),
-            },
-        };
+        let origin = format!("model provider '{}'", cfg.name);
+        let lanes = crate::lanes::lanes_for(origin, cfg.tls_ca_file.as_deref(), url.as_str())
+            .map_err(|e| match e {
+                TlsError::CaFile { path, reason } => LlmConfigError::BadCaFile {
+                    provider: cfg.name.clone(),
+                    path,
+                    reason,
+                },
+                TlsError::Config(reason) => LlmConfigError::Tls {
+                    provider: cfg.name.clone(),
+                    reason,
+                },
+            })?;
         Ok(Self {
             name: cfg.name.clone(),
             kind: cfg.provider_type,
@@ -164,7 +135,7 @@ impl Provider {
             headers,
             extra_body: cfg.extra_body.clone(),
             redactor,
-            lanes: Lanes::new(tls, plain).map_err(|e| bad_tls(&e))?,
+            lanes,
         })
     }
 
@@ -206,9 +177,8 @@ impl LlmClient {
     ) -> Result<Self, LlmConfigError> {
         crate::install_crypto_provider();
         let mut map = HashMap::new();
-        let mut system_tls = None;
         for cfg in providers {
-            let p = Provider::new(cfg, &env, &mut system_tls)?;
+            let p = Provider::new(cfg, &env)?;
             if map.insert(cfg.name.clone(), p).is_some() {
                 return Err(LlmConfigError::DuplicateProvider(cfg.name.clone()));
             }

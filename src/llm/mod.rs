@@ -23,7 +23,6 @@ mod anthropic;
 mod client;
 mod error;
 mod images;
-mod lanes;
 mod limits;
 mod media;
 mod openai;
