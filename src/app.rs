@@ -58,14 +58,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         "database ready"
     );
 
-    // No client-wide timeout: SSE sessions are long-lived streams; each call has its own. No
-    // redirects: reqwest keeps custom headers (which may hold MCP or inline-tool secrets) on a
-    // redirect to another origin.
-    let tools_http = reqwest::Client::builder()
-        .connect_timeout(Duration::from_secs(10))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .context("building the MCP HTTP client")?;
     // Once at start, which MCP providers exist and how they connect: names and transports
     // only, since endpoints, commands and headers may carry credentials.
     for p in &config.mcp_providers {
@@ -75,12 +67,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             "MCP provider configured"
         );
     }
-    let tools = ToolHub::new(
-        McpPool::new(&config.mcp_providers, tools_http.clone()),
-        &config.tools,
-        tools_http,
-        config.limits.max_tool_result_chars,
-    );
+    let mcp = McpPool::new(&config.mcp_providers)
+        .context("building the MCP clients (config key `mcp_providers`)")?;
+    let tools = ToolHub::new(mcp, &config.tools, config.limits.max_tool_result_chars)
+        .context("building the inline tools' clients (config key `tools`)")?;
     if config.mcp.connect_on_start {
         connect_mcp_providers(&tools, &config).await;
     }

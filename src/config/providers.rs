@@ -124,6 +124,10 @@ pub struct McpProviderConfig {
     /// OAuth client credentials (`streamable_http` only), per the MCP authorization spec.
     #[serde(default)]
     pub oauth: Option<McpOAuthConfig>,
+    /// A PEM file of CA certificates to trust for this provider besides the system's (`sse`
+    /// and `streamable_http` servers behind a private CA). synthgate's own key.
+    #[serde(default)]
+    pub tls_ca_file: Option<std::path::PathBuf>,
 }
 
 /// A pre-registered OAuth client of an MCP provider's authorization server, for the
@@ -298,6 +302,19 @@ fn empty_object_schema() -> Value {
     serde_json::json!({"type": "object", "properties": {}})
 }
 
+/// A provider's `tls_ca_file` must be a file (what is in it is checked when its client is
+/// built, at start).
+fn ca_file_problems(key: &str, ca: Option<&std::path::Path>, out: &mut Vec<String>) {
+    if let Some(ca) = ca
+        && !ca.is_file()
+    {
+        out.push(format!(
+            "config key `{key}.tls_ca_file`: '{}' is not a file",
+            ca.display()
+        ));
+    }
+}
+
 /// Cross-references and per-transport requirements, each problem naming its key.
 pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
     let mut model_providers = HashSet::new();
@@ -315,14 +332,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
             ));
         }
         reserved_fields(&format!("{key}.extra_body"), p.extra_body.as_ref(), out);
-        if let Some(ca) = &p.tls_ca_file
-            && !ca.is_file()
-        {
-            out.push(format!(
-                "config key `{key}.tls_ca_file`: '{}' is not a file",
-                ca.display()
-            ));
-        }
+        ca_file_problems(&key, p.tls_ca_file.as_deref(), out);
     }
     let mcp_names: HashSet<&str> = cfg.mcp_providers.iter().map(|p| p.name.as_str()).collect();
     let mut aliases = HashSet::new();
@@ -413,6 +423,7 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
         if let Some(o) = &p.oauth {
             oauth_problems(&key, p, o, out);
         }
+        ca_file_problems(&key, p.tls_ca_file.as_deref(), out);
     }
     let inline: HashSet<&str> = cfg.tools.iter().map(|t| t.name.as_str()).collect();
     let mut tool_aliases = HashSet::new();

@@ -167,6 +167,15 @@ fn a_provider_ca_file_must_exist() {
         &["`model_providers[0].tls_ca_file`", "/nonexistent/ca.pem"],
         Some(1),
     );
+    let problems = invalid(json!({
+        "mcp_providers": [{"name": "m", "provider_type": "streamable_http",
+                           "endpoint": "https://h/mcp", "tls_ca_file": "/nonexistent/mcp-ca.pem"}],
+    }));
+    assert_mentions(
+        &problems,
+        &["`mcp_providers[0].tls_ca_file`", "/nonexistent/mcp-ca.pem"],
+        Some(1),
+    );
 }
 
 #[test]

@@ -16,9 +16,11 @@ use tokio_util::task::TaskTracker;
 
 use super::any_transport::AnyTransport;
 use super::cache::ToolCache;
+use super::laned_http::Laned;
 use super::oauth::{OAuth, ProviderHttp};
 use super::traced_http::Traced;
 use crate::config::{McpProviderConfig, McpTransport, resolve_api_key};
+use crate::lanes::Lanes;
 
 /// The environment a stdio server inherits before its own `env` is merged over it: the MCP
 /// SDKs' minimal POSIX set, so the service's own secrets never reach a tool server.
@@ -58,12 +60,12 @@ pub(crate) type Service = RunningService<RoleClient, Handler>;
 /// Starts the transport and runs `initialize`. `Err` is a message for [`super::McpError`].
 pub(crate) async fn connect(
     cfg: &McpProviderConfig,
-    http: &reqwest::Client,
+    lanes: Option<&Arc<Lanes>>,
     oauth: Option<&Arc<OAuth>>,
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
-    open(cfg, http, oauth, handler, tasks)
+    open(cfg, lanes, oauth, handler, tasks)
         .await
         .map_err(|e| redact(cfg, oauth, e))
 }
@@ -92,12 +94,12 @@ fn redact(cfg: &McpProviderConfig, oauth: Option<&Arc<OAuth>>, mut message: Stri
 
 async fn open(
     cfg: &McpProviderConfig,
-    http: &reqwest::Client,
+    lanes: Option<&Arc<Lanes>>,
     oauth: Option<&Arc<OAuth>>,
     handler: Handler,
     tasks: &TaskTracker,
 ) -> Result<Service, String> {
-    let transport = transport(cfg, http, oauth, &handler, tasks).await?;
+    let transport = transport(cfg, lanes, oauth, &handler, tasks).await?;
     handler
         .serve(transport)
         .await
@@ -108,11 +110,13 @@ async fn open(
 /// initialized.
 async fn transport(
     cfg: &McpProviderConfig,
-    http: &reqwest::Client,
+    lanes: Option<&Arc<Lanes>>,
     oauth: Option<&Arc<OAuth>>,
     handler: &Handler,
     tasks: &TaskTracker,
 ) -> Result<AnyTransport, String> {
+    // The pool builds lanes for every HTTP provider.
+    let lanes = || lanes.ok_or_else(|| "no HTTP client for an HTTP provider".to_owned());
     match cfg.transport() {
         McpTransport::Stdio => stdio(cfg, handler, tasks),
         McpTransport::StreamableHttp => {
@@ -128,7 +132,7 @@ async fn transport(
                 config = config.auth_header(key);
             }
             let client = Traced(ProviderHttp {
-                http: http.clone(),
+                http: Laned(Arc::clone(lanes()?)),
                 oauth: oauth.cloned(),
             });
             Ok(AnyTransport::new(
@@ -144,7 +148,8 @@ async fn transport(
                 v.set_sensitive(true);
                 headers.insert(AUTHORIZATION, v);
             }
-            let transport = super::sse::SseClientTransport::connect(http.clone(), url, headers)
+            // Every answer comes down the session's one event stream: one client will do.
+            let transport = super::sse::SseClientTransport::connect(lanes()?.first(), url, headers)
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(AnyTransport::new(transport))

@@ -8,6 +8,14 @@ pub enum McpError {
     /// No provider of that name is configured.
     #[error("no MCP provider named '{0}' is configured")]
     UnknownProvider(String),
+    /// The provider's HTTP client could not be built (its `tls_ca_file`, or TLS): at start.
+    #[error("MCP provider '{provider}': {message}")]
+    Client {
+        /// Provider name.
+        provider: String,
+        /// Why.
+        message: String,
+    },
     /// Starting the transport or the `initialize` handshake failed.
     #[error("MCP provider '{provider}' could not be reached: {message}")]
     Connect {
@@ -61,6 +69,7 @@ impl McpError {
     pub fn code(&self) -> &'static str {
         match self {
             Self::UnknownProvider(_) => "unknown_provider",
+            Self::Client { .. } => "client_config",
             Self::Connect { .. } => "connect_failed",
             Self::Unavailable { .. } => "unavailable",
             Self::Transport { .. } => "transport",

@@ -24,6 +24,7 @@ mod any_transport;
 mod cache;
 mod connect;
 mod error;
+mod laned_http;
 mod oauth;
 mod pool;
 pub mod sse;

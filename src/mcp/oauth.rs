@@ -360,14 +360,14 @@ fn algorithm(name: Option<&str>) -> JwtSigningAlgorithm {
     }
 }
 
-/// The streamable HTTP client of every HTTP provider: reqwest's, and for an OAuth provider its
+/// The streamable HTTP client of every HTTP provider: its lanes (`laned_http.rs`), and for an OAuth provider its
 /// token on every request, a new token on a `401` and more scopes on a
 /// `403 insufficient_scope`. Without OAuth each call goes to reqwest as rmcp made it (with
 /// the static key's header, if any). One type for both so that rmcp's transport, generic over
 /// its client, is compiled once (see `any_transport.rs`).
 #[derive(Clone)]
 pub(crate) struct ProviderHttp {
-    pub(crate) http: reqwest::Client,
+    pub(crate) http: super::laned_http::Laned,
     pub(crate) oauth: Option<Arc<OAuth>>,
 }
 

@@ -8,8 +8,10 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
 
+use super::InlineToolError;
 use crate::config::InlineToolConfig;
 use crate::domain::models::duration_from_secs;
+use crate::lanes::Lanes;
 use crate::llm::{ContentBlock, ToolSpec};
 
 /// Longest response body kept from an error answer, in the `Error:` message.
@@ -23,11 +25,19 @@ pub struct InlineTool {
     pub(crate) validator: Option<jsonschema::Validator>,
     /// What the model is offered, built once.
     spec: ToolSpec,
-    http: reqwest::Client,
+    /// Its endpoint's connections (see `crate::lanes`).
+    lanes: Lanes,
 }
 
 impl InlineTool {
-    pub(crate) fn new(cfg: InlineToolConfig, http: reqwest::Client) -> Self {
+    /// Fails when the endpoint's HTTP client cannot be built (TLS).
+    pub(crate) fn new(cfg: InlineToolConfig) -> Result<Self, InlineToolError> {
+        let origin = format!("inline tool '{}'", cfg.name);
+        let lanes =
+            crate::lanes::lanes_for(origin, None, &cfg.endpoint).map_err(|e| InlineToolError {
+                tool: cfg.name.clone(),
+                message: e.to_string(),
+            })?;
         // The config check already rejected schemas that do not compile.
         let validator = jsonschema::validator_for(&cfg.parameters).ok();
         let spec = ToolSpec::new(
@@ -35,12 +45,12 @@ impl InlineTool {
             cfg.description.clone(),
             cfg.parameters.clone(),
         );
-        Self {
+        Ok(Self {
             cfg,
             validator,
             spec,
-            http,
-        }
+            lanes,
+        })
     }
 
     pub(crate) fn spec(&self) -> ToolSpec {
@@ -63,8 +73,9 @@ impl InlineTool {
             metrics::counter!(crate::metrics::INLINE_TOOL_CALLS, "tool" => name.clone(), "outcome" => o)
                 .increment(1);
         };
-        let send = self
-            .http
+        let lane = self.lanes.pick();
+        let send = lane
+            .http()
             .post(&self.cfg.endpoint)
             .headers(self.headers()?)
             .timeout(timeout)
@@ -88,6 +99,7 @@ impl InlineTool {
                 ));
             }
         };
+        self.lanes.answered_over(resp.version());
         let status = resp.status();
         let body = resp.text().await.map_err(|e| {
             format!(
@@ -95,6 +107,7 @@ impl InlineTool {
                 e.without_url()
             )
         })?;
+        drop(lane);
         if !status.is_success() {
             outcome("http_error");
             let body: String = body.chars().take(ERROR_BODY_CHARS).collect();

@@ -40,6 +40,16 @@ pub struct ToolHub {
     max_result_chars: usize,
 }
 
+/// An inline tool's HTTP client could not be built (at start).
+#[derive(Debug, thiserror::Error)]
+#[error("inline tool '{tool}': {message}")]
+pub struct InlineToolError {
+    /// The tool's name.
+    pub tool: String,
+    /// Why.
+    pub message: String,
+}
+
 /// Why a tool config cannot be used with a model. At submit these are config errors (or `503
 /// mcp_unavailable`); after submit they fail the record; `GET /v1/tools` shows them.
 #[derive(Debug, Clone, thiserror::Error)]

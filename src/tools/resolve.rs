@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use super::{InlineTool, Route, Source, ToolHub, Toolset, ToolsetError};
+use super::{InlineTool, InlineToolError, Route, Source, ToolHub, Toolset, ToolsetError};
 use crate::config::InlineToolConfig;
 use crate::domain::models::{ModelConfig, ToolConfig, duration_from_secs};
 use crate::llm::ToolSpec;
@@ -14,33 +14,28 @@ use crate::mcp::{CallScope, McpPool};
 impl ToolHub {
     /// A hub with no MCP provider and no inline tool: a server that configures none.
     pub fn empty() -> Self {
-        crate::install_crypto_provider();
-        let http = reqwest::Client::new();
         let max_result_chars = crate::config::LimitsConfig::default().max_tool_result_chars;
-        Self::new(McpPool::new(&[], http.clone()), &[], http, max_result_chars)
+        let pool = McpPool::new(&[]).expect("a pool without providers builds");
+        Self::new(pool, &[], max_result_chars).expect("a hub without inline tools builds")
     }
 
-    /// A hub over the shared pool and the server's inline tools.
+    /// A hub over the shared pool and the server's inline tools. Fails when an inline tool's
+    /// HTTP client cannot be built.
     pub fn new(
         pool: McpPool,
         inline: &[InlineToolConfig],
-        http: reqwest::Client,
         max_result_chars: usize,
-    ) -> Self {
+    ) -> Result<Self, InlineToolError> {
+        crate::install_crypto_provider();
         let inline = inline
             .iter()
-            .map(|t| {
-                (
-                    t.name.clone(),
-                    Arc::new(InlineTool::new(t.clone(), http.clone())),
-                )
-            })
-            .collect();
-        Self {
+            .map(|t| Ok((t.name.clone(), Arc::new(InlineTool::new(t.clone())?))))
+            .collect::<Result<_, InlineToolError>>()?;
+        Ok(Self {
             pool,
             inline: Arc::new(inline),
             max_result_chars,
-        }
+        })
     }
 
     /// The MCP pool (status, shutdown, scope release).

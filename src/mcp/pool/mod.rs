@@ -132,24 +132,25 @@ struct Inner {
 }
 
 impl McpPool {
-    /// A pool over `providers`; nothing connects until first use.
-    pub fn new(providers: &[McpProviderConfig], http: reqwest::Client) -> Self {
+    /// A pool over `providers`; nothing connects until first use. Fails when an HTTP
+    /// provider's client cannot be built (its `tls_ca_file` holds no certificate).
+    pub fn new(providers: &[McpProviderConfig]) -> Result<Self, McpError> {
         let tasks = TaskTracker::new();
         let closing = CancellationToken::new();
         let providers = providers
             .iter()
             .map(|cfg| {
-                let p = Provider::new(cfg, http.clone(), tasks.clone(), closing.clone());
-                (cfg.name.clone(), Arc::new(p))
+                let p = Provider::new(cfg, tasks.clone(), closing.clone())?;
+                Ok((cfg.name.clone(), Arc::new(p)))
             })
-            .collect();
-        Self {
+            .collect::<Result<_, McpError>>()?;
+        Ok(Self {
             inner: Arc::new(Inner {
                 providers,
                 tasks,
                 closing,
             }),
-        }
+        })
     }
 
     fn provider(&self, name: &str) -> Result<&Arc<Provider>, McpError> {

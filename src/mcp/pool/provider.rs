@@ -17,7 +17,8 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 use tracing::field::Empty;
 
-use crate::config::{McpProviderConfig, SessionScope};
+use crate::config::{McpProviderConfig, McpTransport, SessionScope};
+use crate::lanes::Lanes;
 use crate::mcp::cache::{Source, ToolCache, ToolList};
 use crate::mcp::connect::{self, Handler};
 use crate::mcp::{BUSY_SESSION_CALLS, CallScope, McpError, ProviderState, ProviderStatus};
@@ -54,7 +55,9 @@ pub(crate) struct Provider {
     slots: Mutex<HashMap<Key, Slot>>,
     health: Mutex<Health>,
     next_connect: AtomicU64,
-    http: reqwest::Client,
+    /// An `sse` or `streamable_http` provider's connections, shared by all its sessions
+    /// (see `crate::lanes`); `None` for `stdio`.
+    lanes: Option<Arc<Lanes>>,
     /// The provider's OAuth client and token, shared by all its sessions.
     oauth: Option<Arc<crate::mcp::oauth::OAuth>>,
     tasks: TaskTracker,
@@ -66,11 +69,22 @@ impl Provider {
     /// `closing`.
     pub(super) fn new(
         cfg: &McpProviderConfig,
-        http: reqwest::Client,
         tasks: TaskTracker,
         closing: CancellationToken,
-    ) -> Self {
-        Self {
+    ) -> Result<Self, McpError> {
+        let lanes = match (cfg.transport(), cfg.endpoint.as_deref()) {
+            (McpTransport::Stdio, _) | (_, None) => None,
+            (_, Some(url)) => {
+                let origin = format!("MCP provider '{}'", cfg.name);
+                let lanes = crate::lanes::lanes_for(origin, cfg.tls_ca_file.as_deref(), url)
+                    .map_err(|e| McpError::Client {
+                        provider: cfg.name.clone(),
+                        message: e.to_string(),
+                    })?;
+                Some(Arc::new(lanes))
+            }
+        };
+        Ok(Self {
             cfg: cfg.clone(),
             name: Arc::from(cfg.name.as_str()),
             cache: Arc::new(ToolCache::new(Duration::from_secs(cfg.tools_cache_ttl_sec))),
@@ -78,14 +92,14 @@ impl Provider {
             slots: Mutex::default(),
             health: Mutex::default(),
             next_connect: AtomicU64::new(0),
-            http,
+            lanes,
             oauth: cfg.oauth.as_ref().map(|o| {
                 let endpoint = cfg.endpoint.as_deref().unwrap_or_default();
                 Arc::new(crate::mcp::oauth::OAuth::new(&cfg.name, endpoint, o))
             }),
             tasks,
             closing,
-        }
+        })
     }
 
     pub(super) fn key(&self, scope: Option<&CallScope>) -> Key {
@@ -180,7 +194,7 @@ impl Provider {
                 otel.status_code = Empty,
             );
             let attempt = tokio::select! {
-                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, &self.http, self.oauth.as_ref(), handler.clone(), &self.tasks).instrument(span.clone())) => r,
+                r = tokio::time::timeout(timeout, connect::connect(&self.cfg, self.lanes.as_ref(), self.oauth.as_ref(), handler.clone(), &self.tasks).instrument(span.clone())) => r,
                 () = self.closing.cancelled() => return Err(self.abandon(key, id, McpError::ShuttingDown)),
             };
             if !matches!(attempt, Ok(Ok(_))) {

@@ -1,11 +1,14 @@
 //! Each transport with a real server: mock-mcp over streamable HTTP (behind a proxy that checks
-//! the bearer key, and restarted mid-job), the official Python SDK over legacy SSE, and
-//! `mcp-server-time` from PyPI over stdio.
+//! the bearer key, restarted mid-job, and over HTTPS with HTTP/2), the official Python SDK over
+//! legacy SSE, and `mcp-server-time` from PyPI over stdio.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use synthgate::config::McpProviderConfig;
+use synthgate::mcp::{McpError, McpPool};
 use synthgate_testkit::mock_mcp::{MockMcpHttp, Options};
+use synthgate_testkit::tls::TlsOptions;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -170,6 +173,70 @@ async fn a_streamable_http_server_restarted_mid_job_loses_no_record() {
     app.stop().await;
     stop.cancel();
     server.wait().await;
+}
+
+/// An MCP server over HTTPS speaks HTTP/2, and its connections carry 100 streams at once (the
+/// least RFC 9113 asks of a server). An HTTP client sends every request to one origin over one
+/// connection, so 200 tool calls in flight on the provider's session had 100 at the server and
+/// the rest queued in the client, however many sessions the pool opened; the provider's
+/// connection lanes keep all 200 at the server. The pool trusts the mock's certificate through
+/// the provider's `tls_ca_file`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_past_one_http2_connection_streams_stay_in_flight() {
+    const CALLS: u64 = 200;
+    let mock = MockMcpHttp::start_tls(Options::default(), TlsOptions::fixture(100))
+        .await
+        .unwrap();
+    assert!(mock.url().starts_with("https://"));
+    let cfg: McpProviderConfig = serde_json::from_value(json!({
+        "name": "hosted", "provider_type": "streamable_http", "endpoint": mock.url(),
+        "tls_ca_file": TlsOptions::fixture_ca(),
+    }))
+    .unwrap();
+    let pool = McpPool::new(&[cfg]).expect("the pool builds");
+    let slow = |ms: u64| {
+        let args = json!({"ms": ms}).as_object().unwrap().clone();
+        let pool = &pool;
+        async move {
+            pool.call("hosted", None, "slow", args, Some(Duration::from_secs(60)))
+                .await
+        }
+    };
+    // The session first, so every call below goes out on it at once.
+    slow(0).await.expect("a first call connects");
+    let results = futures::future::join_all((0..CALLS).map(|_| slow(1_000))).await;
+    let failed: Vec<_> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failed.is_empty(), "{:?}", failed.first());
+    let stats = mock.call_stats();
+    assert_eq!(stats.calls, CALLS + 1);
+    assert_eq!(
+        stats.max_in_flight, CALLS,
+        "every call at the server, not one connection's 100 streams"
+    );
+    pool.shutdown(Duration::from_secs(5)).await;
+}
+
+/// An HTTP provider whose `tls_ca_file` holds no certificate is refused when the pool is built
+/// (at start), naming the provider and the file.
+#[test]
+fn an_mcp_provider_with_a_bad_tls_ca_file_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "not a certificate\n").unwrap();
+    let cfg: McpProviderConfig = serde_json::from_value(json!({
+        "name": "private", "provider_type": "streamable_http",
+        "endpoint": "https://mcp.internal/mcp", "tls_ca_file": empty,
+    }))
+    .unwrap();
+    let Err(err) = McpPool::new(&[cfg]) else {
+        panic!("a CA file without a certificate is refused")
+    };
+    assert!(matches!(err, McpError::Client { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'private'") && msg.contains("tls_ca_file") && msg.contains("empty.pem"),
+        "{msg}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
