@@ -34,7 +34,11 @@ pin it yourself (bench/device.sh does). With --cpus, tools-cpu, quickstart and r
 also report how many cores the service kept busy, its busiest threads (the share of the run's
 wall time each kept a core busy) and the cores the test doubles (or the Postgres processes)
 kept busy, so a row says which side ran out first. --mcp-transport http runs mock-mcp as a
-streamable-HTTP server of its own instead of the service's stdio child.
+streamable-HTTP server of its own instead of the service's stdio child (the row then reports
+the most tool calls the server had at once, `mcp_max_in_flight`); --mcp-tls STREAMS serves it
+over HTTPS with HTTP/2 and STREAMS streams per connection. --tool-ms MS makes the tools job's
+first tool call `slow` for MS ms, and the row reports records/s against the bound
+in_flight / MS.
 
 --in-flight N sets workers.count, workers.max_in_flight and the model's
 max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
@@ -66,6 +70,11 @@ TLS_CA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates"
                       "fixtures", "tls-ca.pem")
 # --mcp-sessions N: the MCP provider's max_sessions (sessions it may open under load).
 MCP_SESSIONS = 1
+# `--mcp-tls N`: with --mcp-transport http, mock-mcp over HTTPS (HTTP/2 by ALPN, N streams per
+# connection), as an MCP server behind a CDN or gateway answers.
+MCP_TLS = None
+# `--tool-ms MS`: the tools job's first tool call is `slow` for MS ms instead of `echo`.
+TOOL_MS = None
 # --cpus N: cores per replica (None: not pinned); --doubles-cpus: the test doubles' cores.
 CPUS = None
 DOUBLES_CPUS = None
@@ -199,6 +208,15 @@ TOOLS_RULES = [
 ]
 
 
+def tools_rules():
+    """TOOLS_RULES, with `slow` for --tool-ms as the first call."""
+    if TOOL_MS is None:
+        return TOOLS_RULES
+    first = {"when": {"assistant_turns": 0},
+             "reply": {"tool_calls": [{"name": "slow", "arguments": {"ms": TOOL_MS}}]}}
+    return [first, *TOOLS_RULES[1:]]
+
+
 class Service:
     """synthgate (plus mock-llm and mock-mcp when asked) on a fresh database; a context
     manager that stops them all and drops the Postgres database on exit."""
@@ -232,7 +250,7 @@ class Service:
             script = os.path.join(self.tmp, "script.json")
             with open(script, "w") as f:
                 json.dump({"history_limit": 0, "faults": {"latency_ms": latency_ms},
-                           **({"rules": TOOLS_RULES} if tools else {})}, f)
+                           **({"rules": tools_rules()} if tools else {})}, f)
             tls = ["--tls", "--max-streams", str(LLM_TLS)] if LLM_TLS else []
             self.mock_base = f"{'https' if LLM_TLS else 'http'}://127.0.0.1:{self.mport}"
             self.procs.append(subprocess.Popen(
@@ -253,16 +271,20 @@ model_configs:
             # The MCP double as a server of its own, over streamable HTTP: no one pipe.
             self.events = os.path.join(self.tmp, "mcp-events.log")
             port = free_port()
+            tls = ["--tls", "--max-streams", str(MCP_TLS)] if MCP_TLS else []
             self.mcp = subprocess.Popen(
-                [release_bin("mock-mcp"), "http", "--addr", f"127.0.0.1:{port}"],
+                [release_bin("mock-mcp"), "http", "--addr", f"127.0.0.1:{port}", *tls],
                 env=dict(os.environ, MOCK_MCP_EVENTS=self.events), stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, preexec_fn=pin(doubles))
             self.procs.append(self.mcp)
             wait_port(port)
+            self.mcp_base = f"{'https' if MCP_TLS else 'http'}://127.0.0.1:{port}"
+            endpoint = (f"{self.mcp_base}/mcp\n    tls_ca_file: {os.path.abspath(TLS_CA)}"
+                        if MCP_TLS else f"{self.mcp_base}/mcp")
             cfg += f"""mcp_providers:
   - name: mock
     provider_type: streamable_http
-    endpoint: http://127.0.0.1:{port}/mcp
+    endpoint: {endpoint}
     max_sessions: {MCP_SESSIONS}
 tool_configs:
   - {{tool_alias: tools, providers: [mock]}}
@@ -489,6 +511,14 @@ def tools_cpu(a):
         calls = sum(1 for l in lines if l.startswith("call"))
         sessions = sum(1 for l in lines if l.startswith("init"))
         stats = s.mock_stats()
+        extra = {}
+        if MCP_TRANSPORT == "http":
+            extra["mcp_max_in_flight"] = get(f"{s.mcp_base}/_mock/stats")["max_in_flight"]
+        if TOOL_MS:
+            # A record's time is the slow call's; the model answers at once.
+            bound = a.in_flight / (TOOL_MS / 1000)
+            extra.update(tool_ms=TOOL_MS, bound_records_per_s=round(bound, 1),
+                         of_bound_pct=round(100 * a.n / secs / bound, 1))
         emit({"scenario": "tools-cpu", "backend": s.backend, "records": a.n,
               "in_flight": a.in_flight, "seconds": round(secs, 2),
               "records_per_s": round(a.n / secs, 1),
@@ -496,7 +526,7 @@ def tools_cpu(a):
               "llm_requests": stats["requests"], "mcp_tool_calls": calls,
               "mcp_sessions": sessions, **s.waits(), **in_flight,
               "mock_max_in_flight": stats["max_in_flight"], **busy(stats, secs),
-              "peak_rss_mib": s.rss_mib(), **s.claims(), **s.otel(), **cores})
+              "peak_rss_mib": s.rss_mib(), **extra, **s.claims(), **s.otel(), **cores})
 
 
 class RssSplit(threading.Thread):
@@ -878,12 +908,20 @@ def main():
     ap.add_argument("--llm-tls", type=int, metavar="STREAMS", default=None,
                     help="mock-llm over HTTPS with HTTP/2 (as hosted providers), STREAMS streams "
                          "per connection")
+    ap.add_argument("--mcp-tls", type=int, metavar="STREAMS", default=None,
+                    help="with --mcp-transport http: mock-mcp over HTTPS with HTTP/2, STREAMS "
+                         "streams per connection")
+    ap.add_argument("--tool-ms", type=int, metavar="MS", default=None,
+                    help="tools jobs: the first tool call sleeps MS ms at the server (`slow`)")
     ap.add_argument("--otlp", action="store_true",
                     help="export spans to an OTLP sink in this process and report them")
     a = ap.parse_args()
     global SYNTHGATE, PERF, OTLP, CPUS, DOUBLES_CPUS, MCP_TRANSPORT, MCP_SESSIONS, LLM_TLS
-    LLM_TLS = a.llm_tls
-    if LLM_TLS:
+    global MCP_TLS, TOOL_MS
+    LLM_TLS, MCP_TLS, TOOL_MS = a.llm_tls, a.mcp_tls, a.tool_ms
+    if MCP_TLS and a.mcp_transport != "http":
+        sys.exit("--mcp-tls needs --mcp-transport http")
+    if LLM_TLS or MCP_TLS:
         # This process reads the mock's stats over the same HTTPS.
         import ssl
         ssl._create_default_https_context = lambda: ssl.create_default_context(cafile=TLS_CA)
