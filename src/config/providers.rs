@@ -125,7 +125,10 @@ pub struct McpProviderConfig {
     #[serde(default)]
     pub oauth: Option<McpOAuthConfig>,
     /// A PEM file of CA certificates to trust for this provider besides the system's (`sse`
-    /// and `streamable_http` servers behind a private CA). synthgate's own key.
+    /// and `streamable_http` servers behind a private CA). synthgate's own key. With `oauth`,
+    /// the discovery and token requests still trust the system's roots only: rmcp's OAuth
+    /// client filters the addresses that discovered metadata names, which a client of ours
+    /// would give up.
     #[serde(default)]
     pub tls_ca_file: Option<std::path::PathBuf>,
 }
