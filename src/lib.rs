@@ -55,7 +55,8 @@
 //!   (untrusted JSON and YAML, strictly: request bodies, `/mcp` messages, JSONL rows),
 //!   [`metrics`], [`cpu`], [`telemetry`] (logs, and OpenTelemetry export and trace context),
 //!   [`shutdown`], [`serve`] (the listener), [`rendered`]
-//!   (files written from stored rows, kept for ranged reads).
+//!   (files written from stored rows, kept for ranged reads), and `lanes` (the connection
+//!   lanes of every outbound HTTP origin: model providers, HTTP MCP providers, inline tools).
 //! * Above them all: [`app`] (composition root) and [`cli`] (the client). `fuzzing` (hidden)
 //!   holds the entry points of the `cargo fuzz` targets in `fuzz/`.
 
