@@ -17,8 +17,10 @@ async fn tool_calls_are_streamed_as_they_are_answered() {
         Backend::Sqlite,
         json!({"rules": [
             {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
-            // The first answers wait, so the streams are open before any call is made.
-            {"when": {"has_tools": true}, "reply": {"delay_ms": 1500, "tool_calls": [
+            // The first answers wait, so the streams are open before any call is made (1.5 s
+            // was once too short on a loaded machine: a call answered before its stream
+            // opened is not in it).
+            {"when": {"has_tools": true}, "reply": {"delay_ms": 3000, "tool_calls": [
                 {"name": "echo", "arguments": {"text": "hi"}}, {"name": "nope"}]}}
         ]}),
         vec![mock_mcp_stdio("mock", &events.path)],
