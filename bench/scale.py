@@ -66,8 +66,11 @@ MCP_TRANSPORT = "stdio"
 # `--llm-tls N`: mock-llm over HTTPS (HTTP/2 by ALPN, N streams per connection), as hosted
 # providers serve; None: plain HTTP/1.1, as vLLM or Ollama serve.
 LLM_TLS = None
-TLS_CA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "testkit",
-                      "fixtures", "tls-ca.pem")
+# This checkout's test certificates: the doubles are told where they are, since on a lent
+# machine the binaries run from another checkout than the one they were built in.
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates", "testkit",
+                        "fixtures")
+TLS_CA = os.path.join(FIXTURES, "tls-ca.pem")
 # --mcp-sessions N: the MCP provider's max_sessions (sessions it may open under load).
 MCP_SESSIONS = 1
 # `--mcp-tls N`: with --mcp-transport http, mock-mcp over HTTPS (HTTP/2 by ALPN, N streams per
@@ -251,7 +254,8 @@ class Service:
             with open(script, "w") as f:
                 json.dump({"history_limit": 0, "faults": {"latency_ms": latency_ms},
                            **({"rules": tools_rules()} if tools else {})}, f)
-            tls = ["--tls", "--max-streams", str(LLM_TLS)] if LLM_TLS else []
+            tls = (["--tls", "--max-streams", str(LLM_TLS), "--fixtures", FIXTURES]
+                   if LLM_TLS else [])
             self.mock_base = f"{'https' if LLM_TLS else 'http'}://127.0.0.1:{self.mport}"
             self.procs.append(subprocess.Popen(
                 [release_bin("mock-llm"), "--port", str(self.mport), "--script", script, *tls],
@@ -271,7 +275,8 @@ model_configs:
             # The MCP double as a server of its own, over streamable HTTP: no one pipe.
             self.events = os.path.join(self.tmp, "mcp-events.log")
             port = free_port()
-            tls = ["--tls", "--max-streams", str(MCP_TLS)] if MCP_TLS else []
+            tls = (["--tls", "--max-streams", str(MCP_TLS), "--fixtures", FIXTURES]
+                   if MCP_TLS else [])
             self.mcp = subprocess.Popen(
                 [release_bin("mock-mcp"), "http", "--addr", f"127.0.0.1:{port}", *tls],
                 env=dict(os.environ, MOCK_MCP_EVENTS=self.events), stdout=subprocess.DEVNULL,

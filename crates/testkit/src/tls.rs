@@ -32,7 +32,15 @@ impl TlsOptions {
     /// The test certificate of `crates/testkit/fixtures` (for `localhost` and `127.0.0.1`,
     /// signed by `tls-ca.pem` there), with `max_streams` streams per connection.
     pub fn fixture(max_streams: u32) -> Self {
-        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        Self::fixture_in(
+            &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+            max_streams,
+        )
+    }
+
+    /// [`TlsOptions::fixture`] from a copy of the fixtures in `dir`: a binary run from another
+    /// checkout than the one it was built in (a bench on a lent machine) finds them there.
+    pub fn fixture_in(dir: &std::path::Path, max_streams: u32) -> Self {
         Self {
             cert: dir.join("tls-cert.pem"),
             key: dir.join("tls-key.pem"),

@@ -38,6 +38,10 @@ struct Args {
     /// With --tls: the streams one HTTP/2 connection may carry at once.
     #[arg(long, default_value_t = 100)]
     max_streams: u32,
+    /// With --tls: where tls-cert.pem and tls-key.pem are (default: crates/testkit/fixtures of
+    /// the checkout this binary was built in).
+    #[arg(long)]
+    fixtures: Option<PathBuf>,
 }
 
 fn load(path: &PathBuf) -> Result<Script, String> {
@@ -88,7 +92,10 @@ async fn main() -> ExitCode {
     let state = MockState::new(script);
     let server = async {
         if args.tls {
-            let tls = TlsOptions::fixture(args.max_streams);
+            let tls = match &args.fixtures {
+                Some(dir) => TlsOptions::fixture_in(dir, args.max_streams),
+                None => TlsOptions::fixture(args.max_streams),
+            };
             serve_tls(listener, state, stop.clone(), tls).await
         } else {
             serve(listener, state, stop.clone()).await

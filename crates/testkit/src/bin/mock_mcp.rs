@@ -60,6 +60,10 @@ enum Mode {
         /// With --tls: the streams one HTTP/2 connection may carry at once.
         #[arg(long, default_value_t = 100)]
         max_streams: u32,
+        /// With --tls: where tls-cert.pem and tls-key.pem are (default: crates/testkit/fixtures of
+        /// the checkout this binary was built in).
+        #[arg(long)]
+        fixtures: Option<PathBuf>,
     },
 }
 
@@ -104,6 +108,7 @@ async fn main() -> ExitCode {
                 addr,
                 tls,
                 max_streams,
+                fixtures,
             } => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
                 let bound = listener.local_addr()?;
@@ -114,7 +119,10 @@ async fn main() -> ExitCode {
                 out.flush()?;
                 drop(out);
                 if tls {
-                    let tls = TlsOptions::fixture(max_streams);
+                    let tls = match &fixtures {
+                        Some(dir) => TlsOptions::fixture_in(dir, max_streams),
+                        None => TlsOptions::fixture(max_streams),
+                    };
                     serve_https(listener, opts, stop.clone(), tls).await
                 } else {
                     serve_http(listener, opts, stop.clone()).await
