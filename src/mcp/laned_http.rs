@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_client::{
 };
 use sse_stream_rmcp::Sse;
 
+use super::oauth::SSE_EVENT_LIMIT;
 use crate::lanes::{Lanes, Ticket};
 
 /// An MCP provider's lanes as rmcp's HTTP client.
@@ -41,6 +42,8 @@ fn holding(events: Events, ticket: Ticket) -> Events {
 impl StreamableHttpClient for Laned {
     type Error = reqwest::Error;
 
+    // rmcp's transport calls only the `_with_max_sse_event_size` variants; the plain ones
+    // delegate to them with the bound `ProviderHttp` uses.
     async fn post_message(
         &self,
         uri: Arc<str>,
@@ -49,17 +52,15 @@ impl StreamableHttpClient for Laned {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse> {
-        let ticket = self.0.pick();
-        let answer = ticket
-            .http()
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(match answer {
-            StreamableHttpPostResponse::Sse(events, id) => {
-                StreamableHttpPostResponse::Sse(holding(events, ticket), id)
-            }
-            other => other,
-        })
+        self.post_message_with_max_sse_event_size(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            SSE_EVENT_LIMIT,
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -113,12 +114,15 @@ impl StreamableHttpClient for Laned {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<Events> {
-        let ticket = self.0.pick();
-        let events = ticket
-            .http()
-            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await?;
-        Ok(holding(events, ticket))
+        self.get_stream_with_max_sse_event_size(
+            uri,
+            session_id,
+            last_event_id,
+            auth_header,
+            custom_headers,
+            SSE_EVENT_LIMIT,
+        )
+        .await
     }
 
     async fn get_stream_with_max_sse_event_size(

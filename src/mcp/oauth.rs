@@ -44,7 +44,7 @@ use crate::config::{McpOAuthConfig, resolve_api_key};
 
 /// The largest SSE event the plain client methods accept: rmcp's default (16 MiB), which it
 /// does not export.
-const SSE_EVENT_LIMIT: usize = 16 * 1024 * 1024;
+pub(super) const SSE_EVENT_LIMIT: usize = 16 * 1024 * 1024;
 
 /// A token is replaced this share of its lifetime before it expires...
 const REFRESH_SHARE: u32 = 5;
@@ -360,9 +360,9 @@ fn algorithm(name: Option<&str>) -> JwtSigningAlgorithm {
     }
 }
 
-/// The streamable HTTP client of every HTTP provider: its lanes (`laned_http.rs`), and for an OAuth provider its
-/// token on every request, a new token on a `401` and more scopes on a
-/// `403 insufficient_scope`. Without OAuth each call goes to reqwest as rmcp made it (with
+/// The streamable HTTP client of every HTTP provider: its lanes (`laned_http.rs`), and for an
+/// OAuth provider its token on every request, a new token on a `401` and more scopes on a
+/// `403 insufficient_scope`. Without OAuth each call goes to the lanes as rmcp made it (with
 /// the static key's header, if any). One type for both so that rmcp's transport, generic over
 /// its client, is compiled once (see `any_transport.rs`).
 #[derive(Clone)]
