@@ -35,10 +35,27 @@ pub(crate) const STREAMS_PER_LANE: usize = 64;
 /// Most lanes of one origin: 64 × 64 = 4,096 requests in flight before lanes share further.
 const MAX_LANES: usize = 64;
 
+/// What an origin is, for the log and the [`crate::metrics::HTTP_LANES`] gauge.
+#[derive(Debug, Clone)]
+pub(crate) struct Origin {
+    /// `model_provider`, `mcp_provider` or `inline_tool`.
+    pub(crate) kind: &'static str,
+    /// Its configured name.
+    pub(crate) name: String,
+}
+
+impl Origin {
+    /// Sets the lanes gauge to `lanes`.
+    fn count(&self, lanes: usize) {
+        metrics::gauge!(crate::metrics::HTTP_LANES, "kind" => self.kind, "name" => self.name.clone())
+            .set(lanes as f64);
+    }
+}
+
 /// An origin's lanes.
 pub(crate) struct Lanes {
-    /// What the lanes reach, for the log: `model provider 'x'`, `MCP provider 'y'`...
-    origin: String,
+    /// What the lanes reach.
+    origin: Origin,
     /// TLS for every lane: the system's roots and the origin's CA file, HTTP/2 and HTTP/1.1
     /// offered by ALPN.
     tls: rustls::ClientConfig,
@@ -80,7 +97,7 @@ impl Lanes {
     /// One lane to start with, on `tls` (see [`tls_config`]), for `url`: an `http://` one is
     /// only ever spoken HTTP/1.1 to. `origin` names it in the log.
     pub(crate) fn new(
-        origin: String,
+        origin: Origin,
         tls: rustls::ClientConfig,
         url: &str,
     ) -> Result<Self, reqwest::Error> {
@@ -91,6 +108,7 @@ impl Lanes {
         let plain = url
             .get(..7)
             .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        origin.count(1);
         Ok(Self {
             origin,
             tls,
@@ -154,9 +172,11 @@ impl Lanes {
             return Some(least_busy(&lanes));
         }
         lanes.push(lane.clone());
+        self.origin.count(lanes.len());
         tracing::debug!(
             lanes = lanes.len(),
-            origin = %self.origin,
+            origin.kind = self.origin.kind,
+            origin.name = %self.origin.name,
             "opened another connection lane"
         );
         Some(lane)
@@ -190,7 +210,7 @@ pub(crate) enum TlsError {
 /// The lanes of an origin at `url` that trusts `ca_file` besides the system's roots: see
 /// [`tls_config`] and [`Lanes::new`].
 pub(crate) fn lanes_for(
-    origin: String,
+    origin: Origin,
     ca_file: Option<&Path>,
     url: &str,
 ) -> Result<Lanes, TlsError> {
@@ -266,7 +286,11 @@ mod tests {
 
     fn lanes(url: &str) -> Lanes {
         crate::install_crypto_provider();
-        Lanes::new("test".into(), tls_config(None).unwrap(), url).unwrap()
+        let origin = Origin {
+            kind: "model_provider",
+            name: "test".into(),
+        };
+        Lanes::new(origin, tls_config(None).unwrap(), url).unwrap()
     }
 
     #[test]

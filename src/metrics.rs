@@ -44,6 +44,10 @@ pub const MCP_CALL_SECONDS: &str = "synthgate_mcp_tool_call_seconds";
 pub const MCP_SESSIONS_OPENED: &str = "synthgate_mcp_sessions_opened_total";
 /// MCP sessions open now, by `provider` (above 1 where a loaded provider opened more).
 pub const MCP_SESSIONS: &str = "synthgate_mcp_sessions";
+/// Connection lanes open (each an HTTP client with its own pool; see `crate::lanes`), by
+/// `kind` (`model_provider`, `mcp_provider`, `inline_tool`) and `name`: above 1 where an
+/// HTTP/2 server's cap on a connection's streams made more.
+pub const HTTP_LANES: &str = "synthgate_http_lanes";
 /// MCP sessions replaced after they died, by `provider`.
 pub const MCP_RECONNECTS: &str = "synthgate_mcp_reconnects_total";
 /// Failed MCP connects (after the quick retries), by `provider`.
@@ -202,6 +206,10 @@ fn describe() {
     );
     metrics::describe_counter!(MCP_SESSIONS_OPENED, "MCP sessions opened");
     metrics::describe_gauge!(MCP_SESSIONS, "MCP sessions open");
+    metrics::describe_gauge!(
+        HTTP_LANES,
+        "Connection lanes open to an outbound HTTP origin (more than one past an HTTP/2 stream cap)"
+    );
     metrics::describe_counter!(
         MCP_OAUTH_TOKENS,
         "OAuth access tokens obtained for MCP providers"

@@ -24,7 +24,7 @@ use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
 use crate::config::{ModelProviderConfig, ProviderType, resolve_api_key};
 use crate::domain::models::ModelConfig;
-use crate::lanes::{Lanes, TlsError};
+use crate::lanes::{Lanes, Origin, TlsError};
 
 /// Calls LLM providers. Build one per process and share it (`Arc`): the connection pool, the
 /// concurrency limits and the usage book are only meaningful when shared.
@@ -114,7 +114,10 @@ impl Provider {
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);
         }
-        let origin = format!("model provider '{}'", cfg.name);
+        let origin = Origin {
+            kind: "model_provider",
+            name: cfg.name.clone(),
+        };
         let lanes = crate::lanes::lanes_for(origin, cfg.tls_ca_file.as_deref(), url.as_str())
             .map_err(|e| match e {
                 TlsError::CaFile { path, reason } => LlmConfigError::BadCaFile {

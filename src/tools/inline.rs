@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use super::InlineToolError;
 use crate::config::InlineToolConfig;
 use crate::domain::models::duration_from_secs;
-use crate::lanes::Lanes;
+use crate::lanes::{Lanes, Origin};
 use crate::llm::{ContentBlock, ToolSpec};
 
 /// Longest response body kept from an error answer, in the `Error:` message.
@@ -32,7 +32,10 @@ pub struct InlineTool {
 impl InlineTool {
     /// Fails when the endpoint's HTTP client cannot be built (TLS).
     pub(crate) fn new(cfg: InlineToolConfig) -> Result<Self, InlineToolError> {
-        let origin = format!("inline tool '{}'", cfg.name);
+        let origin = Origin {
+            kind: "inline_tool",
+            name: cfg.name.clone(),
+        };
         let lanes =
             crate::lanes::lanes_for(origin, None, &cfg.endpoint).map_err(|e| InlineToolError {
                 tool: cfg.name.clone(),

@@ -18,7 +18,7 @@ use tracing::Instrument;
 use tracing::field::Empty;
 
 use crate::config::{McpProviderConfig, McpTransport, SessionScope};
-use crate::lanes::Lanes;
+use crate::lanes::{Lanes, Origin};
 use crate::mcp::cache::{Source, ToolCache, ToolList};
 use crate::mcp::connect::{self, Handler};
 use crate::mcp::{BUSY_SESSION_CALLS, CallScope, McpError, ProviderState, ProviderStatus};
@@ -75,7 +75,10 @@ impl Provider {
         let lanes = match (cfg.transport(), cfg.endpoint.as_deref()) {
             (McpTransport::Stdio, _) | (_, None) => None,
             (_, Some(url)) => {
-                let origin = format!("MCP provider '{}'", cfg.name);
+                let origin = Origin {
+                    kind: "mcp_provider",
+                    name: cfg.name.clone(),
+                };
                 let lanes = crate::lanes::lanes_for(origin, cfg.tls_ca_file.as_deref(), url)
                     .map_err(|e| McpError::Client {
                         provider: cfg.name.clone(),

@@ -184,6 +184,7 @@ async fn a_streamable_http_server_restarted_mid_job_loses_no_record() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_calls_past_one_http2_connection_streams_stay_in_flight() {
     const CALLS: u64 = 200;
+    synthgate::metrics::install();
     let mock = MockMcpHttp::start_tls(Options::default(), TlsOptions::fixture(100))
         .await
         .unwrap();
@@ -213,6 +214,18 @@ async fn tool_calls_past_one_http2_connection_streams_stay_in_flight() {
         stats.max_in_flight, CALLS,
         "every call at the server, not one connection's 100 streams"
     );
+    // 200 calls and the session's event stream, 64 to a lane: at least 4 lanes (two calls
+    // that find every lane full at once may both open one).
+    let metrics = synthgate::metrics::render();
+    let lanes: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("synthgate_http_lanes{kind=\"mcp_provider\",name=\"hosted\"} ")
+        })
+        .unwrap_or_else(|| panic!("no lanes gauge for the provider: {metrics}"))
+        .parse()
+        .unwrap();
+    assert!((4.0..=8.0).contains(&lanes), "{lanes} lanes");
     pool.shutdown(Duration::from_secs(5)).await;
 }
 
