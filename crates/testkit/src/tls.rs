@@ -17,6 +17,38 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The doubles' TLS flags (`--tls --max-streams N --fixtures DIR`), flattened into each
+/// binary's arguments.
+#[derive(Debug, Clone, clap::Args)]
+pub struct TlsArgs {
+    /// Serve HTTPS (HTTP/2 by ALPN, as hosted services do) with the test certificate of
+    /// crates/testkit/fixtures, signed by its tls-ca.pem.
+    #[arg(long)]
+    pub tls: bool,
+    /// With --tls: the streams one HTTP/2 connection may carry at once.
+    #[arg(long, default_value_t = 100)]
+    pub max_streams: u32,
+    /// With --tls: where tls-cert.pem and tls-key.pem are (default: crates/testkit/fixtures of
+    /// the checkout the binary was built in; a lent machine runs it from another).
+    #[arg(long)]
+    pub fixtures: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// What the flags ask for: `None` without `--tls`.
+    pub fn options(&self) -> Option<TlsOptions> {
+        self.tls.then(|| match &self.fixtures {
+            Some(dir) => TlsOptions::fixture_in(dir, self.max_streams),
+            None => TlsOptions::fixture(self.max_streams),
+        })
+    }
+
+    /// `https` with `--tls`, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+}
+
 /// Where the server's certificate and key are, and the streams a connection may carry.
 #[derive(Debug, Clone)]
 pub struct TlsOptions {

@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use synthgate_testkit::mock_llm::{MockState, Script, TlsOptions, serve, serve_tls};
+use synthgate_testkit::mock_llm::{MockState, Script, serve, serve_tls};
 use synthgate_testkit::signals::watch_signals;
+use synthgate_testkit::tls::TlsArgs;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
@@ -31,17 +32,8 @@ struct Args {
     /// Script file (JSON, or YAML when it ends in .yaml/.yml); absent = default replies only.
     #[arg(long)]
     script: Option<PathBuf>,
-    /// Serve HTTPS (HTTP/2 by ALPN, as hosted providers do) with the test certificate of
-    /// crates/testkit/fixtures, signed by its tls-ca.pem.
-    #[arg(long)]
-    tls: bool,
-    /// With --tls: the streams one HTTP/2 connection may carry at once.
-    #[arg(long, default_value_t = 100)]
-    max_streams: u32,
-    /// With --tls: where tls-cert.pem and tls-key.pem are (default: crates/testkit/fixtures of
-    /// the checkout this binary was built in).
-    #[arg(long)]
-    fixtures: Option<PathBuf>,
+    #[command(flatten)]
+    tls: TlsArgs,
 }
 
 fn load(path: &PathBuf) -> Result<Script, String> {
@@ -83,7 +75,7 @@ async fn main() -> ExitCode {
         Ok(addr) => eprintln!(
             "mock-llm (a scripted test double, not an LLM) listening on {}://{addr}/v1 \
              with {} rule(s)",
-            if args.tls { "https" } else { "http" },
+            args.tls.scheme(),
             script.rules.len()
         ),
         Err(e) => eprintln!("mock-llm: {e}"),
@@ -91,14 +83,9 @@ async fn main() -> ExitCode {
     let stop = CancellationToken::new();
     let state = MockState::new(script);
     let server = async {
-        if args.tls {
-            let tls = match &args.fixtures {
-                Some(dir) => TlsOptions::fixture_in(dir, args.max_streams),
-                None => TlsOptions::fixture(args.max_streams),
-            };
-            serve_tls(listener, state, stop.clone(), tls).await
-        } else {
-            serve(listener, state, stop.clone()).await
+        match args.tls.options() {
+            Some(tls) => serve_tls(listener, state, stop.clone(), tls).await,
+            None => serve(listener, state, stop.clone()).await,
         }
     };
     let signals = watch_signals(stop.clone());

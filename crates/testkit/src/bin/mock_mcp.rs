@@ -23,7 +23,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use synthgate_testkit::mock_mcp::{Options, serve_http, serve_https, serve_stdio};
 use synthgate_testkit::signals::watch_signals;
-use synthgate_testkit::tls::TlsOptions;
+use synthgate_testkit::tls::TlsArgs;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -53,17 +53,8 @@ enum Mode {
         /// Address to bind (port 0 picks a free one; the real one is printed).
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: SocketAddr,
-        /// Serve HTTPS (HTTP/2 by ALPN, as a server behind a CDN or gateway does) with the
-        /// test certificate of crates/testkit/fixtures, signed by its tls-ca.pem.
-        #[arg(long)]
-        tls: bool,
-        /// With --tls: the streams one HTTP/2 connection may carry at once.
-        #[arg(long, default_value_t = 100)]
-        max_streams: u32,
-        /// With --tls: where tls-cert.pem and tls-key.pem are (default: crates/testkit/fixtures of
-        /// the checkout this binary was built in).
-        #[arg(long)]
-        fixtures: Option<PathBuf>,
+        #[command(flatten)]
+        tls: TlsArgs,
     },
 }
 
@@ -104,28 +95,18 @@ async fn main() -> ExitCode {
     let server = async {
         match args.mode {
             Mode::Stdio => serve_stdio(opts, stop.clone()).await,
-            Mode::Http {
-                addr,
-                tls,
-                max_streams,
-                fixtures,
-            } => {
+            Mode::Http { addr, tls } => {
                 let listener = tokio::net::TcpListener::bind(addr).await?;
                 let bound = listener.local_addr()?;
-                let scheme = if tls { "https" } else { "http" };
+                let scheme = tls.scheme();
                 // Tests read the real port from this line, so it must be whole and flushed.
                 let mut out = std::io::stdout().lock();
                 writeln!(out, "listening on {scheme}://{bound}/mcp")?;
                 out.flush()?;
                 drop(out);
-                if tls {
-                    let tls = match &fixtures {
-                        Some(dir) => TlsOptions::fixture_in(dir, max_streams),
-                        None => TlsOptions::fixture(max_streams),
-                    };
-                    serve_https(listener, opts, stop.clone(), tls).await
-                } else {
-                    serve_http(listener, opts, stop.clone()).await
+                match tls.options() {
+                    Some(tls) => serve_https(listener, opts, stop.clone(), tls).await,
+                    None => serve_http(listener, opts, stop.clone()).await,
                 }
             }
         }
