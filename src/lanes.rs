@@ -95,7 +95,7 @@ impl Drop for Ticket {
 
 impl Lanes {
     /// One lane to start with, on `tls` (see [`tls_config`]), for `url`: an `http://` one is
-    /// only ever spoken HTTP/1.1 to. `origin` names it in the log.
+    /// only ever spoken HTTP/1.1 to. `origin` names it in the log and the lanes gauge.
     pub(crate) fn new(
         origin: Origin,
         tls: rustls::ClientConfig,
