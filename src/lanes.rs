@@ -105,9 +105,7 @@ impl Lanes {
             http: client(&tls)?,
             in_flight: Arc::default(),
         };
-        let plain = url
-            .get(..7)
-            .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+        let plain = crate::config::http_url(url).is_some_and(|u| u.scheme() == "http");
         origin.count(1);
         Ok(Self {
             origin,
