@@ -315,22 +315,17 @@ impl Claimer {
             // One task and one slot for the chunk: its records are generated together in one
             // CPU section (see `chunk`).
             let need = group.len().div_ceil(per_lease);
-            let own = match lease.as_mut().and_then(|l| l.split(need)) {
-                Some(own) => own,
-                // Leases rounded up chunk by chunk can come to more than the claim holds: what
-                // is left of them (if anything is), or one more if one is free, or the chunk
-                // goes back. A chunk never runs on no lease.
-                None => match lease
-                    .take()
-                    .filter(|l| l.num_permits() > 0)
-                    .or_else(|| self.leases.clone().try_acquire_owned().ok())
-                {
-                    Some(own) => own,
-                    None => {
-                        past_leases.extend(group);
-                        continue;
-                    }
-                },
+            // Leases rounded up chunk by chunk can come to more than the claim holds: then what
+            // is left of them (if anything is), or one more if one is free, or the chunk goes
+            // back. A chunk never runs on no lease.
+            let own = lease
+                .as_mut()
+                .and_then(|l| l.split(need))
+                .or_else(|| lease.take().filter(|l| l.num_permits() > 0))
+                .or_else(|| self.leases.clone().try_acquire_owned().ok());
+            let Some(own) = own else {
+                past_leases.extend(group);
+                continue;
             };
             let mut mine = permits.by_ref().take(group.len());
             let permit = mine.next();
