@@ -149,8 +149,9 @@ pub struct DatabaseConfig {
     pub url: Option<SecretString>,
     /// The embedded SQLite file used when `url` is absent.
     pub sqlite_path: PathBuf,
-    /// Connection pool size.
-    pub max_connections: u32,
+    /// Connection pool size. `None`: 10 on Postgres; on SQLite one writer plus one reader per
+    /// core, at most 10 (see `store::sqlite::default_pool_size` for why).
+    pub max_connections: Option<u32>,
     /// How long to wait for a pooled connection before failing the operation.
     pub acquire_timeout_sec: u64,
     /// Finished jobs (completed, failed, cancelled) are deleted, with their records, traces,
@@ -163,7 +164,7 @@ impl Default for DatabaseConfig {
         Self {
             url: None,
             sqlite_path: PathBuf::from("./data/synthgate.db"),
-            max_connections: 10,
+            max_connections: None,
             acquire_timeout_sec: 5,
             job_retention_days: None,
         }
@@ -184,7 +185,7 @@ impl DatabaseConfig {
                 );
             }
         }
-        if self.max_connections == 0 {
+        if self.max_connections == Some(0) {
             out.push("config key `database.max_connections`: must be at least 1".into());
         }
         if self.job_retention_days == Some(0) {

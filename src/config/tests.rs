@@ -37,6 +37,18 @@ fn defaults_without_file() {
     assert_eq!(c.workers.count, 32);
 }
 
+/// The database pool: unset leaves the size to the backend (`store::sqlite::default_pool_size`,
+/// `store::postgres::DEFAULT_POOL_SIZE`); a set size is kept; none is refused, naming the key.
+#[test]
+fn database_pool_size_is_the_backends_unless_set() {
+    let c = Config::from_value(Value::Null, &[]).unwrap();
+    assert_eq!(c.database.max_connections, None);
+    let c = Config::from_value(json!({"database": {"max_connections": 3}}), &[]).unwrap();
+    assert_eq!(c.database.max_connections, Some(3));
+    let problems = invalid(json!({"database": {"max_connections": 0}}));
+    assert_mentions(&problems, &["database.max_connections"], Some(1));
+}
+
 /// The writers a pool runs: one per core unless set, never more than the database takes side
 /// by side (SQLite: one), never none.
 #[test]

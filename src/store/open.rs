@@ -4,14 +4,15 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::postgres::PgStore;
-use super::sqlite::SqliteStore;
+use super::postgres::{self, PgStore};
+use super::sqlite::{self, SqliteStore};
 use super::{Store, StoreError};
 
 /// How long a request waits for a pooled Postgres connection before failing.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Opens the store for `database_url` and applies its migrations:
+/// Opens the store for `database_url` and applies its migrations, with a pool of
+/// `max_connections` (`None`: the backend's default):
 ///
 /// * `None`: the SQLite file at `default_sqlite_path` (created with its directory if missing);
 /// * `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:`: SQLite;
@@ -23,18 +24,24 @@ pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn open(
     database_url: Option<&str>,
     default_sqlite_path: &Path,
-    max_connections: u32,
+    max_connections: Option<u32>,
     acquire_timeout: Duration,
 ) -> Result<Arc<dyn Store>, StoreError> {
+    let sqlite_pool = || max_connections.unwrap_or_else(sqlite::default_pool_size);
     let Some(url) = database_url else {
         return Ok(Arc::new(
-            SqliteStore::open_path(default_sqlite_path, max_connections).await?,
+            SqliteStore::open_path(default_sqlite_path, sqlite_pool()).await?,
         ));
     };
     match Backend::of(url) {
-        Some(Backend::Sqlite) => Ok(Arc::new(SqliteStore::open(url, max_connections).await?)),
+        Some(Backend::Sqlite) => Ok(Arc::new(SqliteStore::open(url, sqlite_pool()).await?)),
         Some(Backend::Postgres) => Ok(Arc::new(
-            PgStore::connect(url, max_connections, acquire_timeout).await?,
+            PgStore::connect(
+                url,
+                max_connections.unwrap_or(postgres::DEFAULT_POOL_SIZE),
+                acquire_timeout,
+            )
+            .await?,
         )),
         None => {
             let scheme = url.split_once(':').map_or("", |(scheme, _)| scheme);
@@ -117,7 +124,7 @@ mod tests {
         let err = open(
             Some("mysql://user:hunter2@db/x"),
             Path::new("unused"),
-            1,
+            Some(1),
             DEFAULT_ACQUIRE_TIMEOUT,
         )
         .await

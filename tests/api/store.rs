@@ -385,10 +385,14 @@ async fn open_picks_the_backend() {
 
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("data/nested/synthgate.db");
-    let store =
-        synthgate::store::open(None, &default, 2, synthgate::store::DEFAULT_ACQUIRE_TIMEOUT)
-            .await
-            .unwrap();
+    let store = synthgate::store::open(
+        None,
+        &default,
+        None,
+        synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .unwrap();
     create(&*store, &new_job(None, 2)).await;
     store.close().await;
     assert!(default.exists());
@@ -416,7 +420,7 @@ async fn open_picks_the_backend() {
     let again = synthgate::store::open(
         Some(&url),
         &default,
-        2,
+        Some(2),
         synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
     )
     .await
@@ -427,7 +431,7 @@ async fn open_picks_the_backend() {
     let mem = synthgate::store::open(
         Some("sqlite::memory:"),
         &default,
-        4,
+        Some(4),
         synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
     )
     .await
@@ -439,7 +443,7 @@ async fn open_picks_the_backend() {
     let store = synthgate::store::open(
         Some(&pg.url),
         &default,
-        2,
+        Some(2),
         synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
     )
     .await
@@ -450,7 +454,7 @@ async fn open_picks_the_backend() {
     let err = synthgate::store::open(
         Some("mysql://u:secret@h/db"),
         &default,
-        2,
+        Some(2),
         synthgate::store::DEFAULT_ACQUIRE_TIMEOUT,
     )
     .await

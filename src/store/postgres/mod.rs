@@ -33,6 +33,12 @@ use super::{
 use super::{job_delete, migrations, reads};
 use crate::domain::{JobId, RecordId, RecordStatus};
 
+/// The pool size when `database.max_connections` is unset. Postgres runs each connection's
+/// statements in a backend of its own, so the pool is the database's parallelism for this
+/// replica (half of it for batch writes, `workers.writers`); keep replicas × pool under the
+/// server's `max_connections`.
+pub const DEFAULT_POOL_SIZE: u32 = 10;
+
 type Job = JobDb<Value, DateTime<Utc>>;
 type Record = RecordDb<Value, DateTime<Utc>>;
 

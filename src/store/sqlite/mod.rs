@@ -44,11 +44,24 @@ use crate::domain::{JobId, RecordId, RecordStatus};
 const BUSY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// SQLite's page cache per connection, in KiB. SQLite's default (2,000 KiB) fills as the file
-/// grows and stays, so with `database.max_connections` (10) connections a large database held
-/// about 20 MiB of the process's memory that a small one did not. 1 MiB keeps the hot pages
-/// of the write path (the right edges of the record and trace B-trees) and bounds the whole
-/// cache at `max_connections` MiB; reads past it come from the operating system's file cache.
+/// grows and stays, so with 10 connections a large database held about 20 MiB of the process's
+/// memory that a small one did not. 1 MiB keeps the hot pages of the write path (the right
+/// edges of the record and trace B-trees) and bounds the whole cache at one MiB per pooled
+/// connection; reads past it come from the operating system's file cache.
 const PAGE_CACHE_KIB: u32 = 1024;
+
+/// The pool size when `database.max_connections` is unset: one connection for the writer and
+/// one reader per core, at most 10. SQLite writes one transaction at a time (this process
+/// queues its writers before they take a connection, see [`SqliteStore`]'s `write`), and sqlx
+/// runs each connection on an OS thread of its own, so connections past the cores add no
+/// parallel reads, only memory: each keeps its page cache (up to [`PAGE_CACHE_KIB`]), its
+/// prepared statements, its thread and that thread's allocator cache, about 1.3 MiB in all
+/// once a job has run (bench/README.md, "SQLite connections by the core"). Bursts of reads
+/// beyond it wait for a connection for the length of one short read.
+pub fn default_pool_size() -> u32 {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    u32::try_from(cores + 1).unwrap_or(u32::MAX).min(10)
+}
 
 type Job = JobDb<String, i64>;
 type Record = RecordDb<String, i64>;
@@ -456,5 +469,20 @@ impl RecordStore for SqliteStore {
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
         crate::store::usage::get(&self.pool, job_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default pool always has a reader beside the writer, follows the cores, and never
+    /// exceeds the pool a Postgres replica gets.
+    #[test]
+    fn the_default_pool_is_a_writer_and_a_reader_per_core() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let pool = default_pool_size();
+        assert!((2..=10).contains(&pool), "{pool}");
+        assert_eq!(pool as usize, (cores + 1).min(10));
     }
 }
