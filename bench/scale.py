@@ -59,6 +59,8 @@ SYNTHGATE = None
 PERF = None
 # Extra `workers` settings from --workers KEY=VALUE.
 WORKERS = {}
+# Other `database` settings (--database KEY=VALUE), e.g. max_connections.
+DATABASE = {}
 # --otlp: the sink the service exports its spans to (see OtlpSink).
 OTLP = None
 # --mcp-transport: how the tools jobs reach mock-mcp (a stdio child, or streamable HTTP).
@@ -243,6 +245,7 @@ class Service:
         else:
             self.sqlite = os.path.join(self.tmp, "bench.db")
             db = f"  sqlite_path: {self.sqlite}\n"
+        db += "".join(f"  {k}: {v}\n" for k, v in DATABASE.items())
         cfg = f"server: {{port: {sport}}}\nlogging: {{level: warn}}\ndatabase:\n{db}"
         workers = {"count": in_flight, "max_in_flight": in_flight} if in_flight else {}
         workers.update(WORKERS)
@@ -895,6 +898,8 @@ def main():
     ap.add_argument("--synthgate", help="the service binary (default target/release/synthgate)")
     ap.add_argument("--workers", metavar="KEY=VALUE", action="append", default=[],
                     help="another `workers` setting, e.g. claim_batch_size=128 (repeatable)")
+    ap.add_argument("--database", metavar="KEY=VALUE", action="append", default=[],
+                    help="another `database` setting, e.g. max_connections=3 (repeatable)")
     ap.add_argument("--replicas", type=int, default=1,
                     help="replicas: synthgate processes sharing the --pg database")
     ap.add_argument("--workload", choices=["quickstart", "tools"], default="quickstart",
@@ -936,6 +941,7 @@ def main():
         sys.exit(f"--cpus {CPUS} x {a.replicas} replicas: this machine has {os.cpu_count()} cores")
     OTLP = OtlpSink() if a.otlp else None
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
+    DATABASE.update(kv.split("=", 1) for kv in a.database)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
                 "quickstart": [100000], "submit": [1000000], "replicas": [100000], "small": [20]}
     a.sizes = a.n or defaults[a.scenario]
