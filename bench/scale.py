@@ -21,6 +21,9 @@ when --pg ADMIN_URL is given (dropped afterwards). It prints one JSON line per r
               (SQLite db + wal files, or pg_database_size), then the job is cancelled
   small       -n one-record llm-text jobs (20) one after the other, mock at --latency-ms (0):
               the service's time from a job's creation to its end (p50, max)
+  reads       LLM + tools job (-n 20000, --in-flight 64) while --readers (64) client threads
+              read the job and a page of its records as fast as they can: the job's time, the
+              reads made and their status codes, read latency (p50, max), peak RSS
   replicas    --replicas K synthgate processes on one --pg database run one job (--workload
               quickstart, -n 100000; or tools): records/s, service CPU per record, and what
               Postgres spends per record (CPU of its processes, commits, WAL bytes), how many
@@ -865,6 +868,52 @@ def submit(a):
               "peak_rss_mib": s.rss_mib()})
 
 
+def reads(a):
+    """A tools job while --readers threads read the job and its records as fast as they can:
+    what a busy API does to the job, and what the job's writes do to the reads (SQLite's
+    pool is shared by both)."""
+    codes, lat, lock, stop = {}, [], threading.Lock(), threading.Event()
+
+    def reader(base, jid):
+        while not stop.is_set():
+            for url in (f"{base}/v1/jobs/{jid}/records?limit=100", f"{base}/v1/jobs/{jid}"):
+                t = time.time()
+                try:
+                    with urllib.request.urlopen(url, timeout=60) as r:
+                        r.read()
+                        code = r.status
+                except urllib.error.HTTPError as e:
+                    code = e.code
+                except OSError as e:
+                    code = type(e).__name__
+                with lock:
+                    lat.append(time.time() - t)
+                    codes[str(code)] = codes.get(str(code), 0) + 1
+
+    with Service(a.pg, llm=True, tools=True, latency_ms=0, in_flight=a.in_flight) as s:
+        cpu0 = s.cpu()
+        job = s.submit(TOOLS_JOB, a.n)
+        threads = [threading.Thread(target=reader, args=(s.base, job["id"]))
+                   for _ in range(a.readers)]
+        for t in threads:
+            t.start()
+        try:
+            job = s.wait(job, a.n)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        secs = run_secs(job)
+        lat.sort()
+        emit({"scenario": "reads", "backend": s.backend, "records": a.n,
+              "in_flight": a.in_flight, "readers": a.readers, "seconds": round(secs, 2),
+              "records_per_s": round(a.n / secs, 1),
+              "cpu_ms_per_record": round((s.cpu() - cpu0) * 1000 / a.n, 3),
+              "reads": codes, "reads_per_s": round(len(lat) / secs, 1),
+              "read_p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+              "read_max_ms": round(lat[-1] * 1000, 1), "peak_rss_mib": s.rss_mib()})
+
+
 def small(a):
     """-n one-record llm-text jobs, one after the other, with the mock at --latency-ms: the
     service's time from a job's creation to its end (its `created_at` to `finished_at`),
@@ -884,12 +933,14 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("scenario",
                     choices=["tools-cpu", "latency", "rss", "quickstart", "submit", "replicas",
-                             "small"])
+                             "small", "reads"])
     ap.add_argument("-n", type=int, action="append",
                     help="records (rss: repeat for several sizes)")
     ap.add_argument("--in-flight", type=int, default=None,
                     help="workers.count = workers.max_in_flight = max_parallel_requests "
                          "(latency: 512; tools-cpu, rss: 64; others: the default workers config)")
+    ap.add_argument("--readers", type=int, default=64,
+                    help="reads: client threads reading the job and its records meanwhile")
     ap.add_argument("--latency-ms", type=int, default=None,
                     help="latency, small: the mock's added latency (200 and 0 ms)")
     ap.add_argument("--pg", help="admin URL of a Postgres server; a fresh database is created")
@@ -943,15 +994,16 @@ def main():
     WORKERS.update(kv.split("=", 1) for kv in a.workers)
     DATABASE.update(kv.split("=", 1) for kv in a.database)
     defaults = {"tools-cpu": [5000], "latency": [10000], "rss": [5000, 20000, 50000],
-                "quickstart": [100000], "submit": [1000000], "replicas": [100000], "small": [20]}
+                "quickstart": [100000], "submit": [1000000], "replicas": [100000], "small": [20],
+                "reads": [20000]}
     a.sizes = a.n or defaults[a.scenario]
     a.n = a.sizes[0]
     if a.latency_ms is None:
         a.latency_ms = 0 if a.scenario == "small" else 200
-    if a.in_flight is None and a.scenario in ("latency", "tools-cpu", "rss"):
+    if a.in_flight is None and a.scenario in ("latency", "tools-cpu", "rss", "reads"):
         a.in_flight = 512 if a.scenario == "latency" else 64
     {"tools-cpu": tools_cpu, "latency": latency, "rss": rss, "quickstart": quickstart,
-     "submit": submit, "replicas": replicas, "small": small}[a.scenario](a)
+     "submit": submit, "replicas": replicas, "small": small, "reads": reads}[a.scenario](a)
 
 
 if __name__ == "__main__":
