@@ -8,16 +8,17 @@ use super::postgres::{self, PgStore};
 use super::sqlite::{self, SqliteStore};
 use super::{Store, StoreError};
 
-/// How long a request waits for a pooled Postgres connection before failing.
+/// How long a request waits for a pooled connection before failing, unless
+/// `database.acquire_timeout_sec` says otherwise.
 pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Opens the store for `database_url` and applies its migrations, with a pool of
-/// `max_connections` (`None`: the backend's default):
+/// `max_connections` (`None`: the backend's default) whose waits for a connection fail after
+/// `acquire_timeout`:
 ///
 /// * `None`: the SQLite file at `default_sqlite_path` (created with its directory if missing);
 /// * `sqlite:PATH`, `sqlite://PATH`, `sqlite::memory:`: SQLite;
-/// * `postgres://...`, `postgresql://...`: Postgres, waiting at most `acquire_timeout` for a
-///   pooled connection.
+/// * `postgres://...`, `postgresql://...`: Postgres.
 ///
 /// Any other URL is a configuration error that names only its scheme, never the whole URL
 /// (which may hold a password).
@@ -30,11 +31,13 @@ pub async fn open(
     let sqlite_pool = || max_connections.unwrap_or_else(sqlite::default_pool_size);
     let Some(url) = database_url else {
         return Ok(Arc::new(
-            SqliteStore::open_path(default_sqlite_path, sqlite_pool()).await?,
+            SqliteStore::open_path(default_sqlite_path, sqlite_pool(), acquire_timeout).await?,
         ));
     };
     match Backend::of(url) {
-        Some(Backend::Sqlite) => Ok(Arc::new(SqliteStore::open(url, sqlite_pool()).await?)),
+        Some(Backend::Sqlite) => Ok(Arc::new(
+            SqliteStore::open(url, sqlite_pool(), acquire_timeout).await?,
+        )),
         Some(Backend::Postgres) => Ok(Arc::new(
             PgStore::connect(
                 url,

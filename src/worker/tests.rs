@@ -15,7 +15,7 @@ use crate::domain::{JobId, JobStatus, RecordStatus};
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use crate::store::sqlite::SqliteStore;
-use crate::store::{CreateOutcome, NewJob, Store};
+use crate::store::{CreateOutcome, DEFAULT_ACQUIRE_TIMEOUT, NewJob, Store};
 use crate::tools::ToolHub;
 
 /// A model whose every call panics, as a bug anywhere under generation would.
@@ -37,7 +37,7 @@ impl ChatModel for PanickingModel {
 async fn a_panicking_record_fails_and_frees_its_lease() {
     let dir = tempfile::tempdir().unwrap();
     let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open_path(&dir.path().join("t.db"), 4)
+        SqliteStore::open_path(&dir.path().join("t.db"), 4, DEFAULT_ACQUIRE_TIMEOUT)
             .await
             .unwrap(),
     );

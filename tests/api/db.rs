@@ -63,7 +63,7 @@ impl TestDb {
     async fn sqlite() -> TestDb {
         let dir = tempfile::tempdir().expect("create a temporary directory");
         let url = format!("sqlite://{}", dir.path().join("synthgate.db").display());
-        let store = SqliteStore::open(&url, MAX_CONNECTIONS)
+        let store = SqliteStore::open(&url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
             .await
             .expect("open the SQLite test database");
         TestDb {
@@ -162,7 +162,11 @@ impl TestDb {
         };
         seed(url.clone()).await;
         let store: Arc<dyn Store> = match backend {
-            Backend::Sqlite => Arc::new(SqliteStore::open(&url, MAX_CONNECTIONS).await.unwrap()),
+            Backend::Sqlite => Arc::new(
+                SqliteStore::open(&url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
+                    .await
+                    .unwrap(),
+            ),
             Backend::Postgres => Arc::new(
                 PgStore::connect(&url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
                     .await
@@ -182,7 +186,7 @@ impl TestDb {
     pub async fn open_another(&self) -> Arc<dyn Store> {
         match self.backend {
             Backend::Sqlite => Arc::new(
-                SqliteStore::open(&self.url, MAX_CONNECTIONS)
+                SqliteStore::open(&self.url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
                     .await
                     .expect("open the SQLite test database again"),
             ),

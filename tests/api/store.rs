@@ -30,7 +30,7 @@ use synthgate::domain::{JobId, JobStatus, RecordId};
 use synthgate::store::{
     ClaimPolicy, ClaimedRecord, CreateOutcome, FailedRecord, JobCounts, JobError, JobRow,
     JobSelect, NewJob, RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage,
-    Store, Trace,
+    Store, StoreError, Trace,
 };
 
 use crate::db::{TestDb, both_backends};
@@ -377,6 +377,34 @@ async fn live_jobs_lists_unfinished(db: TestDb) {
     );
 }
 
+/// SQLite's pool honours `database.acquire_timeout_sec` as Postgres's does: with its only
+/// connection held, a read fails with a pool timeout (the API's `503 service_unavailable`)
+/// after the timeout, instead of waiting sqlx's default 30 s; once the connection is back,
+/// the same read answers.
+#[tokio::test]
+async fn a_busy_sqlite_pool_fails_a_wait_after_the_acquire_timeout() {
+    use synthgate::store::JobStore;
+    use synthgate::store::sqlite::SqliteStore;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open_path(&dir.path().join("t.db"), 1, Duration::from_millis(300))
+        .await
+        .unwrap();
+    let held = store.pool().acquire().await.unwrap();
+    let started = std::time::Instant::now();
+    let err = tokio::time::timeout(Duration::from_secs(10), store.get_job(JobId::new(), None))
+        .await
+        .expect("the wait is bounded by the acquire timeout, not sqlx's 30 s")
+        .unwrap_err();
+    assert!(
+        matches!(err, StoreError::Db(sqlx::Error::PoolTimedOut)),
+        "{err:?}"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(300));
+    drop(held);
+    assert!(store.get_job(JobId::new(), None).await.unwrap().is_none());
+}
+
 /// `store::open` picks the backend from the URL and creates a missing SQLite file and its
 /// directory, in WAL mode.
 #[tokio::test]
@@ -398,7 +426,9 @@ async fn open_picks_the_backend() {
     assert!(default.exists());
 
     let url = format!("sqlite://{}", dir.path().join("other.db").display());
-    let sqlite = SqliteStore::open(&url, 2).await.unwrap();
+    let sqlite = SqliteStore::open(&url, 2, synthgate::store::DEFAULT_ACQUIRE_TIMEOUT)
+        .await
+        .unwrap();
     let mode: String = sqlx::query_scalar("pragma journal_mode")
         .fetch_one(sqlite.pool())
         .await

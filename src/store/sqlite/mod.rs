@@ -81,11 +81,17 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// Opens (creating if missing, with its parent directory) the database at `path_or_url`, a
-    /// file path or a `sqlite:` URL, and applies migrations.
+    /// file path or a `sqlite:` URL, and applies migrations. A wait for one of the pool's
+    /// `max_connections` fails after `acquire_timeout` (`database.acquire_timeout_sec`), as on
+    /// Postgres, so a request answers `503` rather than hanging when the pool stays busy.
     ///
     /// `sqlite::memory:` gives a private in-memory database for tests; it uses one connection,
     /// kept open for the store's life, since the database vanishes with its last connection.
-    pub async fn open(path_or_url: &str, max_connections: u32) -> Result<Self, StoreError> {
+    pub async fn open(
+        path_or_url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let in_memory = path_or_url.contains(":memory:") || path_or_url.contains("mode=memory");
         let options = if let Some(rest) = path_or_url
             .get(..7)
@@ -97,19 +103,24 @@ impl SqliteStore {
         } else {
             SqliteConnectOptions::new().filename(path_or_url)
         };
-        Self::open_with(options, in_memory, max_connections).await
+        Self::open_with(options, in_memory, max_connections, acquire_timeout).await
     }
 
     /// Like [`SqliteStore::open`], for a file path that may not be UTF-8.
-    pub async fn open_path(path: &Path, max_connections: u32) -> Result<Self, StoreError> {
+    pub async fn open_path(
+        path: &Path,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self, StoreError> {
         let options = SqliteConnectOptions::new().filename(path);
-        Self::open_with(options, false, max_connections).await
+        Self::open_with(options, false, max_connections, acquire_timeout).await
     }
 
     async fn open_with(
         options: SqliteConnectOptions,
         in_memory: bool,
         max_connections: u32,
+        acquire_timeout: Duration,
     ) -> Result<Self, StoreError> {
         let options = options
             .create_if_missing(true)
@@ -119,8 +130,9 @@ impl SqliteStore {
             .busy_timeout(BUSY_TIMEOUT)
             // Negative: a size in KiB rather than in pages.
             .pragma("cache_size", format!("-{PAGE_CACHE_KIB}"));
-        let mut pool =
-            SqlitePoolOptions::new().after_release(super::open::discard_if_in_transaction);
+        let mut pool = SqlitePoolOptions::new()
+            .acquire_timeout(acquire_timeout)
+            .after_release(super::open::discard_if_in_transaction);
         if in_memory {
             pool = pool
                 .max_connections(1)

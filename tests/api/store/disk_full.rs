@@ -14,6 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
+use synthgate::store::DEFAULT_ACQUIRE_TIMEOUT;
 use synthgate::store::sqlite::SqliteStore;
 use synthgate::store::{JobStore, Store};
 
@@ -68,7 +69,9 @@ async fn sqlite_recovers_after_a_disk_full() {
         return;
     };
     let path = disk.path().join("synthgate.db");
-    let store = SqliteStore::open(path.to_str().unwrap(), 2).await.unwrap();
+    let store = SqliteStore::open(path.to_str().unwrap(), 2, DEFAULT_ACQUIRE_TIMEOUT)
+        .await
+        .unwrap();
     store.create_job(&new_job(None, 1)).await.unwrap();
 
     let filler = disk.fill();
