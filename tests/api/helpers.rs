@@ -170,6 +170,12 @@ impl TestApp {
     /// The events of job `id`'s stream with `query` (e.g. `tool_calls=true`), read until the
     /// server ends it after `done`: `(event name, data)` pairs.
     pub async fn job_events(&self, id: &str, query: &str) -> Vec<(String, Value)> {
+        sse_events(self.open_job_events(id, query).await).await
+    }
+
+    /// `GET /v1/jobs/{id}/events?{query}`, answered: the handler subscribes before it answers,
+    /// so from here on nothing the stream would carry is missed. Read it with [`sse_events`].
+    pub async fn open_job_events(&self, id: &str, query: &str) -> reqwest::Response {
         let resp = self
             .client
             .get(self.url(&format!("/v1/jobs/{id}/events?{query}")))
@@ -183,17 +189,7 @@ impl TestApp {
                 .unwrap()
                 .starts_with("text/event-stream")
         );
-        let body = tokio::time::timeout(Duration::from_secs(60), resp.text())
-            .await
-            .expect("the stream ends after done")
-            .unwrap();
-        body.split("\n\n")
-            .filter_map(|block| {
-                let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
-                let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
-                Some((name.to_owned(), serde_json::from_str(data).ok()?))
-            })
-            .collect()
+        resp
     }
 
     /// All records of a job through the paged JSON API.
@@ -306,4 +302,19 @@ macro_rules! backends {
             }
         }
     };
+}
+
+/// The events of an event stream until the server closes it (after `done`), as (name, data).
+pub async fn sse_events(resp: reqwest::Response) -> Vec<(String, Value)> {
+    let body = tokio::time::timeout(Duration::from_secs(60), resp.text())
+        .await
+        .expect("the stream ends after done")
+        .unwrap();
+    body.split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((name.to_owned(), serde_json::from_str(data).ok()?))
+        })
+        .collect()
 }

@@ -8,19 +8,19 @@ use serde_json::{Value, json};
 
 use super::job;
 use crate::db::Backend;
+use crate::helpers::sse_events;
 use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_calls_are_streamed_as_they_are_answered() {
     let events = Events::new();
-    let (app, _mock) = app_with_tools(
+    let (app, mock) = app_with_tools(
         Backend::Sqlite,
         json!({"rules": [
             {"when": {"last_is_tool_result": true}, "reply": {"text": "done"}},
-            // The first answers wait, so the streams are open before any call is made (1.5 s
-            // was once too short on a loaded machine: a call answered before its stream
-            // opened is not in it).
-            {"when": {"has_tools": true}, "reply": {"delay_ms": 3000, "tool_calls": [
+            // The first answers wait until the streams are open (a call answered before its
+            // stream opened is not in it).
+            {"when": {"has_tools": true}, "reply": {"hold": true, "tool_calls": [
                 {"name": "echo", "arguments": {"text": "hi"}}, {"name": "nope"}]}}
         ]}),
         vec![mock_mcp_stdio("mock", &events.path)],
@@ -33,10 +33,12 @@ async fn tool_calls_are_streamed_as_they_are_answered() {
     let id = created["id"].as_str().unwrap();
 
     let (all, one, quiet) = tokio::join!(
-        app.job_events(id, "tool_calls=true"),
-        app.job_events(id, "tool_calls=true&record_index=1"),
-        app.job_events(id, ""),
+        app.open_job_events(id, "tool_calls=true"),
+        app.open_job_events(id, "tool_calls=true&record_index=1"),
+        app.open_job_events(id, ""),
     );
+    mock.release();
+    let (all, one, quiet) = tokio::join!(sse_events(all), sse_events(one), sse_events(quiet));
 
     let calls: Vec<&Value> = all
         .iter()

@@ -11,7 +11,8 @@
 //! mid-response. See [`script`] for the script format.
 //!
 //! Control endpoints: `GET /_mock/stats`, `GET /_mock/requests`, `GET|POST /_mock/script`,
-//! `POST /_mock/reset`. In-process, the same operations are methods of [`MockLlm`].
+//! `POST /_mock/reset`, `POST /_mock/release` (answers that `hold` go). In-process, the same
+//! operations are methods of [`MockLlm`].
 
 mod media;
 mod reply;
@@ -124,9 +125,14 @@ impl MockLlm {
         self.state.requests()
     }
 
-    /// Forgets requests and counters; keeps the script.
+    /// Forgets requests, counters and a release; keeps the script.
     pub fn reset(&self) {
         self.state.reset();
+    }
+
+    /// Lets the answers whose reply `hold`s go (see [`Reply::hold`](script::Reply::hold)).
+    pub fn release(&self) {
+        self.state.release();
     }
 
     /// Stops accepting, lets open requests finish, and waits for the server task.
@@ -174,6 +180,7 @@ pub fn router(state: Arc<MockState>) -> Router {
         .route("/_mock/requests", get(get_requests))
         .route("/_mock/script", get(get_script).post(set_script))
         .route("/_mock/reset", post(reset))
+        .route("/_mock/release", post(release))
         .with_state(state)
 }
 
@@ -207,9 +214,12 @@ async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) ->
     let request =
         parsed.unwrap_or_else(|| Value::String(String::from_utf8_lossy(&raw).into_owned()));
     let view = View::of(api, &request);
-    let (seq, delay, plan, mut in_flight) = st.begin(&view, &headers, &request, is_json);
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
+    let (seq, wait, plan, mut in_flight) = st.begin(&view, &headers, &request, is_json);
+    if !wait.delay.is_zero() {
+        tokio::time::sleep(wait.delay).await;
+    }
+    if wait.hold {
+        st.released().await;
     }
     let (status, resp) = match plan {
         Plan::Answer(a) => {
@@ -293,5 +303,10 @@ async fn set_script(State(st): State<Arc<MockState>>, Json(script): Json<Script>
 /// Forgets requests and counters.
 async fn reset(State(st): State<Arc<MockState>>) -> StatusCode {
     st.reset();
+    StatusCode::NO_CONTENT
+}
+
+async fn release(State(st): State<Arc<MockState>>) -> StatusCode {
+    st.release();
     StatusCode::NO_CONTENT
 }

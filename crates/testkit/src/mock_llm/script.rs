@@ -138,6 +138,11 @@ pub struct Reply {
     /// Wait this long before answering.
     #[serde(default)]
     pub delay_ms: u64,
+    /// Answer only once the mock is released (`MockLlm::release`, `POST /_mock/release`),
+    /// after `delay_ms`: a test opens what must be open before any answer, then releases,
+    /// instead of guessing a delay long enough.
+    #[serde(default)]
+    pub hold: bool,
     /// Send a 200 whose body is truncated JSON.
     #[serde(default)]
     pub malformed: bool,

@@ -10,6 +10,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::reply::{Answer, default_text, fenced_json};
 use super::script::{Api, Reply, Script, header_text};
@@ -87,6 +88,23 @@ pub(crate) enum Plan {
 pub struct MockState {
     started: Instant,
     inner: Mutex<Inner>,
+    /// Whether answers that `hold` may go (see [`MockState::release`]).
+    released: watch::Sender<bool>,
+}
+
+/// How long an answer waits before it is sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wait {
+    /// A fixed delay (the script's latency plus the reply's `delay_ms`).
+    pub delay: Duration,
+    /// Then until the mock is released (the reply's `hold`).
+    pub hold: bool,
+}
+
+impl Wait {
+    fn after(delay: Duration) -> Self {
+        Self { delay, hold: false }
+    }
 }
 
 #[derive(Debug)]
@@ -159,7 +177,19 @@ impl MockState {
         Arc::new(Self {
             started: Instant::now(),
             inner: Mutex::new(Inner::new(script)),
+            released: watch::Sender::new(false),
         })
+    }
+
+    /// Lets the answers whose reply `hold`s go, those waiting and those to come.
+    pub fn release(&self) {
+        self.released.send_replace(true);
+    }
+
+    /// Waits until [`MockState::release`] (at once if it was called).
+    pub(crate) async fn released(&self) {
+        // The sender lives as long as `self`, so the wait cannot fail.
+        let _ = self.released.subscribe().wait_for(|r| *r).await;
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -187,12 +217,13 @@ impl MockState {
         self.lock().script.clone()
     }
 
-    /// Forgets requests, counters and rule hits; keeps the script.
+    /// Forgets requests, counters, rule hits and a release; keeps the script.
     pub fn reset(&self) {
         let mut g = self.lock();
         let script = std::mem::take(&mut g.script);
         // In-flight requests finish against fresh counters; their guards saturate at zero.
         *g = Inner::new(script);
+        self.released.send_replace(false);
     }
 
     /// Counters.
@@ -211,7 +242,7 @@ impl MockState {
     }
 
     /// Registers an arrival and decides its answer (a 400 when the body was not JSON,
-    /// without consuming any rule). Returns (seq, delay, plan, guard). The headers and body
+    /// without consuming any rule). Returns (seq, wait, plan, guard). The headers and body
     /// are copied only when the history keeps requests: at tens of thousands of requests a
     /// second (the scale benches), copying every body cost the double more CPU than the
     /// service it stands beside.
@@ -221,7 +252,7 @@ impl MockState {
         headers: &HeaderMap,
         body: &Value,
         is_json: bool,
-    ) -> (u64, Duration, Plan, InFlight) {
+    ) -> (u64, Wait, Plan, InFlight) {
         let arrived_us = self.now_us();
         let received_ms = arrived_us as f64 / 1000.0;
         let mut g = self.lock();
@@ -256,7 +287,7 @@ impl MockState {
                 body: None,
                 retry_after: None,
             };
-            (Duration::ZERO, plan)
+            (Wait::after(Duration::ZERO), plan)
         };
         let guard = InFlight {
             state: Arc::clone(self),
@@ -282,7 +313,7 @@ fn header_map(headers: &HeaderMap) -> BTreeMap<String, String> {
 
 /// Faults first (latency, every-k 429, every-k or random errors), then the first matching
 /// rule with `times` left, then the default reply.
-fn decide(g: &mut Inner, seq: u64, view: &View) -> (Duration, Plan) {
+fn decide(g: &mut Inner, seq: u64, view: &View) -> (Wait, Plan) {
     let f = g.script.faults.clone();
     let latency = Duration::from_millis(f.latency_ms);
     let every = |k: Option<u64>| k.is_some_and(|k| k > 0 && seq.is_multiple_of(k));
@@ -293,7 +324,7 @@ fn decide(g: &mut Inner, seq: u64, view: &View) -> (Duration, Plan) {
             body: None,
             retry_after,
         };
-        return (latency, plan);
+        return (Wait::after(latency), plan);
     }
     let random_error = f
         .error_probability
@@ -304,7 +335,7 @@ fn decide(g: &mut Inner, seq: u64, view: &View) -> (Duration, Plan) {
             body: None,
             retry_after: None,
         };
-        return (latency, plan);
+        return (Wait::after(latency), plan);
     }
     let hit = g.script.rules.iter().enumerate().find_map(|(i, r)| {
         let left = r.times.is_none_or(|t| g.rule_hits[i] < t);
@@ -315,12 +346,15 @@ fn decide(g: &mut Inner, seq: u64, view: &View) -> (Duration, Plan) {
             text: default_text(view),
             ..Answer::default()
         };
-        return (latency, Plan::Answer(answer));
+        return (Wait::after(latency), Plan::Answer(answer));
     };
     g.rule_hits[i] += 1;
     let reply = g.script.rules[i].reply.clone();
-    let delay = latency + Duration::from_millis(reply.delay_ms);
-    (delay, plan_for(g, &reply, view))
+    let wait = Wait {
+        delay: latency + Duration::from_millis(reply.delay_ms),
+        hold: reply.hold,
+    };
+    (wait, plan_for(g, &reply, view))
 }
 
 fn plan_for(g: &mut Inner, reply: &Reply, view: &View) -> Plan {
@@ -389,6 +423,36 @@ mod tests {
             Plan::Answer(_) => 200,
             Plan::Malformed | Plan::Reset => 0,
         }
+    }
+
+    /// A reply that holds says so in its wait; the release lets waiters through, those already
+    /// waiting and later ones, and a reset takes it back.
+    #[tokio::test]
+    async fn a_held_reply_waits_for_the_release() {
+        let script: Script = serde_json::from_value(json!({"rules": [
+            {"when": {"user_contains": "hold"}, "reply": {"hold": true}}
+        ]}))
+        .unwrap();
+        let st = MockState::new(script);
+        let (_, wait, _, _) = st.begin(&view("free"), &HeaderMap::new(), &json!({}), true);
+        assert!(!wait.hold);
+        let (_, wait, _, _) = st.begin(&view("hold"), &HeaderMap::new(), &json!({}), true);
+        assert!(wait.hold);
+
+        let waiting = st.released();
+        tokio::pin!(waiting);
+        let early = tokio::time::timeout(Duration::from_millis(50), &mut waiting).await;
+        assert!(early.is_err(), "answered before the release");
+        st.release();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("released");
+        tokio::time::timeout(Duration::from_secs(5), st.released())
+            .await
+            .expect("a later wait passes at once");
+        st.reset();
+        let again = tokio::time::timeout(Duration::from_millis(50), st.released()).await;
+        assert!(again.is_err(), "a reset holds again");
     }
 
     #[test]
