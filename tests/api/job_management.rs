@@ -463,9 +463,10 @@ async fn the_cli_manages_jobs(backend: Backend) {
 backends!(cli_jobs, the_cli_manages_jobs);
 
 async fn records_waiting_on_a_model_are_told_apart(backend: Backend) {
-    let (app, _mock) = app_with_mock_llm(
+    // The model answers once released, so the records wait as long as the test looks.
+    let (app, mock) = app_with_mock_llm(
         backend,
-        json!({"rules": [{"reply": {"text": "slow", "delay_ms": 1500}}]}),
+        json!({"rules": [{"reply": {"text": "slow", "hold": true}}]}),
         |_| {},
     )
     .await;
@@ -499,6 +500,7 @@ async fn records_waiting_on_a_model_are_told_apart(backend: Backend) {
         page["jobs"][0]["counts"]["waiting_for_model"].is_u64(),
         "{page}"
     );
+    mock.release();
     let done = app.wait_for_job(&id, WAIT).await;
     assert_eq!(done["counts"]["waiting_for_model"], 0, "{done}");
     app.stop().await;
