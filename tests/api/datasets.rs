@@ -447,10 +447,10 @@ async fn keys_see_only_their_datasets(backend: Backend) {
 backends!(datasets_per_key, keys_see_only_their_datasets);
 
 async fn delete_refused_while_a_job_reads_it(backend: Backend) {
-    // The job's one record waits on a slow model, so the job stays running.
-    let (app, _mock) = app_with_mock_llm(
+    // The job's one record waits for the model until released, so the job stays running.
+    let (app, mock) = app_with_mock_llm(
         backend,
-        json!({"rules": [{"reply": {"text": "ok", "delay_ms": 1500}}]}),
+        json!({"rules": [{"reply": {"text": "ok", "hold": true}}]}),
         |_| {},
     )
     .await;
@@ -499,6 +499,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
     assert_eq!(still["preview"], json!([{"topic": "math"}]));
 
     // Once the job is over, the delete goes through.
+    mock.release();
     let done = app
         .wait_for_job(&row.id.to_string(), Duration::from_secs(30))
         .await;
