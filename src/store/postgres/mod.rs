@@ -66,6 +66,7 @@ impl PgStore {
             db.host = options.get_host(),
             db.port = options.get_port(),
             db.name = options.get_database().unwrap_or_default(),
+            db.pool = max_connections.max(1),
             "connecting to database"
         );
         let pool = PgPoolOptions::new()

@@ -152,6 +152,7 @@ impl SqliteStore {
         tracing::info!(
             db.backend = "sqlite",
             db.path = %options.get_filename().display(),
+            db.pool = pool.get_max_connections(),
             "opening database"
         );
         let pool = pool.connect_with(options).await?;
