@@ -14,6 +14,11 @@ use crate::domain::models::duration_from_secs;
 use crate::lanes::{Lanes, Origin};
 use crate::llm::{ContentBlock, ToolSpec};
 
+/// Largest answer read from a tool's endpoint, as much as one event of an MCP server may carry
+/// (rmcp's 16 MiB). The result is cut to `limits.max_tool_result_chars` afterwards anyway; the
+/// bound keeps an endpoint from filling the service's memory within its timeout.
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
+
 /// Longest response body kept from an error answer, in the `Error:` message.
 const ERROR_BODY_CHARS: usize = 500;
 /// Deadline when neither the tool nor the tool config sets one.
@@ -104,12 +109,22 @@ impl InlineTool {
         };
         self.lanes.answered_over(resp.version());
         let status = resp.status();
-        let body = resp.text().await.map_err(|e| {
-            format!(
-                "Tool '{name}' failed: reading its answer failed ({}).",
-                e.without_url()
-            )
-        })?;
+        let body = match read_capped(resp).await {
+            Ok(body) => body,
+            Err(Unread::TooLarge) => {
+                outcome("too_large");
+                return Err(format!(
+                    "Tool '{name}' failed: its answer is larger than {} MiB.",
+                    MAX_ANSWER_BYTES >> 20
+                ));
+            }
+            Err(Unread::Broken(e)) => {
+                return Err(format!(
+                    "Tool '{name}' failed: reading its answer failed ({}).",
+                    e.without_url()
+                ));
+            }
+        };
         drop(lane);
         if !status.is_success() {
             outcome("http_error");
@@ -144,4 +159,31 @@ impl InlineTool {
         }
         Ok(out)
     }
+}
+
+/// Why an answer's body was not read.
+enum Unread {
+    /// Past [`MAX_ANSWER_BYTES`], by its `Content-Length` or as it came.
+    TooLarge,
+    /// The connection broke or the call's timeout ran out while reading.
+    Broken(reqwest::Error),
+}
+
+/// The answer's body as text (invalid UTF-8 replaced), read up to [`MAX_ANSWER_BYTES`].
+async fn read_capped(mut resp: reqwest::Response) -> Result<String, Unread> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(Unread::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(Unread::Broken)? {
+        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+            return Err(Unread::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8(body)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }

@@ -202,8 +202,12 @@ async fn prompt_based_reads_tool_lines_and_the_opt_in_fallback() {
 type Received = Arc<Mutex<Vec<(String, Value)>>>;
 
 /// A tool endpoint: `/lookup` answers `{"result": ...}` (a bare JSON string for SKU B2),
-/// `/down` answers 500.
+/// `/down` answers 500, `/huge` streams 17 MiB without a `Content-Length`.
 async fn start_tool_server() -> (String, Received, CancellationToken) {
+    async fn huge() -> Response {
+        let chunks = (0..17).map(|_| Ok::<_, std::io::Error>(vec![b'x'; 1024 * 1024]));
+        axum::body::Body::from_stream(futures::stream::iter(chunks)).into_response()
+    }
     async fn lookup(State(seen): State<Received>, Json(body): Json<Value>) -> Response {
         seen.lock().unwrap().push(("lookup".into(), body.clone()));
         if body["sku"] == "B2" {
@@ -223,6 +227,7 @@ async fn start_tool_server() -> (String, Received, CancellationToken) {
     let app = axum::Router::new()
         .route("/lookup", axum::routing::post(lookup))
         .route("/down", axum::routing::post(down))
+        .route("/huge", axum::routing::post(huge))
         .with_state(seen.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -252,6 +257,8 @@ async fn inline_tools_post_to_their_endpoint_and_mix_with_mcp() {
                 {"name": "stock", "arguments": {"sku": "A1"}}]}},
             {"when": {"user_contains": "ask-bad"}, "reply": {"tool_calls": [
                 {"name": "lookup", "arguments": {"sku": 42}}]}},
+            {"when": {"user_contains": "ask-huge"}, "reply": {"tool_calls": [
+                {"name": "huge", "arguments": {"sku": "A1"}}]}},
             {"when": {"user_contains": "ask-mixed"}, "reply": {"tool_calls": [
                 {"name": "echo", "arguments": {"text": "hi"}},
                 {"name": "lookup", "arguments": {"sku": "B2"}}]}}
@@ -260,6 +267,7 @@ async fn inline_tools_post_to_their_endpoint_and_mix_with_mcp() {
         vec![
             json!({"tool_alias": "inline", "providers": ["lookup", "stock"]}),
             json!({"tool_alias": "mixed", "providers": ["mock", "lookup"]}),
+            json!({"tool_alias": "big", "providers": ["huge"]}),
         ],
         |c| {
             c.tools = [
@@ -267,6 +275,8 @@ async fn inline_tools_post_to_their_endpoint_and_mix_with_mcp() {
                     "parameters": schema, "endpoint": format!("{base}/lookup")}),
                 json!({"name": "stock", "description": "Stock level of a SKU.",
                     "parameters": schema, "endpoint": format!("{base}/down")}),
+                json!({"name": "huge", "description": "Answers too much.",
+                    "parameters": schema, "endpoint": format!("{base}/huge")}),
             ]
             .into_iter()
             .map(|t| serde_json::from_value(t).unwrap())
@@ -281,6 +291,7 @@ async fn inline_tools_post_to_their_endpoint_and_mix_with_mcp() {
             ("down", "writer", "inline", "ask-stock {{ n }}"),
             ("bad", "writer", "inline", "ask-bad {{ n }}"),
             ("mixed", "writer", "mixed", "ask-mixed {{ n }}"),
+            ("huge", "writer", "big", "ask-huge {{ n }}"),
         ],
         json!([]),
         json!([]),
@@ -303,6 +314,14 @@ async fn inline_tools_post_to_their_endpoint_and_mix_with_mcp() {
         down[0].starts_with("Error: Tool 'stock' failed with HTTP 500")
             && down[0].contains("inventory database is down"),
         "{down:?}"
+    );
+
+    // An answer past 16 MiB is not read to its end: the model is told, the record goes on.
+    assert_eq!(record["values"]["huge"], "done", "{record}");
+    let huge = tool_texts(&trace(&app, id, "huge").await);
+    assert_eq!(
+        huge,
+        ["Error: Tool 'huge' failed: its answer is larger than 16 MiB."]
     );
 
     let bad = tool_texts(&trace(&app, id, "bad").await);
