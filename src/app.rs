@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::datasets::DatasetService;
 use crate::datasets::sources::SeedSources;
 use crate::jobs::{Catalog, JobService};
-use crate::llm::{LlmClient, RetryPolicy};
+use crate::llm::{LlmClient, RetryPolicy, answer_bound};
 use crate::mcp::McpPool;
 use crate::serve::ConnectionLimits;
 use crate::state::AppState;
@@ -76,7 +76,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     }
     let llm = Arc::new(
         LlmClient::new(&config.model_providers, RetryPolicy::from(&config.llm))
-            .context("building the LLM client (config key `model_providers`)")?,
+            .context("building the LLM client (config key `model_providers`)")?
+            .with_max_answer_bytes(answer_bound(config.limits.max_image_bytes)),
     );
     llm.register_models(&config.model_configs);
     let jobs = JobService::new(

@@ -207,7 +207,7 @@ named_enum! {
         LlmContextWindowExceeded = "llm_context_window_exceeded" in Llm:
             "the prompt does not fit the model's context window",
         LlmInvalidResponse = "llm_invalid_response" in Llm:
-            "the provider's answer broke the protocol (not JSON, fields missing), or the request could not be expressed for it",
+            "the provider's answer broke the protocol (not JSON, fields missing, longer than the answer bound of `limits.max_image_bytes`), or the request could not be expressed for it",
         LlmCancelled = "llm_cancelled" in Llm:
             "the model call was cancelled; a worker puts such a record back in the queue instead, so a stored record does not carry it",
         LlmOutputInvalid = "llm_output_invalid" in Llm:

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backon::Retryable;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
@@ -33,6 +33,24 @@ pub struct LlmClient {
     retry: RetryPolicy,
     limits: Limits,
     usage: UsageBook,
+    /// Most bytes of one answer read into memory ([`answer_bound`]).
+    max_answer_bytes: usize,
+}
+
+/// The least bound on a provider's answer: far past any chat completion or embedding, and still
+/// a bound on a provider (or a proxy in front of one) whose body does not end, which would
+/// otherwise grow in memory until the call's timeout, once per record in flight.
+pub const MIN_ANSWER_BYTES: usize = 64 * 1024 * 1024;
+
+/// The bound on one provider answer for `limits.max_image_bytes`: room for an image of that
+/// size in base64 (an image model's `b64_json`) and 1 MiB of JSON around it, never under
+/// [`MIN_ANSWER_BYTES`].
+pub fn answer_bound(max_image_bytes: usize) -> usize {
+    max_image_bytes
+        .div_ceil(3)
+        .saturating_mul(4)
+        .saturating_add(1024 * 1024)
+        .max(MIN_ANSWER_BYTES)
 }
 
 impl std::fmt::Debug for LlmClient {
@@ -194,7 +212,17 @@ impl LlmClient {
             },
             limits: Limits::default(),
             usage: UsageBook::default(),
+            max_answer_bytes: MIN_ANSWER_BYTES,
         })
+    }
+
+    /// Reads at most `bytes` of a provider's answer (default [`MIN_ANSWER_BYTES`]; the service
+    /// sets [`answer_bound`] of its image limit). A longer answer fails the attempt, as an
+    /// invalid response (an error status keeps its status), without reading the rest.
+    #[must_use]
+    pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
+        self.max_answer_bytes = bytes;
+        self
     }
 
     /// Registers model aliases ahead of use, so the shared per-(provider, model) limit is the
@@ -422,7 +450,7 @@ impl LlmClient {
             let status = resp.status();
             let wait = retry_after(resp.headers(), SystemTime::now());
             // Reading the body can fail too (reset mid-body): that is a connection error.
-            let bytes = resp.bytes().await?;
+            let bytes = read_bounded(resp, self.max_answer_bytes).await?;
             drop(lane);
             Ok::<_, reqwest::Error>((status, wait, bytes))
         };
@@ -431,6 +459,21 @@ impl LlmClient {
             Ok(Err(e)) if e.is_timeout() && !e.is_connect() => return Err(Failure::Timeout),
             Ok(Err(e)) => return Err(Failure::Connection(p.transport_message(&e))),
             Ok(Ok(x)) => x,
+        };
+        let Some(bytes) = bytes else {
+            let message = format!(
+                "response body is larger than {} bytes; not read",
+                self.max_answer_bytes
+            );
+            return Err(if status.is_success() {
+                Failure::Invalid(message)
+            } else {
+                Failure::Status {
+                    status: status.as_u16(),
+                    message,
+                    retry_after: wait,
+                }
+            });
         };
         if !status.is_success() {
             return Err(Failure::Status {
@@ -444,6 +487,37 @@ impl LlmClient {
     }
 }
 
+/// The answer's body, or `None` once its `Content-Length` or the bytes that came pass `max`
+/// (the rest is not read and the connection is dropped). An answer that comes in one chunk, as
+/// most do, is returned without a copy.
+async fn read_bounded(
+    mut resp: reqwest::Response,
+    max: usize,
+) -> Result<Option<Bytes>, reqwest::Error> {
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Ok(None);
+    }
+    let Some(first) = resp.chunk().await? else {
+        return Ok(Some(Bytes::new()));
+    };
+    if first.len() > max {
+        return Ok(None);
+    }
+    let Some(second) = resp.chunk().await? else {
+        return Ok(Some(first));
+    };
+    let mut body = BytesMut::from(first);
+    let mut next = Some(second);
+    while let Some(chunk) = next {
+        if body.len() + chunk.len() > max {
+            return Ok(None);
+        }
+        body.extend_from_slice(&chunk);
+        next = resp.chunk().await?;
+    }
+    Ok(Some(body.freeze()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -454,6 +528,15 @@ mod tests {
             "extra_headers": headers.iter().cloned().collect::<BTreeMap<_, _>>()
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn the_answer_bound_makes_room_for_the_largest_image() {
+        assert_eq!(answer_bound(0), MIN_ANSWER_BYTES);
+        assert_eq!(answer_bound(20 << 20), MIN_ANSWER_BYTES);
+        // 60 MiB in base64 is 80 MiB, and 1 MiB of JSON around it.
+        assert_eq!(answer_bound(60 << 20), 81 << 20);
+        assert_eq!(answer_bound(usize::MAX), usize::MAX);
     }
 
     #[test]

@@ -32,7 +32,7 @@ mod spans;
 mod types;
 mod usage;
 
-pub use client::LlmClient;
+pub use client::{LlmClient, MIN_ANSWER_BYTES, answer_bound};
 pub use error::{LlmConfigError, LlmError};
 pub use images::{GeneratedImage, Images, is_diffusion_model};
 pub use media::Embeddings;

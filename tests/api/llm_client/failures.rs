@@ -168,6 +168,28 @@ async fn llm_malformed_json_is_an_invalid_response() {
     );
 }
 
+/// A provider whose answer does not end is cut at the client's bound, at once: not read into
+/// memory until the call's timeout (then retried), which is what an unbounded read did.
+#[tokio::test]
+async fn llm_an_answer_past_the_bound_is_not_read() {
+    let mock = mock(json!({"rules": [{"reply": {"endless": true}}]})).await;
+    let c = client(&mock).with_max_answer_bytes(1024 * 1024);
+    let started = Instant::now();
+    let e = chat(
+        &c,
+        &model("gpt", "oa", json!({"timeout": 2})),
+        &ChatRequest::new(vec![ChatMessage::user("x")]),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(
+        (e.code().as_str(), e.attempts()),
+        ("llm_invalid_response", 1)
+    );
+    assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
 #[tokio::test]
 async fn llm_cancellation_aborts_a_request_in_flight() {
     let mock = mock(json!({"rules": [{"reply": {"delay_ms": 30000}}]})).await;

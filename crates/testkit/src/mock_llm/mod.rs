@@ -8,7 +8,7 @@
 //! It records every request (the last `history_limit`), counts requests and in-flight requests
 //! per model (with the maximum ever in flight, to assert `max_parallel_requests`), and injects
 //! faults: HTTP errors with `Retry-After`, delays, malformed bodies, connections reset
-//! mid-response. See [`script`] for the script format.
+//! mid-response, bodies without end. See [`script`] for the script format.
 //!
 //! Control endpoints: `GET /_mock/stats`, `GET /_mock/requests`, `GET|POST /_mock/script`,
 //! `POST /_mock/reset`, `POST /_mock/release` (answers that `hold` go). In-process, the same
@@ -254,6 +254,7 @@ async fn answer(st: Arc<MockState>, api: Api, headers: HeaderMap, raw: Bytes) ->
             (Some(200), r)
         }
         Plan::Reset => (None, reset_response()),
+        Plan::Endless => (Some(200), endless_response()),
     };
     in_flight.answered(status);
     resp
@@ -272,6 +273,22 @@ fn reset_response() -> Response {
         )),
     ];
     let mut r = Response::new(Body::from_stream(futures::stream::iter(chunks)));
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// A 200 whose body is the start of an answer, then 64 KiB chunks of spaces for as long as
+/// the client reads: hyper drops the stream when the client hangs up.
+fn endless_response() -> Response {
+    use futures::StreamExt as _;
+    let start = Bytes::from_static(b"{\"id\": \"chatcmpl-mock\", \"choices\": [");
+    let spaces = Bytes::from(vec![b' '; 64 * 1024]);
+    let body = futures::stream::once(async move { Ok::<_, std::io::Error>(start) })
+        .chain(futures::stream::repeat_with(move || Ok(spaces.clone())));
+    let mut r = Response::new(Body::from_stream(body));
     r.headers_mut().insert(
         header::CONTENT_TYPE,
         header::HeaderValue::from_static("application/json"),

@@ -108,8 +108,8 @@ pub enum Api {
 }
 
 /// A canned answer. Content precedence: `json`, then `text`, then `""` when there are tool
-/// calls, else the default reply. `status` turns it into an error; `malformed` and `reset`
-/// break the transport.
+/// calls, else the default reply. `status` turns it into an error; `malformed`, `reset` and
+/// `endless` break the transport.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Reply {
@@ -149,6 +149,10 @@ pub struct Reply {
     /// Send the headers and part of the body, then drop the connection.
     #[serde(default)]
     pub reset: bool,
+    /// Send a 200 whose body never ends (the start of an answer, then spaces until the client
+    /// hangs up): a provider, or a proxy in front of one, that streams without bound.
+    #[serde(default)]
+    pub endless: bool,
 }
 
 /// A tool call in a script.

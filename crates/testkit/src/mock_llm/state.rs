@@ -81,6 +81,7 @@ pub(crate) enum Plan {
     },
     Malformed,
     Reset,
+    Endless,
 }
 
 /// Shared state behind every handler.
@@ -371,6 +372,9 @@ fn plan_for(g: &mut Inner, reply: &Reply, view: &View) -> Plan {
     if reply.malformed {
         return Plan::Malformed;
     }
+    if reply.endless {
+        return Plan::Endless;
+    }
     let tool_calls = reply
         .tool_calls
         .iter()
@@ -421,7 +425,7 @@ mod tests {
         match p {
             Plan::Error { status, .. } => *status,
             Plan::Answer(_) => 200,
-            Plan::Malformed | Plan::Reset => 0,
+            Plan::Malformed | Plan::Reset | Plan::Endless => 0,
         }
     }
 
