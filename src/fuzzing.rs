@@ -3,7 +3,8 @@
 //!
 //! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
 //! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
-//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers.
+//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers,
+//! a model provider's answer.
 //! Any error is a fine answer. What must not happen is a panic, an abort (a stack overflow), or
 //! work without bound; libFuzzer reports the first two as crashes and the last as a timeout or
 //! out-of-memory.
@@ -164,5 +165,33 @@ pub fn mcp_message(data: &[u8]) {
     let (parts, ()) = request.into_parts();
     if crate::api::mcp_server::unreadable_message(&parts, data).is_none() {
         let _ = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(data);
+    }
+}
+
+/// A model provider's answer body, read by every reader of one (error bodies, chat answers in
+/// both protocols, embeddings, images); then the text of each chat answer, and the whole input
+/// as text, as a column reads a model's text: prompt-based tool calls, each call's arguments
+/// checked and coerced against an input schema, the code of each language, JSON under a schema
+/// and judge scores. A provider, or a proxy in front of one, is not trusted to answer well, and
+/// a model writes what it likes.
+pub fn llm_answer(data: &[u8]) {
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "city": {"type": "string"},
+            "days": {"type": "integer", "minimum": 1},
+            "units": {"enum": ["metric", "imperial"]},
+            "when": {"type": "object", "properties": {"hour": {"type": "number"}}},
+            "flags": {"type": "array", "items": {"type": "boolean"}}
+        },
+        "required": ["city"]
+    });
+    let whole = String::from_utf8_lossy(data);
+    crate::tools::read_calls_for_fuzzing(&whole, &[], &schema);
+    crate::generate::parse_answers_for_fuzzing(whole.trim());
+    for message in crate::llm::read_answer_for_fuzzing(data) {
+        let text = message.text();
+        crate::tools::read_calls_for_fuzzing(&text, &message.tool_calls, &schema);
+        crate::generate::parse_answers_for_fuzzing(text.trim());
     }
 }

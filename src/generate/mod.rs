@@ -58,6 +58,7 @@ use columns::{RecordState, Step, StepEnv};
 
 pub use dtypes::ColumnType;
 pub use llm::LlmRuntime;
+pub(crate) use llm::parse_answers_for_fuzzing;
 pub use samplers::person::PeopleSource;
 pub use seed::{SeedRow, StoredSeed};
 pub use template::{MAX_RENDERED_LEN, TEMPLATE_FUEL};

@@ -131,7 +131,10 @@ impl LlmClient {
 /// The images of an answer: `data[*]` (images API) or `choices[0].message.images`, falling
 /// back to a string `content` (chat route). Each item may be `{"b64_json"}`, `{"image_url":
 /// {"url"}}`, `{"url"}` or a string: a data URI or bare base64. An http(s) URL is refused.
-fn parse_images(body: &Value, diffusion: bool) -> Result<(Vec<GeneratedImage>, Usage), String> {
+pub(super) fn parse_images(
+    body: &Value,
+    diffusion: bool,
+) -> Result<(Vec<GeneratedImage>, Usage), String> {
     let (primary, fallback): (Vec<&Value>, Vec<&Value>) = if diffusion {
         let data = body.get("data").and_then(Value::as_array);
         (

@@ -182,7 +182,10 @@ fn no_api(model: &ModelConfig, provider: &str, what: &str) -> LlmError {
 
 /// `data[*].embedding` in order: a list of numbers, or (with `encoding_format: base64`) the
 /// base64 of little-endian f32s, which DataDesigner reads as an empty vector and this decodes.
-fn parse_embeddings(body: &Value, expected: usize) -> Result<(Vec<Vec<f64>>, Usage), String> {
+pub(super) fn parse_embeddings(
+    body: &Value,
+    expected: usize,
+) -> Result<(Vec<Vec<f64>>, Usage), String> {
     let data = body
         .get("data")
         .and_then(Value::as_array)

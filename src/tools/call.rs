@@ -85,8 +85,6 @@ impl Toolset {
                 ),
             ));
         };
-        let mut args = parse_arguments(name, &call.function.arguments)
-            .map_err(|m| (ToolOutcome::ExtractionError, m))?;
         let (validator, schema) = match route {
             Route::Mcp { list, index, .. } => (
                 list.tools[*index].validator.as_ref(),
@@ -94,37 +92,12 @@ impl Toolset {
             ),
             Route::Inline(t) => (t.validator.as_ref(), &t.cfg.parameters),
         };
-        if let Some(v) = validator {
-            // The arguments are lent to a `Value` for the check and taken back, not copied.
-            let mut value = Value::Object(std::mem::take(&mut args));
-            if self.coerce && !v.is_valid(&value) {
-                coerce::to_schema(&mut value, schema);
-            }
-            let errors: Vec<String> = v
-                .iter_errors(&value)
-                .take(5)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{e} (at {at})")
-                    }
-                })
-                .collect();
-            if !errors.is_empty() {
-                return Err((
-                    ToolOutcome::ValidationError,
-                    format!(
-                        "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
-                        errors.join("; ")
-                    ),
-                ));
-            }
-            if let Value::Object(m) = value {
-                args = m;
-            }
-        }
+        let args = checked_arguments(
+            name,
+            &call.function.arguments,
+            validator.map(|v| (v, schema)),
+            self.coerce,
+        )?;
         match route {
             Route::Mcp { provider, .. } => {
                 match self
@@ -237,6 +210,55 @@ fn tool_ended(span: &tracing::Span, call: &ToolCall, outcome: ToolOutcome, answe
             "gen_ai.tool.call.result",
             serde_json::to_string(answer).unwrap_or_default(),
         );
+    }
+}
+
+/// The arguments of a call to `name` as the tool receives them: read as a JSON object, coerced
+/// to the tool's input schema when `coerce` is on and they do not match it as they are, then
+/// checked against it (`check`: the schema's validator and the schema). The `Err` is what the
+/// model is told.
+pub(super) fn checked_arguments(
+    name: &str,
+    raw: &str,
+    check: Option<(&jsonschema::Validator, &Value)>,
+    coerce: bool,
+) -> Result<Map<String, Value>, Failure> {
+    let args = parse_arguments(name, raw).map_err(|m| (ToolOutcome::ExtractionError, m))?;
+    let Some((validator, schema)) = check else {
+        return Ok(args);
+    };
+    let mut value = Value::Object(args);
+    if coerce && !validator.is_valid(&value) {
+        coerce::to_schema(&mut value, schema);
+    }
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{e} (at {at})")
+            }
+        })
+        .collect();
+    if !errors.is_empty() {
+        return Err((
+            ToolOutcome::ValidationError,
+            format!(
+                "Invalid arguments for tool '{name}': {}. Call it again with arguments that match its input schema.",
+                errors.join("; ")
+            ),
+        ));
+    }
+    match value {
+        Value::Object(m) => Ok(m),
+        // Coercion keeps an object an object; this arm is not reached.
+        other => Err((
+            ToolOutcome::ExtractionError,
+            format!("Tool '{name}' arguments are not a JSON object: {other}."),
+        )),
     }
 }
 

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::domain::usage::ToolOutcome;
-use crate::llm::{ChatMessage, ToolSpec};
+use crate::llm::{ChatMessage, ToolCall, ToolSpec};
 use crate::mcp::{McpError, McpPool, ToolList};
 
 pub use inline::InlineTool;
@@ -201,6 +201,21 @@ pub struct Answered {
 /// Why a call was answered with an error: the outcome it counts as and the text the model gets
 /// after `Error: `.
 type Failure = (ToolOutcome, String);
+
+/// What a tool loop does with a model's text, for the fuzz target `llm_answer`
+/// (`crate::fuzzing`): its prompt-based calls read (`calls` adds the native ones), then every
+/// call's arguments checked against `schema` with coercion on, as a tool with that input
+/// schema has them checked.
+#[doc(hidden)]
+pub(crate) fn read_calls_for_fuzzing(text: &str, calls: &[ToolCall], schema: &serde_json::Value) {
+    let mentions = ["lookup".to_owned(), "get_time".to_owned()];
+    let (_, prompted) = prompt::parse_calls(text, 1, Some(&mentions));
+    let validator = jsonschema::validator_for(schema).ok();
+    for call in calls.iter().chain(&prompted) {
+        let check = validator.as_ref().map(|v| (v, schema));
+        let _ = call::checked_arguments(&call.function.name, &call.function.arguments, check, true);
+    }
+}
 
 #[cfg(test)]
 mod tests {

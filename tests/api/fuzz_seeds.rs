@@ -173,6 +173,11 @@ fn mcp_message_seeds_and_mutations() {
 }
 
 #[test]
+fn llm_answer_seeds_and_mutations() {
+    run("llm_answer", seeds("llm_answer"), fuzzing::llm_answer);
+}
+
+#[test]
 fn trace_context_seeds_and_mutations() {
     run(
         "trace_context",
