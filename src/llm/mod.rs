@@ -45,28 +45,6 @@ pub use types::{
 };
 pub use usage::ModelUsage;
 
-/// Every reader of a provider's answer body, for the fuzz target `llm_answer`
-/// (`crate::fuzzing`): the error body's message, the chat answer in both protocols, embeddings
-/// and images. Returns the chat messages read, for the readers of their text.
-#[doc(hidden)]
-pub(crate) fn read_answer_for_fuzzing(body: &[u8]) -> Vec<ChatMessage> {
-    let _ = adapter::error_message(body);
-    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
-        return Vec::new();
-    };
-    let _ = media::parse_embeddings(&value, 2);
-    let _ = images::parse_images(&value, false);
-    let _ = images::parse_images(&value, true);
-    [
-        crate::config::ProviderType::Openai,
-        crate::config::ProviderType::Anthropic,
-    ]
-    .into_iter()
-    .filter_map(|kind| adapter::parse_response(kind, &value).ok())
-    .map(|parsed| parsed.message)
-    .collect()
-}
-
 use tokio_util::sync::CancellationToken;
 
 use crate::domain::models::ModelConfig;
@@ -142,4 +120,26 @@ impl ChatModel for LlmClient {
     ) -> Result<Images, LlmError> {
         LlmClient::generate_image(self, model, prompt, context, cancel).await
     }
+}
+
+/// Every reader of a provider's answer body, for the fuzz target `llm_answer`
+/// (`crate::fuzzing`): the error body's message, the chat answer in both protocols, embeddings
+/// and images. Returns the chat messages read, for the readers of their text.
+#[doc(hidden)]
+pub(crate) fn read_answer_for_fuzzing(body: &[u8]) -> Vec<ChatMessage> {
+    let _ = adapter::error_message(body);
+    let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return Vec::new();
+    };
+    let _ = media::parse_embeddings(&value, 2);
+    let _ = images::parse_images(&value, false);
+    let _ = images::parse_images(&value, true);
+    [
+        crate::config::ProviderType::Openai,
+        crate::config::ProviderType::Anthropic,
+    ]
+    .into_iter()
+    .filter_map(|kind| adapter::parse_response(kind, &value).ok())
+    .map(|parsed| parsed.message)
+    .collect()
 }
