@@ -55,14 +55,16 @@
 //!   (untrusted JSON and YAML, strictly: request bodies, `/mcp` messages, JSONL rows),
 //!   [`metrics`], [`cpu`], [`telemetry`] (logs, and OpenTelemetry export and trace context),
 //!   [`shutdown`], [`serve`] (the listener), [`rendered`]
-//!   (files written from stored rows, kept for ranged reads), and `lanes` (the connection
-//!   lanes of every outbound HTTP origin: model providers, HTTP MCP providers, inline tools).
+//!   (files written from stored rows, kept for ranged reads), `lanes` (the connection
+//!   lanes of every outbound HTTP origin: model providers, HTTP MCP providers, inline tools),
+//!   and `bounded_body` (an outbound answer's body read up to a bound).
 //! * Above them all: [`app`] (composition root) and [`cli`] (the client). `fuzzing` (hidden)
 //!   holds the entry points of the `cargo fuzz` targets in `fuzz/`.
 
 pub mod api;
 pub mod app;
 pub mod auth;
+pub(crate) mod bounded_body;
 pub mod cli;
 pub mod config;
 pub mod cpu;

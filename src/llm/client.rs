@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 
 use backon::Retryable;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
@@ -450,7 +450,7 @@ impl LlmClient {
             let status = resp.status();
             let wait = retry_after(resp.headers(), SystemTime::now());
             // Reading the body can fail too (reset mid-body): that is a connection error.
-            let bytes = read_bounded(resp, self.max_answer_bytes).await?;
+            let bytes = crate::bounded_body::read(resp, self.max_answer_bytes).await?;
             drop(lane);
             Ok::<_, reqwest::Error>((status, wait, bytes))
         };
@@ -485,37 +485,6 @@ impl LlmClient {
         serde_json::from_slice(&bytes)
             .map_err(|e| Failure::Invalid(format!("response body is not JSON ({e})")))
     }
-}
-
-/// The answer's body, or `None` once its `Content-Length` or the bytes that came pass `max`
-/// (the rest is not read and the connection is dropped). An answer that comes in one chunk, as
-/// most do, is returned without a copy.
-async fn read_bounded(
-    mut resp: reqwest::Response,
-    max: usize,
-) -> Result<Option<Bytes>, reqwest::Error> {
-    if resp.content_length().is_some_and(|n| n > max as u64) {
-        return Ok(None);
-    }
-    let Some(first) = resp.chunk().await? else {
-        return Ok(Some(Bytes::new()));
-    };
-    if first.len() > max {
-        return Ok(None);
-    }
-    let Some(second) = resp.chunk().await? else {
-        return Ok(Some(first));
-    };
-    let mut body = BytesMut::from(first);
-    let mut next = Some(second);
-    while let Some(chunk) = next {
-        if body.len() + chunk.len() > max {
-            return Ok(None);
-        }
-        body.extend_from_slice(&chunk);
-        next = resp.chunk().await?;
-    }
-    Ok(Some(body.freeze()))
 }
 
 #[cfg(test)]

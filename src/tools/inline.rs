@@ -170,20 +170,10 @@ enum Unread {
 }
 
 /// The answer's body as text (invalid UTF-8 replaced), read up to [`MAX_ANSWER_BYTES`].
-async fn read_capped(mut resp: reqwest::Response) -> Result<String, Unread> {
-    if resp
-        .content_length()
-        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
-    {
-        return Err(Unread::TooLarge);
+async fn read_capped(resp: reqwest::Response) -> Result<String, Unread> {
+    match crate::bounded_body::read(resp, MAX_ANSWER_BYTES).await {
+        Ok(Some(body)) => Ok(String::from_utf8_lossy(&body).into_owned()),
+        Ok(None) => Err(Unread::TooLarge),
+        Err(e) => Err(Unread::Broken(e)),
     }
-    let mut body = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(Unread::Broken)? {
-        if body.len() + chunk.len() > MAX_ANSWER_BYTES {
-            return Err(Unread::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(String::from_utf8(body)
-        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }

@@ -47,6 +47,9 @@ fn storage_host(url: &Url, hosts: &[String]) -> bool {
 /// Most pages of one tree listing followed (1000 entries each on the Hub).
 const MAX_TREE_PAGES: usize = 100;
 
+/// Largest repository info or tree page read: a page of 1000 entries is a few hundred KB.
+const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
+
 /// A failed Hub call, classified for the message the job gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum HubError {
@@ -191,9 +194,7 @@ impl Hub {
         let (owner, name) = repo_id.split_once('/').unwrap_or((repo_id, ""));
         let url = self.url(&["api", "datasets", owner, name, "revision", revision]);
         let resp = self.get(url).await?;
-        let info: RevisionInfo = resp.json().await.map_err(|e| {
-            HubError::Failed(format!("unexpected repository info: {}", describe(&e)))
-        })?;
+        let info: RevisionInfo = read_listing(resp, "repository info").await?;
         Ok(info.sha)
     }
 
@@ -217,9 +218,7 @@ impl Hub {
         for _ in 0..MAX_TREE_PAGES {
             let resp = self.get(url.clone()).await?;
             let next = next_link(resp.headers().get(LINK));
-            let page: Vec<TreeEntry> = resp.json().await.map_err(|e| {
-                HubError::Failed(format!("unexpected tree listing: {}", describe(&e)))
-            })?;
+            let page: Vec<TreeEntry> = read_listing(resp, "tree listing").await?;
             out.extend(page);
             if out.len() > max_entries {
                 return Err(HubError::Failed(format!(
@@ -319,6 +318,20 @@ fn classify(resp: &reqwest::Response) -> HubError {
 
 /// What went wrong with a request, without its URL (which is in the job's own config anyway,
 /// but says nothing more than "timed out" or "connection refused" would).
+/// A JSON answer of the Hub's API (`what` names it in errors), read up to
+/// [`MAX_LISTING_BYTES`].
+async fn read_listing<T: serde::de::DeserializeOwned>(
+    resp: reqwest::Response,
+    what: &str,
+) -> Result<T, HubError> {
+    let unexpected = |why: String| HubError::Failed(format!("unexpected {what}: {why}"));
+    let body = crate::bounded_body::read(resp, MAX_LISTING_BYTES)
+        .await
+        .map_err(|e| unexpected(describe(&e)))?
+        .ok_or_else(|| unexpected(format!("larger than {} MiB", MAX_LISTING_BYTES >> 20)))?;
+    serde_json::from_slice(&body).map_err(|_| unexpected("the response was malformed".into()))
+}
+
 fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "the request timed out".into()
