@@ -156,28 +156,22 @@ impl RemoteStep {
     }
 }
 
-async fn read_json(mut resp: reqwest::Response) -> Result<Value, StepError> {
+async fn read_json(resp: reqwest::Response) -> Result<Value, StepError> {
     let invalid = |msg: String| StepError::new(RecordErrorCode::ValidatorInvalidResponse, msg);
-    let mut bytes = Vec::new();
-    loop {
-        match resp.chunk().await {
-            Ok(Some(chunk)) => {
-                if bytes.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(invalid(format!(
-                        "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
-                    )));
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Ok(None) => break,
-            Err(_) => {
-                return Err(StepError::new(
-                    RecordErrorCode::ValidatorError,
-                    "the connection broke while reading the answer",
-                ));
-            }
+    let bytes = match crate::bounded_body::read(resp, MAX_RESPONSE_BYTES).await {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => {
+            return Err(invalid(format!(
+                "the answer is larger than {MAX_RESPONSE_BYTES} bytes"
+            )));
         }
-    }
+        Err(_) => {
+            return Err(StepError::new(
+                RecordErrorCode::ValidatorError,
+                "the connection broke while reading the answer",
+            ));
+        }
+    };
     serde_json::from_slice(&bytes).map_err(|e| invalid(format!("the answer is not JSON: {e}")))
 }
 
