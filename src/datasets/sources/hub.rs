@@ -316,8 +316,6 @@ fn classify(resp: &reqwest::Response) -> HubError {
     }
 }
 
-/// What went wrong with a request, without its URL (which is in the job's own config anyway,
-/// but says nothing more than "timed out" or "connection refused" would).
 /// A JSON answer of the Hub's API (`what` names it in errors), read up to
 /// [`MAX_LISTING_BYTES`].
 async fn read_listing<T: serde::de::DeserializeOwned>(
@@ -332,6 +330,8 @@ async fn read_listing<T: serde::de::DeserializeOwned>(
     serde_json::from_slice(&body).map_err(|_| unexpected("the response was malformed".into()))
 }
 
+/// What went wrong with a request, without its URL (which is in the job's own config anyway,
+/// but says nothing more than "timed out" or "connection refused" would).
 fn describe(e: &reqwest::Error) -> String {
     if e.is_timeout() {
         "the request timed out".into()
