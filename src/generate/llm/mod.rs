@@ -488,7 +488,7 @@ impl LlmStep {
 /// A column value of `kind` from the model's (stripped) text: the text, the code of its last
 /// fence, or JSON from fences or braces (judge scores coerced) checked against `validator`.
 /// The `Err` is what the correction turn tells the model.
-pub(crate) fn parse_answer(
+fn parse_answer(
     kind: &LlmKind,
     validator: Option<&jsonschema::Validator>,
     text: &str,
