@@ -1,10 +1,12 @@
 //! What an LLM column tells the model about the answer it wants (JSON under a schema, code in
 //! a language, judge scores) and how the answer is read back: DataDesigner's instructions,
-//! word for word, and its lenient JSON extraction from fences or braces.
+//! word for word, and its lenient JSON extraction from fences or braces, the answer read as
+//! the column's value ([`parse_answer`]).
 
 use serde_json::{Map, Value, json};
 
-use crate::domain::dataset::Score;
+use super::code::extract_code;
+use crate::domain::dataset::{CODE_LANGS, LlmKind, Score};
 
 /// A ```json fence, else any fence, else the text from the first `{`/`[` to the last `}`/`]`.
 pub(crate) fn extract_json(text: &str) -> &str {
@@ -116,6 +118,79 @@ pub(super) fn judge_instructions(scores: &[Score], schema: &Value) -> String {
         }
     }
     format!("{rubric}\n{}", json_instructions(schema))
+}
+
+/// A column value of `kind` from the model's (stripped) text: the text, the code of its last
+/// fence, or JSON from fences or braces (judge scores coerced) checked against `validator`.
+/// The `Err` is what the correction turn tells the model.
+pub(super) fn parse_answer(
+    kind: &LlmKind,
+    validator: Option<&jsonschema::Validator>,
+    text: &str,
+) -> Result<Value, String> {
+    match kind {
+        LlmKind::Text => Ok(Value::String(text.to_owned())),
+        LlmKind::Code { code_lang } => extract_code(text, code_lang).map(Value::String),
+        LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
+            let raw = extract_json(text);
+            let mut value: Value = serde_json::from_str(raw)
+                .map_err(|e| format!("the response is not valid JSON ({e})"))?;
+            if let LlmKind::Judge { scores } = kind {
+                coerce_judge_scores(scores, &mut value);
+            }
+            if let Some(v) = validator {
+                let errors: Vec<String> = v
+                    .iter_errors(&value)
+                    .take(3)
+                    .map(|e| format!("{} at '{}'", e, e.instance_path()))
+                    .collect();
+                if !errors.is_empty() {
+                    return Err(format!(
+                        "the JSON does not match the schema: {}",
+                        errors.join("; ")
+                    ));
+                }
+            }
+            Ok(value)
+        }
+    }
+}
+
+/// The readers of a model's final text, for the fuzz target `llm_answer` (`crate::fuzzing`):
+/// the code of each language, JSON under a schema of each JSON-valued kind, judge scores.
+#[doc(hidden)]
+pub(crate) fn parse_answers_for_fuzzing(text: &str) {
+    for lang in CODE_LANGS {
+        let kind = LlmKind::Code {
+            code_lang: (*lang).to_owned(),
+        };
+        let _ = parse_answer(&kind, None, text);
+    }
+    let scores: Vec<Score> = serde_json::from_value(json!([
+        {"name": "quality", "description": "q", "options": {"1": "bad", "2": "good"}},
+        {"name": "tone", "description": "t", "options": {"formal": "f", "casual": "c"}}
+    ]))
+    .expect("a fixed score list");
+    let judge = jsonschema::validator_for(&judge_schema(&scores)).ok();
+    let _ = parse_answer(&LlmKind::Judge { scores }, judge.as_ref(), text);
+    let Value::Object(output_format) = json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "minLength": 1},
+            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
+            "score": {"type": "number", "minimum": 0},
+            "nested": {"type": "object", "additionalProperties": {"type": "integer"}}
+        },
+        "required": ["name"]
+    }) else {
+        return;
+    };
+    let structured = jsonschema::validator_for(&Value::Object(output_format.clone())).ok();
+    let _ = parse_answer(
+        &LlmKind::Structured { output_format },
+        structured.as_ref(),
+        text,
+    );
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::domain::dataset::{LlmColumn, LlmKind, Score, TraceType};
+use crate::domain::dataset::{LlmColumn, LlmKind, TraceType};
 use crate::domain::models::{ModelConfig, ToolCallStrategy, ToolConfig};
 use crate::domain::record::RecordErrorCode;
 use crate::domain::usage::{ToolOutcome, ToolUsage};
@@ -36,10 +36,9 @@ use crate::llm::{
 use crate::mcp::CallScope;
 use crate::tools::events::{ToolEvent, ToolEvents};
 use crate::tools::{REFUSAL_MESSAGE, ToolHub, Toolset, ToolsetError, prompt};
-use code::extract_code;
+pub(crate) use llm_output::parse_answers_for_fuzzing;
 use llm_output::{
-    code_instructions, coerce_judge_scores, extract_json, json_instructions, judge_instructions,
-    judge_schema,
+    code_instructions, json_instructions, judge_instructions, judge_schema, parse_answer,
 };
 
 /// What LLM columns need from the worker: the client, the job's model configs, cancellation,
@@ -483,79 +482,6 @@ impl LlmStep {
     fn parse(&self, text: &str) -> Result<Value, String> {
         parse_answer(&self.column.kind, self.validator.as_ref(), text)
     }
-}
-
-/// A column value of `kind` from the model's (stripped) text: the text, the code of its last
-/// fence, or JSON from fences or braces (judge scores coerced) checked against `validator`.
-/// The `Err` is what the correction turn tells the model.
-fn parse_answer(
-    kind: &LlmKind,
-    validator: Option<&jsonschema::Validator>,
-    text: &str,
-) -> Result<Value, String> {
-    match kind {
-        LlmKind::Text => Ok(Value::String(text.to_owned())),
-        LlmKind::Code { code_lang } => extract_code(text, code_lang).map(Value::String),
-        LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
-            let raw = extract_json(text);
-            let mut value: Value = serde_json::from_str(raw)
-                .map_err(|e| format!("the response is not valid JSON ({e})"))?;
-            if let LlmKind::Judge { scores } = kind {
-                coerce_judge_scores(scores, &mut value);
-            }
-            if let Some(v) = validator {
-                let errors: Vec<String> = v
-                    .iter_errors(&value)
-                    .take(3)
-                    .map(|e| format!("{} at '{}'", e, e.instance_path()))
-                    .collect();
-                if !errors.is_empty() {
-                    return Err(format!(
-                        "the JSON does not match the schema: {}",
-                        errors.join("; ")
-                    ));
-                }
-            }
-            Ok(value)
-        }
-    }
-}
-
-/// The readers of a model's final text, for the fuzz target `llm_answer` (`crate::fuzzing`):
-/// the code of each language, JSON under a schema of each JSON-valued kind, judge scores.
-#[doc(hidden)]
-pub(crate) fn parse_answers_for_fuzzing(text: &str) {
-    for lang in crate::domain::dataset::CODE_LANGS {
-        let kind = LlmKind::Code {
-            code_lang: (*lang).to_owned(),
-        };
-        let _ = parse_answer(&kind, None, text);
-    }
-    let scores: Vec<Score> = serde_json::from_value(serde_json::json!([
-        {"name": "quality", "description": "q", "options": {"1": "bad", "2": "good"}},
-        {"name": "tone", "description": "t", "options": {"formal": "f", "casual": "c"}}
-    ]))
-    .expect("a fixed score list");
-    let judge = jsonschema::validator_for(&judge_schema(&scores)).ok();
-    let _ = parse_answer(&LlmKind::Judge { scores }, judge.as_ref(), text);
-    let Value::Object(output_format) = serde_json::json!({
-        "type": "object",
-        "properties": {
-            "name": {"type": "string", "minLength": 1},
-            "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 5},
-            "score": {"type": "number", "minimum": 0},
-            "nested": {"type": "object", "additionalProperties": {"type": "integer"}}
-        },
-        "required": ["name"]
-    }) else {
-        return;
-    };
-    let structured = jsonschema::validator_for(&Value::Object(output_format.clone())).ok();
-    let _ = parse_answer(
-        &LlmKind::Structured { output_format },
-        structured.as_ref(),
-        text,
-    );
 }
 
 /// One request of the tool loop.
