@@ -1,5 +1,5 @@
 //! A batch write of results, written once for both backends: the fence (only results whose
-//! chunk the writer still holds are written), the result rows (an index written before keeps
+//! chunk the writer still holds, and within its range as it now is, are written), the result rows (an index written before keeps
 //! its first result), the chunks' written counts (a chunk whose records are all written goes),
 //! the new rows' traces and media, and the usage of exactly the new rows, all in one
 //! transaction, so a crash or a retried batch counts nothing twice.
@@ -8,7 +8,7 @@
 //! on SQLite, `unnest` arrays on Postgres, whose fence also locks the held chunks in key order.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use uuid::Uuid;
 
@@ -23,9 +23,9 @@ use crate::domain::{JobId, RecordId};
 /// (the lease owner the implementation holds).
 pub(crate) trait CompleteSteps {
     /// Of `keys` (sorted, without duplicates), the chunks this writer still holds, as
-    /// `(job_id, start_idx)`; on a backend with row locks, locked until the commit, in key
-    /// order.
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError>;
+    /// `(job_id, start_idx, end_idx)`; on a backend with row locks, locked until the commit,
+    /// in key order.
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64, i64)>, StoreError>;
 
     /// Inserts a row for each result whose index has none; returns the new rows' ids.
     async fn insert_records(&mut self, results: &[&RecordResult]) -> Result<Vec<Uuid>, StoreError>;
@@ -72,19 +72,27 @@ pub(crate) async fn complete<S: CompleteSteps>(
     results: &[Cow<'_, RecordResult>],
     keys: &[ChunkKey],
 ) -> Result<Vec<RecordId>, StoreError> {
-    let held: HashSet<ChunkKey> = steps
+    // Each held chunk's end as it is now: a claim that took a chunk over may have cut it (the
+    // rest given back as a chunk of its own), and the owner is the replica, so results of the
+    // lease before the cut still pass the owner check. Only those inside the chunk as it now
+    // is are its own: one past the cut, counted here, would make the chunk go before its own
+    // records are written, and they would never be.
+    let held: HashMap<ChunkKey, u32> = steps
         .held(keys)
         .await?
         .into_iter()
-        .map(|(job, start)| ChunkKey {
-            job_id: JobId(job),
-            start: to_count(start),
+        .map(|(job, start, end)| {
+            let key = ChunkKey {
+                job_id: JobId(job),
+                start: to_count(start),
+            };
+            (key, to_count(end))
         })
         .collect();
     let fenced: Vec<&RecordResult> = results
         .iter()
         .map(|r| r.as_ref())
-        .filter(|r| held.contains(&r.chunk))
+        .filter(|r| held.get(&r.chunk).is_some_and(|&end| r.index < end))
         .collect();
     if fenced.is_empty() {
         return Ok(Vec::new());

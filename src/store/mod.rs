@@ -398,7 +398,8 @@ pub trait QueueStore: Send + Sync {
     ) -> Result<u64, StoreError>;
 
     /// Inserts finished records, their traces, media and LLM usage in one transaction, each
-    /// only if `owner` still holds the lease on its chunk and its index has no result yet.
+    /// only if `owner` still holds the lease on its chunk, its index is still in that chunk
+    /// (a take-over may have cut it short) and has no result yet.
     /// Returns the ids written, in the order of `results` (the others were taken over or
     /// already written, and are ignored, their usage with them). A chunk whose every record is
     /// written is deleted in the same transaction. If `results` names an index twice, the

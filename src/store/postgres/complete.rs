@@ -25,9 +25,9 @@ pub(super) struct PgComplete<'a> {
 }
 
 impl CompleteSteps for PgComplete<'_> {
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64, i64)>, StoreError> {
         Ok(sqlx::query_as(
-            "select c.job_id, c.start_idx from chunks c \
+            "select c.job_id, c.start_idx, c.end_idx from chunks c \
              join unnest($2::uuid[], $3::bigint[]) as k(job_id, start_idx) \
                on c.job_id = k.job_id and c.start_idx = k.start_idx \
              where c.lease_owner = $1 \

@@ -27,9 +27,9 @@ pub(super) struct SqliteComplete<'a> {
 }
 
 impl CompleteSteps for SqliteComplete<'_> {
-    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64)>, StoreError> {
+    async fn held(&mut self, keys: &[ChunkKey]) -> Result<Vec<(Uuid, i64, i64)>, StoreError> {
         let mut qb = QueryBuilder::<Sqlite>::new(
-            "select job_id, start_idx from chunks where lease_owner = ",
+            "select job_id, start_idx, end_idx from chunks where lease_owner = ",
         );
         qb.push_bind(self.owner)
             .push(" and (job_id, start_idx) in ");

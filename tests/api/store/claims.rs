@@ -13,6 +13,7 @@ both_backends!(
     claims_are_fair_across_keys_and_jobs,
     a_record_that_keeps_killing_its_worker_is_abandoned,
     a_release_at_drain_is_not_an_expiry,
+    a_late_result_past_a_cut_is_not_the_cut_chunks,
 );
 
 async fn claim_with(
@@ -147,4 +148,55 @@ async fn a_release_at_drain_is_not_an_expiry(db: TestDb) {
     // Its lease expiring is one.
     let c = claim_with(store, "w", 1, LONG, false).await;
     assert_eq!(c.records[0].lease_expiries, 1);
+}
+
+/// The database was away longer than a lease: the replica's lease on a chunk lapsed while some
+/// of its results still waited in the writer, and the same replica (the lease owner is the
+/// replica) took the chunk over with room for fewer records, cutting it and giving the rest
+/// back. The late results past the cut are the rest's, not the cut chunk's: counted for it,
+/// they made it go before its own records were written, which were then fenced out, and the
+/// job completed without them (found by `db_faults::postgres_restart_mid_job`, 1,999 rows of
+/// 2,000).
+async fn a_late_result_past_a_cut_is_not_the_cut_chunks(db: TestDb) {
+    let store = &*db.store;
+    let j = create(store, &new_job(None, 6)).await;
+    let first = claim_with(store, "w", 6, EXPIRED, false).await;
+    assert_eq!(first.records.len(), 6);
+    // The same owner takes its lapsed chunk over with room for three: [0, 3), [3, 6) given
+    // back.
+    let second = claim_with(store, "w", 3, LONG, false).await;
+    assert_eq!(idx_attempts(&second.records), [(0, 2), (1, 2), (2, 2)]);
+    let own: Vec<_> = second
+        .records
+        .iter()
+        .map(|c| completed(c, json!({"own": c.index})))
+        .collect();
+    assert_eq!(
+        store.complete_records("w", &own[..1]).await.unwrap().len(),
+        1
+    );
+    // The first lease's results for indexes 4 and 5, past the cut, come now: they are not the
+    // cut chunk's, and are not written for it.
+    let late: Vec<_> = first.records[4..]
+        .iter()
+        .map(|c| completed(c, json!({"late": c.index})))
+        .collect();
+    assert_eq!(store.complete_records("w", &late).await.unwrap().len(), 0);
+    // The cut chunk's other records are still its own to write.
+    assert_eq!(
+        store.complete_records("w", &own[1..]).await.unwrap().len(),
+        2
+    );
+    // The rest is run by a later claim, and the job ends with every record.
+    let third = claim_with(store, "w", 6, LONG, false).await;
+    assert_eq!(idx_attempts(&third.records), [(3, 2), (4, 2), (5, 2)]);
+    let rest: Vec<_> = third
+        .records
+        .iter()
+        .map(|c| completed(c, json!({"rest": c.index})))
+        .collect();
+    assert_eq!(store.complete_records("w", &rest).await.unwrap().len(), 3);
+    assert_eq!(store.finalize_jobs(&[j.id]).await.unwrap(), [j.id]);
+    assert_eq!(job(store, j.id).await.status, JobStatus::Completed);
+    assert_eq!(counts(store, j.id).await.completed, 6);
 }
