@@ -109,16 +109,16 @@ impl InlineTool {
         };
         self.lanes.answered_over(resp.version());
         let status = resp.status();
-        let body = match read_capped(resp).await {
-            Ok(body) => body,
-            Err(Unread::TooLarge) => {
+        let body = match crate::bounded_body::read(resp, MAX_ANSWER_BYTES).await {
+            Ok(Some(body)) => String::from_utf8_lossy(&body).into_owned(),
+            Ok(None) => {
                 outcome("too_large");
                 return Err(format!(
                     "Tool '{name}' failed: its answer is larger than {} MiB.",
                     MAX_ANSWER_BYTES >> 20
                 ));
             }
-            Err(Unread::Broken(e)) => {
+            Err(e) => {
                 return Err(format!(
                     "Tool '{name}' failed: reading its answer failed ({}).",
                     e.without_url()
@@ -158,22 +158,5 @@ impl InlineTool {
             out.insert(name, value);
         }
         Ok(out)
-    }
-}
-
-/// Why an answer's body was not read.
-enum Unread {
-    /// Past [`MAX_ANSWER_BYTES`], by its `Content-Length` or as it came.
-    TooLarge,
-    /// The connection broke or the call's timeout ran out while reading.
-    Broken(reqwest::Error),
-}
-
-/// The answer's body as text (invalid UTF-8 replaced), read up to [`MAX_ANSWER_BYTES`].
-async fn read_capped(resp: reqwest::Response) -> Result<String, Unread> {
-    match crate::bounded_body::read(resp, MAX_ANSWER_BYTES).await {
-        Ok(Some(body)) => Ok(String::from_utf8_lossy(&body).into_owned()),
-        Ok(None) => Err(Unread::TooLarge),
-        Err(e) => Err(Unread::Broken(e)),
     }
 }
