@@ -310,6 +310,7 @@ impl From<StoreError> for ApiError {
             StoreError::Db(
                 sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed,
             ) => Self::Unavailable(e),
+            e @ StoreError::UnreadableDataset { .. } => Self::InvalidDataset(e.to_string()),
             other => Self::Internal(other.to_string()),
         }
     }

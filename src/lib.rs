@@ -41,8 +41,8 @@
 //!   every dataset question to [`datasets`]; neither driver touches the store for them.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status; [`auth`]:
 //!   the caller it is given.
-//! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet) stored in blocks,
-//!   a config's seed resolved to the datasets a job is bound to, the block cache records read
+//! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet, decoded in a child
+//!   process with capped memory, stack and CPU time) stored in blocks, a config's seed resolved to the datasets a job is bound to, the block cache records read
 //!   seed rows through, and the server-side sources (allow-listed directories, the Hub). It
 //!   fails with its own [`datasets::DatasetError`]; [`error`] maps it, like the store's errors,
 //!   to HTTP.

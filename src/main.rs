@@ -41,6 +41,9 @@ enum Command {
     Jobs(synthgate::cli::JobsArgs),
     /// Exit 0 when the service answers on its health URL (for container health checks).
     Healthcheck(synthgate::cli::HealthcheckArgs),
+    /// Decodes one dataset file for the service, in a process of its own (internal).
+    #[command(hide = true)]
+    DecodeDataset(synthgate::datasets::decoder::ChildArgs),
     /// Config file commands.
     Config {
         #[command(subcommand)]
@@ -95,6 +98,11 @@ fn jemalloc_stats() -> Vec<(&'static str, u64)> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Before the runtime: the decoder caps its own address space and needs no threads but
+    // its one.
+    if let Command::DecodeDataset(args) = cli.command {
+        return synthgate::datasets::decoder::run_child(args);
+    }
     synthgate::metrics::set_allocator_stats(jemalloc_stats);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -139,6 +147,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::DecodeDataset(_) => unreachable!("handled before the runtime starts"),
         Command::Config {
             command: ConfigCommand::Check,
         } => match Config::load(cli.config.as_deref()) {

@@ -29,6 +29,30 @@ pub struct DatasetLimits {
     /// An `importing` dataset with no block written for this long belongs to an import that
     /// died; the next import deletes it.
     pub import_idle_timeout: Duration,
+    /// The child process that decodes files (`datasets::decoder`).
+    pub decoder: DecoderLimits,
+}
+
+/// What the dataset decoder process may use (`datasets::decoder`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecoderLimits {
+    /// The program run as the decoder; `None`: this executable.
+    pub program: Option<PathBuf>,
+    /// Its memory (heap, anonymous mappings, stacks), in bytes: an allocation past it ends the
+    /// decoder, not the service.
+    pub memory_bytes: u64,
+    /// Its CPU time, in seconds.
+    pub cpu_sec: u64,
+}
+
+impl Default for DecoderLimits {
+    fn default() -> Self {
+        Self {
+            program: None,
+            memory_bytes: 1 << 30,
+            cpu_sec: 600,
+        }
+    }
 }
 
 impl Default for DatasetLimits {
@@ -39,6 +63,7 @@ impl Default for DatasetLimits {
             max_rows: 10_000_000,
             max_dataset_bytes: 2 << 30,
             import_idle_timeout: Duration::from_secs(300),
+            decoder: DecoderLimits::default(),
         }
     }
 }
@@ -72,6 +97,15 @@ pub struct DatasetsConfig {
     /// An import that wrote nothing for this long died with its process; its rows are
     /// deleted at start-up and by later imports.
     pub import_idle_timeout_sec: u64,
+    /// Memory of the process that decodes a dataset file (heap and stacks), in MiB. Files are decoded
+    /// in a child process of their own (the same executable), so a file that makes its
+    /// decoder allocate past this, overflow its stack or spin fails its import, nothing else.
+    pub decoder_memory_mib: u64,
+    /// CPU time the decoder process may use for one file, in seconds.
+    pub decoder_cpu_sec: u64,
+    /// The program started to decode files: this executable when absent. Set it only where
+    /// the service runs inside another program (tests, an embedding).
+    pub decoder_program: Option<PathBuf>,
     /// Bytes of seed rows kept in memory per process: blocks of stored datasets, shared by
     /// every job (a record reads its row from a cached block, or the block from the database).
     /// 0 keeps none (every record reads its block).
@@ -102,6 +136,9 @@ impl Default for DatasetsConfig {
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
+            decoder_memory_mib: limits.decoder.memory_bytes >> 20,
+            decoder_cpu_sec: limits.decoder.cpu_sec,
+            decoder_program: None,
             seed_cache_bytes: DEFAULT_SEED_CACHE_BYTES,
             seed_dirs: Vec::new(),
             max_seed_files: 10_000,
@@ -156,6 +193,11 @@ impl DatasetsConfig {
             max_rows: self.max_rows,
             max_dataset_bytes: self.max_dataset_bytes,
             import_idle_timeout: Duration::from_secs(self.import_idle_timeout_sec),
+            decoder: DecoderLimits {
+                program: self.decoder_program.clone(),
+                memory_bytes: self.decoder_memory_mib.saturating_mul(1 << 20),
+                cpu_sec: self.decoder_cpu_sec,
+            },
         }
     }
 
@@ -186,6 +228,21 @@ impl DatasetsConfig {
         if self.import_idle_timeout_sec < 10 {
             // Shorter than the gap between two block writes of a busy import.
             out.push("config key `datasets.import_idle_timeout_sec`: must be at least 10".into());
+        }
+        if self.decoder_memory_mib < 64 {
+            // The decoding thread's stack, its buffers and the allocator's first arenas.
+            out.push("config key `datasets.decoder_memory_mib`: must be at least 64".into());
+        }
+        if self.decoder_cpu_sec == 0 {
+            out.push("config key `datasets.decoder_cpu_sec`: must be at least 1".into());
+        }
+        if let Some(p) = &self.decoder_program
+            && !p.is_file()
+        {
+            out.push(format!(
+                "config key `datasets.decoder_program`: '{}' is not a file",
+                p.display()
+            ));
         }
         if self.max_seed_files == 0 {
             out.push("config key `datasets.max_seed_files`: must be at least 1".into());

@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
-pub use datasets::{DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, HfConfig};
+pub use datasets::{
+    DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, DecoderLimits, HfConfig,
+};
 pub use host_entry::HostEntry;
 pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};
 pub use providers::{

@@ -1,6 +1,6 @@
 //! The importer: the only code that writes datasets.
 //!
-//! A file is parsed in a blocking task (see [`super::formats`]) that encodes rows into blocks
+//! A file is parsed in a child process ([`super::decoder`], running [`super::formats`]) read by a blocking task that encodes rows into blocks
 //! of [`BLOCK_ROWS`] and sends them, in batches of at most [`BATCH_BYTES`], over a channel
 //! of [`BATCHES_IN_FLIGHT`] to this async side, which writes each batch in one transaction. So
 //! memory holds a few batches whatever the file's size, and the database never holds a
@@ -18,7 +18,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use super::formats::{self, Kind, KindSet, RowSink};
+use super::decoder;
+use super::formats::{Kind, KindSet, RowSink};
 use super::{BLOCK_ROWS, DatasetColumn, DatasetFormat, DatasetId, DatasetMeta, DatasetSourceKind};
 use crate::config::DatasetLimits;
 use crate::store::{Store, StoreError};
@@ -149,7 +150,7 @@ pub async fn import_file_digested(
     let path: PathBuf = path.to_path_buf();
     let limits_owned = limits.clone();
     run_import(store, meta, limits, true, move |sink| {
-        formats::read_file(format, &path, &limits_owned, sink)
+        decoder::decode(format, &path, &limits_owned, sink)
     })
     .await
 }

@@ -9,7 +9,8 @@
 //!
 //! * [`import`]: the only writer. Parses a file (streamed, in a blocking task) or takes rows
 //!   already in memory, writes blocks in bounded transactions, flips the dataset to `ready`.
-//! * [`formats`]: one reader per file format, and column type inference.
+//! * [`formats`]: one reader per file format, and column type inference; [`decoder`] runs
+//!   them on untrusted files in a child process with capped memory, stack and CPU time.
 //! * [`service`]: what the API calls, failing with a [`DatasetError`] the API maps to HTTP: uploads (spooled to disk while hashed), lists, previews,
 //!   deletes.
 //! * [`datastore`]: files of Hub-style repositories (`/v1/hf`, NVIDIA's client's seed
@@ -22,6 +23,7 @@
 //! The `Store` methods that read and delete datasets are in [`crate::store`].
 
 pub mod datastore;
+pub mod decoder;
 mod error;
 pub mod formats;
 pub mod import;

@@ -67,12 +67,17 @@ impl<J: DbJson, T: DbTime> TryFrom<DatasetDb<J, T>> for DatasetMeta {
     }
 }
 
-/// The rows of a stored block (`None`: no such block).
-pub(crate) fn decode_block(bytes: Option<Vec<u8>>) -> Result<Vec<Map<String, Value>>, StoreError> {
+/// The rows of a stored block of dataset `id` (`None`: no such block).
+pub(crate) fn decode_block(
+    id: DatasetId,
+    bytes: Option<Vec<u8>>,
+) -> Result<Vec<Map<String, Value>>, StoreError> {
     match bytes {
         None => Ok(Vec::new()),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| StoreError::Corrupt(format!("dataset_blocks.rows: {e}"))),
+        Some(bytes) => serde_json::from_slice(&bytes).map_err(|e| StoreError::UnreadableDataset {
+            dataset: id,
+            reason: e.to_string(),
+        }),
     }
 }
 
@@ -220,7 +225,7 @@ where
     .bind(to_i64(block))
     .fetch_optional(exec)
     .await?;
-    decode_block(bytes)
+    decode_block(id, bytes)
 }
 
 /// The end of a dataset delete, in the caller's transaction: refused while `users` (live jobs

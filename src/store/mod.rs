@@ -53,6 +53,20 @@ pub enum StoreError {
     /// A stored value could not be decoded (a bug or a hand-edited row).
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A stored dataset's rows cannot be decoded again: stored by an earlier build that
+    /// accepted values nested deeper than serde_json reads back. Refused as bad data (422),
+    /// not as a server failure.
+    #[error(
+        "the stored rows of dataset {dataset} cannot be read ({reason}); they were stored by an \
+         earlier version of the service that accepted values nested deeper than it reads back: \
+         delete the dataset and import its file again"
+    )]
+    UnreadableDataset {
+        /// The dataset.
+        dataset: crate::domain::DatasetId,
+        /// serde_json's error.
+        reason: String,
+    },
 }
 
 impl StoreError {
@@ -71,7 +85,9 @@ impl StoreError {
                     None => code == "18",
                 }
             }
-            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) => false,
+            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) | Self::UnreadableDataset { .. } => {
+                false
+            }
         }
     }
 
@@ -85,7 +101,9 @@ impl StoreError {
                     .is_some()
                     && matches!(e.code().as_deref(), Some("40P01" | "40001"))
             }
-            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) => false,
+            Self::Db(_) | Self::Migrate(_) | Self::Corrupt(_) | Self::UnreadableDataset { .. } => {
+                false
+            }
         }
     }
 }

@@ -13,7 +13,7 @@ use synthgate::store::{CreateOutcome, NewJob};
 use crate::backends;
 use crate::db::{Backend, TestDb};
 use crate::helpers::{
-    TestApp, app_with_mock_llm, spawn_app, spawn_app_with, status_json, test_config,
+    TestApp, app_with_mock_llm, spawn_app, spawn_app_on, spawn_app_with, status_json, test_config,
 };
 
 const KEY_A: &str = "key-a-0123456789abcdef";
@@ -549,3 +549,49 @@ async fn a_crashed_import_is_deleted_at_start(backend: Backend) {
     running.wait().await;
 }
 backends!(crashed_import_cleanup, a_crashed_import_is_deleted_at_start);
+
+/// Rows an earlier build stored nested deeper than serde_json reads back (it accepted a
+/// Parquet schema 80 to 600 levels deep): reading them answers `422 invalid_dataset` saying
+/// what to do, not `500 internal`.
+async fn unreadable_stored_rows_are_refused_clearly(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    let meta = synthgate::datasets::DatasetMeta {
+        id: DatasetId::new(),
+        owner: None,
+        name: "deep.parquet".into(),
+        format: synthgate::datasets::DatasetFormat::Parquet,
+        columns: Vec::new(),
+        num_rows: 0,
+        size_bytes: 1,
+        sha256: "0".repeat(64),
+        source: synthgate::datasets::DatasetSourceKind::Upload,
+        source_ref: None,
+        created_at: chrono::Utc::now(),
+    };
+    let deep = format!(r#"[{{"x":{}1{}}}]"#, "[".repeat(300), "]".repeat(300));
+    db.store.begin_dataset_import(&meta).await.unwrap();
+    assert!(
+        db.store
+            .write_dataset_blocks(meta.id, 0, &[deep.into_bytes()])
+            .await
+            .unwrap()
+    );
+    let columns = [synthgate::datasets::DatasetColumn {
+        name: "x".into(),
+        r#type: synthgate::datasets::ColumnType::Array,
+    }];
+    let ready = db
+        .store
+        .finish_dataset_import(meta.id, &columns, 1)
+        .await
+        .unwrap();
+    assert!(ready.is_some());
+    let app = spawn_app_on(db, |_| {}).await;
+    let (s, body) = call(&app, "GET", &format!("/v1/datasets/{}", meta.id), None).await;
+    assert_eq!(s, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_dataset", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("import its file again"), "{message}");
+    app.stop().await;
+}
+backends!(unreadable_rows, unreadable_stored_rows_are_refused_clearly);

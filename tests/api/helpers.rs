@@ -31,7 +31,21 @@ pub fn test_config(db: &TestDb) -> Config {
     // command fetched into `./data/tools` (the default `tools_dir`) on this machine.
     config.validators.ruff_download = false;
     config.validators.tools_dir = "/nonexistent/synthgate-test-tools".into();
+    config.datasets.decoder_program = Some(decoder_program());
     config
+}
+
+/// The dataset decoder the service starts: the `synthgate` binary, since this test binary is
+/// the executable the in-process service runs in.
+pub fn decoder_program() -> std::path::PathBuf {
+    env!("CARGO_BIN_EXE_synthgate").into()
+}
+
+/// The importer's default limits, with the test's decoder program.
+pub fn test_dataset_limits() -> synthgate::config::DatasetLimits {
+    let mut limits = synthgate::config::DatasetLimits::default();
+    limits.decoder.program = Some(decoder_program());
+    limits
 }
 
 /// The gateway with one slow worker slot (one record a claim, a claim a second), which keeps

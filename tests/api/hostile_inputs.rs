@@ -15,8 +15,8 @@ use parquet::schema::types::Type;
 use serde_json::{Value, json};
 use synthgate::config::Config;
 use thrift::protocol::{
-    TCompactOutputProtocol, TFieldIdentifier, TListIdentifier, TOutputProtocol, TStructIdentifier,
-    TType,
+    TCompactOutputProtocol, TFieldIdentifier, TListIdentifier, TOutputProtocol, TSetIdentifier,
+    TStructIdentifier, TType,
 };
 
 use crate::db::Backend;
@@ -94,6 +94,16 @@ impl Thrift {
         self.0.write_i64(v).unwrap();
         self.0.write_field_end().unwrap();
     }
+    /// An integer field declared as `t` (`I16`, `I32` or `I64`: the same varint on the wire).
+    fn int(&mut self, id: i16, t: TType, v: i64) {
+        self.field(id, t);
+        match t {
+            TType::I16 => self.0.write_i16(v as i16).unwrap(),
+            TType::I32 => self.0.write_i32(v as i32).unwrap(),
+            _ => self.0.write_i64(v).unwrap(),
+        }
+        self.0.write_field_end().unwrap();
+    }
     fn string(&mut self, id: i16, v: &str) {
         self.field(id, TType::String);
         self.0.write_string(v).unwrap();
@@ -137,17 +147,33 @@ fn leaf(t: &mut Thrift, name: &str) {
 
 /// The probe's file: 16 KB whose schema nests `depth` groups of one child each.
 fn deep_schema(depth: usize) -> Vec<u8> {
+    deep_schema_declared(depth, TType::List, TType::I32)
+}
+
+/// [`deep_schema`] with the schema list declared as `list` (`List` or `Set`) and each
+/// `num_children` as `children` (`I16`, `I32` or `I64`): the crate reads the fields by id
+/// whatever their declared type (round 3's variants, which a guard reading only `List` and
+/// `I32` let through to a stack overflow).
+fn deep_schema_declared(depth: usize, list: TType, children: TType) -> Vec<u8> {
     let mut t = Thrift::new();
     t.begin();
     t.i32(1, 1);
-    t.list(2, TType::Struct, depth + 2);
+    t.field(2, list);
+    let n = (depth + 2) as i32;
+    if list == TType::Set {
+        t.0.write_set_begin(&TSetIdentifier::new(TType::Struct, n))
+            .unwrap();
+    } else {
+        t.0.write_list_begin(&TListIdentifier::new(TType::Struct, n))
+            .unwrap();
+    }
     for i in 0..=depth {
         t.begin();
         if i > 0 {
             t.i32(3, 0);
         }
         t.string(4, "g");
-        t.i32(5, 1);
+        t.int(5, children, 1);
         t.end();
     }
     leaf(&mut t, "x");
@@ -161,11 +187,19 @@ fn deep_schema(depth: usize) -> Vec<u8> {
 
 /// The probe's other file: one INT32 column whose only page claims 2 GiB uncompressed.
 fn lying_page_header() -> Vec<u8> {
+    lying_page_header_as(&[(TType::I32, i64::from(i32::MAX))])
+}
+
+/// [`lying_page_header`] whose page header carries `uncompressed_page_size` once per entry of
+/// `sizes`, each declared with its own type: the crate keeps the last.
+fn lying_page_header_as(sizes: &[(TType, i64)]) -> Vec<u8> {
     let data = [1u8, 0, 0, 0];
     let mut h = Thrift::new();
     h.begin();
     h.i32(1, 0); // DATA_PAGE
-    h.i32(2, i32::MAX);
+    for &(t, size) in sizes {
+        h.int(2, t, size);
+    }
     h.i32(3, data.len() as i32);
     h.field(5, TType::Struct);
     h.begin();
@@ -290,6 +324,77 @@ async fn parquet_bombs(backend: Backend) {
     app.stop().await;
 }
 crate::backends!(parquet_bombs_are_refused, parquet_bombs);
+
+/// Round 3 (Q1, Q3): the same two files with their fields declared as other Thrift types, or
+/// repeated. On the guard that read only a `List` of `I32`s, 3,000 levels aborted the process
+/// and a repeated page size allocated 2 GiB. Each is refused, nothing is stored, the service
+/// stays up, and an honest file is read after them.
+async fn parquet_type_confusion(backend: Backend) {
+    let app = spawn_app(backend).await;
+    for (list, children) in [
+        (TType::Set, TType::I32),
+        (TType::List, TType::I16),
+        (TType::List, TType::I64),
+        (TType::Set, TType::I64),
+    ] {
+        for depth in [3_000, 300] {
+            let (s, b) = upload(
+                &app,
+                "deep.parquet",
+                deep_schema_declared(depth, list, children),
+            )
+            .await;
+            refused(s, &b, "nest");
+        }
+    }
+    alive(&app).await;
+    for sizes in [
+        vec![(TType::I32, 4), (TType::I32, i64::from(i32::MAX))],
+        vec![(TType::I32, 4), (TType::I64, i64::from(i32::MAX))],
+        vec![(TType::I16, 4), (TType::I64, i64::from(i32::MAX))],
+    ] {
+        let file = lying_page_header_as(&sizes);
+        assert!(file.len() < 200, "{}", file.len());
+        let (s, b) = upload(&app, "lying.parquet", file).await;
+        refused(s, &b, "uncompressed");
+    }
+    alive(&app).await;
+    let resp = app
+        .client
+        .get(app.url("/v1/datasets"))
+        .send()
+        .await
+        .unwrap();
+    let (s, list) = status_json(resp).await;
+    assert_eq!(s, 200, "{list}");
+    assert_eq!(list["datasets"], json!([]), "{list}");
+    let (s, d) = upload(&app, "ok.parquet", dictionary_bomb(3, 1_000)).await;
+    assert_eq!(s, 201, "{d}");
+    app.stop().await;
+}
+crate::backends!(parquet_type_confusion_is_refused, parquet_type_confusion);
+
+/// The class, not the payload: a file that passes every check ahead of the decoder and still
+/// makes it allocate past its cap (an honest file with one 40 MiB value, under the checks'
+/// 64 MiB page bound, which the decoder copies a few times while it reads the row, against a
+/// 64 MiB decoder) ends the decoder process, not the service: the import fails with a message
+/// naming the cap, and the service answers the next upload.
+#[tokio::test]
+async fn a_decoder_past_its_memory_cap_fails_its_import_only() {
+    let app = spawn_app_with(Backend::Sqlite, |c: &mut Config| {
+        c.datasets.decoder_memory_mib = 64;
+        c.datasets.max_row_bytes = 256 << 20;
+    })
+    .await;
+    let started = Instant::now();
+    let (s, b) = upload(&app, "big-value.parquet", dictionary_bomb(1, 40 << 20)).await;
+    refused(s, &b, "datasets.decoder_memory_mib");
+    assert!(started.elapsed() < BOUND);
+    alive(&app).await;
+    let (s, d) = upload(&app, "ok.parquet", dictionary_bomb(3, 1_000)).await;
+    assert_eq!(s, 201, "{d}");
+    app.stop().await;
+}
 
 fn submit(columns: Value) -> Value {
     json!({"config": {"data_designer": {"columns": columns}, "library_version": "0.9.6"},
@@ -460,4 +565,34 @@ async fn foreign_hosts_and_origins_are_refused_on_every_route() {
     let resp = send("/healthz", Some("10.1.2.3:8080"), None).await.unwrap();
     assert_eq!(resp.status(), 200);
     app.stop().await;
+}
+
+/// Round 3's crafted files as fuzz seeds of `dataset_parquet` (type confusion in the footer,
+/// a repeated page size), written like the writer's seeds in `fuzz_seeds`
+/// (`SYNTHGATE_WRITE_PARQUET_SEEDS=1`), else checked to be current.
+#[test]
+fn crafted_parquet_seeds_are_current() {
+    let dir =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/dataset_parquet");
+    for (name, bytes) in [
+        (
+            "deep-schema-set.parquet",
+            deep_schema_declared(100, TType::Set, TType::I32),
+        ),
+        (
+            "deep-schema-i64-children.parquet",
+            deep_schema_declared(100, TType::List, TType::I64),
+        ),
+        (
+            "repeated-page-size.parquet",
+            lying_page_header_as(&[(TType::I32, 4), (TType::I64, i64::from(i32::MAX))]),
+        ),
+    ] {
+        let path = dir.join(name);
+        if std::env::var_os("SYNTHGATE_WRITE_PARQUET_SEEDS").is_some() {
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let committed = std::fs::read(&path).unwrap_or_default();
+        assert_eq!(committed, bytes, "{}: regenerate the seeds", path.display());
+    }
 }

@@ -20,6 +20,7 @@ use synthgate::store::Store;
 /// Sources built from a default config after `tweak`.
 pub fn sources(tweak: impl FnOnce(&mut Config)) -> SeedSources {
     let mut config = Config::default();
+    config.datasets.decoder_program = Some(crate::helpers::decoder_program());
     tweak(&mut config);
     SeedSources::from_config(&config)
 }

@@ -1,15 +1,23 @@
 //! Checks of a Parquet file's structure made before the `parquet` crate reads it, for the two
-//! ways a small crafted file hurt the process through that reader:
+//! ways a small crafted file hurts its reader:
 //!
 //! * **Schema depth.** The crate builds the schema tree (and later the record reader and each
 //!   row) recursively, one stack frame per level of nesting: a 16 KB footer nesting 1,000
-//!   groups overflowed the stack and aborted the process. [`check_footer`] reads the schema's
-//!   `num_children` with Thrift's own reader (the footer is Thrift, compact protocol),
-//!   iteratively, and refuses nesting deeper than [`MAX_SCHEMA_DEPTH`].
+//!   groups overflows the stack. [`check_footer`] reads the schema's `num_children` with
+//!   Thrift's own reader (the footer is Thrift, compact protocol), iteratively, and refuses
+//!   nesting deeper than [`MAX_SCHEMA_DEPTH`].
 //! * **Page sizes.** The crate allocates a page's claimed uncompressed size before it
-//!   decompresses anything: a 114-byte file claiming a 2 GiB page allocated 2 GiB.
+//!   decompresses anything: a 114-byte file claiming a 2 GiB page allocates 2 GiB.
 //!   [`check_pages`] walks every page header of every column chunk and refuses a page larger
 //!   than [`MAX_PAGE_BYTES`], or one that runs past its chunk.
+//!
+//! These run inside the decoder process (`datasets::decoder`), whose caps on stack, memory and
+//! CPU time are what keep a crafted file from the service: a second reader of the same bytes
+//! can disagree with the crate's somewhere, and then the crate's reader crashes the child, not
+//! the service. What the checks add is a precise message for the common cases, and they read
+//! the fields as the crate does: by field id whatever type the file declares (an `i16`, `i32`
+//! or `i64` is the same varint; a set is read as a list), the last of a repeated field winning
+//! over the first, and every schema list of a footer that declares several.
 //!
 //! Thrift's `skip` is itself depth-bounded (64 levels), and its reads of lengths never
 //! allocate what a length claims, so these walks are bounded by the file's size.
@@ -85,26 +93,26 @@ pub(crate) fn check_footer(file: &mut File) -> Result<(), ImportError> {
 }
 
 /// The nesting depth of the schema in a `FileMetaData` struct (field 2, a list of
-/// `SchemaElement`s in depth-first order, each group saying how many children follow). The
-/// root counts as level 0, so a flat table has depth 1. Stops at the first level past
-/// [`MAX_SCHEMA_DEPTH`].
+/// `SchemaElement`s in depth-first order, each group saying how many children follow), the
+/// deepest of every field 2 the footer holds. The root counts as level 0, so a flat table has
+/// depth 1. Stops at the first level past [`MAX_SCHEMA_DEPTH`].
 fn schema_depth(footer: &[u8]) -> thrift::Result<usize> {
     let mut p = TCompactInputProtocol::new(footer);
+    let mut deepest = 0;
     p.read_struct_begin()?;
     loop {
         let field = p.read_field_begin()?;
         if field.field_type == TType::Stop {
-            // No schema: the crate's reader says what is wrong.
-            return Ok(0);
+            return Ok(deepest);
         }
-        if field.id != Some(2) || field.field_type != TType::List {
+        if field.id != Some(2) {
             p.skip(field.field_type)?;
             continue;
         }
+        // The crate reads field 2 as a list whatever type it is declared with.
         let list = p.read_list_begin()?;
         // Children still to come of each group open above the current element.
         let mut open: Vec<i64> = Vec::new();
-        let mut deepest = 0;
         for _ in 0..list.size {
             let children = num_children(&mut p)?;
             if let Some(left) = open.last_mut() {
@@ -122,11 +130,11 @@ fn schema_depth(footer: &[u8]) -> thrift::Result<usize> {
                 open.pop();
             }
         }
-        return Ok(deepest);
     }
 }
 
-/// Reads one `SchemaElement`, returning its `num_children` (field 5; 0 for a leaf).
+/// Reads one `SchemaElement`, returning its `num_children` (field 5, the last one if
+/// repeated, read as the crate reads it: a varint whatever its declared type; 0 for a leaf).
 fn num_children<R: Read>(p: &mut TCompactInputProtocol<R>) -> thrift::Result<i64> {
     let mut children = 0;
     p.read_struct_begin()?;
@@ -134,7 +142,7 @@ fn num_children<R: Read>(p: &mut TCompactInputProtocol<R>) -> thrift::Result<i64
         let field = p.read_field_begin()?;
         match (field.field_type, field.id) {
             (TType::Stop, _) => break,
-            (TType::I32, Some(5)) => children = i64::from(p.read_i32()?.max(0)),
+            (_, Some(5)) => children = i64::from(p.read_i32()?.max(0)),
             (other, _) => p.skip(other)?,
         }
         p.read_field_end()?;
@@ -216,7 +224,8 @@ pub(crate) fn check_pages(file: &File, meta: &ParquetMetaData) -> Result<(), Imp
     Ok(())
 }
 
-/// Reads one `PageHeader`: (uncompressed, compressed) sizes, fields 2 and 3.
+/// Reads one `PageHeader`: (uncompressed, compressed) sizes, fields 2 and 3, as the crate
+/// reads them: varints whatever their declared type, the last of a repeated field winning.
 fn page_sizes<R: Read>(r: R) -> thrift::Result<(i64, i64)> {
     let mut p = TCompactInputProtocol::new(r);
     let (mut uncompressed, mut compressed) = (None, None);
@@ -225,8 +234,8 @@ fn page_sizes<R: Read>(r: R) -> thrift::Result<(i64, i64)> {
         let field = p.read_field_begin()?;
         match (field.field_type, field.id) {
             (TType::Stop, _) => break,
-            (TType::I32, Some(2)) => uncompressed = Some(i64::from(p.read_i32()?)),
-            (TType::I32, Some(3)) => compressed = Some(i64::from(p.read_i32()?)),
+            (_, Some(2)) => uncompressed = Some(i64::from(p.read_i32()?)),
+            (_, Some(3)) => compressed = Some(i64::from(p.read_i32()?)),
             (other, _) => p.skip(other)?,
         }
         p.read_field_end()?;

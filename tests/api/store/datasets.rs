@@ -5,7 +5,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use synthgate::config::DatasetLimits;
 use synthgate::datasets::{
     BLOCK_ROWS, ColumnType, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind,
     DeleteDataset, import_file, import_rows,
@@ -46,7 +45,7 @@ async fn import_csv(store: &dyn Store, owner: Option<&str>, name: &str, text: &s
         &path,
         DatasetSourceKind::Upload,
         None,
-        &DatasetLimits::default(),
+        &crate::helpers::test_dataset_limits(),
     )
     .await
     .unwrap()
@@ -252,7 +251,7 @@ async fn failed_import_leaves_nothing(db: TestDb) {
         &path,
         DatasetSourceKind::Upload,
         None,
-        &DatasetLimits::default(),
+        &crate::helpers::test_dataset_limits(),
     )
     .await
     .unwrap_err();
