@@ -29,6 +29,7 @@ pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
     ProviderType, SessionScope, resolve_api_key,
 };
+pub use secrets::secret_forms;
 pub use sections::{
     ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
     McpConfig, SamplersConfig, ServerConfig, WorkersConfig,

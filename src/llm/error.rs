@@ -228,14 +228,21 @@ impl std::fmt::Debug for Redactor {
 }
 
 impl Redactor {
-    /// Registers a secret; very short strings are skipped, as replacing them would mangle
-    /// ordinary words without protecting anything real.
+    /// Registers a secret in every form a provider may echo it in
+    /// ([`crate::config::secret_forms`]); very short strings are skipped, as replacing them
+    /// would mangle ordinary words without protecting anything real.
     pub(crate) fn add(&mut self, secret: &str) {
-        if secret.len() >= 4 && !self.secrets.iter().any(|s| s == secret) {
-            self.secrets.push(secret.to_owned());
-            // Longest first, so a key that contains another secret is replaced whole.
-            self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        if secret.len() < 4 {
+            return;
         }
+        let forms = crate::config::secret_forms(secret);
+        for form in std::iter::once(secret.to_owned()).chain(forms) {
+            if !self.secrets.contains(&form) {
+                self.secrets.push(form);
+            }
+        }
+        // Longest first, so a key that contains another secret is replaced whole.
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
     }
 
     /// `text` with every secret replaced by `[REDACTED]`, trimmed and truncated.

@@ -86,8 +86,15 @@ fn redact(cfg: &McpProviderConfig, oauth: Option<&Arc<OAuth>>, mut message: Stri
         .chain(cfg.env.values().map(|v| v.expose_secret().to_owned()))
         .chain(oauth.map(|o| o.secrets()).unwrap_or_default())
         .filter(|s| s.len() >= 4);
-    for s in secrets {
-        message = message.replace(&s, "<redacted>");
+    // Every form an echo may carry it in (percent-encoded either case, JSON-escaped, base64),
+    // longest first so a longer form is blanked whole.
+    let mut forms: Vec<String> = secrets
+        .flat_map(|s| std::iter::once(s.clone()).chain(crate::config::secret_forms(&s)))
+        .collect();
+    forms.sort_by_key(|f| std::cmp::Reverse(f.len()));
+    forms.dedup();
+    for f in forms {
+        message = message.replace(&f, "<redacted>");
     }
     message
 }
@@ -245,5 +252,32 @@ mod tests {
             "error sending request for url (https://mcp.example/mcp?<redacted>) \
              with Bearer <redacted> and <redacted>"
         );
+    }
+
+    /// Round 3 (Q5): an upstream that echoes what it was sent, encoded: a base64-like key
+    /// form-encoded with lowercase escapes, JSON-escaped, or inside a base64 body. None of the
+    /// key's encodings is left.
+    #[test]
+    fn encoded_echoes_of_a_secret_are_cut_out_too() {
+        use base64::Engine as _;
+        let key = "AbC+dE/fG==hIjK";
+        let cfg: McpProviderConfig = serde_json::from_value(serde_json::json!({
+            "name": "p", "provider_type": "streamable_http",
+            "endpoint": "https://mcp.example/mcp", "api_key": key,
+        }))
+        .unwrap();
+        let echoes = [
+            "invalid_client: client_secret=AbC%2bdE%2ffG%3d%3dhIjK".to_owned(),
+            "invalid_client: client_secret=AbC%2BdE%2FfG%3D%3DhIjK".to_owned(),
+            format!("{{\"echo\": {}}}", serde_json::to_string(key).unwrap()),
+            base64::engine::general_purpose::STANDARD.encode(format!("secret={key}")),
+        ];
+        for echo in echoes {
+            let msg = redact(&cfg, None, echo.clone());
+            assert!(msg.contains("<redacted>"), "{echo} -> {msg}");
+            for leak in ["dE%2", "dE/f", "dE%2f", "RS9mRz09"] {
+                assert!(!msg.contains(leak), "{echo} -> {msg}");
+            }
+        }
     }
 }

@@ -19,14 +19,14 @@ pub struct Redactor {
 }
 
 impl Redactor {
-    /// A redactor for `secrets`, each also in its `application/x-www-form-urlencoded` form and,
-    /// paired with each of `client_ids`, as an HTTP Basic credential (RFC 6749 2.3.1).
+    /// A redactor for `secrets`, each in every form it may be quoted in
+    /// ([`crate::config::secret_forms`]) and, paired with each of `client_ids`, as an HTTP Basic
+    /// credential (RFC 6749 2.3.1).
     pub fn new(secrets: &[String], client_ids: &[String]) -> Self {
         let form = |s: &str| form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
         let mut needles: Vec<String> = Vec::new();
         for s in secrets {
-            needles.push(s.clone());
-            needles.push(form(s));
+            needles.extend(crate::config::secret_forms(s));
             for id in client_ids {
                 let pair = format!("{}:{}", form(id), form(s));
                 needles.push(base64::engine::general_purpose::STANDARD.encode(pair));
