@@ -275,10 +275,6 @@ fn child_args(format: DatasetFormat, path: &Path, limits: &DatasetLimits) -> Vec
 
 /// Reads the child's lines: rows to `sink`, then its last word. `Ok(None)`: the output ended
 /// without one (the child died). `Err`: a row was refused (a limit, or too deep to store).
-#[expect(
-    clippy::type_complexity,
-    reason = "three outcomes, each a plain type; a named enum would only rename them"
-)]
 fn read_lines(
     stdout: impl Read,
     limits: &DatasetLimits,

@@ -14,18 +14,32 @@
 //! kill the next worker too, forever; so each expiry is counted on the chunk
 //! (`chunks.lease_expiries`, which survives the process), and:
 //!
-//! * a chunk whose lease expired at least [`RUN_ALONE_AFTER_EXPIRIES`] times is run one record
-//!   at a time, alone on its claimer (cut so that the leased chunk ends after that record):
-//!   when it crashes the process again, nothing else is in flight, and the record that did it
-//!   is the only one of its chunk without a result;
+//! * a chunk whose lease expired at least [`ISOLATE_AFTER_EXPIRIES`] times is *suspect*: it is
+//!   handed out one record at a time (cut so that the leased chunk ends after its first record
+//!   without a result; the rest is given back as a chunk of its own, still suspect), and only
+//!   to a claimer with no suspect record in flight ([`ClaimPolicy::isolate`]), one per claim.
+//!   The claim hands out other work beside it as usual; a suspect chunk it may not take is
+//!   left for a later claim or another replica, so no claim ever waits for one;
 //! * a chunk whose lease expired `max_lease_expiries` times has the records it was running
 //!   failed with `record_abandoned` instead of being run again: the one record it held when
-//!   it ran alone, else all of its records without a result.
+//!   it was suspect, else all of its records without a result.
+//!
+//! Why that blames the culprit alone: the count a record carries (its chunk's, which the rest
+//! of a cut chunk inherits) is the number of deaths it was leased through, and a poison pill
+//! is leased at every death it causes, so no record has died more often than the culprit. An
+//! innocent suspect record (two deaths or more) thus never runs beside the culprit on its
+//! replica, the culprit being suspect too; an innocent record that is not suspect (at most one
+//! death) is still under the limit after the next. The culprit, run as the one suspect record
+//! of its replica, reaches the limit holding just itself; the records of its chunk after it
+//! are run one at a time and written. Nothing in this needs a lock over the replica's other
+//! work: it keeps being claimed, for every key. (This takes a limit above
+//! [`ISOLATE_AFTER_EXPIRIES`]; at or below it no chunk is ever handed out as suspect, and a
+//! chunk that reaches the limit has all its records without a result abandoned.)
 //!
 //! A clean release (drain at SIGTERM, a job that could not be loaded) is not an expiry and is
 //! not counted: it proves nothing about the records.
 
-use super::{ChunkKey, ClaimPolicy, ClaimedRecord, JobCounts, RUN_ALONE_AFTER_EXPIRIES};
+use super::{ChunkKey, ClaimPolicy, ClaimedRecord, ISOLATE_AFTER_EXPIRIES, JobCounts};
 use crate::domain::{JobStatus, RecordId};
 
 /// How many expired or given-back chunks a claim looks at: after a crash, about as many as the
@@ -57,9 +71,9 @@ pub(crate) struct Rest {
 pub(crate) enum Plan {
     /// Every index has a result (a write landed just before the lease lapsed): delete it.
     Done,
-    /// Leave it for now: the claim has no room, or it must run alone and the claimer is not
-    /// alone (`alone_waiting`).
-    Leave { alone_waiting: bool },
+    /// Leave it for now, for a later claim or another replica: the claim has no room, or the
+    /// chunk is suspect and the claim may not take a suspect record.
+    Leave,
     /// Fail `indexes` with `record_abandoned`; `rest`, if any, is given back (still suspect);
     /// the chunk itself is deleted.
     Abandon {
@@ -75,20 +89,21 @@ pub(crate) enum Plan {
         written: u32,
         /// Lease expiries including the one this claim found.
         lease_expiries: u32,
-        alone: bool,
+        /// The chunk is suspect: `todo` is its one record.
+        suspect: bool,
         rest: Option<Rest>,
     },
 }
 
 /// Decides what a claim with room for `left` more records does with `chunk`, whose indexes in
-/// `written` (sorted, within the chunk) have a result. `alone`: the claimer may take a chunk
-/// that must run alone (it has nothing in flight and has taken nothing yet).
+/// `written` (sorted, within the chunk) have a result. `isolate`: the claim may take a suspect
+/// record (the claimer has none in flight and this claim has taken none yet).
 pub(crate) fn plan(
     chunk: Stale,
     written: &[u32],
     left: usize,
     policy: ClaimPolicy,
-    alone: bool,
+    isolate: bool,
 ) -> Plan {
     let todo: Vec<u32> = unwritten(chunk.start, chunk.end, written).collect();
     if todo.is_empty() {
@@ -108,10 +123,10 @@ pub(crate) fn plan(
         })
     };
     if !chunk.released && after >= policy.max_lease_expiries.max(1) {
-        // A chunk that ran alone held one record, its first without a result: that is the
-        // one that died with its worker every time. Otherwise it is not known which of its
-        // records did, and all of them go.
-        if before >= RUN_ALONE_AFTER_EXPIRIES {
+        // A suspect chunk held one record, its first without a result: that is the one that
+        // died with its worker every time. Otherwise it is not known which of its records
+        // did, and all of them go.
+        if before >= ISOLATE_AFTER_EXPIRIES {
             let first = todo[0];
             let rest = cut_after(first).filter(|r| r.written < r.end - r.start);
             return Plan::Abandon {
@@ -124,11 +139,12 @@ pub(crate) fn plan(
             rest: None,
         };
     }
-    if after >= RUN_ALONE_AFTER_EXPIRIES {
-        if !alone {
-            return Plan::Leave {
-                alone_waiting: true,
-            };
+    if left == 0 {
+        return Plan::Leave;
+    }
+    if after >= ISOLATE_AFTER_EXPIRIES {
+        if !isolate {
+            return Plan::Leave;
         }
         let first = todo[0];
         return Plan::Take {
@@ -136,13 +152,8 @@ pub(crate) fn plan(
             written: count_in(written, chunk.start, first + 1),
             todo: vec![first],
             lease_expiries: after,
-            alone: true,
+            suspect: true,
             rest: cut_after(first),
-        };
-    }
-    if left == 0 {
-        return Plan::Leave {
-            alone_waiting: false,
         };
     }
     let mut todo = todo;
@@ -158,7 +169,7 @@ pub(crate) fn plan(
         written: count_in(written, chunk.start, end),
         todo,
         lease_expiries: after,
-        alone: false,
+        suspect: false,
         rest,
     }
 }
@@ -169,7 +180,7 @@ pub(crate) fn records_of(
     todo: &[u32],
     attempts: u32,
     lease_expiries: u32,
-    alone: bool,
+    suspect: bool,
 ) -> impl Iterator<Item = ClaimedRecord> + '_ {
     let chunk_todo = todo.len() as u32;
     todo.iter().map(move |&index| ClaimedRecord {
@@ -180,7 +191,7 @@ pub(crate) fn records_of(
         chunk_todo,
         attempts,
         lease_expiries,
-        alone,
+        suspect,
     })
 }
 
@@ -239,7 +250,7 @@ mod tests {
 
     const POLICY: ClaimPolicy = ClaimPolicy {
         max_lease_expiries: 3,
-        alone: false,
+        isolate: false,
     };
 
     fn stale(start: u32, end: u32, released: bool, lease_expiries: u32) -> Stale {
@@ -262,7 +273,7 @@ mod tests {
                 todo: vec![10, 12, 13],
                 written: 1,
                 lease_expiries: 1,
-                alone: false,
+                suspect: false,
                 rest: Some(Rest {
                     start: 14,
                     end: 20,
@@ -286,12 +297,7 @@ mod tests {
         );
         // No room.
         let p = plan(stale(10, 20, false, 0), &[], 0, POLICY, false);
-        assert_eq!(
-            p,
-            Plan::Leave {
-                alone_waiting: false
-            }
-        );
+        assert_eq!(p, Plan::Leave);
     }
 
     #[test]
@@ -302,7 +308,7 @@ mod tests {
                 p,
                 Plan::Take {
                     lease_expiries: 1,
-                    alone: false,
+                    suspect: false,
                     ..
                 }
             ),
@@ -319,16 +325,12 @@ mod tests {
     }
 
     #[test]
-    fn a_suspect_chunk_runs_alone_one_record_at_a_time() {
-        // Second expiry: suspect. Not alone: it waits.
+    fn a_suspect_chunk_is_handed_out_one_record_at_a_time() {
+        // Second expiry: suspect. A claim that may not take a suspect record leaves it.
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, false);
-        assert_eq!(
-            p,
-            Plan::Leave {
-                alone_waiting: true
-            }
-        );
-        // Alone: its first record without a result, cut right after it.
+        assert_eq!(p, Plan::Leave);
+        // One that may: its first record without a result, cut right after it, the rest given
+        // back (still suspect, with the count it reached).
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, true);
         assert_eq!(
             p,
@@ -337,7 +339,7 @@ mod tests {
                 todo: vec![1],
                 written: 1,
                 lease_expiries: 2,
-                alone: true,
+                suspect: true,
                 rest: Some(Rest {
                     start: 2,
                     end: 8,
@@ -345,23 +347,45 @@ mod tests {
                 }),
             }
         );
+        // The rest, given back: suspect without a new expiry.
+        let p = plan(stale(2, 8, true, 2), &[], 32, POLICY, true);
+        assert!(
+            matches!(
+                p,
+                Plan::Take {
+                    end: 3,
+                    lease_expiries: 2,
+                    suspect: true,
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+        // A suspect record needs room like any other.
+        assert_eq!(
+            plan(stale(0, 8, false, 1), &[], 0, POLICY, true),
+            Plan::Leave
+        );
     }
 
     #[test]
-    fn the_record_that_kept_dying_alone_is_abandoned() {
-        // Ran alone (2 expiries before), died again: its one record goes.
-        let p = plan(stale(5, 6, false, 2), &[], 32, POLICY, true);
-        assert_eq!(
-            p,
-            Plan::Abandon {
-                indexes: vec![5],
-                rest: None
-            }
-        );
-        // A limit under the alone threshold abandons every record without a result.
+    fn the_suspect_record_that_died_again_is_abandoned() {
+        // Suspect (2 expiries before), died again: its one record goes, whether or not the
+        // claim may take a suspect record.
+        for isolate in [false, true] {
+            let p = plan(stale(5, 6, false, 2), &[], 32, POLICY, isolate);
+            assert_eq!(
+                p,
+                Plan::Abandon {
+                    indexes: vec![5],
+                    rest: None
+                }
+            );
+        }
+        // A limit under the suspect threshold abandons every record without a result.
         let one = ClaimPolicy {
             max_lease_expiries: 1,
-            alone: true,
+            isolate: true,
         };
         let p = plan(stale(0, 4, false, 0), &[2], 32, one, true);
         assert_eq!(

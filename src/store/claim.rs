@@ -108,7 +108,8 @@ where
     let mut out = Claim::default();
     let mut claimed: Vec<ClaimedRecord> = Vec::new();
     let mut left = limit as usize;
-    let mut alone = false;
+    // At most one suspect record per claim, and none unless the claimer has none in flight.
+    let mut isolate = policy.isolate;
     // Stale chunks first: they are older work, and usually few.
     for row in steps.stale_chunks(EXPIRED_SCAN).await? {
         let (job, start) = (row.job_id, row.start_idx);
@@ -127,10 +128,9 @@ where
         .fetch_all(steps.conn())
         .await?;
         let written: Vec<u32> = written.into_iter().map(to_count).collect();
-        let may_alone = policy.alone && claimed.is_empty();
-        match chunks::plan(chunk, &written, left, policy, may_alone) {
+        match chunks::plan(chunk, &written, left, policy, isolate) {
             Plan::Done => delete_chunk(steps.conn(), job, start).await?,
-            Plan::Leave { alone_waiting } => out.alone_waiting |= alone_waiting,
+            Plan::Leave => {}
             Plan::Abandon { indexes, rest } => {
                 let after = chunk.lease_expiries.saturating_add(1);
                 delete_chunk(steps.conn(), job, start).await?;
@@ -147,7 +147,7 @@ where
                 todo,
                 written,
                 lease_expiries,
-                alone: is_alone,
+                suspect,
                 rest,
             } => {
                 if let Some(rest) = rest {
@@ -168,17 +168,14 @@ where
                     &todo,
                     to_count(attempts),
                     lease_expiries,
-                    is_alone,
+                    suspect,
                 ));
-                if is_alone {
-                    alone = true;
-                    break;
-                }
+                isolate &= !suspect;
             }
         }
     }
-    // New chunks, unless the claim hands out a record that must run alone.
-    if !alone && left > 0 {
+    // New chunks, beside a suspect record too: it runs with the claimer's other work.
+    if left > 0 {
         let mut jobs = steps.claimable_jobs().await?;
         // Rounds: a job that yields less than its share (fewer indexes left than asked) drops
         // out, and the next round shares what is left among the others.

@@ -208,32 +208,37 @@ pub struct ClaimedRecord {
     /// database while running it), including the one this claim took over. Releases at drain
     /// do not count.
     pub lease_expiries: u32,
-    /// The chunk's lease expired at least [`RUN_ALONE_AFTER_EXPIRIES`] times: one of its
-    /// records may be what kills its workers, so it is handed out one record at a time, only
-    /// to a claimer with nothing else in flight, and the claimer takes no other work until it
-    /// is done. A record that crashes the process then takes nothing else down with it, and
-    /// the one that does is known: the first of its chunk without a result.
-    pub alone: bool,
+    /// The chunk's lease expired at least [`ISOLATE_AFTER_EXPIRIES`] times: one of its
+    /// records may be what kills its workers. It comes one record at a time (its chunk cut
+    /// right after it), and a replica runs at most one such record at once
+    /// ([`ClaimPolicy::isolate`]), beside its other work. That isolates a culprit without a
+    /// lock on the pool: no record has died more often than the culprit (it is in flight at
+    /// every death), so an innocent suspect never runs beside it and an innocent non-suspect
+    /// stays under the limit one death later, while the culprit reaches it holding just itself
+    /// (see the `chunks` module).
+    pub suspect: bool,
 }
 
-/// A chunk whose lease expired this many times runs alone (see [`ClaimedRecord::alone`]).
+/// A chunk whose lease expired this many times is suspect: it is run one record at a time,
+/// never beside another suspect record of the same replica (see [`ClaimedRecord::suspect`]).
 ///
 /// Two, not one: the first expiry is usually an ordinary crash, deploy or SIGKILL that cut every
 /// chunk in flight, and running all of those one record at a time would make every restart
 /// slow. A chunk that dies a second time is suspect.
-pub const RUN_ALONE_AFTER_EXPIRIES: u32 = 2;
+pub const ISOLATE_AFTER_EXPIRIES: u32 = 2;
 
 /// How a claim treats records whose worker died.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimPolicy {
     /// A chunk whose lease has expired this many times is not run again as it is: the claim
     /// that finds its lease expired once more fails the records it was running with
-    /// `record_abandoned` (stage `worker`): the one record it held when it ran alone, else
+    /// `record_abandoned` (stage `worker`): the one record it held when it was suspect, else
     /// every record of it without a result. At least 1.
     pub max_lease_expiries: u32,
-    /// The claimer has nothing in flight, so it may be handed a record that must run alone
-    /// (then that record only).
-    pub alone: bool,
+    /// No suspect record of this claimer is in flight, so the claim may hand out one (at most
+    /// one, beside any other work). Otherwise suspect chunks are left for a later claim or
+    /// another replica; nothing waits for them.
+    pub isolate: bool,
 }
 
 /// The result of [`QueueStore::claim`].
@@ -244,10 +249,6 @@ pub struct Claim {
     /// Records this claim failed with `record_abandoned` (written as failed rows) instead of
     /// running them again, with their jobs, so the caller can finalize those jobs.
     pub abandoned: Vec<(RecordId, JobId)>,
-    /// Records that must run alone are waiting and were not handed out because the claimer
-    /// was not alone. The claimer should let its work in flight finish and claim again alone,
-    /// or they wait for another replica.
-    pub alone_waiting: bool,
 }
 
 /// A finished record, written by `complete_records`.
@@ -386,7 +387,8 @@ pub trait QueueStore: Send + Sync {
     /// limit (the rest stays a chunk of its own, given back), within `policy`: a chunk whose
     /// lease expired `policy.max_lease_expiries` times has the records it was running failed
     /// with `record_abandoned` instead (a poison pill: it killed every worker that ran it), and
-    /// one that must run alone is handed out only when `policy.alone`, one record at a time.
+    /// a suspect one is handed out only when `policy.isolate`, one record of one such chunk
+    /// per claim.
     ///
     /// New chunks are shared fairly: the claim goes round the jobs with unclaimed records,
     /// each time to the job whose owner (API key), then the job itself, has the fewest records

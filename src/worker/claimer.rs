@@ -2,8 +2,10 @@
 //! claimed records (one task per record, or one per CPU-only chunk). [`super::WorkerPool::run`]
 //! repeats [`Claimer::step`] until shutdown, then drains what the claimer started.
 //!
-//! The claimer is the only code that takes leases, so when every other lease is free nothing
-//! is in flight, and a claim that takes them all runs alone (see `slot::Slot::alone`).
+//! A claim may hand out a suspect record (its chunk's worker died twice; see
+//! [`ClaimedRecord::suspect`]) only while this replica runs none: the claimer holds one token
+//! for that, taken without waiting before each claim and held by the suspect record until its
+//! result is written. Nothing waits on it, so a suspect record never stops the claim loop.
 
 use std::ops::ControlFlow;
 use std::sync::Arc;
@@ -44,9 +46,10 @@ pub(super) struct Claimer {
     /// Cuts the records in flight when the drain deadline passes.
     pub(super) cut: CancellationToken,
     last_sweep: tokio::time::Instant,
-    /// A record that must run alone is waiting: let the work in flight finish, then claim
-    /// with every lease in hand.
-    want_alone: bool,
+    /// One permit, the suspect token: held by the one suspect record of this replica in
+    /// flight (until its result is written or it is given back). A claim may hand out a
+    /// suspect record only when it is free; the claimer tries it, never waits for it.
+    suspect: Arc<Semaphore>,
     /// The last claim handed out CPU-only chunks only (it sizes the next claim).
     cpu_streak: bool,
     /// Records of a CPU-only chunk per lease in a claim sized for such chunks
@@ -78,7 +81,7 @@ impl Claimer {
             records: TaskTracker::new(),
             cut: CancellationToken::new(),
             last_sweep: tokio::time::Instant::now(),
-            want_alone: false,
+            suspect: Arc::new(Semaphore::new(1)),
             cpu_streak: false,
             cpu_per_lease: cfg.cpu_records_per_lease() as usize,
             claiming: None,
@@ -92,9 +95,7 @@ impl Claimer {
     /// was claimable, waits for a submit or the poll interval. Breaks once `shutdown` fires.
     pub(super) async fn step(&mut self, shutdown: &CancellationToken) -> ControlFlow<()> {
         let lease_limit = self.lease_limit;
-        let lease = if self.want_alone {
-            self.leases.clone().acquire_many_owned(lease_limit).boxed()
-        } else if self.cpu_streak {
+        let lease = if self.cpu_streak {
             cpu_leases(
                 self.leases.clone(),
                 lease_limit,
@@ -108,16 +109,6 @@ impl Claimer {
             p = lease => match p { Ok(p) => p, Err(_) => return ControlFlow::Break(()) },
             () = shutdown.cancelled() => return ControlFlow::Break(()),
         };
-        // Only this loop takes leases, so when the others are all free nothing is in flight,
-        // and taking them too makes this claim alone.
-        let rest = lease_limit as usize - lease.num_permits();
-        if rest > 0
-            && self.leases.available_permits() == rest
-            && let Ok(p) = self.leases.clone().try_acquire_many_owned(rest as u32)
-        {
-            lease.merge(p);
-        }
-        let alone = lease.num_permits() == lease_limit as usize;
         // After a claim of CPU-only chunks, the next one is sized by the free leases alone:
         // such a chunk needs one slot, however many records it has.
         let lease_target = if self.cpu_streak {
@@ -158,9 +149,12 @@ impl Claimer {
         let notified = wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        // Free: no suspect record of this replica is in flight, and this claim may hand one
+        // out. Held: suspect chunks are left to a later claim (or another replica).
+        let suspect = self.suspect.clone().try_acquire_owned().ok();
         let policy = ClaimPolicy {
             max_lease_expiries: self.inner.cfg.max_lease_expiries,
-            alone,
+            isolate: suspect.is_some(),
         };
         let started = std::time::Instant::now();
         let claim = self
@@ -177,7 +171,7 @@ impl Claimer {
         let claim = match claim {
             Ok(claim) => claim,
             Err(e) => {
-                drop((permits, lease));
+                drop((permits, lease, suspect));
                 self.claiming = None;
                 tracing::warn!(error = %e, "claiming records failed; retrying");
                 let pause = Duration::from_millis(self.inner.cfg.poll_interval_ms.max(500));
@@ -188,17 +182,13 @@ impl Claimer {
                 return ControlFlow::Continue(());
             }
         };
-        self.want_alone = claim.alone_waiting;
         if !claim.abandoned.is_empty() {
             faults::settle_abandoned(&self.inner, &claim.abandoned).await;
         }
         if claim.records.is_empty() {
             self.cpu_streak = false;
             self.claiming = None;
-            drop((permits, lease));
-            if self.want_alone {
-                return ControlFlow::Continue(());
-            }
+            drop((permits, lease, suspect));
             if self.last_sweep.elapsed() >= SWEEP_INTERVAL {
                 self.inner.jobs.finalize_live().await;
                 self.last_sweep = tokio::time::Instant::now();
@@ -214,13 +204,15 @@ impl Claimer {
         if self.claiming.is_none() {
             self.claiming = Some(self.inner.unsent.hold(1));
         }
-        self.start(claim.records, lease, permits, per_lease).await;
+        self.start(claim.records, lease, permits, per_lease, suspect)
+            .await;
         ControlFlow::Continue(())
     }
 
     /// Starts the claimed records: a CPU-only chunk of several records as one task in one slot
     /// (see `chunk`), holding a lease and a place among the records started for every
-    /// `per_lease` of its records, any other record as a task of its own with its own lease.
+    /// `per_lease` of its records, any other record as a task of its own with its own lease
+    /// (a suspect record also with `suspect`, the token the claim was made with).
     /// Records of other work past the claim's leases (a claim sized for CPU-only chunks that
     /// met an LLM job) are given back unstarted: their chunk goes back to the queue once its
     /// records started here are settled.
@@ -230,6 +222,7 @@ impl Claimer {
         lease: OwnedSemaphorePermit,
         permits: Vec<OwnedSemaphorePermit>,
         per_lease: usize,
+        mut suspect: Option<OwnedSemaphorePermit>,
     ) {
         let inner = &self.inner;
         tracing::debug!(claimed = claimed.len(), "claimed records");
@@ -257,31 +250,27 @@ impl Claimer {
                 for rec in group {
                     // A CPU-sized claim holds one slot: records past it wait for one.
                     let permit = permits.next();
-                    // A record that runs alone (it comes by itself) keeps every lease while it
-                    // works, so nothing else is in flight then (see `slot::Slot::alone`).
-                    let (own, others) = if rec.alone {
-                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
-                        lease_expiries = rec.lease_expiries,
-                        "running a record alone: its worker died while generating it before");
-                        let mut all = lease.take();
-                        let others = all.as_mut().and_then(|l| {
-                            let n = l.num_permits();
-                            l.split(n - 1)
-                        });
-                        (all, others)
-                    } else {
-                        (lease.as_mut().and_then(|l| l.split(1)), None)
-                    };
+                    let own = lease.as_mut().and_then(|l| l.split(1));
                     let Some(own) = own else {
                         debug_assert!(per_lease > 1, "a claim of one record per lease ran out");
                         past_leases.push(rec);
                         continue;
                     };
+                    // The claim hands out at most one suspect record, and only with the token.
+                    let token = if rec.suspect {
+                        debug_assert!(suspect.is_some(), "a suspect record without the token");
+                        tracing::warn!(record.id = %rec.id, job.id = %rec.job_id,
+                            record.index = rec.index, lease_expiries = rec.lease_expiries,
+                            "running a suspect record, no other suspect beside it: its chunk's \
+                             worker died while generating it before");
+                        suspect.take()
+                    } else {
+                        None
+                    };
                     let unsent = inner.unsent.hold(1);
-                    let (inner, slots, leases, starts, tx, cut, stop) = (
+                    let (inner, slots, starts, tx, cut, stop) = (
                         inner.clone(),
                         self.slots.clone(),
-                        self.leases.clone(),
                         self.starts.clone(),
                         self.tx.clone(),
                         self.cut.clone(),
@@ -296,16 +285,12 @@ impl Claimer {
                         let Some(permit) = slot::take(permit, slots.clone(), &cut).await else {
                             return;
                         };
-                        let slot = if others.is_some() {
-                            slot::Slot::alone(slots, permit, leases, others)
-                        } else {
-                            slot::Slot::new(slots, permit)
-                        };
                         let held = Held {
                             _lease: own,
                             _start: start,
-                            slot,
+                            slot: slot::Slot::new(slots, permit),
                             unsent,
+                            suspect: token,
                         };
                         run_record(inner, rec, held, tx, cut).await;
                     });
@@ -358,6 +343,7 @@ impl Claimer {
                     _start: start,
                     slot: slot::Slot::new(slots, permit),
                     unsent,
+                    suspect: None,
                 };
                 chunk::run_cpu_chunk(inner, compiled, group, held, tx, cut).await;
             });

@@ -40,9 +40,14 @@
 //! (see `writer.rs`; one whose failure cannot be written either is left to the lease-expiry
 //! count below, see [`Settled::Lapse`]). A record that kills the whole process (an abort)
 //! loses its lease at every crash; past `workers.max_lease_expiries` the next claim fails it
-//! with `record_abandoned` instead of running it again, and once its chunk is suspect it runs
-//! one record at a time, alone while it works (it gives the other leases back while it
-//! waits), so the records that ran next to it are not failed with it.
+//! with `record_abandoned` instead of running it again. Once its chunk is suspect (its lease
+//! expired twice) the chunk is handed out one record at a time, and a replica runs at most one
+//! suspect record at once, holding the claimer's suspect token until its result is written
+//! (see `claimer`). Everything else keeps being claimed beside it, and nothing ever waits for
+//! the token: a claim that cannot have it leaves suspect chunks for later. When the culprit
+//! kills the process as the one suspect in flight, the others in flight had died at most once
+//! before, so they stay under the limit while the culprit reaches it alone; the records that
+//! ran next to it are not failed with it (the full argument is in `store::chunks`).
 //!
 //! A cancel stops the job's records in flight on every replica within about a second (see
 //! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.
@@ -299,7 +304,7 @@ async fn cpu_leases(
 
 /// What a record task holds from the pool until its result is queued for the writer.
 struct Held {
-    /// Its lease allowance (a record that runs alone holds the others in `slot`).
+    /// Its lease allowance.
     _lease: OwnedSemaphorePermit,
     /// Its place among the records started (`workers.max_in_flight`).
     _start: OwnedSemaphorePermit,
@@ -307,6 +312,10 @@ struct Held {
     slot: slot::Slot,
     /// Counts it among the records the writer may still expect, until it is sent.
     unsent: unsent::Sending,
+    /// A suspect record's hold on the claimer's suspect token: passed on with its result, so
+    /// the next suspect record starts only once this one is written (a death before the write
+    /// would count against both).
+    suspect: Option<OwnedSemaphorePermit>,
 }
 
 /// Generates one record and sends the result to the writer. Holds its lease allowance and slot
@@ -400,9 +409,11 @@ async fn run_record(
         return;
     };
     held.unsent.one_sent();
+    let mut done = finished(rec, generated);
+    done.suspect = held.suspect.take();
     // The writer outlives every record task, so a closed channel means shutdown raced us; the
     // record stays in flight and is released.
-    let _ = tx.send(finished(rec, generated)).await;
+    let _ = tx.send(done).await;
     // The lease and slot free only once the result is queued, so the writer's backlog bounds
     // claiming.
     drop(held);
@@ -451,6 +462,7 @@ fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
             tool_usage: generated.tool_usage,
             media: generated.media,
         },
+        suspect: None,
     }
 }
 

@@ -66,18 +66,12 @@ pub(super) async fn start(
 /// One record's hold on the pool's worker slots.
 pub(super) struct Slot {
     slots: Arc<Semaphore>,
-    /// A record that runs alone: the pool's leases, to hold every other one while it works.
-    alone: Option<Arc<Semaphore>>,
-    /// How many other leases it holds while it works.
-    others: u32,
     state: Mutex<State>,
 }
 
 struct State {
     /// The slot, while the record works.
     permit: Option<OwnedSemaphorePermit>,
-    /// A record that runs alone: every other lease of the pool, while it works.
-    others: Option<OwnedSemaphorePermit>,
     /// Waits of the record in flight.
     waiting: u32,
 }
@@ -87,36 +81,8 @@ impl Slot {
     pub(super) fn new(slots: Arc<Semaphore>, permit: OwnedSemaphorePermit) -> Self {
         Self {
             slots,
-            alone: None,
-            others: 0,
             state: Mutex::new(State {
                 permit: Some(permit),
-                others: None,
-                waiting: 0,
-            }),
-        }
-    }
-
-    /// A record that runs alone (its worker died while generating it before): it starts with
-    /// `others`, every lease of `leases` but its own, so nothing else is in flight while it
-    /// works. It gives them back with its slot while it waits, when it cannot crash the
-    /// process: a record in a long wait (a validator's backoff, a slow tool) held every lease
-    /// and stalled every key's jobs for as long. Before it works again it takes them all back,
-    /// once the records claimed meanwhile are done (the semaphore is fair: claims queue behind).
-    pub(super) fn alone(
-        slots: Arc<Semaphore>,
-        permit: OwnedSemaphorePermit,
-        leases: Arc<Semaphore>,
-        others: Option<OwnedSemaphorePermit>,
-    ) -> Self {
-        let n = others.as_ref().map_or(0, |p| p.num_permits() as u32);
-        Self {
-            slots,
-            alone: (n > 0).then_some(leases),
-            others: n,
-            state: Mutex::new(State {
-                permit: Some(permit),
-                others: others.filter(|_| n > 0),
                 waiting: 0,
             }),
         }
@@ -126,13 +92,12 @@ impl Slot {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A call starts waiting: the first one gives the slot back (and a record that runs
-    /// alone the other leases).
+    /// A call starts waiting: the first one gives the slot back.
     fn begin_wait(&self) -> WaitGuard<'_> {
         let freed = {
             let mut st = self.state();
             st.waiting += 1;
-            (st.permit.take(), st.others.take())
+            st.permit.take()
         };
         drop(freed);
         WaitGuard { slot: self }
@@ -163,24 +128,15 @@ impl WaitGuard<'_> {
                 return;
             }
         }
-        // Leases before the slot: the records that hold them may need a slot to finish. The
-        // semaphores are never closed.
-        let others = match &slot.alone {
-            Some(leases) => match Arc::clone(leases).acquire_many_owned(slot.others).await {
-                Ok(p) => Some(p),
-                Err(_) => return,
-            },
-            None => None,
-        };
+        // The semaphore is never closed.
         let Ok(permit) = Arc::clone(&slot.slots).acquire_owned().await else {
             return;
         };
         let mut st = slot.state();
-        // Another call may have started meanwhile: then the record waits again, and the
-        // permits go back to the pool.
+        // Another call may have started meanwhile: then the record waits again, and the slot
+        // goes back to the pool.
         if st.waiting == 0 && st.permit.is_none() {
             st.permit = Some(permit);
-            st.others = others;
         }
     }
 }
@@ -284,26 +240,5 @@ mod tests {
         slot.begin_wait().done().await;
         assert!(slot.holds());
         assert_eq!(slots.available_permits(), 0);
-    }
-
-    #[tokio::test]
-    async fn a_record_alone_gives_the_other_leases_back_while_it_waits() {
-        let slots = Arc::new(Semaphore::new(2));
-        let leases = Arc::new(Semaphore::new(3));
-        let _own = Arc::clone(&leases).try_acquire_owned().unwrap();
-        let others = Arc::clone(&leases).try_acquire_many_owned(2).unwrap();
-        let first = Arc::clone(&slots).try_acquire_owned().unwrap();
-        let slot = Slot::alone(Arc::clone(&slots), first, Arc::clone(&leases), Some(others));
-        let wait = slot.begin_wait();
-        assert_eq!(leases.available_permits(), 2, "free while it waits");
-        // A record claimed meanwhile: the record alone works again only once it is done.
-        let claimed = Arc::clone(&leases).try_acquire_owned().unwrap();
-        let mut done = Box::pin(wait.done());
-        assert!((&mut done).now_or_never().is_none());
-        drop(claimed);
-        done.await;
-        assert!(slot.holds());
-        assert_eq!(leases.available_permits(), 0, "every lease held again");
-        assert_eq!(slots.available_permits(), 1);
     }
 }

@@ -23,6 +23,10 @@ pub struct Finished {
     pub job_id: JobId,
     /// Values or error, traces, and LLM usage (written with the record, in its transaction).
     pub result: RecordResult,
+    /// A suspect record's hold on the claimer's suspect token, let go once the write is
+    /// settled: no other suspect record starts on this replica while this one's lease could
+    /// still expire with it (see [`crate::store::ClaimedRecord::suspect`]).
+    pub suspect: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Runs until every sender is dropped and the last batch is written, with up to `writers`
@@ -111,7 +115,9 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
     // bookkeeping after the write needs is kept beside them, so values and traces are not copied.
     let mut results = Vec::with_capacity(batch.len());
     let mut batch_meta = Vec::with_capacity(batch.len());
+    let mut suspects = Vec::new();
     for f in batch {
+        suspects.extend(f.suspect);
         let mut result = f.result;
         // The store would do the same; doing it here lets the bookkeeping below (metrics, the
         // error rate) see the record as the store writes it.
@@ -186,6 +192,7 @@ async fn write(inner: &Inner, batch: Vec<Finished>) {
         (chunk, how)
     }));
     inner.release(&release).await;
+    drop(suspects);
     // Only what was written counts: a result fenced out or given up on is run again.
     let batch: Vec<Meta> = batch
         .into_iter()

@@ -38,6 +38,7 @@ mod nemo_client;
 mod openapi;
 mod otel;
 mod parquet;
+mod poison_pills;
 mod process;
 mod processors;
 mod record_errors;

@@ -1,17 +1,15 @@
-//! The worker pool under load and faults: records waiting for a slow LLM do not hold worker
-//! slots, claims are fair across jobs, and a record whose worker keeps dying is abandoned
-//! instead of crash-looping the service.
+//! The worker pool under load: records waiting for a slow LLM do not hold worker slots,
+//! claims are fair across jobs, records are claimed ahead, and CPU work is claimed by the
+//! lease. (Records whose worker keeps dying: `poison_pills`.)
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::store::{ClaimPolicy, CreateOutcome, NewJob};
 use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;
 use crate::db::{Backend, TestDb};
-use crate::helpers::{TestApp, sampler_config, spawn_app_on, test_config};
+use crate::helpers::{TestApp, sampler_config, spawn_app_on};
 
 /// An app on a mock LLM that answers after `latency_ms`, with `count` worker slots and
 /// `max_in_flight` leases.
@@ -64,7 +62,7 @@ async fn slow_llm_app_on(
 
 /// The config of [`slow_llm_app_on`] before its tweak: the workers, and the `writer` model
 /// served by the mock at `endpoint`.
-fn slow_llm_config(
+pub fn slow_llm_config(
     c: &mut synthgate::config::Config,
     endpoint: &str,
     count: u32,
@@ -103,7 +101,7 @@ async fn wait_in_progress(app: &TestApp, id: &str, n: u64) {
 }
 
 /// Waits (up to 20 s) until the job's `counts` satisfy `ready`.
-async fn wait_counts(app: &TestApp, id: &str, ready: impl Fn(&Value) -> bool) {
+pub async fn wait_counts(app: &TestApp, id: &str, ready: impl Fn(&Value) -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let (_, job) = app.get(&format!("/v1/jobs/{id}")).await;
@@ -300,125 +298,3 @@ backends!(
     cpu_claims_past_leases,
     a_cpu_sized_claim_gives_back_the_llm_records_past_its_leases
 );
-
-/// Kills the worker of `db`'s next claimable record `times` times, as a poison pill that aborts
-/// the process would: each claim takes the record over and its lease lapses at once.
-async fn expire_leases(db: &TestDb, times: usize) {
-    for i in 0..times {
-        let policy = ClaimPolicy {
-            max_lease_expiries: 3,
-            alone: true,
-        };
-        let owner = format!("dead-{i}");
-        let c = db
-            .store
-            .claim(&owner, 1, Duration::ZERO, policy)
-            .await
-            .unwrap();
-        assert_eq!(c.records.len(), 1, "{owner}: {c:?}");
-    }
-}
-
-/// A new job of `db` from `body` (a `POST /v1/jobs` body), created in the store directly.
-async fn create_job(db: &TestDb, body: &Value) -> synthgate::domain::JobId {
-    let id = synthgate::domain::JobId::new();
-    let created = db
-        .store
-        .create_job(&NewJob {
-            id,
-            owner: None,
-            config: body["config"].clone(),
-            num_records: body["num_records"].as_u64().unwrap() as u32,
-            seed: 1,
-            metadata: None,
-            run_config: json!({}),
-            idempotency_key: None,
-            request_hash: None,
-            output_columns: Vec::new(),
-            max_live_jobs: None,
-            seed_datasets: Vec::new(),
-            name: None,
-            trace_context: None,
-        })
-        .await
-        .unwrap();
-    assert!(matches!(created, CreateOutcome::Created(_)), "{created:?}");
-    id
-}
-
-/// A suspect record (its worker died twice) runs alone: nothing else is in flight while it
-/// works. It used to hold every lease until it finished, so while it waited 3 s for its model
-/// every other job stayed queued; now it gives the leases back while it waits, and a
-/// one-record job runs meanwhile. The suspect record still completes.
-async fn a_record_that_runs_alone_does_not_hold_the_pool_while_it_waits(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    let suspect = create_job(&db, &llm_job(1)).await;
-    expire_leases(&db, 2).await;
-    let (app, _mock) = slow_llm_app_on(db, 3_000, 2, None, |_| {}).await;
-    let suspect = suspect.to_string();
-    wait_in_progress(&app, &suspect, 1).await;
-    let took = quick_job_time(&app).await;
-    assert!(
-        took < Duration::from_millis(2_000),
-        "the small job waited {took:?} behind the record that runs alone"
-    );
-    let done = app.wait_for_job(&suspect, Duration::from_secs(60)).await;
-    assert_eq!(done["counts"]["completed"], 1, "{done}");
-    app.stop().await;
-}
-
-backends!(
-    alone_waits,
-    a_record_that_runs_alone_does_not_hold_the_pool_while_it_waits
-);
-
-/// A record whose worker died three times (a poison pill that aborts the process: simulated
-/// here by leases that expire) is failed with `record_abandoned` by the next replica that
-/// finds it, instead of being run again; the job finishes.
-async fn a_crash_looping_record_is_abandoned(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    let store = db.store.clone();
-    let job_id = create_job(
-        &db,
-        &json!({"config": sampler_config()["data_designer"], "num_records": 2}),
-    )
-    .await;
-    // Three lives: each claim takes the record over and its worker "dies" at once. The last
-    // two runs were alone (suspect), as a real pool would run them.
-    for (owner, alone) in [("dead-0", false), ("dead-1", false), ("dead-2", true)] {
-        let policy = ClaimPolicy {
-            max_lease_expiries: 3,
-            alone,
-        };
-        let c = store.claim(owner, 1, Duration::ZERO, policy).await.unwrap();
-        assert_eq!(c.records.len(), 1, "{owner}: {c:?}");
-        assert_eq!(c.records[0].index, 0);
-    }
-
-    let running = synthgate::app::start(test_config(&db))
-        .await
-        .expect("app starts");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let row = loop {
-        let row = store.get_job(job_id, None).await.unwrap().unwrap();
-        if row.status.is_terminal() {
-            break row;
-        }
-        assert!(Instant::now() < deadline, "job still {:?}", row.status);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(row.status, JobStatus::Completed);
-    let records = store.list_records(job_id, None, None, 10).await.unwrap();
-    assert_eq!(records[0].status, RecordStatus::Failed);
-    assert_eq!(records[0].attempts, 3, "not run a fourth time");
-    let e = records[0].error.as_ref().unwrap();
-    assert_eq!(
-        (e.code.as_str(), e.stage.as_ref().map(|s| s.as_str())),
-        ("record_abandoned", Some("worker"))
-    );
-    assert_eq!(records[1].status, RecordStatus::Completed);
-    running.shutdown.cancel();
-    running.wait().await;
-}
-
-backends!(poison_pill, a_crash_looping_record_is_abandoned);

@@ -105,12 +105,12 @@ async fn counts(store: &dyn Store, id: JobId) -> JobCounts {
     store.job_counts(id).await.expect("job_counts")
 }
 
-/// A claim with the worker's default policy by a claimer with nothing in flight (so a record
-/// that must run alone may be returned, by itself); the records only.
+/// A claim with the worker's default policy by a claimer with no suspect record in flight (so
+/// one suspect record may be returned, beside other work); the records only.
 async fn claim(store: &dyn Store, owner: &str, limit: u32, lease: Duration) -> Vec<ClaimedRecord> {
     let policy = ClaimPolicy {
         max_lease_expiries: WorkersConfig::default().max_lease_expiries,
-        alone: true,
+        isolate: true,
     };
     store
         .claim(owner, limit, lease, policy)

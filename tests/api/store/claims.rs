@@ -12,6 +12,7 @@ use crate::db::{TestDb, both_backends};
 both_backends!(
     claims_are_fair_across_keys_and_jobs,
     a_record_that_keeps_killing_its_worker_is_abandoned,
+    suspects_go_one_per_claim_beside_other_work,
     a_release_at_drain_is_not_an_expiry,
     a_late_result_past_a_cut_is_not_the_cut_chunks,
 );
@@ -21,11 +22,11 @@ async fn claim_with(
     owner: &str,
     limit: u32,
     lease: Duration,
-    alone: bool,
+    isolate: bool,
 ) -> Claim {
     let policy = ClaimPolicy {
         max_lease_expiries: 3,
-        alone,
+        isolate,
     };
     store
         .claim(owner, limit, lease, policy)
@@ -77,29 +78,28 @@ async fn a_record_that_keeps_killing_its_worker_is_abandoned(db: TestDb) {
         second
             .records
             .iter()
-            .all(|r| r.lease_expiries == 1 && !r.alone)
+            .all(|r| r.lease_expiries == 1 && !r.suspect)
     );
 
-    // Twice: suspects. A claimer with work in flight is not given them, but told they wait.
+    // Twice: suspects. A claimer with a suspect record in flight is not given them.
     let busy = claim_with(store, "busy", 3, LONG, false).await;
     assert!(busy.records.is_empty() && busy.abandoned.is_empty());
-    assert!(busy.alone_waiting);
-    // A claimer with nothing in flight gets one record of the chunk, by itself, in a chunk cut
-    // right after it (the rest is given back, still suspect).
+    // A claimer with none gets one record of the chunk, in a chunk cut right after it (the
+    // rest is given back, still suspect).
     let third = claim_with(store, "dead-3", 3, EXPIRED, true).await;
     assert_eq!(idx_attempts(&third.records), [(0, 3)]);
-    assert!(third.records[0].alone);
+    assert!(third.records[0].suspect);
     assert_eq!(third.records[0].lease_expiries, 2);
     assert_eq!(third.records[0].chunk_todo, 1);
 
     // It kills its worker a third time: the next claim fails it instead of running it, and
-    // hands out the next suspect, alone (it completes: it was only next to the poison).
+    // hands out the next suspect record (it completes: it was only next to the poison).
     let fourth = claim_with(store, "w", 3, LONG, true).await;
     assert_eq!(fourth.abandoned.len(), 1);
     let (poison, poison_job) = fourth.abandoned[0];
     assert_eq!(poison_job, j.id);
     assert_eq!(idx_attempts(&fourth.records), [(1, 3)]);
-    assert!(fourth.records[0].alone);
+    assert!(fourth.records[0].suspect);
     let ok = completed(&fourth.records[0], json!({"x": 1}));
     assert_eq!(store.complete_records("w", &[ok]).await.unwrap().len(), 1);
     let fifth = claim_with(store, "w", 3, LONG, true).await;
@@ -129,6 +129,81 @@ async fn a_record_that_keeps_killing_its_worker_is_abandoned(db: TestDb) {
     assert_eq!(done.status, JobStatus::Completed);
     let c = counts(store, j.id).await;
     assert_eq!((c.completed, c.failed), (2, 1));
+}
+
+/// Suspect chunks (their worker died twice) are handed out one record per claim, and only to a
+/// claimer with no suspect record in flight. A claimer that has one is handed other work and
+/// the suspects are left, so no claim waits for them; one that may take a suspect record gets
+/// other work beside it. Suspicion alone fails nothing: every record completes.
+async fn suspects_go_one_per_claim_beside_other_work(db: TestDb) {
+    let store = &*db.store;
+    let a = create(store, &new_job(Some("a"), 3)).await;
+    let c = create(store, &new_job(Some("c"), 2)).await;
+    // Two crashes with both jobs in flight (one chunk each): both chunks become suspect.
+    for (owner, attempts) in [("dead-1", 1), ("dead-2", 2)] {
+        let got = claim_with(store, owner, 6, EXPIRED, false).await;
+        assert_eq!(got.records.len(), 5, "{owner}: {got:?}");
+        assert!(
+            got.records
+                .iter()
+                .all(|r| r.attempts == attempts && !r.suspect),
+            "{owner}: {got:?}"
+        );
+    }
+    let b = create(store, &new_job(Some("b"), 3)).await;
+    let mut results = Vec::new();
+    let mut done = |owner: &'static str, claim: &Claim| {
+        results.extend(
+            claim
+                .records
+                .iter()
+                .map(|r| (owner, completed(r, json!({"i": r.index})))),
+        );
+    };
+
+    // A suspect record of this claimer is in flight: new work only, the suspects are left.
+    let busy = claim_with(store, "w", 2, LONG, false).await;
+    assert_eq!(taken(&busy.records), [(b.id, 0), (b.id, 1)]);
+    assert!(busy.abandoned.is_empty());
+    done("w", &busy);
+    // None in flight: the first suspect chunk's first record, cut right after it, and new
+    // work beside it; one suspect record per claim, so c's chunk and the rest of a's wait.
+    let free = claim_with(store, "w", 10, LONG, true).await;
+    assert_eq!(taken(&free.records), [(a.id, 0), (b.id, 2)]);
+    let (suspect, fresh) = (&free.records[0], &free.records[1]);
+    assert!(suspect.suspect && suspect.chunk_todo == 1 && suspect.lease_expiries == 2);
+    assert!(!fresh.suspect && fresh.lease_expiries == 0);
+    done("w", &free);
+    // Another replica with no suspect in flight takes the next one: the rest of a's chunk,
+    // given back with its count.
+    let other = claim_with(store, "w2", 10, LONG, true).await;
+    assert_eq!(taken(&other.records), [(a.id, 1)]);
+    assert!(other.records[0].suspect && other.records[0].lease_expiries == 2);
+    done("w2", &other);
+    for (owner, result) in std::mem::take(&mut results) {
+        let written = store.complete_records(owner, &[result]).await.unwrap();
+        assert_eq!(written.len(), 1);
+    }
+
+    // The rest, one suspect record per claim, each written before the next claim.
+    let mut claims = 0;
+    loop {
+        let next = claim_with(store, "w", 10, LONG, true).await;
+        assert!(next.abandoned.is_empty(), "{next:?}");
+        if next.records.is_empty() {
+            break;
+        }
+        assert_eq!(next.records.len(), 1, "{next:?}");
+        let ok = completed(&next.records[0], json!({"i": next.records[0].index}));
+        assert_eq!(store.complete_records("w", &[ok]).await.unwrap().len(), 1);
+        claims += 1;
+    }
+    assert_eq!(claims, 3, "a's index 2, c's indexes 0 and 1");
+    for (id, n) in [(a.id, 3), (b.id, 3), (c.id, 2)] {
+        assert_eq!(store.finalize_jobs(&[id]).await.unwrap(), [id]);
+        let got = counts(store, id).await;
+        assert_eq!((got.completed, got.failed), (n, 0), "{got:?}");
+    }
 }
 
 async fn a_release_at_drain_is_not_an_expiry(db: TestDb) {

@@ -86,7 +86,7 @@ async fn a_claim_ended_by_a_deadlock_runs_again() {
     claiming.spawn(async move {
         let policy = synthgate::store::ClaimPolicy {
             max_lease_expiries: 3,
-            alone: false,
+            isolate: false,
         };
         claimer.claim("b", 10, LONG, policy).await
     });
