@@ -1,13 +1,20 @@
-//! The OpenAI-compatible Chat Completions adapter (`POST {endpoint}/chat/completions`), in
-//! DataDesigner's wire shape: messages go out exactly as the trace holds them (block-list
-//! content, assistant `reasoning_content` sent back), `tools` only when some are offered.
+//! The OpenAI-compatible Chat Completions adapter (`POST {endpoint}/chat/completions`):
+//! messages go out as the trace holds them (assistant `reasoning_content` sent back), `tools`
+//! only when some are offered, with one difference from DataDesigner's wire shape: content
+//! that is only text is sent as a string, the form every OpenAI-compatible server reads.
+//! DataDesigner sends the trace's block list; llama.cpp's Python server (llama-cpp-python)
+//! answers that with HTTP 500 on every request ("can only concatenate str (not "list") to
+//! str"), and its function-calling format refuses tools beside it. Content with an image
+//! keeps its blocks.
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::adapter::Parsed;
 use super::params::{Sampled, apply_extra_body};
-use super::types::{ChatMessage, ChatRequest, ToolCall, ToolSpec, Usage};
+use super::types::{ChatMessage, ChatRequest, ContentBlock, Role, ToolCall, ToolSpec, Usage};
 
 /// The request body, serialized.
 ///
@@ -35,7 +42,7 @@ pub(crate) fn build_body(
     apply_extra_body(&mut rest, extra_body);
     let body = Body {
         model: model_id,
-        messages: &req.messages,
+        messages: Messages(&req.messages),
         tools: (!req.tools.is_empty()).then(|| req.tools.iter().map(ToolSchema).collect()),
         rest,
     };
@@ -45,11 +52,66 @@ pub(crate) fn build_body(
 #[derive(Serialize)]
 struct Body<'a> {
     model: &'a str,
-    messages: &'a [ChatMessage],
+    messages: Messages<'a>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tools: Option<Vec<ToolSchema<'a>>>,
     #[serde(flatten)]
     rest: Map<String, Value>,
+}
+
+/// The conversation as sent (see the module docs): each message as its trace form, with
+/// text-only content as one string.
+struct Messages<'a>(&'a [ChatMessage]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.0.iter().map(WireMessage))
+    }
+}
+
+struct WireMessage<'a>(&'a ChatMessage);
+
+impl<'a> Serialize for WireMessage<'a> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum Content<'a> {
+            Text(Cow<'a, str>),
+            Blocks(&'a [ContentBlock]),
+        }
+        #[derive(Serialize)]
+        struct Message<'a> {
+            role: Role,
+            content: Content<'a>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reasoning_content: Option<&'a str>,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            tool_calls: &'a [ToolCall],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            tool_call_id: Option<&'a str>,
+        }
+        let m = self.0;
+        let only_text = m
+            .content
+            .iter()
+            .all(|b| matches!(b, ContentBlock::Text { .. }));
+        let content = match m.content.as_slice() {
+            [ContentBlock::Text { text }] => Content::Text(Cow::Borrowed(text)),
+            _ if only_text => Content::Text(Cow::Owned(m.text())),
+            blocks => Content::Blocks(blocks),
+        };
+        fn non_blank(v: &Option<String>) -> Option<&str> {
+            v.as_deref().filter(|t| !t.is_empty())
+        }
+        Message {
+            role: m.role,
+            content,
+            reasoning_content: non_blank(&m.reasoning_content),
+            tool_calls: &m.tool_calls,
+            tool_call_id: non_blank(&m.tool_call_id),
+        }
+        .serialize(s)
+    }
 }
 
 /// A tool's OpenAI JSON, serialized once and written into every request body as it is: the
@@ -261,6 +323,10 @@ mod tests {
         assert_eq!(body["messages"][2]["reasoning_content"], "plan");
         assert_eq!(body["messages"][3]["tool_call_id"], "call_1");
         assert_eq!(body["messages"][3]["content"][0]["type"], "image_url");
+        // Text-only content goes as a string (llama-cpp-python refuses a block list).
+        assert_eq!(body["messages"][0]["content"], "sys");
+        assert_eq!(body["messages"][1]["content"], "hi");
+        assert_eq!(body["messages"][2]["content"], "");
         assert_eq!(
             body["tools"],
             json!([{"type": "function", "function": {"name": "lookup", "description": "",
@@ -325,7 +391,13 @@ mod tests {
             req.forbid_tool_calls = forbid;
             let mut expected = Map::new();
             expected.insert("model".into(), "m".into());
-            expected.insert("messages".into(), serde_json::to_value(&messages).unwrap());
+            // The trace form, with text-only content as one string.
+            let mut wire = serde_json::to_value(&messages).unwrap();
+            for m in wire.as_array_mut().unwrap() {
+                let text = m["content"][0]["text"].clone();
+                m["content"] = text;
+            }
+            expected.insert("messages".into(), wire);
             let tools: Vec<Value> = specs
                 .iter()
                 .map(|t| {
@@ -355,7 +427,30 @@ mod tests {
         let plain = ChatRequest::new(vec![ChatMessage::user("x")]);
         assert_eq!(
             build_body("m", &plain, &Sampled::default(), &Map::new()).unwrap(),
-            br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"x"}]}]}"#
+            br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#
+        );
+    }
+
+    /// Several text blocks (an MCP tool's result) go as their text joined by newlines, as a
+    /// column reads a message's text; an image keeps every block.
+    #[test]
+    fn text_blocks_are_joined_and_images_keep_their_blocks() {
+        let text = ChatMessage::tool("c", vec![ContentBlock::text("a"), ContentBlock::text("b")]);
+        let image = ChatMessage::tool(
+            "c",
+            vec![
+                ContentBlock::text("see"),
+                ContentBlock::image_url("data:image/png;base64,AA"),
+            ],
+        );
+        let req = ChatRequest::new(vec![text, image]);
+        let body = build_body("m", &req, &Sampled::default(), &Map::new()).unwrap();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["messages"][0]["content"], "a\nb");
+        assert_eq!(
+            body["messages"][1]["content"],
+            json!([{"type": "text", "text": "see"},
+                   {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}])
         );
     }
 

@@ -99,11 +99,13 @@ const QUOTA_MARKERS: [&str; 3] = [
     "exceeded your current quota",
 ];
 
-/// 4xx bodies that mean the prompt is too long.
-const CONTEXT_MARKERS: [&str; 6] = [
+/// 4xx bodies that mean the prompt is too long. `context size`: llama.cpp's `llama-server`
+/// ("request (3035 tokens) exceeds the available context size (2048 tokens)").
+const CONTEXT_MARKERS: [&str; 7] = [
     "context length",
     "context_length",
     "context window",
+    "context size",
     "maximum context",
     "prompt is too long",
     "too many tokens",
@@ -396,6 +398,14 @@ mod tests {
             code(status(
                 400,
                 "This model's maximum context length is 8192 tokens"
+            )),
+            "llm_context_window_exceeded"
+        );
+        assert_eq!(
+            code(status(
+                400,
+                "request (3035 tokens) exceeds the available context size (2048 tokens), \
+                 try increasing it"
             )),
             "llm_context_window_exceeded"
         );

@@ -136,7 +136,7 @@ async fn llm_openai_request_and_response_shapes() {
     assert_eq!(b["shared"], "provider", "provider extra_body wins");
     assert_eq!(
         b["messages"][0],
-        json!({"role": "system", "content": [{"type": "text", "text": "Use tools."}]})
+        json!({"role": "system", "content": "Use tools."})
     );
     assert_eq!(
         b["messages"][2]["reasoning_content"],

@@ -200,3 +200,56 @@ async fn tool_choice_is_sent_until_the_first_tool_turn() {
     );
     app.stop().await;
 }
+
+/// llama-cpp-python's server (the first real server tried) answers HTTP 500 to any message
+/// whose content is a list of text parts, which is how every message was sent: every text
+/// record failed with `llm_server_error`. mock-llm's `string_content_only` answers the same
+/// way. Text-only content now goes as a string: records with a system prompt, a judge and a
+/// multi-turn correction all complete, and no request carries a text part list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_reads_only_string_content_gets_strings() {
+    let script = json!({
+        "faults": {"string_content_only": true},
+        "rules": [
+            {"when": {"user_contains": "Rate"}, "reply": {"json": {"quality": {"reasoning": "ok", "score": 4}}}},
+            {"when": {"user_contains": "Write"}, "reply": {"text": "A short poem."}}
+        ]
+    });
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, script, |_| {}).await;
+    let config = json!({"columns": [
+        {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+         "params": {"values": ["cats", "dogs"]}},
+        {"name": "poem", "column_type": "llm-text", "model_alias": "writer",
+         "system_prompt": "You are terse.", "prompt": "Write about {{ topic }}.",
+         "with_trace": "all_messages"},
+        {"name": "grade", "column_type": "llm-judge", "model_alias": "writer",
+         "prompt": "Rate {{ poem }}.",
+         "scores": [{"name": "quality", "description": "How good",
+                     "options": {"1": "bad", "4": "good"}}]}
+    ]});
+    let records = run(&app, config, json!({})).await;
+    assert!(records[0]["error"].is_null(), "{records:?}");
+    assert_eq!(records[0]["values"]["poem"], "A short poem.", "{records:?}");
+    assert_eq!(
+        records[0]["values"]["grade"]["quality"]["reasoning"], "ok",
+        "{records:?}"
+    );
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 2, "no retries: {bodies:#?}");
+    for body in &bodies {
+        for m in body["messages"].as_array().unwrap() {
+            assert!(m["content"].is_string(), "{m}");
+        }
+    }
+    // The trace keeps DataDesigner's block lists.
+    let (status, trace) = app
+        .get(&format!(
+            "/v1/records/{}/trace?column=poem",
+            records[0]["id"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(status, 200, "{trace}");
+    let first = &trace["traces"][0]["messages"][0];
+    assert_eq!(first["content"][0]["text"], "You are terse.", "{trace}");
+    app.stop().await;
+}

@@ -301,6 +301,7 @@ mod tests {
             last_tool_text: String::new(),
             tools_forbidden: false,
             all_text: String::new(),
+            text_part_lists: false,
         };
         assert_eq!(default_text(&v), format!("mock reply: {}", "x".repeat(60)));
         v.all_text = r#"Answer. <response_schema>{"type":"object","required":["n"],

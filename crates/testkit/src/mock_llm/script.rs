@@ -195,6 +195,11 @@ pub struct Faults {
     /// Status of injected errors (default 500).
     #[serde(default = "default_error_status")]
     pub error_status: u16,
+    /// Answer a request with a message whose `content` is a list of text parts the way
+    /// llama-cpp-python's server does (0.3.36: HTTP 500, "can only concatenate str (not
+    /// "list") to str", from its chat template): only string content is read.
+    #[serde(default)]
+    pub string_content_only: bool,
 }
 
 fn default_error_status() -> u16 {
@@ -211,6 +216,7 @@ impl Default for Faults {
             error_probability: None,
             seed: 0,
             error_status: default_error_status(),
+            string_content_only: false,
         }
     }
 }
@@ -286,6 +292,7 @@ mod tests {
             last_tool_text: "Error: boom".into(),
             tools_forbidden: true,
             all_text: String::new(),
+            text_part_lists: false,
         };
         let when = |j| serde_json::from_value::<When>(j).unwrap();
         assert!(when(json!({})).matches(&v));

@@ -318,6 +318,17 @@ fn decide(g: &mut Inner, seq: u64, view: &View) -> (Wait, Plan) {
     let f = g.script.faults.clone();
     let latency = Duration::from_millis(f.latency_ms);
     let every = |k: Option<u64>| k.is_some_and(|k| k > 0 && seq.is_multiple_of(k));
+    if f.string_content_only && view.text_part_lists {
+        let body = serde_json::json!({"error": {
+            "message": "can only concatenate str (not \"list\") to str",
+            "type": "internal_server_error", "param": null, "code": null}});
+        let plan = Plan::Error {
+            status: 500,
+            body: Some(body),
+            retry_after: None,
+        };
+        return (Wait::after(latency), plan);
+    }
     if every(f.rate_limit_every) {
         let retry_after = f.retry_after.as_ref().map(header_text);
         let plan = Plan::Error {

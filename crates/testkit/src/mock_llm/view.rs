@@ -30,6 +30,9 @@ pub struct View {
     /// All text of the request (system, messages, tool results), for `<response_schema>`
     /// lookup and token counts.
     pub all_text: String,
+    /// An OpenAI message's `content` is a list of text parts only (what llama-cpp-python's
+    /// server refuses, see `Faults::string_content_only`).
+    pub text_part_lists: bool,
 }
 
 /// Text of a string, or of the text blocks of a block list (tool_result contents included).
@@ -134,6 +137,15 @@ impl View {
             trailing.push(m.get("content").map(text_of).unwrap_or_default());
         }
         trailing.reverse();
+        let text_part_lists = api == Api::Openai
+            && messages.iter().any(|m| {
+                m.get("content")
+                    .and_then(Value::as_array)
+                    .is_some_and(|bs| {
+                        bs.iter()
+                            .all(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                    })
+            });
         let tools_forbidden = match body.get("tool_choice") {
             Some(Value::String(s)) => s == "none",
             Some(o) => o.get("type").and_then(Value::as_str) == Some("none"),
@@ -141,6 +153,7 @@ impl View {
         };
         Self {
             api,
+            text_part_lists,
             last_tool_text: trailing.join("\n"),
             tools_forbidden,
             model: body
