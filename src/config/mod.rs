@@ -27,7 +27,7 @@ pub use host_entry::HostEntry;
 pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};
 pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
-    ProviderType, SessionScope, resolve_api_key,
+    ProviderType, SessionScope, StructuredOutput, resolve_api_key,
 };
 pub use secrets::secret_forms;
 pub use sections::{

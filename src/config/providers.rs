@@ -38,6 +38,44 @@ pub struct ModelProviderConfig {
     /// DataDesigner's.
     #[serde(default)]
     pub tls_ca_file: Option<std::path::PathBuf>,
+    /// How structured and judge columns ask this provider for JSON. synthgate's own key, not
+    /// DataDesigner's.
+    #[serde(default)]
+    pub structured_output: StructuredOutput,
+}
+
+/// How a provider is asked for JSON by `llm-structured` and `llm-judge` columns. The format
+/// instructions and the `<response_schema>` go in the prompt in every mode (DataDesigner's
+/// way), and the answer is parsed and checked the same way; a mode other than `prompt` also
+/// sends the column's schema as `response_format`, so a server that constrains decoding to it
+/// (llama.cpp, vLLM, OpenAI's structured outputs) answers valid JSON. A small model that fails
+/// free-form JSON most of the time then answers every record.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredOutput {
+    /// The prompt only (DataDesigner's behaviour).
+    #[default]
+    Prompt,
+    /// `{"type": "json_schema", "json_schema": {"name": "response", "schema": ...}}`: OpenAI,
+    /// vLLM, llama.cpp's `llama-server`, Ollama.
+    JsonSchema,
+    /// `{"type": "json_object", "schema": ...}`: llama-cpp-python's server (0.3), which
+    /// refuses `json_schema`.
+    JsonObject,
+}
+
+impl StructuredOutput {
+    /// The `response_format` asking for JSON under `schema`, if this mode sends one.
+    pub fn response_format(self, schema: &Value) -> Option<Value> {
+        match self {
+            Self::Prompt => None,
+            Self::JsonSchema => Some(serde_json::json!({
+                "type": "json_schema",
+                "json_schema": {"name": "response", "schema": schema},
+            })),
+            Self::JsonObject => Some(serde_json::json!({"type": "json_object", "schema": schema})),
+        }
+    }
 }
 
 /// DataDesigner's secret rule for a provider's `api_key` (LLM and MCP alike): the configured

@@ -67,16 +67,20 @@ pub(crate) fn protocol_headers(
 }
 
 /// The request body for `kind`, serialized. An `Err` is a conversation this protocol cannot
-/// express.
+/// express. `response_format` (the provider's `structured_output`) goes to OpenAI-compatible
+/// servers; Anthropic's Messages API has no such field.
 pub(crate) fn build_body(
     kind: ProviderType,
     model_id: &str,
     req: &ChatRequest,
     sampled: &Sampled,
     extra_body: &Map<String, Value>,
+    response_format: Option<Value>,
 ) -> Result<Vec<u8>, String> {
     match kind {
-        ProviderType::Openai => openai::build_body(model_id, req, sampled, extra_body),
+        ProviderType::Openai => {
+            openai::build_body(model_id, req, sampled, extra_body, response_format)
+        }
         ProviderType::Anthropic => anthropic::build_body(model_id, req, sampled, extra_body)
             .and_then(|v| serde_json::to_vec(&v).map_err(|e| e.to_string())),
     }

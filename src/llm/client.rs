@@ -73,6 +73,8 @@ pub(super) struct Provider {
     /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
     headers: HeaderMap,
     extra_body: Option<Map<String, Value>>,
+    /// Whether structured and judge columns send their schema as `response_format`.
+    structured_output: crate::config::StructuredOutput,
     redactor: Redactor,
     /// Its connections (see `crate::lanes`).
     lanes: Lanes,
@@ -155,6 +157,7 @@ impl Provider {
             base: cfg.endpoint.trim_end_matches('/').to_owned(),
             headers,
             extra_body: cfg.extra_body.clone(),
+            structured_output: cfg.structured_output,
             redactor,
             lanes,
         })
@@ -317,7 +320,18 @@ impl LlmClient {
         spans::server(span, &provider.base);
         spans::chat_request(span, &sampled, req);
         let extra = params::merge_extra_body(ip.extra_body.as_ref(), provider.extra_body.as_ref());
-        let body = adapter::build_body(provider.kind, &model.model, req, &sampled, &extra);
+        let response_format = req
+            .response_schema
+            .as_deref()
+            .and_then(|schema| provider.structured_output.response_format(schema));
+        let body = adapter::build_body(
+            provider.kind,
+            &model.model,
+            req,
+            &sampled,
+            &extra,
+            response_format,
+        );
         let kind = provider.kind;
         let (p, attempts) = self
             .exchange(model, provider, &provider.url, body, cancel, |v| {

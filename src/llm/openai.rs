@@ -24,11 +24,15 @@ use super::types::{ChatMessage, ChatRequest, ContentBlock, Role, ToolCall, ToolS
 /// are the same: `model`, `messages`, `tools`, then the computed fields and `extra_body` in
 /// the order they were inserted (`extra_body` can never name the first three, see
 /// [`apply_extra_body`]).
+///
+/// `response_format`, when the provider asks for one, goes before `extra_body`, which can
+/// still override it.
 pub(crate) fn build_body(
     model_id: &str,
     req: &ChatRequest,
     sampled: &Sampled,
     extra_body: &Map<String, Value>,
+    response_format: Option<Value>,
 ) -> Result<Vec<u8>, String> {
     let mut rest = Map::new();
     if !req.tools.is_empty() {
@@ -39,6 +43,9 @@ pub(crate) fn build_body(
         }
     }
     sampled.write(&mut rest);
+    if let Some(format) = response_format {
+        rest.insert("response_format".into(), format);
+    }
     apply_extra_body(&mut rest, extra_body);
     let body = Body {
         model: model_id,
@@ -311,7 +318,8 @@ mod tests {
             .cloned()
             .unwrap();
         let body: Value =
-            serde_json::from_slice(&build_body("m-1", &req, &sampled, &extra).unwrap()).unwrap();
+            serde_json::from_slice(&build_body("m-1", &req, &sampled, &extra, None).unwrap())
+                .unwrap();
         assert_eq!(body["model"], "m-1");
         assert_eq!(
             body["temperature"], 0.1,
@@ -337,6 +345,7 @@ mod tests {
             &ChatRequest::new(vec![]),
             &Sampled::default(),
             &Map::new(),
+            None,
         );
         let no_tools: Value = serde_json::from_slice(&no_tools.unwrap()).unwrap();
         assert!(no_tools.get("tools").is_none());
@@ -418,7 +427,7 @@ mod tests {
             }
             sampled.write(&mut expected);
             apply_extra_body(&mut expected, &extra);
-            let got = build_body("m", &req, &sampled, &extra).unwrap();
+            let got = build_body("m", &req, &sampled, &extra, None).unwrap();
             assert_eq!(
                 String::from_utf8(got).unwrap(),
                 serde_json::to_string(&Value::Object(expected)).unwrap()
@@ -426,7 +435,7 @@ mod tests {
         }
         let plain = ChatRequest::new(vec![ChatMessage::user("x")]);
         assert_eq!(
-            build_body("m", &plain, &Sampled::default(), &Map::new()).unwrap(),
+            build_body("m", &plain, &Sampled::default(), &Map::new(), None).unwrap(),
             br#"{"model":"m","messages":[{"role":"user","content":"x"}]}"#
         );
     }
@@ -444,7 +453,7 @@ mod tests {
             ],
         );
         let req = ChatRequest::new(vec![text, image]);
-        let body = build_body("m", &req, &Sampled::default(), &Map::new()).unwrap();
+        let body = build_body("m", &req, &Sampled::default(), &Map::new(), None).unwrap();
         let body: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(body["messages"][0]["content"], "a\nb");
         assert_eq!(
@@ -452,6 +461,30 @@ mod tests {
             json!([{"type": "text", "text": "see"},
                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}}])
         );
+    }
+
+    /// The provider's `response_format` goes after the sampled fields and before
+    /// `extra_body`, which may replace it.
+    #[test]
+    fn a_response_format_is_sent_and_extra_body_still_wins() {
+        let req = ChatRequest::new(vec![ChatMessage::user("x")]);
+        let format = json!({"type": "json_object", "schema": {"type": "object"}});
+        let body = build_body(
+            "m",
+            &req,
+            &Sampled::default(),
+            &Map::new(),
+            Some(format.clone()),
+        );
+        let body: Value = serde_json::from_slice(&body.unwrap()).unwrap();
+        assert_eq!(body["response_format"], format);
+        let extra = json!({"response_format": {"type": "text"}})
+            .as_object()
+            .cloned()
+            .unwrap();
+        let body = build_body("m", &req, &Sampled::default(), &extra, Some(format));
+        let body: Value = serde_json::from_slice(&body.unwrap()).unwrap();
+        assert_eq!(body["response_format"], json!({"type": "text"}));
     }
 
     #[test]

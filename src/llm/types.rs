@@ -268,6 +268,10 @@ pub struct ChatRequest {
     /// forbidden; the tool loop leaves it out after the first tool turn.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<serde_json::Value>,
+    /// The JSON schema the answer must follow (structured and judge columns), sent as
+    /// `response_format` to a provider whose `structured_output` asks for it.
+    #[serde(skip)]
+    pub response_schema: Option<std::sync::Arc<Value>>,
 }
 
 impl ChatRequest {
@@ -278,6 +282,7 @@ impl ChatRequest {
             tools: Vec::new(),
             forbid_tool_calls: false,
             tool_choice: None,
+            response_schema: None,
         }
     }
 

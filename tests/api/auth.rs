@@ -309,7 +309,7 @@ async fn oversized_prompts_fail_the_record_and_long_tool_results_are_cut() {
         tool[1]["text"],
         "[tool result truncated: 4000 of 5000 characters omitted (limits.max_tool_result_chars = 1000)]"
     );
-    // The model was sent the cut result, not the whole one.
+    // The model was sent the cut result, not the whole one (its text blocks as one string).
     let last = mock.requests().pop().unwrap().body;
     let sent = last["messages"]
         .as_array()
@@ -318,7 +318,12 @@ async fn oversized_prompts_fail_the_record_and_long_tool_results_are_cut() {
         .find(|m| m["role"] == "tool")
         .unwrap()
         .clone();
-    assert_eq!(sent["content"], *tool);
+    let cut = format!(
+        "{}\n{}",
+        tool[0]["text"].as_str().unwrap(),
+        tool[1]["text"].as_str().unwrap()
+    );
+    assert_eq!(sent["content"], cut);
 
     let big = json!({"num_records": 2, "config": {"columns": [
         {"name": "a", "column_type": "llm-text", "model_alias": "writer",

@@ -253,3 +253,84 @@ async fn a_server_that_reads_only_string_content_gets_strings() {
     assert_eq!(first["content"][0]["text"], "You are terse.", "{trace}");
     app.stop().await;
 }
+
+/// A provider with `structured_output` gets a structured or judge column's schema as
+/// `response_format`, in the form it asked for (llama-cpp-python's `json_object` with a
+/// `schema`, or `json_schema`), beside the same prompt instructions; text columns and
+/// providers left at `prompt` (DataDesigner's way) get none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn structured_output_sends_the_columns_schema_as_response_format() {
+    let script = json!({"rules": [
+        {"when": {"user_contains": "Rate"}, "reply": {"json": {"fun": {"reasoning": "r", "score": "2"}}}},
+        {"when": {"user_contains": "Describe"}, "reply": {"json": {"name": "Tom"}}},
+        {"reply": {"text": "ok"}}
+    ]});
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, script, |c| {
+        let endpoint = c.model_providers[0].endpoint.clone();
+        c.model_providers.push(
+            serde_json::from_value(json!({"name": "grammar", "endpoint": endpoint,
+                "structured_output": "json_object"}))
+            .unwrap(),
+        );
+        c.model_providers.push(
+            serde_json::from_value(json!({"name": "strict", "endpoint": endpoint,
+                "structured_output": "json_schema"}))
+            .unwrap(),
+        );
+    })
+    .await;
+    let person = json!({"type": "object", "properties": {"name": {"type": "string"}},
+                        "required": ["name"]});
+    let config = json!({
+        "model_configs": [
+            {"alias": "g", "model": "model-g", "provider": "grammar"},
+            {"alias": "s", "model": "model-s", "provider": "strict"}
+        ],
+        "columns": [
+            {"name": "person", "column_type": "llm-structured", "model_alias": "g",
+             "prompt": "Describe someone.", "output_format": person},
+            {"name": "line", "column_type": "llm-text", "model_alias": "g", "prompt": "Say hi."},
+            {"name": "grade", "column_type": "llm-judge", "model_alias": "s",
+             "prompt": "Rate {{ line }}.",
+             "scores": [{"name": "fun", "description": "Fun", "options": {"1": "no", "2": "yes"}}]},
+            {"name": "plain", "column_type": "llm-structured", "model_alias": "writer",
+             "prompt": "Describe another.", "output_format": person}
+        ]
+    });
+    let records = run(&app, config, json!({})).await;
+    assert!(records[0]["error"].is_null(), "{records:?}");
+    assert_eq!(records[0]["values"]["person"]["name"], "Tom", "{records:?}");
+    let bodies = chat_bodies(&mock);
+    let by_prompt = |needle: &str| {
+        bodies
+            .iter()
+            .find(|b| b["messages"].to_string().contains(needle))
+            .unwrap_or_else(|| panic!("no request with {needle}: {bodies:#?}"))
+            .clone()
+    };
+    let structured = by_prompt("Describe someone.");
+    assert_eq!(
+        structured["response_format"],
+        json!({"type": "json_object", "schema": person})
+    );
+    // The prompt still carries DataDesigner's instructions.
+    assert!(
+        structured["messages"]
+            .to_string()
+            .contains("response_schema")
+    );
+    assert!(by_prompt("Say hi.").get("response_format").is_none());
+    let judge = by_prompt("Rate ");
+    assert_eq!(judge["response_format"]["type"], "json_schema", "{judge}");
+    assert_eq!(judge["response_format"]["json_schema"]["name"], "response");
+    assert_eq!(
+        judge["response_format"]["json_schema"]["schema"]["required"],
+        json!(["fun"])
+    );
+    assert!(
+        by_prompt("Describe another.")
+            .get("response_format")
+            .is_none()
+    );
+    app.stop().await;
+}

@@ -84,6 +84,9 @@ pub(crate) struct LlmStep {
     pub(crate) instructions: Option<String>,
     /// Validates parsed JSON answers (structured, judge).
     pub(crate) validator: Option<jsonschema::Validator>,
+    /// The schema of those answers, for providers that take it as `response_format`
+    /// (`model_providers[].structured_output`); shared by every request of the column.
+    pub(crate) response_schema: Option<std::sync::Arc<Value>>,
 }
 
 impl std::fmt::Debug for LlmStep {
@@ -187,11 +190,13 @@ impl LlmStep {
                 )
             }
         };
-        let validator = match schema {
-            Some((field, schema)) => Some(
-                jsonschema::validator_for(&schema)
-                    .map_err(|e| (field.to_owned(), format!("is not a valid JSON Schema: {e}")))?,
-            ),
+        let validator = match &schema {
+            Some((field, schema)) => Some(jsonschema::validator_for(schema).map_err(|e| {
+                (
+                    (*field).to_owned(),
+                    format!("is not a valid JSON Schema: {e}"),
+                )
+            })?),
             None => None,
         };
         Ok(Self {
@@ -200,6 +205,7 @@ impl LlmStep {
             system,
             instructions,
             validator,
+            response_schema: schema.map(|(_, s)| std::sync::Arc::new(s)),
         })
     }
 
@@ -293,6 +299,7 @@ impl LlmStep {
                     toolset: toolset.as_ref(),
                     prompt_based,
                     turns,
+                    response_schema: self.response_schema.as_ref(),
                 };
                 conv.asked = true;
                 let resp = turn.ask(rt, model, &mut conv.messages, &mut specs).await?;
@@ -490,6 +497,8 @@ struct Turn<'t> {
     prompt_based: bool,
     /// Tool turns taken so far.
     turns: u32,
+    /// The column's answer schema (structured, judge), for `response_format`.
+    response_schema: Option<&'t std::sync::Arc<Value>>,
 }
 
 impl Turn<'_> {
@@ -508,16 +517,18 @@ impl Turn<'_> {
         specs: &mut Vec<ToolSpec>,
     ) -> Result<ChatResponse, LlmError> {
         let Some(ts) = self.toolset else {
-            let req = ChatRequest::new(std::mem::take(messages));
+            let req = self.request(std::mem::take(messages));
             let resp = rt.chat.chat(model, &req, rt.cancel).await;
             *messages = req.messages;
             return resp;
         };
         if self.prompt_based {
-            let req = ChatRequest::new(prompt::lower(messages, specs));
+            let req = self.request(prompt::lower(messages, specs));
             return rt.chat.chat(model, &req, rt.cancel).await;
         }
-        let mut req = ChatRequest::new(std::mem::take(messages)).with_tools(std::mem::take(specs));
+        let mut req = self
+            .request(std::mem::take(messages))
+            .with_tools(std::mem::take(specs));
         if self.turns > ts.max_turns {
             req = req.forbidding_tool_calls();
         }
@@ -529,6 +540,13 @@ impl Turn<'_> {
         *messages = req.messages;
         *specs = req.tools;
         resp
+    }
+
+    /// A request of `messages` carrying the column's answer schema.
+    fn request(&self, messages: Vec<ChatMessage>) -> ChatRequest {
+        let mut req = ChatRequest::new(messages);
+        req.response_schema = self.response_schema.cloned();
+        req
     }
 }
 
