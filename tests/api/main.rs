@@ -41,6 +41,7 @@ mod parquet;
 mod poison_pills;
 mod process;
 mod processors;
+mod real_model;
 mod record_errors;
 mod replicas;
 mod restart;
