@@ -29,7 +29,8 @@ pub enum JobsCommand {
     Show(JobIdArgs),
     /// Cancel a job: records not started are not run; those in flight finish.
     Cancel(JobIdArgs),
-    /// Follow a job with a progress bar until it finishes; exit 0 only if it completed.
+    /// Follow a job with a progress bar until it finishes; exit 0 only if it completed with at
+    /// least one record that did not fail.
     Wait(JobIdArgs),
     /// Delete a finished job with its records, traces and usage.
     Delete(JobIdArgs),

@@ -45,9 +45,17 @@ pub(crate) fn summary_line(job: &JobView, elapsed: Duration) -> String {
     line
 }
 
-/// `0` when the job completed, `1` for any other final status.
+/// `0` when the job completed with at least one record (or had none to make), `1` for any
+/// other final status, and for a completed job whose every record failed: a script that
+/// waits on the job has no data to go on (seen against a real server that answered every
+/// request with an error, while the job still finished "completed").
 pub(crate) fn exit_code(job: &JobView) -> u8 {
-    if job.status == "completed" { 0 } else { 1 }
+    let all_failed = job.counts.completed == 0 && job.counts.failed > 0;
+    if job.status == "completed" && !all_failed {
+        0
+    } else {
+        1
+    }
 }
 
 /// A progress bar on stderr (hidden when stderr is not a terminal).
@@ -190,5 +198,7 @@ mod tests {
         assert_eq!(exit_code(&job("completed", counts(2, 1, 1, 0))), 0);
         assert_eq!(exit_code(&job("failed", counts(1, 0, 1, 0))), 1);
         assert_eq!(exit_code(&job("cancelled", counts(1, 0, 0, 1))), 1);
+        // Completed, with every record failed: nothing to go on.
+        assert_eq!(exit_code(&job("completed", counts(3, 0, 3, 0))), 1);
     }
 }

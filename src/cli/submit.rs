@@ -28,7 +28,8 @@ pub struct SubmitArgs {
     /// A name to find the job by later (`synthgate jobs list --name`).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Follow the job with a progress bar until it finishes; exit 0 only if it completed.
+    /// Follow the job with a progress bar until it finishes; exit 0 only if it completed
+    /// with at least one record that did not fail.
     #[arg(long)]
     pub wait: bool,
     /// Do not upload the config's local seed files (`seed_type: local`); the server must
