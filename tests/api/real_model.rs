@@ -318,6 +318,146 @@ async fn embeddings_come_from_a_real_model() {
     app.stop().await;
 }
 
+/// A cancel stops the generation in flight: the model is kept from ending its answer (its
+/// end-of-turn tokens banned through `extra_body.logit_bias`), so a record's one request
+/// would run to 1,024 tokens (over 10 s on two cores); the job is `cancelled` within a few
+/// seconds of the cancel, with no record completed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancel_stops_the_generations_in_flight() {
+    let Some((python, model)) = llama() else {
+        return;
+    };
+    let server = LlamaServer::start(&python, &model, "smol", &[]).await;
+    let app = app_on(&server, |_| {}).await;
+    // SmolLM2's `<|endoftext|>` and `<|im_end|>` are tokens 0 and 2.
+    let config = json!({
+        "model_configs": [{"alias": "smol", "model": "smol", "provider": "local",
+            "inference_parameters": {"max_tokens": 1024, "max_parallel_requests": 1,
+                "extra_body": {"logit_bias": {"0": -100, "2": -100}}}}],
+        "columns": [{"name": "story", "column_type": "llm-text", "model_alias": "smol",
+                     "prompt": "Count from 1 to 1000, one number per line."}]
+    });
+    let (status, job) = app
+        .create_job(&json!({"config": config, "num_records": 2}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, j) = app.get(&format!("/v1/jobs/{id}")).await;
+        if j["counts"]["in_progress"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never in progress: {j}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Well into the first generation.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let resp = app
+        .client
+        .post(app.url(&format!("/v1/jobs/{id}/cancel")))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    let cancelled = Instant::now();
+    let job = app.wait_for_job(id, Duration::from_secs(30)).await;
+    let took = cancelled.elapsed();
+    assert_eq!(job["status"], "cancelled", "{job}");
+    assert_eq!(job["counts"]["completed"], 0, "{job}");
+    assert!(took < Duration::from_secs(5), "cancelled after {took:?}");
+    app.stop().await;
+}
+
+/// `tool_alias` against a real MCP server (the project's `mock-mcp`, over stdio) with a chat
+/// format whose answers carry `tool_calls` (llama-cpp-python's `chatml-function-calling`):
+/// the model's calls reach the server, and their results go back to the model (the request
+/// after each result holds it, and the model answers). The first turn's choice is forced, as a
+/// DataDesigner `tool_choice` object, since a 135M model rarely picks a tool by itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_reach_a_real_mcp_server_and_their_results_the_model() {
+    let Some((python, model)) = llama() else {
+        return;
+    };
+    let flags = ["--chat_format", "chatml-function-calling"];
+    let server = LlamaServer::start(&python, &model, "smol", &flags).await;
+    let events = crate::mcp_support::Events::new();
+    let provider = crate::mcp_support::mock_mcp_stdio("tools", &events.path);
+    let app = app_on(&server, move |c| {
+        c.mcp_providers = vec![serde_json::from_value(provider).unwrap()];
+        c.tool_configs = vec![
+            serde_json::from_value(json!({"tool_alias": "echo", "providers": ["tools"],
+                "allow_tools": ["echo"], "max_tool_call_turns": 2}))
+            .unwrap(),
+        ];
+    })
+    .await;
+    let config = json!({
+        "model_configs": [{"alias": "smol", "model": "smol", "provider": "local",
+            "inference_parameters": {"max_tokens": 64, "max_parallel_requests": 1,
+                "tool_choice": {"type": "function", "function": {"name": "echo"}}}}],
+        "columns": [
+            {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+             "params": {"values": ["cats", "bread", "rain"]}},
+            {"name": "answer", "column_type": "llm-text", "model_alias": "smol",
+             "tool_alias": "echo", "with_trace": "all_messages",
+             "prompt": "Call the echo tool with the text '{{ topic }}', then say what it returned."}
+        ]
+    });
+    let (status, job) = app
+        .create_job(&json!({"config": config, "num_records": 4,
+            "run_config": {"disable_early_shutdown": true}}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let id = job["id"].as_str().unwrap();
+    let job = app.wait_for_job(id, Duration::from_secs(300)).await;
+    assert_eq!(job["status"], "completed", "{job}");
+    let records = app.all_records(id).await;
+    let done = completed_or_model_failures(&records);
+    assert!(
+        done.len() >= 3,
+        "{} of 4 completed: {records:#?}",
+        done.len()
+    );
+    // A call whose arguments miss the schema is answered with an `Error:` result without
+    // reaching the server (the model may try again): most do reach it.
+    let served = events.calls("echo");
+    assert!(served >= 2, "{:?}", events.lines());
+    let mut echoed = 0;
+    for r in done {
+        let trace = crate::mcp_support::answer_trace(&app, r["id"].as_str().unwrap()).await;
+        let call = trace
+            .iter()
+            .position(|m| m["role"] == "assistant" && m["tool_calls"].is_array())
+            .unwrap_or_else(|| panic!("no tool call: {trace:#?}"));
+        let result = &trace[call + 1];
+        assert_eq!(result["role"], "tool", "{trace:#?}");
+        assert_eq!(
+            result["tool_call_id"], trace[call]["tool_calls"][0]["id"],
+            "{trace:#?}"
+        );
+        // The tool's answer is what the model asked it to echo.
+        let args: Value = serde_json::from_str(
+            trace[call]["tool_calls"][0]["function"]["arguments"]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap_or(Value::Null);
+        let answer = result["content"][0]["text"].as_str().unwrap_or_default();
+        match args["text"].as_str() {
+            Some(text) if !answer.starts_with("Error:") => {
+                assert_eq!(answer, text, "{trace:#?}");
+                echoed += 1;
+            }
+            _ => assert!(answer.starts_with("Error:"), "{trace:#?}"),
+        }
+        let last = trace.last().unwrap();
+        assert_eq!(last["role"], "assistant", "{trace:#?}");
+    }
+    assert!(echoed >= 2, "{echoed} records got the server's echo");
+    app.stop().await;
+}
+
 /// `config/examples/local-model.yaml` is what DataDesigner's builder writes from
 /// tests/real_model/write_config.py (`SYNTHGATE_WRITE_EXAMPLES=1` writes it).
 #[tokio::test]
