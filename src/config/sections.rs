@@ -140,6 +140,9 @@ impl ServerConfig {
     }
 }
 
+/// The longest `database.job_retention_days`: 100 years.
+pub const MAX_JOB_RETENTION_DAYS: u32 = 36_500;
+
 /// Where data lives. No `url` = an embedded SQLite file at `sqlite_path`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -194,9 +197,21 @@ impl DatabaseConfig {
                     .into(),
             );
         }
+        // The sweep subtracts the retention from now: 1e8 days is before any date the clock
+        // can say, and the sweep panicked on every run, so retention never ran.
+        if self
+            .job_retention_days
+            .is_some_and(|d| d > MAX_JOB_RETENTION_DAYS)
+        {
+            out.push(format!(
+                "config key `database.job_retention_days`: at most {MAX_JOB_RETENTION_DAYS} \
+                 (100 years; absent keeps jobs for good)"
+            ));
+        }
     }
 
-    /// How long a finished job is kept, when a retention is set.
+    /// How long a finished job is kept, when a retention is set (at most
+    /// [`MAX_JOB_RETENTION_DAYS`], checked at load).
     pub fn job_retention(&self) -> Option<std::time::Duration> {
         self.job_retention_days
             .map(|days| std::time::Duration::from_secs(u64::from(days) * 86_400))

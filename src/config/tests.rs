@@ -466,3 +466,20 @@ auth:
         "{problems:#?}"
     );
 }
+
+/// Round 3 (Q8): a retention of 1e8 days passed `config check`, and the sweep then panicked
+/// on every run (the cut-off is before any date), so retention never ran.
+#[test]
+fn job_retention_days_is_bounded() {
+    let problems = invalid(json!({"database": {"job_retention_days": 100_000_000}}));
+    assert_mentions(
+        &problems,
+        &["database.job_retention_days", "at most 36500"],
+        Some(1),
+    );
+    let c = Config::from_value(json!({"database": {"job_retention_days": 36_500}}), &[]).unwrap();
+    assert_eq!(
+        c.database.job_retention(),
+        Some(std::time::Duration::from_secs(36_500 * 86_400))
+    );
+}

@@ -239,6 +239,22 @@ pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, DatasetE
     if name.chars().any(char::is_control) {
         return Err(bad("must not contain control characters"));
     }
+    // Bidirectional overrides, embeddings, isolates and marks reorder how a name is shown
+    // (`report\u{202E}vsc.exe` reads as `reportexe.csv`): a name must read as it is.
+    if name.chars().any(|c| {
+        matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{200E}' | '\u{200F}' | '\u{061C}')
+    }) {
+        return Err(bad(
+            "must not contain bidirectional control characters (they change how the name reads)",
+        ));
+    }
+    // `.csv` and `..csv` are an extension with no name (and a hidden file's name).
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    if stem.trim_matches('.').is_empty() {
+        return Err(bad(
+            "must have a name before its extension, e.g. `name=people.csv`",
+        ));
+    }
     // A job's `local` seed names datasets by glob (`path: "*.csv"`): a dataset named `*.csv`
     // could be matched only as every CSV at once, never as itself.
     if name.contains(['*', '?', '[', ']']) {
@@ -284,6 +300,28 @@ mod tests {
         assert!(check_file_name("dir/", "query parameter 'name'").is_err());
         assert!(check_file_name("..", "query parameter 'name'").is_err());
         assert!(check_file_name("a\nb.csv", "query parameter 'name'").is_err());
+        // Round 3: an extension alone, and names that do not read as they are.
+        for bad in [
+            ".csv",
+            "..csv",
+            "...",
+            "evil\u{202E}vsc.exe",
+            "a\u{2066}b.csv",
+            "\u{200F}x.csv",
+        ] {
+            assert!(
+                check_file_name(bad, "query parameter 'name'").is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            check_file_name(".hidden.csv", "query parameter 'name'").unwrap(),
+            ".hidden.csv"
+        );
+        assert_eq!(
+            check_file_name("data", "query parameter 'name'").unwrap(),
+            "data"
+        );
         for glob in ["*.csv", "a?.csv", "[ab].csv", "x]y.jsonl"] {
             assert!(
                 check_file_name(glob, "query parameter 'name'").is_err(),

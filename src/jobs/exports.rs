@@ -438,15 +438,24 @@ const FORMULA_LEADS: &[char] = &[
 /// show it as text). A plain number such as `-3.5` or `+1e5` is left as it is: a spreadsheet
 /// reads it as a number, not a formula, and prefixing it would turn numeric columns into text.
 /// `-1+2` is not a plain number, so it is prefixed. Leading blanks do not hide a formula
-/// (` =1+1`, `\n=1+1`, an ideographic space): spreadsheets skip them, so the first character
-/// after them counts too. JSONL exports carry values unchanged.
+/// (` =1+1`, `\n=1+1`, an ideographic space), nor do invisible format characters that are not
+/// Unicode whitespace (a zero-width space `\u{200B}=`, a byte order mark `\u{FEFF}=`, a word
+/// joiner): spreadsheets skip them, so the first character after them counts too. JSONL
+/// exports carry values unchanged.
 fn neutralize_formula(cell: &str) -> String {
     let formula = |s: &str| {
         s.chars()
             .next()
             .is_some_and(|c| FORMULA_LEADS.contains(&c) && !is_plain_number(s))
     };
-    if formula(cell) || formula(cell.trim_start()) {
+    let invisible = |c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{180E}'
+            )
+    };
+    if formula(cell) || formula(cell.trim_start_matches(invisible)) {
         format!("'{cell}")
     } else {
         cell.to_owned()
@@ -538,5 +547,10 @@ mod tests {
             "'=cmd|' /C calc'!A0"
         );
         assert_eq!(neutralize_formula(""), "");
+        // Round 3: format characters that are not whitespace hid the formula.
+        assert_eq!(neutralize_formula("\u{200b}=1+1"), "'\u{200b}=1+1");
+        assert_eq!(neutralize_formula("\u{feff}=1+1"), "'\u{feff}=1+1");
+        assert_eq!(neutralize_formula("\u{2060}@SUM(A1)"), "'\u{2060}@SUM(A1)");
+        assert_eq!(neutralize_formula("\u{200b}-3"), "\u{200b}-3");
     }
 }

@@ -129,8 +129,11 @@ impl Provider {
             let mut hv = HeaderValue::try_from(value.as_str()).map_err(|_| bad_header(name))?;
             if is_sensitive_header(name) {
                 hv.set_sensitive(true);
-                redactor.add(value);
             }
+            // Every extra header's value is the operator's, whatever its name: an
+            // `OpenAI-Organization` or `X-Tenant` echoed in an error body is not a tenant's
+            // to read (round 3: a provider that echoed one reached record errors).
+            redactor.add(value);
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);
         }
@@ -538,6 +541,17 @@ mod tests {
         assert!(p.headers["x-custom-token"].is_sensitive());
         assert!(!p.headers["x-trace"].is_sensitive());
         assert_eq!(p.redactor.clean("a tok-hidden-1 b"), "a [REDACTED] b");
+        // A header not named like a secret is the operator's too.
+        let cfg = provider(
+            "sk-top-secret",
+            &[("OpenAI-Organization", "org-internal-42")],
+        );
+        let client = LlmClient::with_env(&[cfg], RetryPolicy::default(), |_| None).unwrap();
+        let p = &client.providers["p"];
+        assert_eq!(
+            p.redactor.clean("unknown organization org-internal-42"),
+            "unknown organization [REDACTED]"
+        );
     }
 
     #[test]

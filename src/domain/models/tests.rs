@@ -162,3 +162,20 @@ fn tool_config_defaults_and_unknown_fields() {
     .unwrap_err();
     assert!(err.to_string().contains("bogus"));
 }
+
+/// Round 3: `max_tool_call_turns` accepted 2^32-1, no budget at all.
+#[test]
+fn max_tool_call_turns_is_bounded() {
+    let turns = |n: u64| {
+        let t: ToolConfig = serde_json::from_value(
+            json!({"tool_alias": "t", "providers": ["x"], "max_tool_call_turns": n}),
+        )
+        .unwrap();
+        t.problems()
+    };
+    assert!(turns(100).is_empty());
+    let problems = turns(u64::from(u32::MAX));
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert_eq!(problems[0].field, "max_tool_call_turns");
+    assert!(problems[0].message.contains("at most 100"));
+}

@@ -34,6 +34,10 @@ fn default_max_tool_call_turns() -> u32 {
     5
 }
 
+/// The most tool-calling turns a tool config may allow. DataDesigner sets no upper bound; a
+/// conversation of a hundred tool turns is already far past what a record's context holds.
+pub const MAX_TOOL_CALL_TURNS: u32 = 100;
+
 impl ToolConfig {
     /// Checks the ranges and duplicates DataDesigner enforces.
     pub fn problems(&self) -> Vec<FieldProblem> {
@@ -48,6 +52,13 @@ impl ToolConfig {
             out.push(FieldProblem {
                 field: "max_tool_call_turns".into(),
                 message: "must be at least 1".into(),
+            });
+        }
+        // Each turn is a model request and its tool calls: 2^32-1 turns is no budget at all.
+        if self.max_tool_call_turns > MAX_TOOL_CALL_TURNS {
+            out.push(FieldProblem {
+                field: "max_tool_call_turns".into(),
+                message: format!("must be at most {MAX_TOOL_CALL_TURNS}"),
             });
         }
         if let Some(t) = self.timeout_sec
