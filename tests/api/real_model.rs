@@ -141,8 +141,8 @@ fn completed_or_model_failures(records: &[Value]) -> Vec<&Value> {
 }
 
 /// The example job, ten records: every column type it has (text with a system prompt and a
-/// sampler-fed prompt, code with its validation, a judge) completes or fails on what the model
-/// wrote; the text column completes for every record; each trace ends with the answer the
+/// sampler-fed prompt, code with its validation, structured, a judge) completes or fails on
+/// what the model wrote; the text, structured and judge columns complete for every record; each trace ends with the answer the
 /// record holds; the job counts the tokens the server reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_job_runs_against_a_real_model() {
@@ -178,11 +178,16 @@ async fn the_example_job_runs_against_a_real_model() {
             .map(|r| (r["error"]["column"].clone(), r["error"]["code"].clone()))
             .collect::<Vec<_>>()
     );
-    // Text is what a real server always answers, and the judge's answer is constrained to
-    // its schema: no record fails on either.
+    // Text is what a real server always answers, and the structured and judge answers are
+    // constrained to their schemas: no record fails on any of them.
     for r in &records {
-        assert_ne!(r["error"]["column"], "tagline", "{r}");
-        assert_ne!(r["error"]["column"], "grade", "{r}");
+        for column in ["tagline", "pet", "grade"] {
+            assert_ne!(r["error"]["column"], column, "{r}");
+        }
+    }
+    for r in &done {
+        let mood = r["values"]["pet"]["mood"].as_str().unwrap_or_default();
+        assert!(["happy", "sleepy", "curious"].contains(&mood), "{r}");
     }
     let with_text = records
         .iter()

@@ -3,7 +3,8 @@
 Usage: python write_config.py OUT_FILE
 
 The job of the README's "Try it with a local model" and of the real-model tier
-(tests/api/real_model.rs): every LLM column type DataDesigner has, against a small local
+(tests/api/real_model.rs): the chat LLM column types DataDesigner has (text, code with its
+validation, structured, judge), against a small local
 model served by llama.cpp (alias `smol`, provider `local`, both defined by the server's config:
 providers never come with a job). tests/api/real_model.rs runs this and checks the committed
 file is what the builder writes.
@@ -57,6 +58,20 @@ def main(out: Path) -> None:
         target_columns=["snippet"],
         validator_type="code",
         validator_params={"code_lang": "python"},
+    )
+    b.add_column(
+        name="pet",
+        column_type="llm-structured",
+        model_alias="smol",
+        prompt="Invent a pet that loves {{ topic }}.",
+        output_format={
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "mood": {"type": "string", "enum": ["happy", "sleepy", "curious"]},
+            },
+            "required": ["name", "mood"],
+        },
     )
     b.add_column(
         name="grade",
