@@ -511,15 +511,17 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
 }
 backends!(delete_in_use, delete_refused_while_a_job_reads_it);
 
-async fn a_crashed_import_is_deleted_at_start(backend: Backend) {
-    let db = TestDb::new(backend).await;
-    // What a process that died mid-import leaves: an `importing` row and some blocks, idle
-    // for a day.
-    let meta = synthgate::datasets::DatasetMeta {
+/// The metadata of an upload named `name`, for a test that writes its import through the
+/// store itself.
+fn upload_meta(
+    name: &str,
+    format: synthgate::datasets::DatasetFormat,
+) -> synthgate::datasets::DatasetMeta {
+    synthgate::datasets::DatasetMeta {
         id: DatasetId::new(),
         owner: None,
-        name: "crash.csv".into(),
-        format: synthgate::datasets::DatasetFormat::Csv,
+        name: name.into(),
+        format,
         columns: Vec::new(),
         num_rows: 0,
         size_bytes: 1,
@@ -527,7 +529,14 @@ async fn a_crashed_import_is_deleted_at_start(backend: Backend) {
         source: synthgate::datasets::DatasetSourceKind::Upload,
         source_ref: None,
         created_at: chrono::Utc::now(),
-    };
+    }
+}
+
+async fn a_crashed_import_is_deleted_at_start(backend: Backend) {
+    let db = TestDb::new(backend).await;
+    // What a process that died mid-import leaves: an `importing` row and some blocks, idle
+    // for a day.
+    let meta = upload_meta("crash.csv", synthgate::datasets::DatasetFormat::Csv);
     db.store.begin_dataset_import(&meta).await.unwrap();
     assert!(
         db.store
@@ -555,19 +564,7 @@ backends!(crashed_import_cleanup, a_crashed_import_is_deleted_at_start);
 /// what to do, not `500 internal`.
 async fn unreadable_stored_rows_are_refused_clearly(backend: Backend) {
     let db = TestDb::new(backend).await;
-    let meta = synthgate::datasets::DatasetMeta {
-        id: DatasetId::new(),
-        owner: None,
-        name: "deep.parquet".into(),
-        format: synthgate::datasets::DatasetFormat::Parquet,
-        columns: Vec::new(),
-        num_rows: 0,
-        size_bytes: 1,
-        sha256: "0".repeat(64),
-        source: synthgate::datasets::DatasetSourceKind::Upload,
-        source_ref: None,
-        created_at: chrono::Utc::now(),
-    };
+    let meta = upload_meta("deep.parquet", synthgate::datasets::DatasetFormat::Parquet);
     let deep = format!(r#"[{{"x":{}1{}}}]"#, "[".repeat(300), "]".repeat(300));
     db.store.begin_dataset_import(&meta).await.unwrap();
     assert!(
