@@ -75,11 +75,26 @@ pub(super) async fn export_response(
 }
 
 /// `rendered`'s bytes as `tower_http`'s file server answers `req` (ranges, lengths,
-/// `416` for a range past the end), keeping the file while the body reads it.
+/// `416` for a range past the end), keeping the file while the body reads it. A range of an
+/// empty file is answered here: no byte range of zero bytes can be satisfied (RFC 9110
+/// 14.1.1, 15.5.17), and the file server answered it with a `206` whose `Content-Range`
+/// claimed a byte the file does not have (an export of a job whose records all failed).
 pub(super) async fn serve_file(
     rendered: Arc<Rendered>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    if req.headers().contains_key(header::RANGE)
+        && tokio::fs::metadata(&rendered.path)
+            .await
+            .is_ok_and(|m| m.len() == 0)
+    {
+        let mut res = Response::new(Body::empty());
+        *res.status_mut() = StatusCode::RANGE_NOT_SATISFIABLE;
+        let h = res.headers_mut();
+        h.insert(header::CONTENT_RANGE, HeaderValue::from_static("bytes */0"));
+        h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+        return Ok(res);
+    }
     let served = tower_http::services::ServeFile::new(&rendered.path)
         .oneshot(req)
         .await

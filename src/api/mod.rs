@@ -30,7 +30,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
-use axum::http::{HeaderName, Method, StatusCode};
+use axum::http::{HeaderName, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -226,8 +226,21 @@ async fn error_envelope(State(body_limit): State<usize>, req: Request, next: Nex
         s => ApiError::InvalidRequest(format!("request rejected ({s})")),
     };
     let mut new = err.into_response();
-    // Keep the original status: the envelope explains it, it does not change it.
+    // Keep the original status: the envelope explains it, it does not change it. So do the
+    // headers that belong to that status: a 416's `Content-Range` (the representation's length,
+    // RFC 9110 15.5.17), a 405's `Allow`, a `Retry-After`, a challenge.
     *new.status_mut() = status;
+    for name in [
+        header::CONTENT_RANGE,
+        header::ACCEPT_RANGES,
+        header::ALLOW,
+        header::RETRY_AFTER,
+        header::WWW_AUTHENTICATE,
+    ] {
+        if let Some(v) = resp.headers().get(&name) {
+            new.headers_mut().insert(name, v.clone());
+        }
+    }
     tracing::info!(
         status = status.as_u16(),
         "bare error response wrapped in an envelope"

@@ -197,6 +197,11 @@ async fn a_finished_jobs_export_resumes(backend: Backend) {
         let past = format!("bytes={}-", full.len() + 5);
         let beyond = get(&app, &path, &[("range", &past)]).await;
         assert_eq!(beyond.status(), 416, "{format}");
+        assert_eq!(
+            beyond.headers()["content-range"],
+            format!("bytes */{}", full.len()).as_str(),
+            "{format}"
+        );
         // Now written out: a full download has its length.
         let again = get(&app, &path, &[]).await;
         assert_eq!(again.status(), 200);
@@ -228,6 +233,49 @@ async fn a_finished_jobs_export_resumes(backend: Backend) {
     app.stop().await;
 }
 backends!(export_ranges, a_finished_jobs_export_resumes);
+
+/// Round 3: the JSONL export of a job whose every record failed is empty, and a `Range` on it
+/// got a `206` claiming a byte it does not have. No range of zero bytes can be satisfied:
+/// `416` with `Content-Range: bytes */0`; without a range, `200` and no bytes.
+async fn a_range_on_an_empty_export_is_unsatisfiable(backend: Backend) {
+    let (app, _mock) = app_with_mock_llm(
+        backend,
+        json!({"rules": [{"reply": {"status": 400, "body": {"error": {"message": "refused"}}}}]}),
+        |_| {},
+    )
+    .await;
+    let config = json!({"columns": [{"name": "a", "column_type": "llm-text",
+        "model_alias": "writer", "prompt": "Say hi."}]});
+    let id = submit(
+        &app,
+        json!({"config": config, "num_records": 2,
+               "run_config": {"disable_early_shutdown": true}}),
+    )
+    .await;
+    let done = app.wait_for_job(&id, WAIT).await;
+    assert_eq!(done["counts"]["failed"], 2, "{done}");
+    let path = format!("/v1/jobs/{id}/records?format=jsonl");
+    let whole = get(&app, &path, &[]).await;
+    assert_eq!(whole.status(), 200);
+    assert!(whole.bytes().await.unwrap().is_empty());
+    for range in ["bytes=0-", "bytes=0-0", "bytes=-5"] {
+        let r = get(&app, &path, &[("range", range)]).await;
+        assert_eq!(r.status(), 416, "{range}: {:?}", r.headers());
+        assert_eq!(
+            r.headers()
+                .get("content-range")
+                .and_then(|v| v.to_str().ok()),
+            Some("bytes */0"),
+            "{range}: {:?}",
+            r.headers()
+        );
+    }
+    app.stop().await;
+}
+backends!(
+    empty_export_range,
+    a_range_on_an_empty_export_is_unsatisfiable
+);
 
 async fn failed_records_come_as_an_error_file(backend: Backend) {
     let (app, _mock) = app_with_mock_llm(
