@@ -242,6 +242,7 @@ pub(super) async fn datasets_page(
         (status = 200, description = "The dataset", body = DatasetDetailResponse),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such dataset (`dataset_not_found`)", body = ErrorBody),
+        (status = 422, description = "Its stored rows cannot be read: an earlier version stored values nested deeper than it reads back (`invalid_dataset`); delete it and import its file again", body = ErrorBody),
     )
 )]
 pub async fn get_dataset(
