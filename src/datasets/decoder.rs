@@ -290,8 +290,17 @@ fn read_lines(
             .take(max_line)
             .read_until(b'\n', &mut line)
             .map_err(|e| ImportError::internal(format!("reading the decoder: {e}")))?;
+        if n as u64 == max_line && line.last() != Some(&b'\n') {
+            // A Parquet row is bounded only once encoded: say which limit it passed rather
+            // than reporting the decoder killed for it.
+            return Err(ImportError::invalid(format!(
+                "row {} is larger than {} bytes as JSON (datasets.max_row_bytes)",
+                rows + 1,
+                limits.max_row_bytes
+            )));
+        }
         if n == 0 || line.last() != Some(&b'\n') {
-            // The end without a last word, or a line past the bound (the child misbehaves).
+            // The end without a last word: the child died.
             return Ok(None);
         }
         let body = &line[1..line.len() - 1];
@@ -461,6 +470,31 @@ mod tests {
             deep = json!([deep]);
         }
         assert_eq!(depth(&deep), 1_000);
+    }
+
+    /// A row line past `max_row_bytes` (plus the slack) is refused naming the limit.
+    #[test]
+    fn a_row_line_past_the_bound_names_the_limit() {
+        struct Keep;
+        impl RowSink for Keep {
+            fn push(&mut self, _row: Map<String, Value>) -> Result<(), ImportError> {
+                Ok(())
+            }
+        }
+        let limits = DatasetLimits {
+            max_row_bytes: 1024,
+            ..DatasetLimits::default()
+        };
+        let mut out = b"R{\"a\":1}\n".to_vec();
+        out.push(ROW);
+        out.extend(std::iter::repeat_n(b'x', LINE_SLACK_BYTES + 2048));
+        let e = read_lines(out.as_slice(), &limits, &mut Keep).unwrap_err();
+        assert!(e.message.contains("row 2"), "{}", e.message);
+        assert!(
+            e.message.contains("datasets.max_row_bytes"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
