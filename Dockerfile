@@ -4,7 +4,7 @@
 # Base images are pinned by tag; pin them by digest too (`image:tag@sha256:...`) once a release
 # process records digests.
 
-# ---- build ----------------------------------------------------------------------------------------
+# ---- build ---------------------------------------------------------------------------------------
 FROM rust:1.95-slim-bookworm AS build
 WORKDIR /src
 # The slim image has gcc, which the bundled SQLite and ring need; jemalloc (the allocator) also
@@ -23,7 +23,7 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry,sharing=locked \
     cargo build --release --locked -p synthgate --bin synthgate \
     && install -D -m 0755 target/release/synthgate /out/synthgate
 
-# ---- ruff ---------------------------------------------------------------------------------------
+# ---- ruff ----------------------------------------------------------------------------------------
 # Python code validators run ruff, installed the way a user gets it: the `ruff` wheel from PyPI,
 # which holds one binary (it needs only glibc and libgcc, both in the bookworm runtime). Pinned
 # to the version DataDesigner 0.9.6 was checked with; only the binary goes into the runtime
@@ -33,8 +33,8 @@ RUN pip install --no-cache-dir --disable-pip-version-check ruff==0.17.6 \
     && install -D -m 0755 "$(command -v ruff)" /out/ruff \
     && /out/ruff --version
 
-# ---- runtime --------------------------------------------------------------------------------------
-FROM debian:bookworm-slim AS runtime
+# ---- runtime-base: the runtime image but for the synthgate binary --------------------------------
+FROM debian:bookworm-slim AS runtime-base
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/*
@@ -44,7 +44,6 @@ RUN groupadd --system --gid 10001 synthgate \
     && mkdir -p /app/config /app/data \
     && chown synthgate:synthgate /app/data
 WORKDIR /app
-COPY --from=build /out/synthgate /usr/local/bin/synthgate
 # On PATH, where `validators.ruff_path` (default `ruff`) finds it.
 COPY --from=ruff /out/ruff /usr/local/bin/ruff
 COPY config/synthgate.yaml /app/config/synthgate.yaml
@@ -63,3 +62,17 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=20s --retries=3 \
 # `docker stop --time` / compose's stop_grace_period.
 ENTRYPOINT ["synthgate"]
 CMD ["serve"]
+
+# ---- runtime-prebuilt (`--target runtime-prebuilt`) ----------------------------------------------
+# The same image around a release binary built outside the builder, on a Debian 12 (bookworm,
+# glibc 2.36) host, so the compile is not done twice where a binary already exists:
+#   cargo build --release --locked -p synthgate --bin synthgate
+#   install -D target/release/synthgate .prebuilt/synthgate
+#   docker build --target runtime-prebuilt -t synthgate:local .
+# scripts/compose-check builds the image this way in CI. The build stage is skipped.
+FROM runtime-base AS runtime-prebuilt
+COPY .prebuilt/synthgate /usr/local/bin/synthgate
+
+# ---- runtime (the default target) ----------------------------------------------------------------
+FROM runtime-base AS runtime
+COPY --from=build /out/synthgate /usr/local/bin/synthgate
