@@ -31,6 +31,7 @@ mod convert;
 mod dag;
 mod datetime;
 mod dtypes;
+mod jinja_builtins;
 mod llm;
 mod processors;
 mod rng;
@@ -361,7 +362,7 @@ impl Plan {
             seed: self.seed,
             index,
             seed_row,
-            budget: template::RecordBudget::new(),
+            budget: template::RecordBudget::for_record(self.seed, index),
         };
         for step in &self.steps {
             if let Err(e) = step.run(&env, &mut rec) {

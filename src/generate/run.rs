@@ -27,7 +27,7 @@ impl Plan {
             seed: self.seed,
             index,
             seed_row,
-            budget: template::RecordBudget::new(),
+            budget: template::RecordBudget::for_record(self.seed, index),
         };
         let mut spent = Spent::default();
         let mut next = 0;

@@ -173,6 +173,7 @@ impl Templates {
         let rendered = {
             let _limits =
                 minijinja::limits::scope(FORMAT_BUDGET, WORK_BUDGET, Some(budget.deadline()));
+            let _rand = super::jinja_builtins::RandScope::enter(budget.rand_stream(name));
             // A panic inside the engine fails this render, not the record's task.
             let rendered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 tmpl.render_captured(ctx.clone())
@@ -226,20 +227,41 @@ impl Templates {
 
 /// What all the renders of one record may still spend: fuel, and rendering time. Made when
 /// the record starts; see [`RECORD_FUEL`] and [`RECORD_RENDER_TIME`]. Time counts only while
-/// rendering: a record's LLM calls between its templates do not use it up.
+/// rendering: a record's LLM calls between its templates do not use it up. It also names the
+/// record's random stream, which the `random` filter draws from.
 #[derive(Debug)]
 pub(crate) struct RecordBudget {
     fuel_left: AtomicU64,
     /// Rendering time spent so far, in microseconds.
     spent_us: AtomicU64,
+    /// (job seed, record index): with the template's name, the `random` filter's stream.
+    /// Renders outside a record (schema transforms, the submit-time probe) use (0, 0).
+    stream: (u64, u64),
 }
 
 impl RecordBudget {
     pub(crate) fn new() -> Self {
+        Self::for_record(0, 0)
+    }
+
+    /// The budget of record `index` of a job with `seed`.
+    pub(crate) fn for_record(seed: u64, index: u64) -> Self {
         Self {
             fuel_left: AtomicU64::new(RECORD_FUEL),
             spent_us: AtomicU64::new(0),
+            stream: (seed, index),
         }
+    }
+
+    /// The stream `random` draws from in template `name`: its own per record and template,
+    /// so adding a template never changes another's picks.
+    fn rand_stream(&self, name: &str) -> rand_chacha::ChaCha8Rng {
+        let (seed, index) = self.stream;
+        super::rng::column_rng(
+            seed,
+            index,
+            super::rng::name_hash(&format!("jinja random|{name}")),
+        )
     }
 
     /// When a render starting now must stop: what is left of the record's rendering time.
@@ -387,6 +409,7 @@ fn environment(undefined: UndefinedBehavior) -> Environment<'static> {
     // methods (`split`, `strip`, `startswith`, `items`, ...): minijinja-contrib's pycompat
     // layer serves them, under the same fuel and budgets.
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    super::jinja_builtins::register(&mut env);
     env
 }
 
@@ -446,6 +469,94 @@ mod tests {
         let refs: Vec<String> = t.references("a", |_| false).into_iter().collect();
         assert!(t.references("a", |n| n == "range").contains("range"));
         assert_eq!(refs, ["x", "z"]);
+    }
+
+    /// Every place a template can read a variable reports it: a column read only through a
+    /// slice (`{{ xs[:3] }}`), a `{% set %}` of its own name or a macro default was not, so it
+    /// was left out of the record's context and of the column's dependencies (issue 50 item 1).
+    #[test]
+    fn references_find_a_column_in_every_expression_form() {
+        let forms = [
+            "{{ c }}",
+            "{{ c[:3] }}",
+            "{{ c[1:] }}",
+            "{{ c[::2] }}",
+            "{{ c[-2:] }}",
+            "{{ xs[c:] }}",
+            "{{ xs[:c] }}",
+            "{{ xs[::c] }}",
+            "{{ (c | list)[:2] }}",
+            "{{ c[:2] | length }}",
+            "{{ c[0] }}",
+            "{{ xs[c] }}",
+            "{{ c.a }}",
+            "{{ c.a.b }}",
+            "{{ c['a'] }}",
+            "{{ -c }}",
+            "{{ not c }}",
+            "{{ c + 1 }}",
+            "{{ 'x' ~ c }}",
+            "{{ c == 1 }}",
+            "{{ 1 < c < 3 }}",
+            "{{ 1 if c else 2 }}",
+            "{{ 1 if x else c }}",
+            "{{ c | upper }}",
+            "{{ xs | join(c) }}",
+            "{{ xs | join(sep=c) }}",
+            "{{ c is defined }}",
+            "{{ xs is sameas(c) }}",
+            "{{ c.split(',') }}",
+            "{{ range(c) }}",
+            "{{ range(*c) }}",
+            "{{ dict(**c) }}",
+            "{{ [c] }}",
+            "{{ (c, 1) }}",
+            "{{ {'k': c} }}",
+            "{% for x in c %}{{ x }}{% endfor %}",
+            "{% for x in xs if x == c %}{% endfor %}",
+            "{% for x in xs %}{% else %}{{ c }}{% endfor %}",
+            "{% if c %}{% endif %}",
+            "{% if x %}{% else %}{{ c }}{% endif %}",
+            "{% with y = c %}{{ y }}{% endwith %}",
+            "{% with c = c %}{{ c }}{% endwith %}",
+            "{% set y = c %}{{ y }}",
+            "{% set c = c ~ '!' %}{{ c }}",
+            "{% set y %}{{ c }}{% endset %}{{ y }}",
+            "{% set c %}{{ c }}!{% endset %}{{ c }}",
+            "{% set y | replace('a', c) %}a{% endset %}{{ y }}",
+            "{% filter replace('a', c) %}a{% endfilter %}",
+            "{% autoescape c %}x{% endautoescape %}",
+            "{% macro m(a=c) %}{{ a }}{% endmacro %}{{ m() }}",
+            "{% macro m() %}{{ c }}{% endmacro %}{{ m() }}",
+            "{% macro m(a) %}{{ a }}{% endmacro %}{% call m(c) %}x{% endcall %}",
+        ];
+        for form in forms {
+            let mut t = Templates::new();
+            t.add("t", form).unwrap_or_else(|e| panic!("{form}: {e}"));
+            let refs = t.references("t", |n| n == "c");
+            assert!(refs.contains("c"), "{form}: references {refs:?}");
+        }
+        // And a name bound by the template itself is still not a reference.
+        let mut t = Templates::new();
+        t.add(
+            "t",
+            "{% set c = 1 %}{{ c }}{% for c in xs %}{{ c }}{% endfor %}",
+        )
+        .unwrap();
+        assert!(!t.references("t", |_| false).contains("c"));
+    }
+
+    #[test]
+    fn a_column_read_only_through_a_slice_renders_its_value() {
+        let mut t = Templates::new();
+        t.add("a", "{{ s[:5] }}|{{ xs[-2:] }}|{{ xs[:1] | length }}")
+            .unwrap();
+        let c = ctx(&[("s", json!("hello world")), ("xs", json!([1, 2, 3]))]);
+        assert_eq!(
+            t.render("a", &c.into_value(), &RecordBudget::new())
+                .unwrap(),
+            "hello|[2, 3]|1"
+        );
     }
 
     #[test]

@@ -64,11 +64,12 @@ const CASES: &[(&str, Expect)] = &[
     ("tutorial_product_reviews", Accepted),
     ("tutorial_persona_bios", Accepted),
     ("semantics_jinja", Accepted),
+    ("round3_templates", Accepted),
 ];
 
 /// Cases whose every value is determined by the config: each of DataDesigner's scalar columns
 /// must equal ours, row by row.
-const VALUE_CASES: &[&str] = &["semantics_jinja"];
+const VALUE_CASES: &[&str] = &["semantics_jinja", "round3_templates"];
 
 const NUM_RECORDS: u64 = 3;
 
@@ -93,7 +94,7 @@ fn mock_script() -> Value {
         "title": "A title", "sentiment": "positive", "keywords": ["soft"],
         "quality": {"reasoning": "fine", "score": "4"}
     });
-    json!({"rules": [
+    json!({"history_limit": 100_000, "rules": [
         // Code columns (python in every case): both synthgate's and DataDesigner's code
         // instructions name the language, and both refuse a block in another language.
         {"when": {"user_contains": "python"}, "reply": {"text": "```python\nprint('hello')\n```"}},
@@ -141,6 +142,8 @@ async fn datadesigner_builder_configs_run_unchanged() {
     })
     .await;
     let reference = datadesigner_previews(&python, dir.path(), &mock.endpoint(), assets.path());
+    // What DataDesigner sent the model; everything the mock sees later is synthgate's.
+    let theirs_sent = mock.requests().len();
     let mut accepted = 0;
     let mut shape_differences = Vec::new();
     for (name, expect) in CASES {
@@ -284,6 +287,49 @@ async fn datadesigner_builder_configs_run_unchanged() {
         "{v}"
     );
     assert_eq!(v["title"], "Great Soft Blanket", "{v}");
+    // The prompts of `round3_templates`' LLM columns, as each side sent them: the same user
+    // text (`echo` reads through a slice; `pet` and `snippet` end with DataDesigner's
+    // instructions) and the same roles (`echo`'s `system_prompt` is '': no system message).
+    let sent = |requests: &[Value], marker: &str| -> Vec<(Vec<String>, String)> {
+        requests
+            .iter()
+            .filter_map(|body| {
+                let messages = body["messages"].as_array()?;
+                let user = messages.iter().find(|m| m["role"] == "user")?;
+                let text = content_text(&user["content"]);
+                text.starts_with(marker).then(|| {
+                    let roles = messages
+                        .iter()
+                        .map(|m| m["role"].as_str().unwrap_or_default().to_owned())
+                        .collect();
+                    (roles, text)
+                })
+            })
+            .collect()
+    };
+    let all: Vec<Value> = mock.requests().into_iter().map(|r| r.body).collect();
+    let (dd_sent, ours_sent) = all.split_at(theirs_sent);
+    for marker in [
+        "Repeat after me",
+        "Invent a pet",
+        "Write a function that prints",
+    ] {
+        let (theirs, ours) = (sent(dd_sent, marker), sent(ours_sent, marker));
+        assert!(!theirs.is_empty(), "DataDesigner sent no {marker:?} prompt");
+        assert_eq!(ours.len() as u64, NUM_RECORDS, "{marker}: {ours:?}");
+        for request in &ours {
+            assert_eq!(request, &theirs[0], "{marker}: ours, then DataDesigner's");
+        }
+        eprintln!(
+            "conformance: {marker:?} sent as DataDesigner sends it: {:?}",
+            theirs[0]
+        );
+    }
+    let echo = &sent(ours_sent, "Repeat after me")[0];
+    assert_eq!(
+        echo,
+        &(vec!["user".to_owned()], "Repeat after me: brave".to_owned())
+    );
     assert!(
         shape_differences.is_empty(),
         "value kinds differ from DataDesigner's preview: {shape_differences:#?}"
@@ -293,6 +339,20 @@ async fn datadesigner_builder_configs_run_unchanged() {
         CASES.len()
     );
     app.stop().await;
+}
+
+/// A message's text: a string, or a list of text parts joined (DataDesigner sends parts,
+/// synthgate a string).
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// Runs DataDesigner's `preview` on every file in `dir` against `endpoint` (the mock LLM).

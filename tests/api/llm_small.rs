@@ -334,3 +334,46 @@ async fn structured_output_sends_the_columns_schema_as_response_format() {
     );
     app.stop().await;
 }
+
+/// Issue 50 item 3: `system_prompt: ''` (a notebook's `SYSTEM_PROMPT = ""`) means no system
+/// message, as in DataDesigner, which renders only a non-empty template; it failed every
+/// record with "the system prompt rendered to empty text". A template that renders empty
+/// from missing data still fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_system_prompt_sends_no_system_message() {
+    let script = json!({"rules": [{"reply": {"text": "Fine."}}]});
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, script, |_| {}).await;
+    let config = json!({"columns": [
+        {"name": "answer", "column_type": "llm-text", "model_alias": "writer",
+         "system_prompt": "", "prompt": "Say something."}
+    ]});
+    let records = run(&app, config, json!({})).await;
+    assert_eq!(records[0]["status"], "completed", "{records:?}");
+    let bodies = chat_bodies(&mock);
+    assert_eq!(bodies.len(), 1, "{bodies:#?}");
+    let roles: Vec<&str> = bodies[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user"], "{bodies:#?}");
+
+    // A template that renders to nothing because a field is missing still fails its record.
+    let config = json!({"columns": [
+        {"name": "obj", "column_type": "expression", "expr": "{\"a\": 1}"},
+        {"name": "answer", "column_type": "llm-text", "model_alias": "writer",
+         "system_prompt": "{{ obj.missing }}", "prompt": "Say something."}
+    ]});
+    let records = run(&app, config, json!({})).await;
+    assert_eq!(records[0]["status"], "failed", "{records:?}");
+    assert_eq!(records[0]["error"]["code"], "template_error", "{records:?}");
+    assert!(
+        records[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("system prompt rendered to empty text"),
+        "{records:?}"
+    );
+    app.stop().await;
+}

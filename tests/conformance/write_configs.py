@@ -307,6 +307,45 @@ def cases():
         )
     )
     out["semantics_jinja"] = b
+
+    # Issue 50 items 1-3: columns read only through a slice (synthgate left them out of the
+    # template's context), Jinja's `random` (over one item, so both sides agree) and
+    # `truncate(n)`, and an empty system prompt (no system message; synthgate failed the record).
+    # tests/api/conformance.rs also compares the prompt both sent for `echo`.
+    b = builder()
+    b.add_column(cc.ExpressionColumnConfig(name="sentence", expr="hello brave new world"))
+    b.add_column(cc.ExpressionColumnConfig(name="head", expr="{{ sentence[:5] }}"))
+    b.add_column(cc.ExpressionColumnConfig(name="tail", expr="{{ sentence[-5:] }}"))
+    b.add_column(cc.ExpressionColumnConfig(name="picked", expr="{{ ['only'] | random }}"))
+    b.add_column(cc.ExpressionColumnConfig(name="short", expr="{{ sentence | truncate(14) }}"))
+    b.add_column(
+        name="echo",
+        column_type="llm-text",
+        model_alias="writer",
+        system_prompt="",
+        prompt="Repeat after me: {{ sentence[6:11] }}",
+    )
+    # Item 7: the instructions appended to structured and code prompts are DataDesigner's.
+    b.add_column(
+        cc.LLMStructuredColumnConfig(
+            name="pet",
+            model_alias="writer",
+            prompt="Invent a pet named {{ head }}.",
+            output_format={
+                "type": "object",
+                "properties": {"title": {"type": "string", "description": "its name, café-style"},
+                               "keywords": {"type": "array", "items": {"type": "string"}}},
+                "required": ["title"],
+            },
+        )
+    )
+    b.add_column(
+        cc.LLMCodeColumnConfig(
+            name="snippet", model_alias="writer", code_lang="python",
+            prompt="Write a function that prints {{ tail }}.",
+        )
+    )
+    out["round3_templates"] = b
     return out
 
 

@@ -126,9 +126,13 @@ impl Compiler<'_> {
         });
         self.issues.extend(model.into_iter().chain(tool));
         let prompt = self.template(ci, "prompt", &l.prompt, p, true);
+        // An empty source means no system message, as in DataDesigner (which renders only a
+        // non-empty template); the empty-render guard is for templates that print nothing
+        // because a field they read is missing.
         let system = l
             .system_prompt
             .as_ref()
+            .filter(|system| !system.is_empty())
             .map(|system| self.template(ci, "system_prompt", system, p, true));
         for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
             if m.modality != Modality::Image {

@@ -38,19 +38,95 @@ fn fenced<'t>(text: &'t str, lang: Option<&str>) -> Option<&'t str> {
     None
 }
 
+/// DataDesigner's instructions for a JSON answer, word for word (its `StructuredResponseRecipe`),
+/// the schema printed as Python's `json.dumps` prints it.
 pub(super) fn json_instructions(schema: &Value) -> String {
     format!(
         "* Your response must be in JSON format.\n\
-         * Your JSON response must be returned within a Markdown ```json code fence.\n\
-         * The JSON must follow the schema below.\n\n\
+         * Your JSON response must be returned within a Markdown, ```json code fence.\n\
+         * The JSON format is given as a JSON Schema description within <response_schema> markup tags.\n\n\
          <response_schema>\n{}\n</response_schema>",
-        serde_json::to_string_pretty(schema).unwrap_or_default()
+        python_json_dumps(schema)
     )
 }
 
+/// DataDesigner's instructions for a code answer, word for word (its `CodeResponseRecipe`),
+/// naming the language without its SQL dialect (`sql:postgres` says `sql`), as it does.
 pub(super) fn code_instructions(lang: &str) -> String {
-    let fence = lang.split(':').next().unwrap_or(lang);
-    format!("* Return only the {lang} code, inside one Markdown ```{fence} code fence.")
+    let lang = lang.split(':').next().unwrap_or(lang);
+    format!(
+        "* Your response must be code written in {lang}.\n\
+         * You will follow accepted and common syntax and best-practices.\n\
+         * Your response will be given in markdown code fences specifying the correct language.\n\
+         * Only respond with a SINGLE code block."
+    )
+}
+
+/// `json.dumps(value)` with Python's defaults: `", "` and `": "` separators, keys in their
+/// order, non-ASCII characters escaped as `\uXXXX`, so the model reads the schema exactly as
+/// DataDesigner shows it.
+pub(super) fn python_json_dumps(value: &Value) -> String {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
+    if value.serialize(&mut ser).is_err() {
+        return value.to_string();
+    }
+    // The formatter writes only ASCII.
+    String::from_utf8(out).unwrap_or_default()
+}
+
+struct PythonFormatter;
+
+impl serde_json::ser::Formatter for PythonFormatter {
+    fn begin_array_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_key<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first {
+            Ok(())
+        } else {
+            writer.write_all(b", ")
+        }
+    }
+
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+
+    fn write_string_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        for c in fragment.chars() {
+            if c.is_ascii() {
+                writer.write_all(&[c as u8])?;
+            } else {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    write!(writer, "\\u{unit:04x}")?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`, where an
@@ -196,6 +272,41 @@ pub(crate) fn parse_answers_for_fuzzing(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The texts DataDesigner 0.9.6 appends (`response_recipes.py`), as Python builds them:
+    /// `json.dumps` of the schema, the code language without its SQL dialect.
+    #[test]
+    fn instructions_are_datadesigners_word_for_word() {
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string",
+            "description": "café ☕ 🐈"}, "tags": {"type": "array", "items": {"type": "string"}}},
+            "required": ["name"]});
+        assert_eq!(
+            json_instructions(&schema),
+            "* Your response must be in JSON format.\n\
+             * Your JSON response must be returned within a Markdown, ```json code fence.\n\
+             * The JSON format is given as a JSON Schema description within <response_schema> markup tags.\n\n\
+             <response_schema>\n\
+             {\"type\": \"object\", \"properties\": {\"name\": {\"type\": \"string\", \
+             \"description\": \"caf\\u00e9 \\u2615 \\ud83d\\udc08\"}, \"tags\": {\"type\": \"array\", \
+             \"items\": {\"type\": \"string\"}}}, \"required\": [\"name\"]}\n\
+             </response_schema>"
+        );
+        assert_eq!(
+            code_instructions("sql:postgres"),
+            "* Your response must be code written in sql.\n\
+             * You will follow accepted and common syntax and best-practices.\n\
+             * Your response will be given in markdown code fences specifying the correct language.\n\
+             * Only respond with a SINGLE code block."
+        );
+        assert!(
+            code_instructions("python")
+                .starts_with("* Your response must be code written in python.\n")
+        );
+        assert_eq!(
+            python_json_dumps(&json!([1, 2.5, null, true, {}])),
+            "[1, 2.5, null, true, {}]"
+        );
+    }
 
     #[test]
     fn json_is_found_in_fences_or_braces() {

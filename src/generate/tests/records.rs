@@ -359,3 +359,42 @@ fn generate_is_fast() {
         "{per:?} per record"
     );
 }
+
+/// Issue 50 item 1: a column read only through a slice was not a reference, so the template
+/// saw it undefined (an empty list) and the DAG did not order it first.
+#[test]
+fn a_column_read_only_through_a_slice_is_read() {
+    let plan = plan_columns(json!([
+        expr("head", "{{ s[:5] }}"),
+        expr("tail", "{{ s[-5:] }}"),
+        expr("every_other", "{{ s[::2] }}"),
+        expr("s", "hello world"),
+    ]));
+    let r = row(&plan, 0);
+    assert_eq!(
+        (&r["head"], &r["tail"], &r["every_other"]),
+        (&json!("hello"), &json!("world"), &json!("hlowrd"))
+    );
+}
+
+/// Issue 50 item 2: Jinja's `random` filter, drawn from the record's stream: the same job seed
+/// picks the same items, and the picks spread over the items across records.
+#[test]
+fn the_random_filter_is_reproducible_per_record() {
+    let columns = json!([
+        expr("topic", "{{ ['a', 'b', 'c', 'd', 'e'] | random }}"),
+        expr("n", "{{ range(1, 1001) | random }}"),
+    ]);
+    let plan = plan_columns(columns.clone());
+    let again = plan_columns(columns);
+    let picks: Vec<_> = (0..40).map(|i| row(&plan, i)).collect();
+    let repeat: Vec<_> = (0..40).map(|i| row(&again, i)).collect();
+    assert_eq!(picks, repeat, "same seed, same picks");
+    let topics: std::collections::BTreeSet<&str> =
+        picks.iter().map(|r| r["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics.len(), 5, "{topics:?}");
+    for r in &picks {
+        let n: i64 = r["n"].as_str().unwrap().parse().unwrap();
+        assert!((1..=1000).contains(&n), "{r:?}");
+    }
+}

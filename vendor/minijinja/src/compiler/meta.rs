@@ -85,10 +85,12 @@ fn tracker_visit_macro<'a>(
         // side of assuming caller is there.
         state.assign("caller");
     }
-    m.args.iter().for_each(|arg| track_assign(arg, state));
+    // synthgate patch: defaults are evaluated where the macro is defined, before its
+    // arguments exist (`{% macro f(x=x) %}` reads the outer `x`).
     m.defaults
         .iter()
         .for_each(|expr| tracker_visit_expr(expr, state));
+    m.args.iter().for_each(|arg| track_assign(arg, state));
     m.body.iter().for_each(|node| track_walk(node, state));
 }
 
@@ -181,6 +183,8 @@ fn tracker_visit_expr<'a>(expr: &ast::Expr<'a>, state: &mut AssignmentTracker<'a
             tracker_visit_expr(&expr.subscript_expr, state);
         }
         ast::Expr::Slice(slice) => {
+            // synthgate patch: the sliced value is read too (`{{ xs[:3] }}` reads `xs`).
+            tracker_visit_expr(&slice.expr, state);
             tracker_visit_expr_opt(&slice.start, state);
             tracker_visit_expr_opt(&slice.stop, state);
             tracker_visit_expr_opt(&slice.step, state);
@@ -240,32 +244,43 @@ fn track_walk<'a>(node: &ast::Stmt<'a>, state: &mut AssignmentTracker<'a>) {
         }
         ast::Stmt::WithBlock(stmt) => {
             state.push();
+            // synthgate patch: the value is read before the name is bound
+            // (`{% with x = x %}` reads the outer `x`).
             for (target, expr) in &stmt.assignments {
-                track_assign(target, state);
                 tracker_visit_expr(expr, state);
+                track_assign(target, state);
             }
             stmt.body.iter().for_each(|x| track_walk(x, state));
             state.pop();
         }
         ast::Stmt::Set(stmt) => {
-            track_assign(&stmt.target, state);
+            // synthgate patch: the value is read before the name is bound
+            // (`{% set x = x ~ '!' %}` reads the outer `x`).
             tracker_visit_expr(&stmt.expr, state);
+            track_assign(&stmt.target, state);
         }
         ast::Stmt::AutoEscape(stmt) => {
+            // synthgate patch: the flag is an expression and may read variables.
+            tracker_visit_expr(&stmt.enabled, state);
             state.push();
             stmt.body.iter().for_each(|x| track_walk(x, state));
             state.pop();
         }
         ast::Stmt::FilterBlock(stmt) => {
+            // synthgate patch: the filter's arguments may read variables.
+            tracker_visit_expr(&stmt.filter, state);
             state.push();
             stmt.body.iter().for_each(|x| track_walk(x, state));
             state.pop();
         }
         ast::Stmt::SetBlock(stmt) => {
-            track_assign(&stmt.target, state);
+            // synthgate patch: the body and the filter are read before the name is bound
+            // (`{% set x %}{{ x }}!{% endset %}` reads the outer `x`).
             state.push();
             stmt.body.iter().for_each(|x| track_walk(x, state));
             state.pop();
+            tracker_visit_expr_opt(&stmt.filter, state);
+            track_assign(&stmt.target, state);
         }
         #[cfg(feature = "multi_template")]
         ast::Stmt::Block(stmt) => {
