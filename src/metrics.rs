@@ -65,7 +65,8 @@ pub const MCP_OAUTH_TOKENS: &str = "synthgate_mcp_oauth_tokens_total";
 /// Inline (HTTP) tool calls, by `tool` and `outcome`.
 pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
 
-/// LLM request latency in seconds (one call, retries included), by `provider`, `model_alias`
+/// LLM request latency in seconds (one call, retries included, waits for a
+/// `max_parallel_requests` slot left out), by `provider`, `model_alias`
 /// (see [`model_alias_label`]) and `outcome` (`ok` or the error code).
 pub const LLM_REQUEST_SECONDS: &str = "synthgate_llm_request_seconds";
 /// Records of queued and running jobs not yet claimed by any replica (each replica reports the

@@ -287,17 +287,18 @@ impl LlmClient {
         let kind = self.providers.get(&model.provider).map(|p| p.kind);
         let span = spans::call(Operation::Chat, model, kind);
         let started = std::time::Instant::now();
-        let result = self
-            .chat_inner(model, req, cancel, &span)
-            .instrument(span.clone())
-            .await;
+        let (result, waited) = spans::counting_slot_waits(
+            self.chat_inner(model, req, cancel, &span)
+                .instrument(span.clone()),
+        )
+        .await;
         let answer = result.as_ref().map(|r| spans::Answer {
             usage: &r.usage,
             attempts: r.attempts,
             finish_reason: r.finish_reason.as_deref(),
             message: Some(&r.message),
         });
-        let elapsed = started.elapsed();
+        let elapsed = started.elapsed().saturating_sub(waited);
         spans::ended(
             &span,
             Operation::Chat,
@@ -400,6 +401,7 @@ impl LlmClient {
         let attempts = AtomicU32::new(0);
         let attempt = || async {
             // Always the job's slot first, then the shared one: one order, no deadlock.
+            let waiting = std::time::Instant::now();
             let _job_slot = match &job_limiter {
                 Some(l) => Some(l.acquire().await),
                 None => None,
@@ -408,6 +410,7 @@ impl LlmClient {
                 Some(l) => Some(l.acquire().await),
                 None => None,
             };
+            spans::waited_for_slot(waiting.elapsed());
             attempts.fetch_add(1, Ordering::Relaxed);
             let value = self.attempt(provider, url, body.clone(), timeout).await?;
             parse(&value).map_err(|m| Failure::Invalid(provider.redactor.clean(&m)))

@@ -69,15 +69,16 @@ impl LlmClient {
         cancel: &CancellationToken,
     ) -> Result<Images, LlmError> {
         let (span, started) = self.media_span(Operation::GenerateContent, model);
-        let result = self
-            .image_inner(model, prompt, context, cancel)
-            .instrument(span.clone())
-            .await;
+        let (result, waited) = super::spans::counting_slot_waits(
+            self.image_inner(model, prompt, context, cancel)
+                .instrument(span.clone()),
+        )
+        .await;
         self.media_ended(
             &span,
             Operation::GenerateContent,
             model,
-            started,
+            started.elapsed().saturating_sub(waited),
             &result,
             |i| (&i.usage, i.attempts),
         );

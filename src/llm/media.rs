@@ -40,11 +40,13 @@ impl LlmClient {
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
         let (span, started) = self.media_span(Operation::Embeddings, model);
-        let result = self
-            .embed_inner(model, inputs, cancel)
-            .instrument(span.clone())
-            .await;
-        self.media_ended(&span, Operation::Embeddings, model, started, &result, |e| {
+        let (result, waited) = spans::counting_slot_waits(
+            self.embed_inner(model, inputs, cancel)
+                .instrument(span.clone()),
+        )
+        .await;
+        let took = started.elapsed().saturating_sub(waited);
+        self.media_ended(&span, Operation::Embeddings, model, took, &result, |e| {
             (&e.usage, e.attempts)
         });
         self.usage_book().record_usage(
@@ -99,13 +101,13 @@ impl LlmClient {
     }
 
     /// Ends a span of [`Self::media_span`] with the call's usage (`usage_of` reads it from
-    /// the answer).
+    /// the answer); `took` leaves out the waits for a `max_parallel_requests` slot.
     pub(super) fn media_ended<T>(
         &self,
         span: &tracing::Span,
         op: Operation,
         model: &ModelConfig,
-        started: std::time::Instant,
+        took: std::time::Duration,
         result: &Result<T, LlmError>,
         usage_of: impl Fn(&T) -> (&Usage, u32),
     ) {
@@ -119,7 +121,7 @@ impl LlmClient {
             }
         });
         let known = self.provider(model).is_ok();
-        spans::ended(span, op, model, known, started.elapsed(), answer);
+        spans::ended(span, op, model, known, took, answer);
     }
 
     /// The model's provider, which must be OpenAI-compatible: Anthropic has no embeddings or

@@ -123,6 +123,30 @@ pub(super) struct Answer<'a> {
     pub(super) message: Option<&'a ChatMessage>,
 }
 
+tokio::task_local! {
+    /// Time the call running on this task has waited for `max_parallel_requests` slots.
+    static SLOT_WAIT: std::cell::Cell<Duration>;
+}
+
+/// Runs `call` and returns what it answered and how long it waited for slots
+/// ([`waited_for_slot`]): the latency histogram counts the provider's time, not the queue in
+/// front of it, which grows with the number of records in flight and says nothing about the
+/// provider.
+pub(super) async fn counting_slot_waits<F: std::future::Future>(call: F) -> (F::Output, Duration) {
+    SLOT_WAIT
+        .scope(std::cell::Cell::new(Duration::ZERO), async {
+            let out = call.await;
+            (out, SLOT_WAIT.with(std::cell::Cell::get))
+        })
+        .await
+}
+
+/// Adds a wait for a slot to the call running on this task (none outside
+/// [`counting_slot_waits`]).
+pub(super) fn waited_for_slot(waited: Duration) {
+    let _ = SLOT_WAIT.try_with(|w| w.set(w.get() + waited));
+}
+
 /// How the call ended, on its span and in the latency histogram.
 pub(super) fn ended(
     span: &tracing::Span,

@@ -164,6 +164,55 @@ async fn job_aliases_are_not_labels(backend: Backend) {
 }
 backends!(job_alias_labels, job_aliases_are_not_labels);
 
+/// `synthgate_llm_request_seconds` measures the provider, not the queue for a
+/// `max_parallel_requests` slot in front of it: six records through one slot, 300 ms a reply,
+/// take 1.8 s of provider time, where counting the waits would make 6.3 s (0.3 + 0.6 + ... +
+/// 1.8). Issue 48: against a real server the histogram showed the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llm_latency_leaves_out_the_wait_for_a_slot() {
+    let script = json!({"faults": {"latency_ms": 300}, "rules": []});
+    let (app, mock) = app_with_mock_llm(Backend::Sqlite, script, |c| {
+        c.model_configs[0].alias = "one-slot".into();
+        c.model_configs[0]
+            .inference_parameters
+            .max_parallel_requests = 1;
+    })
+    .await;
+    let (status, job) = app
+        .create_job(&json!({"num_records": 6, "config": {"columns": [
+            {"name": "line", "column_type": "llm-text", "model_alias": "one-slot",
+             "prompt": "Say hi."}]}}))
+        .await;
+    assert_eq!(status, 202, "{job}");
+    let done = app
+        .wait_for_job(job["id"].as_str().unwrap(), Duration::from_secs(60))
+        .await;
+    assert_eq!(done["status"], "completed", "{done}");
+    assert_eq!(
+        mock.stats().models["mock-writer"].max_in_flight,
+        1,
+        "one slot"
+    );
+    let (_, text) = app.get_text("/metrics").await;
+    let value = |name: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains("model_alias=\"one-slot\""))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name}:\n{text}"))
+    };
+    let (count, sum) = (
+        value("synthgate_llm_request_seconds_count{"),
+        value("synthgate_llm_request_seconds_sum{"),
+    );
+    assert_eq!(count, 6.0, "{text}");
+    assert!(
+        (1.7..3.6).contains(&sum),
+        "six 300 ms replies: {sum} s in all (6.3 s would count the queue)"
+    );
+    app.stop().await;
+}
+
 /// The dashboard and the observability docs name only metrics the service defines, so
 /// neither drifts from `src/metrics.rs` unnoticed.
 #[test]
