@@ -142,8 +142,9 @@ fn completed_or_model_failures(records: &[Value]) -> Vec<&Value> {
 
 /// The example job, ten records: every column type it has (text with a system prompt and a
 /// sampler-fed prompt, code with its validation, structured, a judge) completes or fails on
-/// what the model wrote; the text, structured and judge columns complete for every record; each trace ends with the answer the
-/// record holds; the job counts the tokens the server reported.
+/// what the model wrote; the text column completes for every record, the structured and judge
+/// columns for at least nine in ten; each trace ends with the answer the record holds; the job
+/// counts the tokens the server reported.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_example_job_runs_against_a_real_model() {
     let Some((python, model)) = llama() else {
@@ -178,11 +179,19 @@ async fn the_example_job_runs_against_a_real_model() {
             .map(|r| (r["error"]["column"].clone(), r["error"]["code"].clone()))
             .collect::<Vec<_>>()
     );
-    // Text is what a real server always answers, and the structured and judge answers are
-    // constrained to their schemas: no record fails on any of them.
-    for r in &records {
-        for column in ["tagline", "pet", "grade"] {
-            assert_ne!(r["error"]["column"], column, "{r}");
+    // Text is what a real server always answers; the structured and judge answers are
+    // constrained to their schemas, but a 135M model still writes a broken answer now and
+    // then: at most one record in ten may fail on each, and only with a code that names the
+    // model's output (issue 48's acceptance: 9 in 10, the rest model-output codes).
+    for column in ["tagline", "pet", "grade"] {
+        let failed: Vec<&Value> = records
+            .iter()
+            .filter(|r| r["error"]["column"] == column)
+            .collect();
+        let allowed = if column == "tagline" { 0 } else { 1 };
+        assert!(failed.len() <= allowed, "{column}: {failed:#?}");
+        for r in failed {
+            assert_eq!(r["error"]["code"], "llm_output_invalid", "{r}");
         }
     }
     for r in &done {

@@ -129,6 +129,39 @@ impl serde_json::ser::Formatter for PythonFormatter {
     }
 }
 
+/// `text` with the control characters that stand raw inside JSON strings (a newline in a
+/// `reasoning`, which small models write and some servers' JSON grammars let through)
+/// written as escapes, so the answer parses as the model meant it, as Python's
+/// `json.loads(strict=False)` would read it. Outside strings nothing changes.
+fn escape_raw_controls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 8);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in text.chars() {
+        if in_string && !escaped && c.is_ascii_control() {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\r' => out.push_str("\\r"),
+                '\t' => out.push_str("\\t"),
+                c => out.push_str(&format!("\\u{:04x}", c as u32)),
+            }
+            continue;
+        }
+        out.push(c);
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        }
+    }
+    out
+}
+
 /// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`, where an
 /// option is a key of the score's `options` as the config gives it: a JSON config's keys are
 /// strings (`"1"`, not `1`), so DataDesigner answers with strings, and so does this.
@@ -210,6 +243,7 @@ pub(super) fn parse_answer(
         LlmKind::Structured { .. } | LlmKind::Judge { .. } => {
             let raw = extract_json(text);
             let mut value: Value = serde_json::from_str(raw)
+                .or_else(|e| serde_json::from_str(&escape_raw_controls(raw)).map_err(|_| e))
                 .map_err(|e| format!("the response is not valid JSON ({e})"))?;
             if let LlmKind::Judge { scores } = kind {
                 coerce_judge_scores(scores, &mut value);
@@ -272,6 +306,19 @@ pub(crate) fn parse_answers_for_fuzzing(text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_control_characters_inside_strings_are_read_as_escapes() {
+        let kind = LlmKind::Structured {
+            output_format: Map::new(),
+        };
+        let text = "{\"reasoning\": \"line one\nline\ttwo \\\"q\\\"\",\n \"score\": \"3\"}";
+        assert_eq!(
+            parse_answer(&kind, None, text).unwrap(),
+            json!({"reasoning": "line one\nline\ttwo \"q\"", "score": "3"})
+        );
+        assert!(parse_answer(&kind, None, "{\"a\": \"unterminated\n").is_err());
+    }
 
     /// The texts DataDesigner 0.9.6 appends (`response_recipes.py`), as Python builds them:
     /// `json.dumps` of the schema, the code language without its SQL dialect.
