@@ -176,6 +176,7 @@ fn jsonpath(data: &Value, expression: &str) -> Result<Value, Error> {
             "jsonpath: cannot run a JSONPath on data that is not an object",
         ));
     }
+    check_path(expression)?;
     let json = serde_json::to_value(data)
         .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("jsonpath: {e}")))?;
     let found = jsonpath_rust::query::js_path_vals(expression, &json).map_err(|e| {
@@ -202,6 +203,43 @@ fn jsonpath(data: &Value, expression: &str) -> Result<Value, Error> {
         .into_iter()
         .map(|v| Value::from(minijinja::value::Serde(v)))
         .collect())
+}
+
+/// Longest JSONPath expression accepted, in bytes, and deepest nesting of brackets in it.
+/// `jsonpath-rust` parses with a recursive-descent (pest) grammar, so a template, or a record
+/// value passed as the path, could otherwise nest brackets until the parser overflows the
+/// stack. Real paths are a few dozen characters and a few levels deep.
+const MAX_PATH_LEN: usize = 4096;
+const MAX_PATH_NESTING: usize = 32;
+
+fn check_path(expression: &str) -> Result<(), Error> {
+    let refuse = |why: String| {
+        Err(Error::new(
+            ErrorKind::InvalidOperation,
+            format!("jsonpath: {why}"),
+        ))
+    };
+    if expression.len() > MAX_PATH_LEN {
+        return refuse(format!(
+            "the expression is longer than {MAX_PATH_LEN} bytes"
+        ));
+    }
+    let mut depth = 0usize;
+    for c in expression.chars() {
+        match c {
+            '(' | '[' | '{' => {
+                depth += 1;
+                if depth > MAX_PATH_NESTING {
+                    return refuse(format!(
+                        "the expression nests brackets deeper than {MAX_PATH_NESTING} levels"
+                    ));
+                }
+            }
+            ')' | ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Python's `str.center(width)`, Jinja's `center(value, width=80)`.
@@ -355,6 +393,37 @@ mod tests {
             )
             .is_err()
         );
+    }
+
+    /// A path nested past the bound, or too long, is refused before the recursive parser
+    /// sees it (a stack overflow would abort the process).
+    #[test]
+    fn jsonpath_bounds_what_reaches_the_parser() {
+        let env = env();
+        let data = Value::from(minijinja::value::Serde(&serde_json::json!({"a": 1})));
+        let deep = format!("$[?{}@.a{}]", "(".repeat(1_000), ")".repeat(1_000));
+        let err = env
+            .render_str(
+                "{{ d | jsonpath(p) }}",
+                minijinja::context! { d => data.clone(), p => deep },
+            )
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("deeper than 32"), "{err:#}");
+        let long = format!("$.{}", "a".repeat(5000));
+        let err = env
+            .render_str(
+                "{{ d | jsonpath(p) }}",
+                minijinja::context! { d => data.clone(), p => long },
+            )
+            .unwrap_err();
+        assert!(format!("{err:#}").contains("longer than 4096"), "{err:#}");
+        let ok = env
+            .render_str(
+                "{{ d | jsonpath('$[?(@ == 1)]') }}",
+                minijinja::context! { d => data },
+            )
+            .unwrap();
+        assert_eq!(ok, "[1]");
     }
 
     #[test]

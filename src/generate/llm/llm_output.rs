@@ -78,17 +78,22 @@ pub(super) fn python_json_dumps(value: &Value) -> String {
 
 struct PythonFormatter;
 
+/// Python's `", "` between the items of a list or the entries of a dict.
+fn item_separator<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Result<()> {
+    if first {
+        Ok(())
+    } else {
+        writer.write_all(b", ")
+    }
+}
+
 impl serde_json::ser::Formatter for PythonFormatter {
     fn begin_array_value<W: ?Sized + std::io::Write>(
         &mut self,
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        item_separator(writer, first)
     }
 
     fn begin_object_key<W: ?Sized + std::io::Write>(
@@ -96,11 +101,7 @@ impl serde_json::ser::Formatter for PythonFormatter {
         writer: &mut W,
         first: bool,
     ) -> std::io::Result<()> {
-        if first {
-            Ok(())
-        } else {
-            writer.write_all(b", ")
-        }
+        item_separator(writer, first)
     }
 
     fn begin_object_value<W: ?Sized + std::io::Write>(
