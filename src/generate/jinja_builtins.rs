@@ -21,7 +21,7 @@ use minijinja::{Environment, Error, ErrorKind, Value};
 use rand::RngExt;
 use rand_chacha::ChaCha8Rng;
 
-use super::template::{BUDGET_EXCEEDED, FORMAT_BUDGET, MAX_RENDERED_LEN};
+use super::template::{FORMAT_BUDGET, MAX_RENDERED_LEN};
 
 pub(crate) fn register(env: &mut Environment<'static>) {
     env.add_filter("random", random);
@@ -192,10 +192,8 @@ fn jsonpath(data: &Value, expression: &str) -> Result<Value, Error> {
         size = size.saturating_add(serde_json::to_string(v).map_or(0, |s| s.len()));
         if size > FORMAT_BUDGET {
             return Err(Error::new(
-                ErrorKind::InvalidOperation,
-                format!(
-                    "{BUDGET_EXCEEDED}: jsonpath matches would copy more than {FORMAT_BUDGET} bytes"
-                ),
+                ErrorKind::OutOfFuel,
+                format!("jsonpath matches would copy more than {FORMAT_BUDGET} bytes"),
             ));
         }
     }
@@ -247,8 +245,8 @@ fn center(value: &Value, width: Option<usize>) -> Result<Value, Error> {
     let width = width.unwrap_or(80);
     if width > MAX_RENDERED_LEN {
         return Err(Error::new(
-            ErrorKind::InvalidOperation,
-            format!("{BUDGET_EXCEEDED}: center width {width} is over {MAX_RENDERED_LEN}"),
+            ErrorKind::OutOfFuel,
+            format!("center width {width} is over {MAX_RENDERED_LEN}"),
         ));
     }
     let s = text(value);

@@ -34,6 +34,7 @@ mod dtypes;
 mod jinja_builtins;
 mod llm;
 mod processors;
+mod pycompat;
 mod rng;
 mod run;
 mod samplers;

@@ -286,11 +286,15 @@ impl RecordBudget {
 fn limit_message(what: minijinja::limits::Exceeded) -> String {
     match what {
         minijinja::limits::Exceeded::FormatBudget => format!(
-            "{BUDGET_EXCEEDED}: printing lists and maps would produce more than {FORMAT_BUDGET} bytes"
+            "{BUDGET_EXCEEDED}: printing lists and maps, or formatting, would produce more than {FORMAT_BUDGET} bytes"
         ),
         minijinja::limits::Exceeded::Work => format!(
             "{BUDGET_EXCEEDED}: comparing or hashing strings would read more than {} MiB",
             WORK_BUDGET >> 20
+        ),
+        minijinja::limits::Exceeded::Nesting => format!(
+            "{BUDGET_EXCEEDED}: a value is nested more than {} levels deep",
+            minijinja::limits::MAX_NESTING
         ),
         minijinja::limits::Exceeded::Deadline => format!(
             "{BUDGET_EXCEEDED}: the record's templates ran for more than {} s",
@@ -407,8 +411,8 @@ fn environment(undefined: UndefinedBehavior) -> Environment<'static> {
     env.set_auto_escape_callback(|_| AutoEscape::None);
     // DataDesigner renders with Python's Jinja, so configs call Python's str, list and dict
     // methods (`split`, `strip`, `startswith`, `items`, ...): minijinja-contrib's pycompat
-    // layer serves them, under the same fuel and budgets.
-    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    // layer serves them, each paid for before it runs (see `generate::pycompat`).
+    env.set_unknown_method_callback(super::pycompat::unknown_method);
     super::jinja_builtins::register(&mut env);
     env
 }

@@ -9,6 +9,7 @@ mod records;
 mod samplers;
 mod seed_and_skip;
 mod template_budgets;
+mod template_producers;
 mod template_refs;
 
 use serde_json::{Map, Value, json};

@@ -42,6 +42,22 @@ const BOMBS: &[&str] = &[
     // the deadline, its indentation unpaid)
     "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l|pprint|length }}",
     "{% set ns = namespace(l=[1]) %}{% for i in range(40) %}{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l|string|length }}",
+    // strings built by methods and filters whose output outgrows what fuel paid for
+    // (issue 49 Q4: 2.9 GB and 9.7 s from 470 bytes)
+    "{% set s = 'x' * 30000000 %}{{ ''.join([s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s])|length }}",
+    "{% set s = 'x' * 30000000 %}{{ '{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}{0}'.format(s)|length }}",
+    "{{ '{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}{0:>60000000}'.format(1)|length }}",
+    "{% set s = 'x' * 30000000 %}{{ '%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s%s'|format(s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s, s)|length }}",
+    "{% set s = ',' * 30000000 %}{{ s|split(',')|length }}",
+    "{% set s = ',' * 30000000 %}{{ s.split(',')|length }}",
+    "{% set s = '\\n' * 30000000 %}{{ s.splitlines()|length }}",
+    "{% set s = '\\n' * 30000000 %}{{ s|lines|length }}",
+    "{% set s = 'a b ' * 15000000 %}{{ s|wordcount }}{{ s.split()|length }}",
+    "{% set s = 'x' * 30000000 %}{% for i in range(100000) %}{{ s.count('y') }}{% endfor %}",
+    "{% set s = 'x' * 30000000 %}{% for i in range(100000) %}{{ s.upper()|length }}{% endfor %}",
+    "{% set s = 'x' * 1000000 %}{{ s.replace('x', s)|length }}",
+    "{% set s = 'x' * 30000000 %}{% for i in range(100000) %}{{ s|wordcount }}{% endfor %}",
+    "{% set s = 'x' * 30000000 %}{% for i in range(100000) %}{{ s|striptags|length }}{% endfor %}",
     // CPU: many instructions
     "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
 ];

@@ -95,8 +95,9 @@ fn build_builtin_filters() -> BTreeMap<Cow<'static, str>, Value> {
         );
         rv.insert("trim".into(), Value::from_function(filters::trim));
         rv.insert("join".into(), Value::from_function(filters::join));
-        rv.insert("split".into(), Value::from_function(filters::split));
-        rv.insert("lines".into(), Value::from_function(filters::lines));
+        // synthgate patch: the fueled forms (see `filters::split_fueled`).
+        rv.insert("split".into(), Value::from_function(filters::split_fueled));
+        rv.insert("lines".into(), Value::from_function(filters::lines_fueled));
         rv.insert("default".into(), Value::from_function(filters::default));
         rv.insert("d".into(), Value::from_function(filters::default));
         rv.insert("round".into(), Value::from_function(filters::round));

@@ -191,6 +191,27 @@ fn python_float_str(val: f64) -> String {
 }
 
 impl FormatSpec {
+    // synthgate patch: pays, from the render's format budget (see `limits`), for the text
+    // this field is about to write before it is built: its padding and precision, and the
+    // string it prints. The width cap bounds one field, not a format string that repeats
+    // fields (`'{0}{0}{0}...'.format(s)` built 1.8 GB unpaid); non-string values print
+    // through `Display`, whose containers pay for their items themselves.
+    fn charge(&self, val: &Value) -> Result<(), Error> {
+        let len = self
+            .width
+            .unwrap_or(0)
+            .saturating_add(self.precision.unwrap_or(0))
+            .saturating_add(val.as_str().map_or(24, str::len));
+        if crate::limits::charge_bytes(len) {
+            Ok(())
+        } else {
+            Err(Error::new(
+                ErrorKind::OutOfFuel,
+                "formatting would write more than the render may build",
+            ))
+        }
+    }
+
     // Format the given value according to this spec
     fn format(&self, val: &Value) -> Result<String, Error> {
         if let Ok(boolean) = bool::try_from(val.clone()) {
@@ -1286,6 +1307,7 @@ mod printf_style {
                         .unwrap_or(0)
                         .saturating_add(format_spec.precision.unwrap_or(0));
                     let transformed = ok!(transform(&arg, conversion, min_len));
+                    ok!(format_spec.charge(transformed.as_ref().unwrap_or(&arg)));
                     result.push_str(&ok!(
                         format_spec.format(transformed.as_ref().unwrap_or(&arg))
                     ));
@@ -1677,6 +1699,7 @@ mod str_format_style {
 
                     // apply the spec to the replacement value, and insert the
                     // formatted result into final string
+                    ok!(format_spec.charge(&arg));
                     result.push_str(&ok!(format_spec.format(&arg)));
                 }
             }

@@ -48,6 +48,13 @@ struct JsonWriter {
 
 impl JsonWriter {
     fn write_value(&mut self, value: &Value) -> Result<(), Error> {
+        // synthgate patch: no deeper than `limits::MAX_NESTING`.
+        let Some(_descent) = crate::limits::descend() else {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "value nested too deeply to serialize",
+            ));
+        };
         // synthgate patch: serializing shares the format budget of printing (see `limits`).
         if !crate::limits::charge_item(value, false) {
             return Err(Error::new(

@@ -18,7 +18,7 @@
 //!
 //! Without an active scope nothing changes: budgets are unlimited and there is no deadline.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::time::Instant;
 
 use crate::value::Value;
@@ -40,6 +40,8 @@ pub enum Exceeded {
     Deadline,
     /// Comparing and hashing long strings used up the work budget.
     Work,
+    /// A value nested deeper than [`MAX_NESTING`] was printed, serialized or compared.
+    Nesting,
 }
 
 thread_local! {
@@ -196,4 +198,92 @@ pub(crate) fn should_stop(bytes: usize) -> bool {
 #[inline]
 pub(crate) fn str_len(v: &Value) -> usize {
     v.as_str().map_or(0, str::len)
+}
+
+/// How many objects may be dropped inside one another before the rest wait their turn (see
+/// [`release`]). A level takes a few hundred bytes of stack in a debug build.
+const MAX_DROP_DEPTH: usize = 100;
+
+thread_local! {
+    static DROP_DEPTH: Cell<usize> = const { Cell::new(0) };
+    static DEFERRED_DROPS: RefCell<Vec<(*const (), fn(*const ()))>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Releases one reference to a type-erased object (`decref(ptr)`), without recursing deeper
+/// than [`MAX_DROP_DEPTH`].
+///
+/// A template can nest lists a hundred thousand levels deep (`{% set ns.l = [ns.l] %}` in a
+/// loop, within its fuel). Dropping such a value dropped each level inside the one above it and
+/// overflowed the thread's stack: the process aborted. Past the depth bound the release is
+/// queued instead, and the outermost release runs the queue, so the stack holds at most
+/// `MAX_DROP_DEPTH` levels whatever the nesting. Works without a [`scope`].
+pub(crate) fn release(ptr: *const (), decref: fn(*const ())) {
+    let Ok(depth) = DROP_DEPTH.try_with(Cell::get) else {
+        // This thread's locals are being torn down: drop in place, as unpatched.
+        return decref(ptr);
+    };
+    if depth >= MAX_DROP_DEPTH {
+        if DEFERRED_DROPS
+            .try_with(|q| q.borrow_mut().push((ptr, decref)))
+            .is_ok()
+        {
+            return;
+        }
+        return decref(ptr);
+    }
+    DROP_DEPTH.with(|d| d.set(depth + 1));
+    decref(ptr);
+    DROP_DEPTH.with(|d| d.set(depth));
+    if depth == 0 {
+        // The outermost release: drop what was queued, each from one level down, so that
+        // the drops it causes queue again rather than run this loop recursively.
+        DROP_DEPTH.with(|d| d.set(1));
+        while let Some((ptr, decref)) = DEFERRED_DROPS.with(|q| q.borrow_mut().pop()) {
+            decref(ptr);
+        }
+        DROP_DEPTH.with(|d| d.set(0));
+    }
+}
+
+/// How deep printing, serializing, comparing and hashing descend into nested values. JSON
+/// read by serde_json is at most 128 levels deep, so every value a record holds fits, with
+/// room for what a template wraps around it; a deeper value can only come from a template
+/// nesting lists in a loop, where every walk recursed once per level until the stack overflowed.
+pub const MAX_NESTING: usize = 256;
+
+thread_local! {
+    static DESCENT: Cell<usize> = const { Cell::new(0) };
+}
+
+/// One level of a walk into a nested value; leaving it when dropped.
+pub(crate) struct Descent(());
+
+impl Drop for Descent {
+    fn drop(&mut self) {
+        let _ = DESCENT.try_with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Enters one more level of a walk into a nested value, or `None` (recording
+/// [`Exceeded::Nesting`]) past [`MAX_NESTING`]: the caller must not descend. Works without a
+/// [`scope`], since a stack overflow aborts the process wherever it happens.
+pub(crate) fn descend() -> Option<Descent> {
+    let depth = DESCENT.try_with(|d| {
+        let depth = d.get();
+        if depth < MAX_NESTING {
+            d.set(depth + 1);
+        }
+        depth
+    });
+    match depth {
+        Ok(depth) if depth < MAX_NESTING => Some(Descent(())),
+        _ => {
+            let _ = EXCEEDED.try_with(|c| {
+                if c.get().is_none() {
+                    c.set(Some(Exceeded::Nesting));
+                }
+            });
+            None
+        }
+    }
 }

@@ -677,7 +677,10 @@ impl fmt::Debug for ValueRepr {
 
 impl Hash for Value {
     fn hash<H: Hasher>(&self, state: &mut H) {
-        // synthgate patch: see `limits::should_stop`.
+        // synthgate patch: see `limits::should_stop` and `limits::descend`.
+        let Some(_descent) = crate::limits::descend() else {
+            return;
+        };
         if crate::limits::should_stop(crate::limits::str_len(self)) {
             return;
         }
@@ -713,7 +716,10 @@ pub struct Value(pub(crate) ValueRepr);
 
 impl PartialEq for Value {
     fn eq(&self, other: &Self) -> bool {
-        // synthgate patch: see `limits::should_stop`.
+        // synthgate patch: see `limits::should_stop` and `limits::descend`.
+        let Some(_descent) = crate::limits::descend() else {
+            return true;
+        };
         let shorter = crate::limits::str_len(self).min(crate::limits::str_len(other));
         if crate::limits::should_stop(shorter) {
             return true;
@@ -902,7 +908,10 @@ fn cmp_uncoercible_numbers(left: &Value, right: &Value) -> Ordering {
 
 impl Ord for Value {
     fn cmp(&self, other: &Self) -> Ordering {
-        // synthgate patch: see `limits::should_stop`.
+        // synthgate patch: see `limits::should_stop` and `limits::descend`.
+        let Some(_descent) = crate::limits::descend() else {
+            return Ordering::Equal;
+        };
         let shorter = crate::limits::str_len(self).min(crate::limits::str_len(other));
         if crate::limits::should_stop(shorter) {
             return Ordering::Equal;
@@ -2046,6 +2055,10 @@ impl serde::Serialize for Value {
     where
         S: serde::ser::Serializer,
     {
+        // synthgate patch: no deeper than `limits::MAX_NESTING`.
+        let Some(_descent) = crate::limits::descend() else {
+            return Err(serde::ser::Error::custom("value nested too deeply to serialize"));
+        };
         // enable round tripping of values
         if serializing_for_value() {
             let handle = LAST_VALUE_HANDLE.with(|x| {

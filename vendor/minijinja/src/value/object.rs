@@ -370,7 +370,11 @@ fn render_container(
     placeholder: &str,
     items: impl FnOnce(&mut fmt::Formatter<'_>) -> fmt::Result,
 ) -> fmt::Result {
-    // synthgate patch: items are printed one level deeper (see `limits::charge_item`).
+    // synthgate patch: items are printed one level deeper (see `limits::charge_item`), and
+    // not at all past `limits::MAX_NESTING`.
+    let Some(_descent) = crate::limits::descend() else {
+        return f.write_str("...");
+    };
     #[cfg(feature = "debug")]
     {
         crate::limits::nested(|| crate::debug::limited_container(f, placeholder, items))

@@ -128,7 +128,9 @@ macro_rules! type_erase {
 
             impl Drop for $erased_t_name {
                 fn drop(&mut self) {
-                    (vt(self).__decref)(self.ptr);
+                    // synthgate patch: releasing the last reference drops the object, whose
+                    // items may be objects too; `limits::release` bounds that recursion.
+                    crate::limits::release(self.ptr, vt(self).__decref);
                 }
             }
 

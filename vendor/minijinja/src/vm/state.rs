@@ -787,8 +787,12 @@ impl State<'_, '_> {
     }
 
     /// Checks that `n` bytes could still be paid for.
+    ///
+    /// synthgate patch: public, so that methods and filters defined outside
+    /// the crate (an unknown-method callback, say) can check what they are
+    /// about to build before allocating it, as the built-in filters do.
     #[inline(always)]
-    pub(crate) fn ensure_bytes(&self, _n: usize) -> Result<(), Error> {
+    pub fn ensure_bytes(&self, _n: usize) -> Result<(), Error> {
         #[cfg(feature = "fuel")]
         {
             if let Some(ref tracker) = self.fuel_tracker {
