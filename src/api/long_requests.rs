@@ -1,5 +1,6 @@
 //! The bound on long requests: dataset uploads, event streams, exports and `/mcp`'s
-//! server-sent stream, which `server.request_timeout_sec` does not cut.
+//! server-sent stream, which `server.request_timeout_sec` does not cut, and request bodies that
+//! arrive slowly (`api::body_pace`).
 //!
 //! Each such request holds one of `server.max_long_requests` permits until its response body
 //! ends (an upload: until it is read and answered). Without the bound, clients dripping uploads
@@ -30,6 +31,12 @@ impl LongRequests {
             permits: Arc::new(Semaphore::new(limit)),
             limit,
         }
+    }
+
+    /// A permit, if one is free: held by a request body that arrives slowly
+    /// (`api::body_pace`) while it arrives.
+    pub(crate) fn try_permit(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        Arc::clone(&self.permits).try_acquire_owned().ok()
     }
 
     /// Runs `run` holding a permit until its response body ends, or answers `server_busy`.

@@ -3,6 +3,7 @@
 //! envelope), and the web
 //! UI's static page at `/ui`.
 
+mod body_pace;
 mod data_designer;
 mod datasets;
 mod downloads;
@@ -29,11 +30,10 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderName, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
@@ -147,7 +147,7 @@ async fn request_timeout(
         if req.method() == Method::GET {
             return long.run(next.run(req)).await;
         }
-        return mcp_read_timeout(limit, body_limit, req, next).await;
+        return mcp_read_timeout(limit, body_limit, &long, req, next).await;
     }
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
@@ -156,7 +156,13 @@ async fn request_timeout(
     {
         return long.run(next.run(req)).await;
     }
-    match tokio::time::timeout(limit, next.run(req)).await {
+    let handled = async {
+        match body_pace::read(req, &long, body_limit).await {
+            Ok(req) => next.run(req).await,
+            Err(refused) => refused,
+        }
+    };
+    match tokio::time::timeout(limit, handled).await {
         Ok(resp) => resp,
         Err(_) => ApiError::Timeout.into_response(),
     }
@@ -170,23 +176,25 @@ async fn request_timeout(
 async fn mcp_read_timeout(
     limit: Duration,
     body_limit: usize,
+    long: &long_requests::LongRequests,
     req: Request,
     next: Next,
 ) -> Response {
-    let (parts, body) = req.into_parts();
-    let read = Bytes::from_request(Request::from_parts(parts.clone(), body), &());
+    let read = body_pace::read(req, long, body_limit);
     match tokio::time::timeout(limit, read).await {
-        Ok(Ok(bytes)) => {
+        Ok(Ok(req)) => {
+            let (parts, body) = req.into_parts();
+            // In memory already: the paced read buffered it whole.
+            let bytes = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
             if let Some(refused) = mcp_server::unreadable_message(&parts, &bytes) {
                 return refused;
             }
             next.run(Request::from_parts(parts, Body::from(bytes)))
                 .await
         }
-        Ok(Err(r)) if r.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-            ApiError::PayloadTooLarge(body_limit).into_response()
-        }
-        Ok(Err(r)) => ApiError::InvalidRequest(r.body_text()).into_response(),
+        Ok(Err(refused)) => refused,
         Err(_) => ApiError::Timeout.into_response(),
     }
 }

@@ -400,3 +400,92 @@ async fn shutdown_closes_idle_connections_at_once() {
         "slow connections survived shutdown"
     );
 }
+
+/// Starts `POST /v1/jobs` announcing a body of `len` bytes: the head, one byte, then nothing.
+async fn dripping_job(addr: SocketAddr, len: usize) -> TcpStream {
+    let mut s = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(addr))
+        .await
+        .expect("the server stopped accepting connections")
+        .expect("connect");
+    let head = format!(
+        "POST /v1/jobs HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {len}\r\n\r\n{{"
+    );
+    s.write_all(head.as_bytes()).await.expect("write");
+    s
+}
+
+/// Issue 49 Q6: ordinary requests dripping their bodies held every connection until the
+/// request timeout (30 s by default; 300 s here, so the old behaviour cannot pass by waiting),
+/// and `/healthz` waited in the backlog. Past a short grace a slow body now needs one of the
+/// long requests' permits: half the connections here, so the other half are cut with `408`
+/// and closed, and `/healthz` finds a connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_request_bodies_cannot_fill_the_connections() {
+    const LIMIT: usize = 8;
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.server.max_connections = LIMIT;
+        c.server.max_long_requests = Some(LIMIT / 2);
+        c.server.header_read_timeout_sec = 300;
+        c.server.idle_timeout_sec = 300;
+        c.server.request_timeout_sec = 300;
+    })
+    .await;
+    let mut dripping = Vec::new();
+    for _ in 0..LIMIT {
+        dripping.push(dripping_job(app.addr, 1_000_000).await);
+    }
+    // Past the grace (2 s): half took permits, the rest were answered and closed.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let mut cut = 0;
+    for s in &mut dripping {
+        let mut buf = vec![0u8; 4096];
+        if let Ok(read) = tokio::time::timeout(Duration::from_millis(50), s.read(&mut buf)).await {
+            let n = read.expect("read");
+            let text = String::from_utf8_lossy(&buf[..n]);
+            assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+            assert!(text.contains("\"request_timeout\""), "{text}");
+            cut += 1;
+        }
+    }
+    assert_eq!(
+        cut,
+        LIMIT / 2,
+        "slow bodies cut past the long requests' permits"
+    );
+    for _ in 0..20 {
+        let took = healthz(app.addr).await;
+        assert!(
+            took < Duration::from_millis(200),
+            "/healthz took {took:?} beside the slow bodies"
+        );
+    }
+    app.stop().await;
+}
+
+/// A slow body that holds a permit must still keep to the minimum rate (32 KiB/s): 40,000
+/// bytes get two seconds after the grace, then `408`, and the permit is free again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_body_with_a_permit_is_cut_below_the_minimum_rate() {
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.server.max_long_requests = Some(1);
+        c.server.request_timeout_sec = 300;
+    })
+    .await;
+    let started = Instant::now();
+    let mut s = dripping_job(app.addr, 40_000).await;
+    let answer = read_response(&mut s).await;
+    let took = started.elapsed();
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"request_timeout\""), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    assert!(took >= Duration::from_secs(4), "cut after {took:?}");
+    // The permit was released: another slow body gets one (and is cut the same way).
+    let mut s = dripping_job(app.addr, 40_000).await;
+    let answer = read_response(&mut s).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    app.stop().await;
+}
