@@ -12,6 +12,11 @@ use serde::Deserialize;
 /// kept in memory per process, shared by every job.
 pub const DEFAULT_SEED_CACHE_BYTES: u64 = 8 << 20;
 
+/// Decoded rows up to this many bytes are never refused for their ratio to the file's size
+/// (`datasets.max_decoded_ratio`): small files of short values legitimately decode to many
+/// times their size as JSON.
+pub const DECODED_RATIO_FLOOR: u64 = 64 << 20;
+
 /// Bounds on what a dataset file may hold, from the server config (`datasets:`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DatasetLimits {
@@ -26,6 +31,10 @@ pub struct DatasetLimits {
     /// far more (a dictionary-encoded Parquet column repeats one value: 10 KB became 4 GB),
     /// so the decoded size is bounded, not only the file's.
     pub max_dataset_bytes: u64,
+    /// Most times its own size a file's rows may take as stored, once they take more than
+    /// [`DECODED_RATIO_FLOOR`]: a 1.4 KB Parquet file wrote 2 GB of rows before
+    /// `max_dataset_bytes` stopped it.
+    pub max_decoded_ratio: u64,
     /// An `importing` dataset with no block written for this long belongs to an import that
     /// died; the next import deletes it.
     pub import_idle_timeout: Duration,
@@ -62,6 +71,7 @@ impl Default for DatasetLimits {
             max_columns: 1_000,
             max_rows: 10_000_000,
             max_dataset_bytes: 2 << 30,
+            max_decoded_ratio: 100,
             import_idle_timeout: Duration::from_secs(300),
             decoder: DecoderLimits::default(),
         }
@@ -86,6 +96,9 @@ pub struct DatasetsConfig {
     /// Most bytes a dataset's rows may take once decoded (as stored, JSON): a compressed or
     /// dictionary-encoded file can be far smaller than its rows.
     pub max_dataset_bytes: u64,
+    /// Most times its own size a file's rows may take once decoded (as stored), past 64 MiB
+    /// of rows: a decompression bomb is refused after 64 MiB, not at `max_dataset_bytes`.
+    pub max_decoded_ratio: u64,
     /// Where uploads are spooled while they arrive and are parsed (deleted after); the
     /// system's temporary directory when absent. Needs room for `max_upload_bytes` per
     /// concurrent upload.
@@ -133,6 +146,7 @@ impl Default for DatasetsConfig {
             max_columns: limits.max_columns,
             max_rows: limits.max_rows,
             max_dataset_bytes: limits.max_dataset_bytes,
+            max_decoded_ratio: limits.max_decoded_ratio,
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
@@ -192,6 +206,7 @@ impl DatasetsConfig {
             max_columns: self.max_columns,
             max_rows: self.max_rows,
             max_dataset_bytes: self.max_dataset_bytes,
+            max_decoded_ratio: self.max_decoded_ratio,
             import_idle_timeout: Duration::from_secs(self.import_idle_timeout_sec),
             decoder: DecoderLimits {
                 program: self.decoder_program.clone(),
@@ -218,6 +233,9 @@ impl DatasetsConfig {
         }
         if self.max_dataset_bytes < 1024 {
             out.push("config key `datasets.max_dataset_bytes`: must be at least 1024".into());
+        }
+        if !(1..=1_000_000).contains(&self.max_decoded_ratio) {
+            out.push("config key `datasets.max_decoded_ratio`: must be from 1 to 1000000".into());
         }
         if self.max_columns == 0 {
             out.push("config key `datasets.max_columns`: must be at least 1".into());

@@ -21,7 +21,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use datasets::{
-    DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, DecoderLimits, HfConfig,
+    DECODED_RATIO_FLOOR, DEFAULT_SEED_CACHE_BYTES, DatasetLimits, DatasetsConfig, DecoderLimits,
+    HfConfig,
 };
 pub use host_entry::HostEntry;
 pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};

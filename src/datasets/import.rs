@@ -271,6 +271,15 @@ fn new_meta(
     }
 }
 
+/// `datasets.max_decoded_ratio` applied to one file.
+#[derive(Debug, Clone, Copy)]
+struct DecodedBound {
+    file_bytes: u64,
+    ratio: u64,
+    /// The rows' bytes allowed: `ratio` times the file's, at least the floor.
+    bytes: u64,
+}
+
 /// Blocks encoded by the parser, `first..first + blocks.len()`.
 struct Batch {
     first: u64,
@@ -302,6 +311,15 @@ where
         max_row_bytes: limit_rows.then_some(limits.max_row_bytes),
         max_rows: limits.max_rows,
         max_bytes: limits.max_dataset_bytes,
+        // A file's rows, against the file's size; rows given in memory have no file.
+        max_decoded: limit_rows.then(|| DecodedBound {
+            file_bytes: meta.size_bytes,
+            ratio: limits.max_decoded_ratio,
+            bytes: meta
+                .size_bytes
+                .saturating_mul(limits.max_decoded_ratio)
+                .max(crate::config::DECODED_RATIO_FLOOR),
+        }),
     };
     let result = write_blocks(store, id, sink_limits, parse).await;
     let finished = match result {
@@ -380,6 +398,8 @@ struct SinkLimits {
     max_rows: u64,
     /// All rows as JSON.
     max_bytes: u64,
+    /// The bound on the rows' size relative to the file's (`None`: no file).
+    max_decoded: Option<DecodedBound>,
 }
 
 /// Encodes rows into blocks of `BLOCK_ROWS` (the UTF-8 bytes of a JSON array) and sends them
@@ -477,6 +497,18 @@ impl RowSink for BlockSink {
                 "the dataset's rows take more than {} bytes as JSON by row {} \
                  (datasets.max_dataset_bytes); a small file can decode to much more than its size",
                 self.limits.max_bytes,
+                self.rows + 1
+            )));
+        }
+        if let Some(bound) = self.limits.max_decoded
+            && self.bytes > bound.bytes
+        {
+            return Err(ImportError::invalid(format!(
+                "the file's rows take more than {} times its {} bytes by row {} \
+                 (datasets.max_decoded_ratio): a compressed or dictionary-encoded file that \
+                 decodes to that much is refused",
+                bound.ratio,
+                bound.file_bytes,
                 self.rows + 1
             )));
         }

@@ -25,7 +25,7 @@ use crate::helpers::{TestApp, spawn_app, spawn_app_with, status_json};
 /// Far above any real answer time; a request that takes this long is a bug.
 const BOUND: Duration = Duration::from_secs(20);
 
-async fn upload(app: &TestApp, name: &str, bytes: Vec<u8>) -> (u16, Value) {
+pub(crate) async fn upload(app: &TestApp, name: &str, bytes: Vec<u8>) -> (u16, Value) {
     let resp = app
         .client
         .post(app.url(&format!("/v1/datasets?name={name}")))
@@ -36,7 +36,7 @@ async fn upload(app: &TestApp, name: &str, bytes: Vec<u8>) -> (u16, Value) {
     status_json(resp).await
 }
 
-fn refused(status: u16, body: &Value, needle: &str) {
+pub(crate) fn refused(status: u16, body: &Value, needle: &str) {
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "invalid_dataset", "{body}");
     let msg = body["error"]["message"].as_str().unwrap();
@@ -258,7 +258,7 @@ fn lying_page_header_as(sizes: &[(TType, i64)]) -> Vec<u8> {
 
 /// `rows` rows of one `value_len`-byte string, dictionary-encoded by the real writer: the file
 /// holds the string once.
-fn dictionary_bomb(rows: usize, value_len: usize) -> Vec<u8> {
+pub(crate) fn dictionary_bomb(rows: usize, value_len: usize) -> Vec<u8> {
     let column = Type::primitive_type_builder("s", PhysicalType::BYTE_ARRAY)
         .with_repetition(Repetition::REQUIRED)
         .build()

@@ -41,6 +41,7 @@ mod parquet;
 mod poison_pills;
 mod process;
 mod processors;
+mod quotas;
 mod real_model;
 mod record_errors;
 mod replicas;
