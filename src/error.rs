@@ -111,6 +111,10 @@ pub enum ApiError {
     /// A browser sent the request from a page of another origin (`server.allowed_origins`).
     #[error("{0}")]
     OriginNotAllowed(String),
+    /// The key's stored datasets would pass `datasets.max_rows_per_key` or
+    /// `datasets.max_bytes_per_key`.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// `server.max_long_requests` uploads, event streams and exports are in progress already.
     #[error(
         "the server is serving its limit of {0} uploads, event streams and exports \
@@ -179,9 +183,10 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             Self::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            Self::Forbidden(_) | Self::HostNotAllowed(_) | Self::OriginNotAllowed(_) => {
-                StatusCode::FORBIDDEN
-            }
+            Self::Forbidden(_)
+            | Self::HostNotAllowed(_)
+            | Self::OriginNotAllowed(_)
+            | Self::QuotaExceeded(_) => StatusCode::FORBIDDEN,
             Self::TooManyJobs(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -216,6 +221,7 @@ impl ApiError {
             Self::Unavailable(_) => "service_unavailable",
             Self::McpUnavailable(_) => "mcp_unavailable",
             Self::ServerBusy(_) => "server_busy",
+            Self::QuotaExceeded(_) => "quota_exceeded",
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden(_) => "alias_not_allowed",
             Self::HostNotAllowed(_) => "host_not_allowed",
@@ -297,6 +303,7 @@ impl From<DatasetError> for ApiError {
             DatasetError::Invalid(msg) => Self::InvalidDataset(msg),
             DatasetError::UnsupportedFormat(msg) => Self::UnsupportedDatasetFormat(msg),
             DatasetError::InvalidRequest(msg) => Self::InvalidRequest(msg),
+            DatasetError::QuotaExceeded(msg) => Self::QuotaExceeded(msg),
             DatasetError::Stalled => Self::Timeout,
             DatasetError::Store(e) => e.into(),
             DatasetError::Internal(msg) => Self::Internal(msg),

@@ -141,6 +141,7 @@ pub(super) fn dataset_id(raw: &str) -> Result<DatasetId, ApiError> {
     responses(
         (status = 201, description = "Stored", body = DatasetResponse),
         (status = 200, description = "The caller already has this file under this name: that dataset", body = DatasetResponse),
+        (status = 403, description = "The key's datasets would hold more than `datasets.max_rows_per_key` rows or `datasets.max_bytes_per_key` bytes (`quota_exceeded`); nothing is stored", body = ErrorBody),
         (status = 408, description = "No byte arrived for `datasets.upload_idle_timeout_sec` (`request_timeout`)", body = ErrorBody),
         (status = 413, description = "Over `datasets.max_upload_bytes` (`dataset_too_large`); nothing is stored", body = ErrorBody),
         (status = 422, description = "A file that cannot be read, naming the row and column (`invalid_dataset`), an unknown format (`unsupported_dataset_format`), or a bad `name` (`invalid_request`); nothing is stored", body = ErrorBody),

@@ -202,6 +202,7 @@ pub async fn preupload(
     params(("namespace" = String, Path), ("name" = String, Path), ("rev" = String, Path)),
     responses(
         (status = 200, description = "`{commitUrl, commitOid, pullRequestUrl: null}`", body = Object),
+        (status = 403, description = "The key's datasets would pass `datasets.max_rows_per_key` or `datasets.max_bytes_per_key` (`quota_exceeded`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
         (status = 422, description = "A malformed line, an operation not served, or a file that is not a dataset (`invalid_request`, `invalid_dataset`, `unsupported_dataset_format`)", body = ErrorBody),
     ))]

@@ -35,6 +35,11 @@ pub struct DatasetLimits {
     /// [`DECODED_RATIO_FLOOR`]: a 1.4 KB Parquet file wrote 2 GB of rows before
     /// `max_dataset_bytes` stopped it.
     pub max_decoded_ratio: u64,
+    /// Most rows all of one key's datasets may hold together.
+    pub max_rows_per_key: u64,
+    /// Most bytes all of one key's datasets may take together, as stored: one key cannot fill
+    /// the disk.
+    pub max_bytes_per_key: u64,
     /// An `importing` dataset with no block written for this long belongs to an import that
     /// died; the next import deletes it.
     pub import_idle_timeout: Duration,
@@ -72,6 +77,8 @@ impl Default for DatasetLimits {
             max_rows: 10_000_000,
             max_dataset_bytes: 2 << 30,
             max_decoded_ratio: 100,
+            max_rows_per_key: 100_000_000,
+            max_bytes_per_key: 20 << 30,
             import_idle_timeout: Duration::from_secs(300),
             decoder: DecoderLimits::default(),
         }
@@ -99,6 +106,11 @@ pub struct DatasetsConfig {
     /// Most times its own size a file's rows may take once decoded (as stored), past 64 MiB
     /// of rows: a decompression bomb is refused after 64 MiB, not at `max_dataset_bytes`.
     pub max_decoded_ratio: u64,
+    /// Most rows all of one key's datasets may hold together (`403 quota_exceeded` past it).
+    pub max_rows_per_key: u64,
+    /// Most bytes all of one key's datasets may take together, as stored JSON (`403
+    /// quota_exceeded` past it): one key cannot fill the database's disk.
+    pub max_bytes_per_key: u64,
     /// Where uploads are spooled while they arrive and are parsed (deleted after); the
     /// system's temporary directory when absent. Needs room for `max_upload_bytes` per
     /// concurrent upload.
@@ -147,6 +159,8 @@ impl Default for DatasetsConfig {
             max_rows: limits.max_rows,
             max_dataset_bytes: limits.max_dataset_bytes,
             max_decoded_ratio: limits.max_decoded_ratio,
+            max_rows_per_key: limits.max_rows_per_key,
+            max_bytes_per_key: limits.max_bytes_per_key,
             upload_dir: None,
             upload_idle_timeout_sec: 60,
             import_idle_timeout_sec: limits.import_idle_timeout.as_secs(),
@@ -207,6 +221,8 @@ impl DatasetsConfig {
             max_rows: self.max_rows,
             max_dataset_bytes: self.max_dataset_bytes,
             max_decoded_ratio: self.max_decoded_ratio,
+            max_rows_per_key: self.max_rows_per_key,
+            max_bytes_per_key: self.max_bytes_per_key,
             import_idle_timeout: Duration::from_secs(self.import_idle_timeout_sec),
             decoder: DecoderLimits {
                 program: self.decoder_program.clone(),
@@ -233,6 +249,12 @@ impl DatasetsConfig {
         }
         if self.max_dataset_bytes < 1024 {
             out.push("config key `datasets.max_dataset_bytes`: must be at least 1024".into());
+        }
+        if self.max_rows_per_key == 0 {
+            out.push("config key `datasets.max_rows_per_key`: must be at least 1".into());
+        }
+        if self.max_bytes_per_key < 1024 {
+            out.push("config key `datasets.max_bytes_per_key`: must be at least 1024".into());
         }
         if !(1..=1_000_000).contains(&self.max_decoded_ratio) {
             out.push("config key `datasets.max_decoded_ratio`: must be from 1 to 1000000".into());

@@ -26,6 +26,9 @@ pub enum DatasetError {
     /// A parameter is wrong (a name, a path, a repository id); the message names it.
     #[error("{0}")]
     InvalidRequest(String),
+    /// The owner's datasets would pass `datasets.max_rows_per_key` or `max_bytes_per_key`.
+    #[error("{0}")]
+    QuotaExceeded(String),
     /// The upload stopped sending bytes for longer than the idle timeout.
     #[error("the upload stopped arriving")]
     Stalled,
@@ -42,6 +45,7 @@ impl From<ImportError> for DatasetError {
         match e.code {
             "invalid_dataset" => Self::Invalid(e.message),
             "unsupported_dataset_format" => Self::UnsupportedFormat(e.message),
+            "quota_exceeded" => Self::QuotaExceeded(e.message),
             _ => Self::Internal(e.message),
         }
     }

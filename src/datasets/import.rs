@@ -49,6 +49,14 @@ impl ImportError {
         }
     }
 
+    /// The owner's datasets would pass a per-key quota (`quota_exceeded`).
+    pub fn quota(message: impl Into<String>) -> Self {
+        Self {
+            code: "quota_exceeded",
+            message: message.into(),
+        }
+    }
+
     /// A server-side failure (`internal`); the message is logged, never shown.
     pub fn internal(message: impl Into<String>) -> Self {
         Self {
@@ -305,12 +313,30 @@ where
         // Only garbage is left behind; the import itself can go on.
         Err(e) => tracing::warn!(error = %e, "could not delete stale dataset imports"),
     }
+    // Per-key quotas: what the owner's other datasets hold (imports in progress included) is
+    // taken from what this one may hold. Imports of one key that run at once each see the
+    // others as they were when it began, so together they may pass the quota by what they
+    // import concurrently (at most `server.max_long_requests` uploads).
+    let usage = store.dataset_usage(meta.owner.as_deref()).await?;
+    let key_bytes_left = limits.max_bytes_per_key.saturating_sub(usage.bytes);
+    let key_rows_left = limits.max_rows_per_key.saturating_sub(usage.rows);
+    if key_bytes_left == 0 || key_rows_left == 0 {
+        return Err(quota_error(limits, usage.rows, usage.bytes));
+    }
     let id = meta.id;
     store.begin_dataset_import(&meta).await?;
     let sink_limits = SinkLimits {
         max_row_bytes: limit_rows.then_some(limits.max_row_bytes),
         max_rows: limits.max_rows,
         max_bytes: limits.max_dataset_bytes,
+        key: KeyQuota {
+            rows_left: key_rows_left,
+            bytes_left: key_bytes_left,
+            rows_used: usage.rows,
+            bytes_used: usage.bytes,
+            max_rows: limits.max_rows_per_key,
+            max_bytes: limits.max_bytes_per_key,
+        },
         // A file's rows, against the file's size; rows given in memory have no file.
         max_decoded: limit_rows.then(|| DecodedBound {
             file_bytes: meta.size_bytes,
@@ -400,6 +426,29 @@ struct SinkLimits {
     max_bytes: u64,
     /// The bound on the rows' size relative to the file's (`None`: no file).
     max_decoded: Option<DecodedBound>,
+    /// What the owner's quotas leave for this dataset.
+    key: KeyQuota,
+}
+
+/// `datasets.max_rows_per_key` and `datasets.max_bytes_per_key`, as they apply to one import.
+#[derive(Debug, Clone, Copy)]
+struct KeyQuota {
+    rows_left: u64,
+    bytes_left: u64,
+    rows_used: u64,
+    bytes_used: u64,
+    max_rows: u64,
+    max_bytes: u64,
+}
+
+/// `403 quota_exceeded` before an import starts: the owner's datasets hold `rows` and `bytes`.
+fn quota_error(limits: &DatasetLimits, rows: u64, bytes: u64) -> ImportError {
+    ImportError::quota(format!(
+        "this key's datasets hold {rows} rows and {bytes} bytes, and may hold at most {} rows \
+         (datasets.max_rows_per_key) and {} bytes (datasets.max_bytes_per_key); \
+         delete datasets to make room",
+        limits.max_rows_per_key, limits.max_bytes_per_key
+    ))
 }
 
 /// Encodes rows into blocks of `BLOCK_ROWS` (the UTF-8 bytes of a JSON array) and sends them
@@ -492,6 +541,19 @@ impl RowSink for BlockSink {
             )));
         }
         self.bytes += row_bytes as u64;
+        let key = self.limits.key;
+        if self.rows >= key.rows_left || self.bytes > key.bytes_left {
+            return Err(ImportError::quota(format!(
+                "this key's datasets would hold more than {} rows (datasets.max_rows_per_key) or \
+                 {} bytes (datasets.max_bytes_per_key) by row {}: they held {} rows and {} bytes \
+                 before this import; delete datasets to make room",
+                key.max_rows,
+                key.max_bytes,
+                self.rows + 1,
+                key.rows_used,
+                key.bytes_used
+            )));
+        }
         if self.bytes > self.limits.max_bytes {
             return Err(ImportError::invalid(format!(
                 "the dataset's rows take more than {} bytes as JSON by row {} \

@@ -594,4 +594,16 @@ pub trait DatasetStore: Send + Sync {
     /// whose process died. Returns how many. Live imports of other replicas write blocks far
     /// more often than any sensible `idle`.
     async fn delete_stale_imports(&self, idle: Duration) -> Result<u64, StoreError>;
+
+    /// What `owner`'s datasets hold, imports in progress included: rows (of `ready` ones;
+    /// an import's count is only known at its end) and stored bytes (of every block written).
+    /// The per-key quotas (`datasets.max_rows_per_key`, `datasets.max_bytes_per_key`).
+    async fn dataset_usage(&self, owner: Option<&str>) -> Result<DatasetUsage, StoreError>;
+}
+
+/// What one key's datasets hold (see [`DatasetStore::dataset_usage`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DatasetUsage {
+    pub rows: u64,
+    pub bytes: u64,
 }

@@ -15,7 +15,7 @@ use crate::store::dataset_rows::{
     DatasetDb, columns_json, dataset_columns, delete_unless_used, find_in, one_in, one_query,
     read_block, to_i64,
 };
-use crate::store::{DatasetStore, StoreError};
+use crate::store::{DatasetStore, DatasetUsage, StoreError};
 
 type Dataset = DatasetDb<Value, DateTime<Utc>>;
 
@@ -184,5 +184,24 @@ impl DatasetStore for PgStore {
         .await?
         .rows_affected();
         Ok(deleted)
+    }
+
+    async fn dataset_usage(&self, owner: Option<&str>) -> Result<DatasetUsage, StoreError> {
+        // `octet_length` of a TOASTed value reads its size from the TOAST pointer.
+        let (rows, bytes): (i64, i64) = sqlx::query_as(
+            "select \
+               coalesce((select sum(num_rows) from datasets \
+                         where owner is not distinct from $1 and status = 'ready'), 0)::bigint, \
+               coalesce((select sum(octet_length(b.rows)) from dataset_blocks b \
+                         join datasets d on d.id = b.dataset_id \
+                         where d.owner is not distinct from $1), 0)::bigint",
+        )
+        .bind(owner)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(DatasetUsage {
+            rows: u64::try_from(rows).unwrap_or(0),
+            bytes: u64::try_from(bytes).unwrap_or(0),
+        })
     }
 }

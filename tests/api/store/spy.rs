@@ -384,4 +384,11 @@ impl DatasetStore for Spy {
         self.note("delete_stale_imports");
         self.inner.delete_stale_imports(idle).await
     }
+    async fn dataset_usage(
+        &self,
+        owner: Option<&str>,
+    ) -> Result<synthgate::store::DatasetUsage, StoreError> {
+        self.note("dataset_usage");
+        self.inner.dataset_usage(owner).await
+    }
 }
