@@ -121,6 +121,12 @@ pub enum ApiError {
          (server.max_long_requests); retry shortly"
     )]
     ServerBusy(usize),
+    /// This key has `server.max_long_requests_per_key` long requests in progress already.
+    #[error(
+        "this key has {0} uploads, event streams, exports or slowly arriving request bodies in \
+         progress (server.max_long_requests_per_key); retry once one has ended"
+    )]
+    KeyBusy(usize),
     /// The key already has `limits.max_jobs_in_flight_per_key` jobs queued or running.
     #[error("{0}")]
     TooManyJobs(String),
@@ -187,7 +193,7 @@ impl ApiError {
             | Self::HostNotAllowed(_)
             | Self::OriginNotAllowed(_)
             | Self::QuotaExceeded(_) => StatusCode::FORBIDDEN,
-            Self::TooManyJobs(_) => StatusCode::TOO_MANY_REQUESTS,
+            Self::TooManyJobs(_) | Self::KeyBusy(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -221,6 +227,7 @@ impl ApiError {
             Self::Unavailable(_) => "service_unavailable",
             Self::McpUnavailable(_) => "mcp_unavailable",
             Self::ServerBusy(_) => "server_busy",
+            Self::KeyBusy(_) => "too_many_long_requests",
             Self::QuotaExceeded(_) => "quota_exceeded",
             Self::Unauthorized(_) => "unauthorized",
             Self::Forbidden(_) => "alias_not_allowed",
@@ -377,7 +384,7 @@ impl IntoResponse for ApiError {
                 axum::http::HeaderValue::from_static("Bearer"),
             );
         }
-        if matches!(self, Self::ServerBusy(_)) {
+        if matches!(self, Self::ServerBusy(_) | Self::KeyBusy(_)) {
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
                 axum::http::HeaderValue::from_static("1"),

@@ -7,7 +7,8 @@
 //!
 //! Now a body must arrive within [`BODY_GRACE`] (any body of a sensible size on any working
 //! link does), or it becomes a long request: it needs one of `server.max_long_requests`
-//! permits, the pool uploads and event streams share, to go on arriving, and must then keep to
+//! permits, the pool uploads and event streams share (within its key's share), to go on
+//! arriving, and must then keep to
 //! [`MIN_BODY_RATE`]. Without a free permit, or below the rate, it is cut with `408
 //! request_timeout` and its connection closed. So slow bodies can hold at most the long
 //! requests' share of the connections, never all of them, and each only for a time bounded by
@@ -39,6 +40,7 @@ pub(crate) const MIN_BODY_RATE: u64 = 32 * 1024;
 pub(crate) async fn read(
     req: Request,
     long: &LongRequests,
+    key: Option<&str>,
     body_limit: usize,
 ) -> Result<Request, Response> {
     if req.body().size_hint().exact() == Some(0) {
@@ -54,7 +56,9 @@ pub(crate) async fn read(
     let read = match tokio::time::timeout(BODY_GRACE, &mut reading).await {
         Ok(read) => read,
         Err(_) => {
-            let Some(_permit) = long.try_permit() else {
+            // Past the key's share or the server's permits: cut (a slow body, not a busy
+            // server, is the cause).
+            let Ok(_permit) = long.try_permit(key) else {
                 return Err(too_slow());
             };
             // Past the grace, the rest must come at the minimum rate; a body without a length

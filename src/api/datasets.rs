@@ -145,6 +145,7 @@ pub(super) fn dataset_id(raw: &str) -> Result<DatasetId, ApiError> {
         (status = 408, description = "No byte arrived for `datasets.upload_idle_timeout_sec` (`request_timeout`)", body = ErrorBody),
         (status = 413, description = "Over `datasets.max_upload_bytes` (`dataset_too_large`); nothing is stored", body = ErrorBody),
         (status = 422, description = "A file that cannot be read, naming the row and column (`invalid_dataset`), an unknown format (`unsupported_dataset_format`), or a bad `name` (`invalid_request`); nothing is stored", body = ErrorBody),
+        (status = 429, description = "This key holds `server.max_long_requests_per_key` long requests already (`too_many_long_requests`, with `Retry-After`)", body = ErrorBody),
         (status = 503, description = "`server.max_long_requests` uploads, event streams and exports are in progress (`server_busy`, with `Retry-After`)", body = ErrorBody),
     )
 )]

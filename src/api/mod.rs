@@ -104,7 +104,10 @@ pub fn router(state: AppState) -> Router {
             (
                 timeout,
                 body_limit,
-                long_requests::LongRequests::new(state.config.server.long_request_limit()),
+                long_requests::LongRequests::new(
+                    state.config.server.long_request_limit(),
+                    state.config.server.long_request_limit_per_key(),
+                ),
             ),
             request_timeout,
         ))
@@ -143,21 +146,27 @@ async fn request_timeout(
     req: Request,
     next: Next,
 ) -> Response {
+    // The key's name (authentication ran first): its share of the long requests.
+    let key = req
+        .extensions()
+        .get::<crate::auth::Caller>()
+        .and_then(|c| c.owner().map(str::to_owned));
+    let key = key.as_deref();
     if mcp_server::is_mcp(req.uri().path()) {
         if req.method() == Method::GET {
-            return long.run(next.run(req)).await;
+            return long.run(key, next.run(req)).await;
         }
-        return mcp_read_timeout(limit, body_limit, &long, req, next).await;
+        return mcp_read_timeout(limit, body_limit, &long, key, req, next).await;
     }
     if records::is_streaming(req.uri().path(), req.uri().query())
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
         || data_designer::is_streaming(req.method(), req.uri().path())
     {
-        return long.run(next.run(req)).await;
+        return long.run(key, next.run(req)).await;
     }
     let handled = async {
-        match body_pace::read(req, &long, body_limit).await {
+        match body_pace::read(req, &long, key, body_limit).await {
             Ok(req) => next.run(req).await,
             Err(refused) => refused,
         }
@@ -177,10 +186,11 @@ async fn mcp_read_timeout(
     limit: Duration,
     body_limit: usize,
     long: &long_requests::LongRequests,
+    key: Option<&str>,
     req: Request,
     next: Next,
 ) -> Response {
-    let read = body_pace::read(req, long, body_limit);
+    let read = body_pace::read(req, long, key, body_limit);
     match tokio::time::timeout(limit, read).await {
         Ok(Ok(req)) => {
             let (parts, body) = req.into_parts();

@@ -42,6 +42,9 @@ pub struct ServerConfig {
     /// `max_connections`, so the rest stay free for short requests (`/healthz`). See
     /// `api::long_requests`.
     pub max_long_requests: Option<usize>,
+    /// How many of those one API key may hold at once (`429 too_many_long_requests` past it);
+    /// default half of them. Requests without a key (auth off) have no share of their own.
+    pub max_long_requests_per_key: Option<usize>,
     /// When set, `GET /metrics` needs `Authorization: Bearer <token>` (use `${env:VAR}`; at
     /// least 16 characters). Absent: `/metrics` is open.
     pub metrics_token: Option<SecretString>,
@@ -69,6 +72,7 @@ impl Default for ServerConfig {
             idle_timeout_sec: 60,
             max_connections: 1024,
             max_long_requests: None,
+            max_long_requests_per_key: None,
             metrics_token: None,
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
@@ -81,6 +85,13 @@ impl ServerConfig {
     pub fn long_request_limit(&self) -> usize {
         self.max_long_requests
             .unwrap_or(self.max_connections * 3 / 4)
+            .max(1)
+    }
+
+    /// `max_long_requests_per_key`, or its default: half of the long requests.
+    pub fn long_request_limit_per_key(&self) -> usize {
+        self.max_long_requests_per_key
+            .unwrap_or(self.long_request_limit() / 2)
             .max(1)
     }
 
@@ -109,6 +120,15 @@ impl ServerConfig {
                 "config key `server.max_long_requests`: must be at least 1 and less than \
                  `server.max_connections` ({}), so that short requests always find a connection",
                 self.max_connections
+            ));
+        }
+        if let Some(n) = self.max_long_requests_per_key
+            && (n == 0 || n > self.long_request_limit())
+        {
+            out.push(format!(
+                "config key `server.max_long_requests_per_key`: must be from 1 to \
+                 `server.max_long_requests` ({})",
+                self.long_request_limit()
             ));
         }
         for h in &self.allowed_hosts {

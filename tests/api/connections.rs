@@ -489,3 +489,58 @@ async fn a_slow_body_with_a_permit_is_cut_below_the_minimum_rate() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     app.stop().await;
 }
+
+/// Issue 49 Q7: one key may hold at most `server.max_long_requests_per_key` long requests, so
+/// a key dripping uploads cannot take the permits every other key needs: its next one gets
+/// `429 too_many_long_requests`, another key's upload still starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_key_holds_at_most_its_share_of_long_requests() {
+    const A: &str = "long-a-0123456789abcdef";
+    const B: &str = "long-b-0123456789abcdef";
+    let app = spawn_app_with(Backend::Sqlite, |c| {
+        c.auth = serde_json::from_value(serde_json::json!({"api_keys": [
+            {"name": "a", "key": A},
+            {"name": "b", "key": B},
+        ]}))
+        .unwrap();
+        c.server.max_long_requests = Some(4);
+        c.server.max_long_requests_per_key = Some(2);
+        c.datasets.upload_idle_timeout_sec = 300;
+    })
+    .await;
+    let start = |key: &'static str| {
+        let addr = app.addr;
+        async move {
+            let mut s = TcpStream::connect(addr).await.expect("connect");
+            let head = format!(
+                "POST /v1/datasets?name=drip.csv HTTP/1.1\r\nHost: 127.0.0.1\r\n\
+                 Authorization: Bearer {key}\r\nContent-Type: text/csv\r\n\
+                 Content-Length: 1000000\r\n\r\na"
+            );
+            s.write_all(head.as_bytes()).await.expect("write");
+            s
+        }
+    };
+    let mut held = vec![start(A).await, start(A).await];
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut third = start(A).await;
+    let answer = read_response(&mut third).await;
+    assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
+    assert!(answer.contains("\"too_many_long_requests\""), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    // Key b's upload takes one of the permits a left free: still in progress, unanswered.
+    held.push(start(B).await);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for s in &mut held {
+        let mut buf = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await;
+        assert!(
+            read.is_err(),
+            "an upload in progress was answered or closed"
+        );
+    }
+    app.stop().await;
+}
