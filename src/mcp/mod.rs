@@ -89,9 +89,12 @@ pub struct ProviderStatus {
     pub tools: Option<Vec<String>>,
     /// Sessions replaced after they died.
     pub reconnects: u64,
-    /// The last connect error, while the provider is unavailable.
+    /// Why the last connect failed, as a code (`connect_timeout`: no answer to `initialize`
+    /// within `connect_timeout_sec`; `connect_failed`: anything else), while the provider is
+    /// unavailable. Any key may read this list, so the server's own text (which may echo what
+    /// it was sent) stays in the log.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<String>,
+    pub last_error_code: Option<&'static str>,
     /// Time until the next connect attempt, while unavailable.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_in_ms: Option<u64>,

@@ -373,6 +373,18 @@ async fn fault_mcp_server_that_never_initializes_is_unavailable_and_reaped() {
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["checks"]["mcp"]["stuck"], "unavailable", "{ready}");
+    // Any key may list the tools: the failure shows as a code, the server's text stays in the
+    // log (issue 49).
+    let (status, tools) = app.get("/v1/tools").await;
+    assert_eq!(status, 200, "{tools}");
+    let stuck = tools["providers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "stuck")
+        .unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(stuck["last_error_code"], "connect_timeout", "{tools}");
+    assert!(stuck.get("last_error").is_none(), "{tools}");
 
     eprintln!(
         "fault mcp initialize never answered: 503 mcp_unavailable after {:.2}s; \

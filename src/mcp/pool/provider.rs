@@ -42,6 +42,8 @@ struct Health {
     /// No connect attempt before this instant.
     retry_at: Option<Instant>,
     last_error: Option<String>,
+    /// Its code, for `GET /v1/tools` (see `ProviderStatus::last_error_code`).
+    last_error_code: Option<&'static str>,
     reconnects: u64,
     /// A session was evicted as dead; the next successful connect is a reconnect.
     evicted: bool,
@@ -182,6 +184,7 @@ impl Provider {
         // A root span: the session outlives the request that happened to open it, and rmcp's
         // background task would otherwise log under that request's span forever.
         let span = tracing::info_span!(parent: None, "mcp_session", mcp.provider = %self.name);
+        let mut code: &'static str;
         let last = loop {
             // The attempt's own span (exported only), timed but not entered: rmcp's session
             // task keeps the span it starts in for as long as the session lives.
@@ -210,11 +213,17 @@ impl Provider {
                     let session = Arc::new(Session::new(service));
                     return Ok(self.connected(key, id, session, started));
                 }
-                Ok(Err(message)) => message,
-                Err(_) => format!(
-                    "no answer to initialize within {}s (connect_timeout_sec)",
-                    self.cfg.connect_timeout_sec
-                ),
+                Ok(Err(message)) => {
+                    code = "connect_failed";
+                    message
+                }
+                Err(_) => {
+                    code = "connect_timeout";
+                    format!(
+                        "no answer to initialize within {}s (connect_timeout_sec)",
+                        self.cfg.connect_timeout_sec
+                    )
+                }
             };
             tracing::warn!(mcp.provider = %self.name, error = %message, "MCP connect failed");
             match delays.next() {
@@ -229,6 +238,7 @@ impl Provider {
                 Duration::from_secs(1 << h.failures.min(5).saturating_sub(1)).min(MAX_COOLDOWN);
             h.retry_at = Some(Instant::now() + cooldown);
             h.last_error = Some(last.clone());
+            h.last_error_code = Some(code);
             cooldown
         };
         metrics::counter!(m::MCP_CONNECT_FAILURES, "provider" => self.label()).increment(1);
@@ -256,6 +266,7 @@ impl Provider {
             h.failures = 0;
             h.retry_at = None;
             h.last_error = None;
+            h.last_error_code = None;
             let reconnect = std::mem::take(&mut h.evicted);
             if reconnect {
                 h.reconnects += 1;
@@ -524,7 +535,7 @@ impl Provider {
             ProviderState::Connected
         } else if connecting {
             ProviderState::Connecting
-        } else if retry_in_ms.is_some() || h.last_error.is_some() {
+        } else if retry_in_ms.is_some() || h.last_error_code.is_some() {
             // Still unavailable once the cooldown is over: the last connect failed, and only a
             // successful one (which clears `last_error`) makes the provider anything else.
             ProviderState::Unavailable
@@ -542,7 +553,7 @@ impl Provider {
                 .peek()
                 .map(|l| l.tools.iter().map(|t| t.name.clone()).collect()),
             reconnects: h.reconnects,
-            last_error: h.last_error.clone(),
+            last_error_code: h.last_error_code,
             retry_in_ms,
         }
     }

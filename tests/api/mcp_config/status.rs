@@ -86,13 +86,9 @@ async fn tools_and_readyz_report_each_providers_state() {
     assert!(!listed.contains(&"bonus"), "{listed:?}");
     let broken = by_name(&tools["providers"], "name", "broken");
     assert_eq!(broken["state"], "unavailable", "{broken}");
-    assert!(
-        broken["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent"),
-        "{broken}"
-    );
+    // A code, not the server's text (any key may list the tools; the text is in the log).
+    assert_eq!(broken["last_error_code"], "connect_failed", "{broken}");
+    assert!(broken.get("last_error").is_none(), "{broken}");
 
     let t = by_name(&tools["tool_configs"], "tool_alias", "t");
     assert_eq!(t["providers"], json!(["mock"]));
@@ -159,13 +155,9 @@ async fn tools_and_readyz_report_each_providers_state() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     };
     assert_eq!(gone["state"], "unavailable", "{gone}");
-    assert!(
-        gone["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("/nonexistent"),
-        "{gone}"
-    );
+    // A code, not the server's text (any key may list the tools; the text is in the log).
+    assert_eq!(gone["last_error_code"], "connect_failed", "{gone}");
+    assert!(gone.get("last_error").is_none(), "{gone}");
     let (status, ready) = app.get("/readyz").await;
     assert_eq!(status, 200, "{ready}");
     assert_eq!(ready["checks"]["mcp"]["gone"], "unavailable", "{ready}");
