@@ -263,6 +263,42 @@ fn job_filter(q: &ListJobsQuery) -> Result<JobFilter, ApiError> {
     })
 }
 
+/// Start of the error a metadata filter naming a key twice gets.
+const DUPLICATE_KEY: &str = "key named twice";
+
+/// A JSON object's entries in order, refusing a key named twice: `serde_json`'s map keeps the
+/// last silently, so `{"team":"a","team":"b"}` filtered on `b` alone.
+struct UniqueKeys(Vec<(String, Value)>);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Entries;
+        impl<'de> serde::de::Visitor<'de> for Entries {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut out: Vec<(String, Value)> = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format!(
+                            "{DUPLICATE_KEY}: {key:?}"
+                        )));
+                    }
+                    out.push((key, value));
+                }
+                Ok(UniqueKeys(out))
+            }
+        }
+        d.deserialize_map(Entries)
+    }
+}
+
 /// The most keys a metadata filter may name.
 const METADATA_FILTER_KEYS: usize = 16;
 
@@ -270,10 +306,16 @@ const METADATA_FILTER_KEYS: usize = 16;
 /// is refused, since SQLite's JSON path cannot name it.
 fn metadata_filter(raw: &str) -> Result<Vec<(String, Value)>, ApiError> {
     let bad = |why: &str| ApiError::InvalidRequest(format!("query parameter 'metadata': {why}"));
-    let Ok(Value::Object(map)) = serde_json::from_str::<Value>(raw) else {
-        return Err(bad(
-            "expected a JSON object of keys and values, e.g. {\"team\":\"search\"}",
-        ));
+    let map = match serde_json::from_str::<UniqueKeys>(raw) {
+        Ok(UniqueKeys(map)) => map,
+        Err(e) if e.to_string().starts_with(DUPLICATE_KEY) => {
+            return Err(bad(&e.to_string()));
+        }
+        Err(_) => {
+            return Err(bad(
+                "expected a JSON object of keys and values, e.g. {\"team\":\"search\"}",
+            ));
+        }
     };
     if map.len() > METADATA_FILTER_KEYS {
         return Err(bad(&format!(

@@ -111,6 +111,11 @@ async fn jobs_are_found_by_name_status_metadata_and_time(backend: Backend) {
         ("status=done", "'status'"),
         ("metadata=%5B1%5D", "'metadata'"),
         ("metadata=%7B%22a%22%3A%7B%7D%7D", "'metadata'"),
+        // A key named twice (serde_json kept the last, silently: issue 49).
+        (
+            "metadata=%7B%22team%22%3A%22a%22%2C%22team%22%3A%22b%22%7D",
+            "key named twice: \"team\"",
+        ),
         ("created_after=yesterday", "'created_after'"),
     ] {
         let (status, err) = app.get(&format!("/v1/jobs?{query}")).await;
