@@ -272,15 +272,19 @@ fn probe(path: &str) -> Result<String, String> {
     }
 }
 
-/// Whether a path segment may climb out of an allowed prefix once the endpoint's server decodes
-/// it: an encoded separator (`..%2fadmin`, `%5c`) or an encoded dot segment (`%2e%2e`). The URL
-/// parser resolves literal `..` itself; these it leaves as they are, and servers that decode
-/// before routing would serve `/ok/..%2fevil` as `/evil`.
+/// Whether a path segment under an allowed prefix is anything but plain: letters, digits and
+/// `-`, `.`, `_`, `~` (RFC 3986's unreserved characters), and not a dot segment. The URL parser
+/// resolves a literal `..` itself, but servers decode, normalise and split paths in ways of their
+/// own: an encoded separator or dot (`..%2fadmin`, `%2e%2e`), a double encoding (`%252e`), an
+/// overlong UTF-8 dot (`%c0%ae`), full-width dots (`．．`, which the parser percent-encodes),
+/// a path parameter (`..;/`, which Tomcat strips). A list of such tricks is never complete;
+/// refusing every segment outside the plain set closes the class. Real validator paths
+/// (`/validators/sql`, `/v1/check-code`) are plain.
 fn escapes(segment: &str) -> bool {
-    let lower = segment.to_ascii_lowercase();
-    lower.contains("%2f")
-        || lower.contains("%5c")
-        || matches!(lower.replace("%2e", ".").as_str(), "." | "..")
+    let plain = segment
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~'));
+    !plain || segment == "." || segment == ".."
 }
 
 /// A compiled validation column.
@@ -422,12 +426,20 @@ mod tests {
         let e = env(&["http://10.0.0.5:9000/validators/"]);
         assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/sql"));
         assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/a/b?q=1"));
+        assert!(e.endpoint_allowed("http://10.0.0.5:9000/validators/check-code_v2.1~x"));
         for other in [
             "http://10.0.0.5:9000/validators/..%2fadmin",
             "http://10.0.0.5:9000/validators/..%2Fadmin",
             "http://10.0.0.5:9000/validators/%2e%2e/admin",
             "http://10.0.0.5:9000/validators/%2E./admin",
             "http://10.0.0.5:9000/validators/a%5c..%5cadmin",
+            // Issue 49: the tricks a list missed; the plain-segment rule refuses them all.
+            "http://10.0.0.5:9000/validators/..;/admin",
+            "http://10.0.0.5:9000/validators/%252e%252e%252fadmin",
+            "http://10.0.0.5:9000/validators/%c0%ae%c0%ae/admin",
+            "http://10.0.0.5:9000/validators/\u{ff0e}\u{ff0e}/admin",
+            "http://10.0.0.5:9000/validators/a;b",
+            "http://10.0.0.5:9000/validators/a%20b",
             "http://10.0.0.5:9000/validatorsx",
             "http://10.0.0.5:9000/admin",
             "http://10.0.0.5:9001/validators/sql",
