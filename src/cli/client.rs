@@ -7,6 +7,8 @@ use std::time::Duration;
 use reqwest::{Method, RequestBuilder, Response, Url, header};
 use serde::Deserialize;
 
+use super::terminal::note;
+
 /// Where the server listens when neither `--url` nor `SYNTHGATE_URL` says otherwise.
 pub const DEFAULT_URL: &str = "http://127.0.0.1:8080";
 
@@ -88,10 +90,10 @@ pub(crate) fn error_chain(err: &dyn std::error::Error) -> String {
 
 /// Prints `error: ...` (and any server-side details) on stderr; returns exit code 2.
 pub(crate) fn report(err: &RequestError) -> ExitCode {
-    eprintln!("error: {}", err.chain());
+    note!("error: {}", err.chain());
     if let RequestError::Server(e) = err {
         for detail in &e.details {
-            eprintln!("  - {detail}");
+            note!("  - {detail}");
         }
     }
     ExitCode::from(EXIT_REQUEST_FAILED)

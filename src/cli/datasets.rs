@@ -11,6 +11,7 @@ use reqwest::{Method, header};
 
 use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::dataset_view::{self, DatasetPage, DatasetView};
+use super::terminal::{note, say, say_raw};
 use super::upload::{self, Outcome};
 
 /// Arguments of `synthgate datasets`.
@@ -120,8 +121,8 @@ async fn upload(args: UploadArgs) -> Result<(), RequestError> {
     let api = Api::new(&args.server)?;
     let format = args.format.map(DatasetFormat::as_str);
     let (dataset, outcome) = upload::ensure_uploaded(&api, &args.file, &name, format).await?;
-    println!("{}", dataset.id);
-    eprintln!("{}", upload_line(&dataset, outcome));
+    say!("{}", dataset.id);
+    note!("{}", upload_line(&dataset, outcome));
     Ok(())
 }
 
@@ -165,14 +166,14 @@ async fn list(args: ListArgs) -> Result<(), RequestError> {
             _ => break,
         }
     }
-    print!("{}", dataset_view::table(&all));
+    say_raw!("{}", dataset_view::table(&all));
     Ok(())
 }
 
 async fn show(args: IdArgs) -> Result<(), RequestError> {
     let api = Api::new(&args.server)?;
     let dataset: DatasetView = api.get_json(&["v1", "datasets", &args.id]).await?;
-    print!("{}", dataset_view::details(&dataset));
+    say_raw!("{}", dataset_view::details(&dataset));
     Ok(())
 }
 
@@ -182,6 +183,6 @@ async fn delete(args: IdArgs) -> Result<(), RequestError> {
         .request(Method::DELETE, &["v1", "datasets", &args.id])
         .timeout(REQUEST_TIMEOUT);
     api.send(request).await?;
-    eprintln!("deleted dataset {}", args.id);
+    note!("deleted dataset {}", args.id);
     Ok(())
 }

@@ -219,3 +219,91 @@ mod tests {
         }
     }
 }
+
+/// The most bytes one server-sent event may take. The biggest the server sends (`done`, with
+/// the job) is a few KB; without a bound the stream parser buffered a 300 MB event whole
+/// (550 MB of memory) before seeing where it ends.
+pub(crate) const MAX_EVENT_BYTES: usize = 8 << 20;
+
+/// `body` with each event (the bytes between two blank lines, line endings not counted)
+/// bounded at `max` bytes: past it the stream ends with an error instead of growing the parser's
+/// buffer.
+pub(crate) fn bounded_events<S>(
+    body: S,
+    max: usize,
+) -> impl futures::Stream<Item = Result<bytes::Bytes, std::io::Error>>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, reqwest::Error>>,
+{
+    use futures::StreamExt;
+    let mut line_len = 0usize;
+    let mut event_len = 0usize;
+    let mut after_cr = false;
+    body.map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        for &b in chunk.iter() {
+            // SSE lines end with CRLF, LF or CR; an empty line ends the event.
+            if b == b'\n' && after_cr {
+                after_cr = false;
+                continue;
+            }
+            after_cr = b == b'\r';
+            if b == b'\n' || b == b'\r' {
+                if line_len == 0 {
+                    event_len = 0;
+                }
+                line_len = 0;
+            } else {
+                line_len += 1;
+                event_len += 1;
+                if event_len > max {
+                    return Err(std::io::Error::other(format!(
+                        "the server sent an event of more than {max} bytes"
+                    )));
+                }
+            }
+        }
+        Ok(chunk)
+    })
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    async fn run(chunks: &[&'static str], max: usize) -> Result<usize, String> {
+        let body = futures::stream::iter(
+            chunks
+                .iter()
+                .map(|c| Ok::<_, reqwest::Error>(bytes::Bytes::from_static(c.as_bytes())))
+                .collect::<Vec<_>>(),
+        );
+        let mut total = 0;
+        let mut s = std::pin::pin!(bounded_events(body, max));
+        while let Some(chunk) = s.next().await {
+            total += chunk.map_err(|e| e.to_string())?.len();
+        }
+        Ok(total)
+    }
+
+    #[tokio::test]
+    async fn an_event_past_the_bound_ends_the_stream_and_blank_lines_reset_it() {
+        // Events of 10 bytes each (line endings not counted), any line ending, split anywhere.
+        assert!(
+            run(
+                &["data: 1234\n\n", "data: 1234\r\n\r", "\ndata: 1234\r\r"],
+                10
+            )
+            .await
+            .is_ok()
+        );
+        // One event of many lines grows past the bound, whatever its line endings.
+        for eol in ["\n", "\r\n", "\r"] {
+            let line: &'static str = Box::leak(format!("data: 12{eol}").into_boxed_str());
+            let err = run(&[line, line, line], 20).await.unwrap_err();
+            assert!(err.contains("more than 20 bytes"), "{err}");
+        }
+    }
+}

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use super::client::{error_chain, install_crypto_provider};
+use super::terminal::note;
 
 /// The whole probe, connect included, must finish within this.
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -22,7 +23,7 @@ pub async fn healthcheck(args: HealthcheckArgs) -> anyhow::Result<ExitCode> {
     match probe(&args.url).await {
         Ok(()) => Ok(ExitCode::SUCCESS),
         Err(reason) => {
-            eprintln!("unhealthy: {reason}");
+            note!("unhealthy: {reason}");
             Ok(ExitCode::FAILURE)
         }
     }

@@ -11,6 +11,7 @@ use serde::Deserialize;
 
 use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::events::JobView;
+use super::terminal::{note, say, say_raw};
 use super::{table, wait};
 
 /// Arguments of `synthgate jobs`.
@@ -128,7 +129,7 @@ async fn list(args: JobListArgs) -> Result<(), RequestError> {
         }
     }
     all.truncate(args.limit);
-    print!("{}", job_table(&all));
+    say_raw!("{}", job_table(&all));
     Ok(())
 }
 
@@ -155,7 +156,7 @@ async fn show(args: JobIdArgs) -> Result<(), RequestError> {
     let api = Api::new(&args.server)?;
     let job: serde_json::Value = api.get_json(&["v1", "jobs", &args.id]).await?;
     let text = serde_json::to_string_pretty(&job).expect("a JSON value always serializes");
-    println!("{text}");
+    say!("{text}");
     Ok(())
 }
 
@@ -166,7 +167,7 @@ async fn cancel(args: JobIdArgs) -> Result<(), RequestError> {
         .header(header::ACCEPT, "application/json")
         .timeout(REQUEST_TIMEOUT);
     let job: JobView = api.send(request).await?.json().await?;
-    eprintln!("job {} is {}", job.id, job.status);
+    note!("job {} is {}", job.id, job.status);
     Ok(())
 }
 
@@ -182,7 +183,7 @@ async fn delete(args: JobIdArgs) -> Result<(), RequestError> {
         .request(Method::DELETE, &["v1", "jobs", &args.id])
         .timeout(REQUEST_TIMEOUT);
     api.send(request).await?;
-    eprintln!("deleted job {}", args.id);
+    note!("deleted job {}", args.id);
     Ok(())
 }
 

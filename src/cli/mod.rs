@@ -34,6 +34,7 @@ mod records;
 mod seed_files;
 mod submit;
 mod table;
+mod terminal;
 mod upload;
 mod wait;
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::events::{Counts, JobView, ProgressEvent, RecordEvent};
+use super::terminal::note;
 
 /// Failed records printed one by one before the rest are only counted.
 const MAX_PRINTED_FAILURES: u64 = 5;
@@ -74,7 +75,7 @@ impl ProgressView {
         ) {
             bar.set_style(style);
         }
-        bar.set_message(job.status.clone());
+        bar.set_message(super::terminal::safe(&job.status).into_owned());
         bar.enable_steady_tick(Duration::from_millis(200));
         Self {
             bar,
@@ -87,8 +88,9 @@ impl ProgressView {
         let (position, length) = bar_position(&event.counts);
         self.bar.set_length(length);
         self.bar.set_position(position);
-        self.bar
-            .set_message(bar_message(&event.status, &event.counts));
+        self.bar.set_message(
+            super::terminal::safe(&bar_message(&event.status, &event.counts)).into_owned(),
+        );
     }
 
     /// Prints the first few failed records above the bar.
@@ -112,9 +114,9 @@ impl ProgressView {
     /// A line of text above the bar (or on stderr when the bar is hidden).
     pub(crate) fn note(&self, text: &str) {
         if self.bar.is_hidden() {
-            eprintln!("{text}");
+            note!("{text}");
         } else {
-            self.bar.println(text);
+            self.bar.println(super::terminal::safe(text));
         }
     }
 

@@ -17,6 +17,7 @@ use reqwest::{Method, Response, header};
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Api, RequestError, ServerArgs, report};
+use super::terminal::note;
 
 /// Dataset formats the server streams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -113,15 +114,23 @@ async fn run(args: RecordsArgs) -> Result<ExitCode, RequestError> {
             };
             let from = match (&resume, response.status().as_u16()) {
                 (Some((from, _)), 206) => {
-                    eprintln!("resuming {} at byte {from}", path.display());
+                    note!("resuming {} at byte {from}", path.display());
                     Some(*from)
                 }
                 _ => None,
             };
             let bytes = write_file(response, path, from).await?;
-            eprintln!("wrote {bytes} bytes to {}", path.display());
+            note!("wrote {bytes} bytes to {}", path.display());
         }
-        None => match copy_body(api.send(request()).await?, &mut Sink::Stdout).await {
+        None => match copy_body(
+            api.send(request()).await?,
+            &mut Sink::Stdout {
+                terminal: std::io::IsTerminal::is_terminal(&std::io::stdout()),
+                split: Vec::new(),
+            },
+        )
+        .await
+        {
             Ok(_) => {}
             // The reader went away (`| head`): it has what it wanted.
             Err(CopyError::Write(e)) if e.kind() == ErrorKind::BrokenPipe => {}
@@ -164,12 +173,19 @@ async fn write_file(
     let part = part_path(path);
     let tag = etag_path(&part);
     let local = |e: std::io::Error| RequestError::Local(format!("{}: {e}", part.display()));
+    // The whole export's length a `206` names (`bytes FROM-LAST/TOTAL`): what the file must
+    // come to once the rest is appended.
+    let mut complete_len = None;
     if let Some(from) = from {
-        let starts = response
+        let range = response
             .headers()
             .get(header::CONTENT_RANGE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with(&format!("bytes {from}-")));
+            .unwrap_or_default();
+        let starts = range.starts_with(&format!("bytes {from}-"));
+        complete_len = range
+            .rsplit_once('/')
+            .and_then(|(_, total)| total.parse::<u64>().ok());
         if !starts {
             return Err(RequestError::Local(format!(
                 "the server resumed {} somewhere other than byte {from}; remove {} and download again",
@@ -197,8 +213,17 @@ async fn write_file(
     let mut sink = Sink::File(file);
     let copied = copy_body(response, &mut sink).await;
     let finished = match (copied, sink) {
+        // A resumed download must end where the server said the export ends; a short answer
+        // would otherwise be renamed into place as if it were whole.
+        (Ok(bytes), _) if complete_len.is_some_and(|total| from.unwrap_or(0) + bytes != total) => {
+            Err(RequestError::Local(format!(
+                "the server's ranged answer ended at byte {} of {}; run the same command again",
+                from.unwrap_or(0) + bytes,
+                complete_len.unwrap_or(0)
+            )))
+        }
         (Ok(bytes), Sink::File(file)) => file.sync_all().await.map(|()| bytes).map_err(local),
-        (Ok(bytes), Sink::Stdout) => Ok(bytes),
+        (Ok(bytes), Sink::Stdout { .. }) => Ok(bytes),
         (Err(e), _) => Err(e.into_request_error(&part.display().to_string())),
     };
     match finished {
@@ -210,7 +235,7 @@ async fn write_file(
             Ok(bytes + from.unwrap_or(0))
         }
         Err(e) if etag.is_some() => {
-            eprintln!(
+            note!(
                 "the download broke off; {} is kept: run the same command again to resume",
                 part.display()
             );
@@ -241,13 +266,23 @@ fn part_path(path: &Path) -> PathBuf {
 #[derive(Debug)]
 enum CopyError {
     Read(reqwest::Error),
+    /// No byte arrived for [`READ_IDLE`].
+    Stalled,
     Write(std::io::Error),
 }
+
+/// How long a download may go without a byte before it is given up (the server sends export
+/// bytes as it reads them; a stall this long is a dead connection or server).
+const READ_IDLE: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl CopyError {
     fn into_request_error(self, target: &str) -> RequestError {
         match self {
             Self::Read(e) => RequestError::Transport(e),
+            Self::Stalled => RequestError::Local(format!(
+                "no byte arrived for {} s while writing {target}; run the same command again",
+                READ_IDLE.as_secs()
+            )),
             Self::Write(e) => RequestError::Local(format!("writing {target}: {e}")),
         }
     }
@@ -257,17 +292,35 @@ impl CopyError {
 enum Sink {
     File(tokio::fs::File),
     /// Written with blocking calls, as CLIs do: this download is the only work in flight, and
-    /// tokio's async stdout would need another tokio feature for no gain.
-    Stdout,
+    /// tokio's async stdout would need another tokio feature for no gain. On a terminal the
+    /// text passes `terminal::safe` (a record's values are the server's, or a model's, text),
+    /// holding back a character split between two chunks; redirected, it goes as it came.
+    Stdout {
+        terminal: bool,
+        split: Vec<u8>,
+    },
 }
 
 impl Sink {
     async fn write_chunk(&mut self, chunk: &[u8]) -> std::io::Result<()> {
         match self {
             Self::File(file) => file.write_all(chunk).await,
-            Self::Stdout => {
+            Self::Stdout { terminal, split } => {
                 let mut out = std::io::stdout().lock();
-                out.write_all(chunk)?;
+                if *terminal {
+                    split.extend_from_slice(chunk);
+                    let whole = match std::str::from_utf8(split) {
+                        Ok(_) => split.len(),
+                        // A character cut at the chunk's end waits for the next chunk.
+                        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+                        Err(_) => split.len(),
+                    };
+                    let text = String::from_utf8_lossy(&split[..whole]);
+                    out.write_all(super::terminal::safe(&text).as_bytes())?;
+                    split.drain(..whole);
+                } else {
+                    out.write_all(chunk)?;
+                }
                 out.flush()
             }
         }
@@ -276,7 +329,11 @@ impl Sink {
     async fn flush(&mut self) -> std::io::Result<()> {
         match self {
             Self::File(file) => file.flush().await,
-            Self::Stdout => std::io::stdout().lock().flush(),
+            Self::Stdout { split, .. } => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(&std::mem::take(split))?;
+                out.flush()
+            }
         }
     }
 }
@@ -285,7 +342,13 @@ impl Sink {
 async fn copy_body(response: Response, out: &mut Sink) -> Result<u64, CopyError> {
     let mut body = response.bytes_stream();
     let mut bytes = 0u64;
-    while let Some(chunk) = body.next().await {
+    loop {
+        let Some(chunk) = tokio::time::timeout(READ_IDLE, body.next())
+            .await
+            .map_err(|_| CopyError::Stalled)?
+        else {
+            break;
+        };
         let chunk = chunk.map_err(CopyError::Read)?;
         out.write_chunk(&chunk).await.map_err(CopyError::Write)?;
         bytes += chunk.len() as u64;

@@ -12,6 +12,7 @@ use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::datasets::upload_line;
 use super::events::JobView;
 use super::seed_files::{self, LocalSeed};
+use super::terminal::{note, say};
 use super::{upload, wait};
 
 /// Arguments of `synthgate submit`.
@@ -76,8 +77,8 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
     let job: JobView = api.send(http).await?.json().await?;
 
     // Only the id goes to stdout, so `id=$(synthgate submit ...)` works.
-    println!("{}", job.id);
-    eprintln!(
+    say!("{}", job.id);
+    note!(
         "submitted job {} ({} records, {})",
         job.id,
         job.num_records.unwrap_or(job.counts.total),
@@ -109,7 +110,7 @@ async fn upload_seed_files(api: &Api, config: &serde_json::Value) -> Result<(), 
         .map_err(|e| RequestError::Local(format!("cannot read the current directory: {e}")))?;
     match seed_files::find_local_seed(config, &cwd, std::env::home_dir().as_deref()) {
         LocalSeed::None => {}
-        LocalSeed::Missing { path } => eprintln!(
+        LocalSeed::Missing { path } => note!(
             "seed file {path} is not here to upload; the server will look for it among your \
              datasets"
         ),
@@ -117,7 +118,7 @@ async fn upload_seed_files(api: &Api, config: &serde_json::Value) -> Result<(), 
             for file in files {
                 let (dataset, outcome) =
                     upload::ensure_uploaded(api, &file.path, &file.name, None).await?;
-                eprintln!("{}", upload_line(&dataset, outcome));
+                note!("{}", upload_line(&dataset, outcome));
             }
         }
     }

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 
 use super::client::{Api, REQUEST_TIMEOUT, RequestError};
 use super::dataset_view::{DatasetPage, DatasetView};
+use super::terminal::note;
 
 /// Bytes read at a time while hashing and uploading.
 const CHUNK_BYTES: usize = 256 * 1024;
@@ -69,7 +70,7 @@ pub(crate) async fn ensure_uploaded(
     }
 
     if bar.is_hidden() {
-        eprintln!("uploading {name} ({})", HumanBytes(size));
+        note!("uploading {name} ({})", HumanBytes(size));
     }
     bar.reset();
     bar.set_message(format!("uploading {name}"));
@@ -85,7 +86,7 @@ pub(crate) async fn ensure_uploaded(
     bar.finish_and_clear();
     let dataset = sent?;
     if !dataset.sha256.is_empty() && !dataset.sha256.eq_ignore_ascii_case(&sha256) {
-        eprintln!(
+        note!(
             "warning: {} changed while it was uploaded; the server stored what it received \
              (sha256 {})",
             path.display(),

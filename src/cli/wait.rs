@@ -13,8 +13,11 @@ use reqwest::{Method, header};
 use sse_stream::SseByteStream;
 
 use super::client::{Api, RequestError};
-use super::events::{JobEvent, JobView, decode_event, is_terminal};
+use super::events::{
+    JobEvent, JobView, MAX_EVENT_BYTES, bounded_events, decode_event, is_terminal,
+};
 use super::progress::{ProgressView, exit_code, summary_line};
+use super::terminal::note;
 
 /// Consecutive attempts that received no event before giving up (about a minute of backoff).
 const MAX_FRUITLESS_ATTEMPTS: u32 = 12;
@@ -32,9 +35,9 @@ pub(crate) fn retry_delay(attempt: u32) -> Duration {
 pub(crate) async fn wait_and_report(api: &Api, job: &JobView) -> Result<ExitCode, RequestError> {
     let started = Instant::now();
     let done = wait_for_job(api, job).await?;
-    eprintln!("{}", summary_line(&done, started.elapsed()));
+    note!("{}", summary_line(&done, started.elapsed()));
     for error in done.first_errors.iter().take(5) {
-        eprintln!("  - {error}");
+        note!("  - {error}");
     }
     Ok(ExitCode::from(exit_code(&done)))
 }
@@ -95,7 +98,7 @@ async fn follow_once(
         .request(Method::GET, &["v1", "jobs", id, "events"])
         .header(header::ACCEPT, "text/event-stream");
     let response = api.send(request).await?;
-    let mut events = SseByteStream::new(response.bytes_stream());
+    let mut events = SseByteStream::new(bounded_events(response.bytes_stream(), MAX_EVENT_BYTES));
     while let Some(block) = events.next().await {
         match decode_event(&block?) {
             Ok(Some(JobEvent::Progress(p))) => {

@@ -1,6 +1,7 @@
 //! The integration test binary: the real service over HTTP, on SQLite and Postgres.
 
 mod auth;
+mod cli_hostile;
 mod config_cli;
 mod conformance;
 mod connections;
