@@ -195,6 +195,8 @@ pub async fn preupload(
 ///
 /// Imports each inline file (`{"key": "file", "value": {path, content, encoding: "base64"}}`)
 /// as a dataset of the repository, as `POST /v1/datasets` would (same formats and limits).
+/// A commit is all or nothing: when a file is refused, or the request is cut, the files it
+/// had stored are deleted again. At most 1,000 files per commit.
 /// Deleting files and LFS files are not served.
 #[utoipa::path(post, path = "/v1/hf/api/datasets/{namespace}/{name}/commit/{rev}", tag = "hf-datastore",
     request_body(content = String, content_type = "application/x-ndjson",
@@ -219,12 +221,10 @@ pub async fn commit(
         )));
     }
     let files = parse_commit(&body).map_err(ApiError::InvalidRequest)?;
-    for f in &files {
-        state
-            .datasets
-            .datastore_commit(caller.owner(), &repo, &f.path, &f.content)
-            .await?;
-    }
+    state
+        .datasets
+        .datastore_commit_all(caller.owner(), &repo, &files)
+        .await?;
     let now = state
         .datasets
         .datastore_files(caller.owner(), &repo)

@@ -237,6 +237,55 @@ async fn commits_that_are_not_dataset_files_are_refused() {
     app.stop().await;
 }
 
+/// A commit is all or nothing (issue 49): two good files and a bad one store nothing, not the
+/// two; and a commit of more than 1,000 files is refused before any is imported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_commit_is_all_or_nothing() {
+    use base64::Engine as _;
+    let app = spawn_app(Backend::Sqlite).await;
+    let file = |path: &str, content: &[u8]| {
+        json!({"key": "file", "value": {"path": path, "encoding": "base64",
+            "content": base64::engine::general_purpose::STANDARD.encode(content)}})
+        .to_string()
+    };
+    let header = json!({"key": "header", "value": {"summary": "x"}}).to_string();
+    let body = [
+        header.clone(),
+        file("a.csv", CSV.as_bytes()),
+        file("b.csv", CSV.as_bytes()),
+        file("c.parquet", b"not a parquet file"),
+    ]
+    .join("\n");
+    let (status, err) = commit(&app, "default/x", body).await;
+    assert_eq!(status, 422, "{err}");
+    assert_eq!(err["error"]["code"], "invalid_dataset", "{err}");
+    assert_eq!(app.db.count("select count(*) from datasets").await, 0);
+    // The same two good files commit.
+    let body = [
+        header.clone(),
+        file("a.csv", CSV.as_bytes()),
+        file("b.csv", CSV.as_bytes()),
+    ]
+    .join("\n");
+    let (status, ok) = commit(&app, "default/x", body).await;
+    assert_eq!(status, 200, "{ok}");
+    assert_eq!(app.db.count("select count(*) from datasets").await, 2);
+    let many: Vec<String> = std::iter::once(header)
+        .chain((0..1_001).map(|i| file(&format!("f{i}.csv"), b"a\n1\n")))
+        .collect();
+    let (status, err) = commit(&app, "default/y", many.join("\n")).await;
+    assert_eq!(status, 422, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 1000"),
+        "{err}"
+    );
+    assert_eq!(app.db.count("select count(*) from datasets").await, 2);
+    app.stop().await;
+}
+
 /// The Data Designer job list's query: what is not served is refused, naming the parameter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_job_list_refuses_what_it_does_not_serve() {
