@@ -125,7 +125,25 @@ impl ValidatorEnv {
             .timeout(Duration::from_secs(300))
             .build()
             .unwrap_or_default();
-        let state = match ruff_install::install(&client, wheel.url, wheel.sha256, &dir).await {
+        // A failed download (no network yet, a mirror's hiccup) is tried again, ever less
+        // often, for as long as the server runs; jobs are told why meanwhile.
+        let fetched = fetch_retrying(
+            || ruff_install::install(&client, wheel.url, wheel.sha256, &dir),
+            retry_delays(),
+            |why, delay| {
+                let why = format!(
+                    "{missing}; fetching ruff failed ({why}), trying again in {} s",
+                    delay.as_secs()
+                );
+                tracing::warn!(reason = %why, "Python code validators are unavailable until ruff is fetched");
+                *self
+                    .ruff
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = Ruff::Missing(why);
+            },
+        )
+        .await;
+        let state = match fetched {
             Ok(path) => match probe(&path.to_string_lossy()) {
                 Ok(version) => {
                     tracing::info!(ruff.path = %path.display(), ruff.version = %version, "ruff installed; Python code validators run it");
@@ -220,6 +238,38 @@ impl ValidatorEnv {
 
     fn code_timeout(&self) -> Duration {
         Duration::from_secs(self.config.code_timeout_sec)
+    }
+}
+
+/// Waits before each new attempt to fetch ruff: 30 s, doubling to every 10 minutes.
+fn retry_delays() -> impl Iterator<Item = Duration> {
+    std::iter::successors(Some(Duration::from_secs(30)), |d| {
+        Some((*d * 2).min(Duration::from_secs(600)))
+    })
+}
+
+/// Runs `attempt` until it succeeds, waiting the next of `delays` after each failure (told to
+/// `failed` first); the last error once `delays` runs out.
+async fn fetch_retrying<T, F, Fut>(
+    mut attempt: F,
+    mut delays: impl Iterator<Item = Duration>,
+    mut failed: impl FnMut(&str, Duration),
+) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    loop {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(why) => match delays.next() {
+                Some(delay) => {
+                    failed(&why, delay);
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(why),
+            },
+        }
     }
 }
 
@@ -419,6 +469,43 @@ mod tests {
         ] {
             assert!(!e.endpoint_allowed(other), "{other}");
         }
+    }
+
+    /// Issue 49: a failed ruff download was never tried again. Two failures, then success:
+    /// three attempts, each failure told with the wait before the next.
+    #[tokio::test]
+    async fn a_failed_fetch_is_tried_again() {
+        let attempts = std::cell::Cell::new(0);
+        let mut told = Vec::new();
+        let got = fetch_retrying(
+            || {
+                attempts.set(attempts.get() + 1);
+                let n = attempts.get();
+                async move {
+                    if n < 3 {
+                        Err(format!("down {n}"))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            },
+            // The real waits, scaled down a thousandfold.
+            retry_delays().map(|d| d / 1000),
+            |why, delay| told.push((why.to_owned(), delay.as_millis())),
+        )
+        .await;
+        assert_eq!(got, Ok(3));
+        assert_eq!(told, [("down 1".to_owned(), 30), ("down 2".to_owned(), 60)]);
+        // Out of waits: the last error.
+        let got: Result<(), String> = fetch_retrying(
+            || async { Err("down".to_owned()) },
+            std::iter::empty(),
+            |_, _| {},
+        )
+        .await;
+        assert_eq!(got, Err("down".to_owned()));
+        let delays: Vec<u64> = retry_delays().take(7).map(|d| d.as_secs()).collect();
+        assert_eq!(delays, [30, 60, 120, 240, 480, 600, 600]);
     }
 
     #[test]
