@@ -149,6 +149,12 @@ pub enum ApiError {
     /// how to upload it.
     #[error("{0}")]
     SeedDatasetNotFound(String),
+    /// The database's disk is full: nothing of the request was stored.
+    #[error(
+        "the database's disk is full: nothing of this request was stored; retry once space \
+         is freed"
+    )]
+    StorageFull,
     /// A bug or an unexpected failure; details are in the log only.
     #[error("internal error")]
     Internal(String),
@@ -195,6 +201,7 @@ impl ApiError {
             | Self::QuotaExceeded(_) => StatusCode::FORBIDDEN,
             Self::TooManyJobs(_) | Self::KeyBusy(_) => StatusCode::TOO_MANY_REQUESTS,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Self::StorageFull => StatusCode::INSUFFICIENT_STORAGE,
         }
     }
 
@@ -241,6 +248,7 @@ impl ApiError {
             Self::UnsupportedDatasetFormat(_) => "unsupported_dataset_format",
             Self::SeedDatasetNotFound(_) => "seed_dataset_not_found",
             Self::Internal(_) => "internal",
+            Self::StorageFull => "storage_full",
         }
     }
 
@@ -325,6 +333,10 @@ impl From<StoreError> for ApiError {
                 sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed,
             ) => Self::Unavailable(e),
             e @ StoreError::UnreadableDataset { .. } => Self::InvalidDataset(e.to_string()),
+            e if e.is_disk_full() => {
+                tracing::error!(error = %e, "the database's disk is full");
+                Self::StorageFull
+            }
             other => Self::Internal(other.to_string()),
         }
     }
@@ -420,5 +432,36 @@ mod tests {
         assert_eq!(e.code(), "dependency_cycle");
         assert_eq!(e.status(), StatusCode::UNPROCESSABLE_ENTITY);
         assert_eq!(e.details().unwrap().len(), 1);
+    }
+
+    /// Issue 49: a full SQLite disk answered `500 internal`. A real `SQLITE_FULL` (a database
+    /// capped at a few pages) is `507 storage_full`, saying nothing was stored.
+    #[tokio::test]
+    async fn a_full_database_disk_is_storage_full() {
+        use sqlx::Connection as _;
+        let mut db = sqlx::SqliteConnection::connect("sqlite::memory:")
+            .await
+            .unwrap();
+        sqlx::query("create table t (b blob)")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        sqlx::query("pragma max_page_count = 4")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        let full = sqlx::query("insert into t values (zeroblob(100000))")
+            .execute(&mut db)
+            .await
+            .unwrap_err();
+        let e = StoreError::from(full);
+        assert!(e.is_disk_full(), "{e}");
+        let api = ApiError::from(e);
+        assert_eq!(api.status(), StatusCode::INSUFFICIENT_STORAGE);
+        assert_eq!(api.code(), "storage_full");
+        assert!(
+            api.public_message()
+                .contains("nothing of this request was stored")
+        );
     }
 }

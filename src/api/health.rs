@@ -110,6 +110,12 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthRe
         }
         Err(_) => Err("timed out".to_owned()),
     };
+    // A write of one row still succeeds on a disk with a few pages left while every real write
+    // fails (`507 storage_full`): the embedded database's free space is checked as well.
+    let db = db.and_then(|()| match &state.config.database.url {
+        Some(_) => Ok(()),
+        None => embedded_disk_problem(&state.config.database.sqlite_path).map_or(Ok(()), Err),
+    });
     let mut checks = Map::new();
     let ready = db.is_ok();
     checks.insert(
@@ -148,4 +154,48 @@ pub async fn readyz(State(state): State<AppState>) -> (StatusCode, Json<HealthRe
             checks: Some(checks),
         }),
     )
+}
+
+/// Free space under which the embedded database's disk counts as full for readiness: a few
+/// records' and blocks' worth, so the server is taken out of rotation before writes fail.
+const MIN_FREE_BYTES: u64 = 64 << 20;
+
+/// What is wrong with the disk of the SQLite file at `path`, if anything.
+fn embedded_disk_problem(path: &std::path::Path) -> Option<String> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let free = rustix::fs::statvfs(dir)
+        .ok()
+        .map(|s| s.f_bavail.saturating_mul(s.f_frsize))?;
+    disk_problem(free)
+}
+
+/// `free` bytes left on the database's disk: a problem under [`MIN_FREE_BYTES`].
+fn disk_problem(free: u64) -> Option<String> {
+    (free < MIN_FREE_BYTES).then(|| {
+        format!(
+            "disk nearly full: {} MiB free, under the {} MiB writes need",
+            free >> 20,
+            MIN_FREE_BYTES >> 20
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nearly_full_disk_is_not_ready() {
+        assert_eq!(disk_problem(MIN_FREE_BYTES), None);
+        let problem = disk_problem(10 << 20).unwrap();
+        assert!(problem.contains("10 MiB free"), "{problem}");
+        // The test machine's own disk has room.
+        assert_eq!(
+            embedded_disk_problem(std::path::Path::new("synthgate.db")),
+            None
+        );
+    }
 }

@@ -91,6 +91,23 @@ impl StoreError {
         }
     }
 
+    /// Whether the database's disk is full (SQLite's `SQLITE_FULL`, Postgres's SQLSTATE 53100):
+    /// the write was rolled back, and retrying helps only once space is freed.
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            Self::Db(sqlx::Error::Database(e)) => {
+                let code = e.code();
+                let code = code.as_deref().unwrap_or_default();
+                match e.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+                    Some(_) => code == "53100",
+                    // SQLITE_FULL, or one of its extended codes (the low byte is 13).
+                    None => code.parse::<i32>().is_ok_and(|c| c & 0xff == 13),
+                }
+            }
+            _ => false,
+        }
+    }
+
     /// Whether Postgres rolled the transaction back to break a deadlock (SQLSTATE 40P01) or a
     /// serialization failure (40001): nothing of it was applied, and running it again is what
     /// Postgres advises for these codes.
