@@ -406,6 +406,9 @@ pub struct LimitsConfig {
     /// Jobs one API key (or, with auth off, everyone) may have queued or running; absent =
     /// unbounded.
     pub max_jobs_in_flight_per_key: Option<u32>,
+    /// Records (the `num_records` of every job) one API key may have queued or running
+    /// together; absent = unbounded. A submit past it is `429 too_many_jobs`.
+    pub max_records_in_flight_per_key: Option<u64>,
     /// Longest rendered prompt (system + user) sent to a model, in characters; a longer one
     /// fails the record with `prompt_too_large` instead of costing tokens.
     pub max_prompt_chars: usize,
@@ -426,6 +429,7 @@ impl Default for LimitsConfig {
             max_num_records: 1_000_000,
             max_page_size: 1000,
             max_jobs_in_flight_per_key: Some(100),
+            max_records_in_flight_per_key: Some(10_000_000),
             max_prompt_chars: 400_000,
             max_tool_result_chars: 100_000,
             max_metadata_bytes: 16 * 1024,
@@ -444,6 +448,11 @@ impl LimitsConfig {
         }
         if self.max_jobs_in_flight_per_key == Some(0) {
             out.push("config key `limits.max_jobs_in_flight_per_key`: must be at least 1".into());
+        }
+        if self.max_records_in_flight_per_key == Some(0) {
+            out.push(
+                "config key `limits.max_records_in_flight_per_key`: must be at least 1".into(),
+            );
         }
         if self.max_prompt_chars == 0 {
             out.push("config key `limits.max_prompt_chars`: must be at least 1".into());

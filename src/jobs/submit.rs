@@ -115,6 +115,7 @@ impl JobService {
             request_hash: Some(request_hash.clone()),
             output_columns: v.compiled.plan.output_columns().to_vec(),
             max_live_jobs: self.limits.max_jobs_in_flight_per_key,
+            max_live_records: self.limits.max_records_in_flight_per_key,
             seed_datasets: v.compiled.seed_datasets.clone(),
             name: req.name.clone(),
             trace_context: trace.as_ref().map(crate::telemetry::JobTrace::to_text),
@@ -144,6 +145,14 @@ impl JobService {
             CreateOutcome::TooManyJobs { live } => Err(ApiError::TooManyJobs(format!(
                 "this API key already has {live} jobs queued or running (limits.max_jobs_in_flight_per_key = {}); wait for one to finish",
                 self.limits.max_jobs_in_flight_per_key.unwrap_or_default()
+            ))),
+            CreateOutcome::TooManyRecords { live } => Err(ApiError::TooManyJobs(format!(
+                "this API key's queued and running jobs hold {live} records, and this job's \
+                 {num_records} would pass limits.max_records_in_flight_per_key = {}; wait for \
+                 jobs to finish",
+                self.limits
+                    .max_records_in_flight_per_key
+                    .unwrap_or_default()
             ))),
             CreateOutcome::SeedDatasetsMissing(ids) => Err(ApiError::SeedDatasetNotFound(format!(
                 "seed_config.source: dataset {} was deleted while the job was being submitted; \

@@ -152,6 +152,9 @@ pub struct NewJob {
     /// jobs than this. Checked in the inserting transaction, serialized per owner, so two
     /// concurrent submits cannot both slip under the cap.
     pub max_live_jobs: Option<u32>,
+    /// Refuse the job when its owner's live jobs would then hold more records (their
+    /// `num_records`, this one's included) than this; checked as `max_live_jobs` is.
+    pub max_live_records: Option<u64>,
     /// The stored datasets the job's seed resolved to (empty: none). Each must be `ready`
     /// when the job is inserted (checked in the inserting transaction, which also holds off a
     /// concurrent delete of them until it commits), else nothing is inserted.
@@ -189,6 +192,12 @@ pub enum CreateOutcome {
     /// inserted.
     TooManyJobs {
         /// The owner's live jobs.
+        live: u64,
+    },
+    /// The owner's live jobs hold `live` records already, and this one would pass
+    /// `NewJob::max_live_records`; nothing was inserted.
+    TooManyRecords {
+        /// Records of the owner's live jobs, this one's not included.
         live: u64,
     },
     /// These of `NewJob::seed_datasets` are gone (deleted since the seed was resolved);

@@ -210,14 +210,14 @@ where
 /// Why a job just inserted, in the caller's transaction, must be refused (dropping the
 /// transaction rolls the insert back): a seed dataset that is not among `found` (the ready
 /// ones of its `seed_datasets`), or more live jobs for its owner than `max_live_jobs`.
-pub(crate) async fn refusal<'c, DB>(
-    conn: &'c mut DB::Connection,
+pub(crate) async fn refusal<DB>(
+    conn: &mut DB::Connection,
     job: &super::NewJob,
     found: &[Uuid],
 ) -> Result<Option<super::CreateOutcome>, StoreError>
 where
     DB: Database,
-    &'c mut DB::Connection: Executor<'c, Database = DB>,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
@@ -228,10 +228,26 @@ where
     }
     if let Some(max) = job.max_live_jobs {
         // The new job counts itself; its records are not inserted yet, so a refusal is cheap.
-        let live = live_jobs_of(conn, job.owner.as_deref()).await?;
+        let live = live_jobs_of(&mut *conn, job.owner.as_deref()).await?;
         if live > i64::from(max) {
             return Ok(Some(super::CreateOutcome::TooManyJobs {
                 live: u64::try_from(live - 1).unwrap_or(0),
+            }));
+        }
+    }
+    if let Some(max) = job.max_live_records {
+        let live: i64 = sqlx::query_scalar(
+            "select cast(coalesce(sum(num_records), 0) as bigint) from jobs \
+             where status in ('queued', 'running', 'cancelling') \
+             and owner is not distinct from $1",
+        )
+        .bind(job.owner.as_deref())
+        .fetch_one(&mut *conn)
+        .await?;
+        let live = u64::try_from(live).unwrap_or(0);
+        if live > max {
+            return Ok(Some(super::CreateOutcome::TooManyRecords {
+                live: live.saturating_sub(u64::from(job.num_records)),
             }));
         }
     }

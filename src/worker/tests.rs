@@ -65,6 +65,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         request_hash: None,
         output_columns: vec!["x".into()],
         max_live_jobs: None,
+        max_live_records: None,
         seed_datasets: Vec::new(),
         name: None,
         trace_context: None,

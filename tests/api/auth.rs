@@ -252,6 +252,42 @@ async fn jobs_in_flight_are_capped_per_key() {
     app.stop().await;
 }
 
+/// Issue 49 Q7: the records a key's live jobs hold are bounded too, so one key cannot queue
+/// millions of records behind everyone's work. Per key, on both backends.
+async fn records_in_flight_are_capped_per_key(backend: Backend) {
+    let app = spawn_app_with(backend, |c| {
+        with_keys(c);
+        c.limits.max_records_in_flight_per_key = Some(10);
+        c.workers.count = 1;
+    })
+    .await;
+    let job = |n: u32| {
+        json!({"num_records": n, "config": {"columns": [
+            {"name": "a", "column_type": "llm-text", "model_alias": "writer", "prompt": "hi"}]}})
+    };
+    let (status, first) = call(&app, "POST", "/v1/jobs", Some(KEY_A), Some(&job(6))).await;
+    assert_eq!(status, 202, "{first}");
+    // 6 + 5 > 10: refused, naming the key; 6 + 4 fits.
+    let (status, body) = call(&app, "POST", "/v1/jobs", Some(KEY_A), Some(&job(5))).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (429, Some("too_many_jobs")),
+        "{body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("limits.max_records_in_flight_per_key"),
+        "{message}"
+    );
+    let (status, body) = call(&app, "POST", "/v1/jobs", Some(KEY_A), Some(&job(4))).await;
+    assert_eq!(status, 202, "{body}");
+    // Another key has its own.
+    let (status, body) = call(&app, "POST", "/v1/jobs", Some(KEY_B), Some(&job(10))).await;
+    assert_eq!(status, 202, "{body}");
+    app.stop().await;
+}
+backends!(records_cap, records_in_flight_are_capped_per_key);
+
 /// Twelve submits at once against a cap of 3: the count and the insert share one transaction
 /// (serialized per owner), so exactly 3 get in, whatever the interleaving.
 async fn concurrent_submits_cannot_slip_under_the_cap(backend: Backend) {

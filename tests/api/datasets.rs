@@ -473,6 +473,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
         request_hash: None,
         output_columns: vec!["answer".into()],
         max_live_jobs: None,
+        max_live_records: None,
         seed_datasets: vec![id],
         name: None,
         trace_context: None,

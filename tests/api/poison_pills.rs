@@ -60,6 +60,7 @@ async fn create_job(db: &TestDb, owner: Option<&str>, body: &Value) -> JobId {
             request_hash: None,
             output_columns: Vec::new(),
             max_live_jobs: None,
+            max_live_records: None,
             seed_datasets: Vec::new(),
             name: None,
             trace_context: None,

@@ -55,6 +55,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         request_hash: None,
         output_columns: vec!["x".into()],
         max_live_jobs: None,
+        max_live_records: None,
         seed_datasets: Vec::new(),
         name: None,
         trace_context: None,

@@ -114,7 +114,7 @@ impl Store for PgStore {
 impl JobStore for PgStore {
     async fn create_job(&self, job: &NewJob) -> Result<CreateOutcome, StoreError> {
         let mut tx = self.pool.begin().await?;
-        if job.max_live_jobs.is_some() {
+        if job.max_live_jobs.is_some() || job.max_live_records.is_some() {
             // Serializes the count-and-insert of one owner's submits (SQLite gets the same from
             // `begin immediate`); other owners are not held up.
             sqlx::query("select pg_advisory_xact_lock(hashtextextended(coalesce($1, ''), 7151))")
