@@ -9,6 +9,7 @@
 mod collect;
 mod datasets;
 mod host_entry;
+mod limits;
 mod otel;
 mod providers;
 mod secrets;
@@ -25,6 +26,7 @@ pub use datasets::{
     HfConfig,
 };
 pub use host_entry::HostEntry;
+pub use limits::LimitsConfig;
 pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};
 pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
@@ -32,8 +34,8 @@ pub use providers::{
 };
 pub use secrets::secret_forms;
 pub use sections::{
-    ApiKeyConfig, AuthConfig, DatabaseConfig, LimitsConfig, LlmConfig, LogFormat, LoggingConfig,
-    McpConfig, SamplersConfig, ServerConfig, WorkersConfig,
+    ApiKeyConfig, AuthConfig, DatabaseConfig, LlmConfig, LogFormat, LoggingConfig, McpConfig,
+    SamplersConfig, ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 

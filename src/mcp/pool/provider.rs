@@ -208,22 +208,20 @@ impl Provider {
                 initialize.record("otel.status_code", "ERROR");
             }
             drop(initialize);
-            let message = match attempt {
+            let message;
+            (code, message) = match attempt {
                 Ok(Ok(service)) => {
                     let session = Arc::new(Session::new(service));
                     return Ok(self.connected(key, id, session, started));
                 }
-                Ok(Err(message)) => {
-                    code = "connect_failed";
-                    message
-                }
-                Err(_) => {
-                    code = "connect_timeout";
+                Ok(Err(message)) => ("connect_failed", message),
+                Err(_) => (
+                    "connect_timeout",
                     format!(
                         "no answer to initialize within {}s (connect_timeout_sec)",
                         self.cfg.connect_timeout_sec
-                    )
-                }
+                    ),
+                ),
             };
             tracing::warn!(mcp.provider = %self.name, error = %message, "MCP connect failed");
             match delays.next() {
