@@ -46,6 +46,11 @@ pub struct DatasetResponse {
     /// The file name it was uploaded (or imported) as; `seed_type: local` paths are matched
     /// against it.
     pub name: String,
+    /// The path the file was read from, as the job configs that read it name it
+    /// (`data/seed.csv`, `artifacts/x/batch_00000.parquet`), when the upload said; such a
+    /// dataset is matched by this path, one without by its name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
     pub format: DatasetFormat,
     /// Columns in order, with the type inferred over every row.
     pub columns: Vec<DatasetColumn>,
@@ -61,6 +66,7 @@ pub struct DatasetResponse {
 impl From<DatasetMeta> for DatasetResponse {
     fn from(m: DatasetMeta) -> Self {
         Self {
+            path: crate::datasets::upload_path::of(&m).map(str::to_owned),
             id: m.id,
             name: m.name,
             format: m.format,
@@ -99,6 +105,12 @@ pub struct DatasetListResponse {
 pub struct CreateDatasetQuery {
     /// The file's name (directories are dropped), e.g. `people.csv`.
     pub name: String,
+    /// The path the file was read from, as job configs name it (`data/seed.csv`; for a
+    /// glob's match, the glob's folder and the file's name). It must end in `name`.
+    /// `seed_type: local` paths are then matched against it, so two folders' files of one
+    /// name stay apart; without it the file is matched by its name. `synthgate submit`
+    /// always sends it.
+    pub path: Option<String>,
     /// `csv`, `jsonl` or `parquet`; by default from the name's extension (`.csv`, `.jsonl`,
     /// `.ndjson`, `.parquet`).
     pub format: Option<String>,
@@ -112,6 +124,8 @@ pub struct ListDatasetsQuery {
     pub name: Option<String>,
     /// Only datasets whose file has this hex sha256.
     pub sha256: Option<String>,
+    /// Only datasets uploaded from this path (normalized as uploads are).
+    pub path: Option<String>,
     /// Page size (default 20, at most `limits.max_page_size`).
     #[param(minimum = 1)]
     #[schemars(range(min = 1))]
@@ -144,7 +158,7 @@ pub(super) fn dataset_id(raw: &str) -> Result<DatasetId, ApiError> {
         (status = 403, description = "The key's datasets would hold more than `datasets.max_rows_per_key` rows or `datasets.max_bytes_per_key` bytes (`quota_exceeded`); nothing is stored", body = ErrorBody),
         (status = 408, description = "No byte arrived for `datasets.upload_idle_timeout_sec` (`request_timeout`)", body = ErrorBody),
         (status = 413, description = "Over `datasets.max_upload_bytes` (`dataset_too_large`); nothing is stored", body = ErrorBody),
-        (status = 422, description = "A file that cannot be read, naming the row and column (`invalid_dataset`), an unknown format (`unsupported_dataset_format`), or a bad `name` (`invalid_request`); nothing is stored", body = ErrorBody),
+        (status = 422, description = "A file that cannot be read, naming the row and column (`invalid_dataset`), an unknown format (`unsupported_dataset_format`), or a bad `name` or `path` (`invalid_request`); nothing is stored", body = ErrorBody),
         (status = 429, description = "This key holds `server.max_long_requests_per_key` long requests already (`too_many_long_requests`, with `Retry-After`)", body = ErrorBody),
         (status = 503, description = "`server.max_long_requests` uploads, event streams and exports are in progress (`server_busy`, with `Retry-After`)", body = ErrorBody),
     )
@@ -165,6 +179,7 @@ pub async fn create_dataset(
         .upload(
             caller.owner(),
             &q.name,
+            q.path.as_deref(),
             q.format.as_deref(),
             content_length,
             body.into_data_stream(),
@@ -214,7 +229,9 @@ pub(super) async fn datasets_page(
     let query = DatasetQuery {
         name: q.name,
         sha256: q.sha256.map(|s| s.to_ascii_lowercase()),
-        source_ref: None,
+        source_ref: q.path.map(|p| {
+            crate::datasets::upload_path::source_ref(&crate::datasets::upload_path::normalize(&p))
+        }),
         before,
         limit,
     };

@@ -236,16 +236,21 @@ async fn submit_uploads_each_missing_seed_file_once_and_sends_the_config_unchang
     let code = run(&mock, |url| submit(submit_args(config.clone(), false, url))).await;
     assert_eq!(code, ExitCode::SUCCESS);
     let uploads = mock.uploads.lock().unwrap().clone();
+    // Each file records the path the config names it by (the glob's folder and its name).
+    let path_of = |name: &str| {
+        form_urlencoded::byte_serialize(format!("{}/data/{name}", dir.path().display()).as_bytes())
+            .collect::<String>()
+    };
     assert_eq!(
         uploads,
         [
             (
-                "name=one.csv&format=csv".to_owned(),
+                format!("name=one.csv&path={}&format=csv", path_of("one.csv")),
                 "application/octet-stream".to_owned(),
                 Some("6".to_owned())
             ),
             (
-                "name=two.csv&format=csv".to_owned(),
+                format!("name=two.csv&path={}&format=csv", path_of("two.csv")),
                 "application/octet-stream".to_owned(),
                 Some("4".to_owned())
             ),
@@ -265,10 +270,14 @@ async fn submit_uploads_each_missing_seed_file_once_and_sends_the_config_unchang
             ("two.csv".into(), Bytes::from("a\n3\n"))
         ]
     );
-    // Each lookup asked by name and content hash.
+    // Each lookup asked by name, content hash and path.
     assert_eq!(
         mock.lookups.lock().unwrap()[0],
-        format!("name=one.csv&sha256={}&limit=1", sha(b"a\n1\n2\n"))
+        format!(
+            "name=one.csv&sha256={}&limit=1&path={}",
+            sha(b"a\n1\n2\n"),
+            path_of("one.csv")
+        )
     );
     // The config went as it was written, paths and all.
     assert_eq!(
@@ -289,7 +298,10 @@ async fn submit_uploads_each_missing_seed_file_once_and_sends_the_config_unchang
     assert_eq!(code, ExitCode::SUCCESS);
     let uploads = mock.uploads.lock().unwrap();
     assert_eq!(uploads.len(), 3);
-    assert_eq!(uploads[2].0, "name=two.csv&format=csv");
+    assert_eq!(
+        uploads[2].0,
+        format!("name=two.csv&path={}&format=csv", path_of("two.csv"))
+    );
 }
 
 #[tokio::test]
@@ -349,6 +361,7 @@ async fn datasets_upload_list_show_delete() {
             datasets_cmd(DatasetsCommand::Upload(UploadArgs {
                 file,
                 name,
+                path: None,
                 format,
                 server: server(url),
             }))
@@ -420,6 +433,7 @@ async fn datasets_upload_list_show_delete() {
         datasets_cmd(DatasetsCommand::Upload(UploadArgs {
             file: gone,
             name: None,
+            path: None,
             format: None,
             server: server(url),
         }))

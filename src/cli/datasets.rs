@@ -66,6 +66,11 @@ pub struct UploadArgs {
     /// the file's name).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// The path job configs name the file by (`data/seed.csv`), recorded with it: a
+    /// config's `local` seed path is then matched against this path, not only the name
+    /// (`synthgate submit` records it by itself). It must end in the dataset's name.
+    #[arg(long, value_name = "PATH")]
+    pub path: Option<String>,
     /// File format (default: from the name's extension; `.json` is read as JSON lines).
     #[arg(long, value_enum)]
     pub format: Option<DatasetFormat>,
@@ -120,7 +125,8 @@ async fn upload(args: UploadArgs) -> Result<(), RequestError> {
     };
     let api = Api::new(&args.server)?;
     let format = args.format.map(DatasetFormat::as_str);
-    let (dataset, outcome) = upload::ensure_uploaded(&api, &args.file, &name, format).await?;
+    let (dataset, outcome) =
+        upload::ensure_uploaded(&api, &args.file, &name, args.path.as_deref(), format).await?;
     say!("{}", dataset.id);
     note!("{}", upload_line(&dataset, outcome));
     Ok(())

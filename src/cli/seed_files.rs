@@ -19,6 +19,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::datasets::upload_path;
+
 /// A local seed file to make sure the server has.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SeedFile {
@@ -26,6 +28,10 @@ pub(crate) struct SeedFile {
     pub path: PathBuf,
     /// The dataset name the server will look for.
     pub name: String,
+    /// The path the config names it by, recorded with the upload so the server matches the
+    /// config's path against it (see `crate::datasets::upload_path`): the config's path for
+    /// a single file, the glob's folder as written plus the file's name for a match.
+    pub upload_path: String,
 }
 
 /// What a config's `local` seed path resolved to here.
@@ -88,13 +94,16 @@ fn single_file(path: &str, cwd: &Path, home: Option<&Path>) -> Option<SeedFile> 
     Some(SeedFile {
         path: local,
         name: dataset_name(path)?,
+        upload_path: upload_path::normalize(path),
     })
 }
 
 fn glob_files(prefix: &str, suffix: &str, cwd: &Path, home: Option<&Path>) -> Vec<SeedFile> {
     // Python's `Path(prefix or ".")`: an empty prefix is the current directory.
+    let written = prefix;
     let prefix = if prefix.is_empty() { "." } else { prefix };
     let dir = absolute(&expand_home(prefix, home), cwd);
+    let root = dir.clone();
     let Some(dir) = dir.to_str() else {
         return Vec::new();
     };
@@ -111,7 +120,13 @@ fn glob_files(prefix: &str, suffix: &str, cwd: &Path, home: Option<&Path>) -> Ve
         .filter(|p| p.is_file())
         .filter_map(|p| {
             let name = p.file_name()?.to_str()?.to_owned();
-            Some(SeedFile { path: p, name })
+            let below = p.strip_prefix(&root).ok()?.to_str()?;
+            let upload_path = upload_path::glob_match_path(written, below);
+            Some(SeedFile {
+                path: p,
+                name,
+                upload_path,
+            })
         })
         .collect();
     files.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.path.cmp(&b.path)));
@@ -233,13 +248,27 @@ mod tests {
         let found: Vec<&str> = names(&seed).into_iter().map(|(n, _)| n).collect();
         assert_eq!(found, ["a.parquet", "b.parquet"]);
         match &seed {
-            LocalSeed::Files { path, .. } => assert_eq!(path, "data/*.parquet"),
+            LocalSeed::Files { path, files } => {
+                assert_eq!(path, "data/*.parquet");
+                // Each records the path the config names it by, as the server matches it.
+                let recorded: Vec<&str> = files.iter().map(|f| f.upload_path.as_str()).collect();
+                assert_eq!(recorded, ["data/a.parquet", "data/b.parquet"]);
+            }
             other => panic!("{other:?}"),
         }
         // No prefix: the current directory.
         touch(&dir.path().join("top.csv"));
         let seed = find_local_seed(&config("*.csv"), dir.path(), None);
         assert_eq!(names(&seed)[0].0, "top.csv");
+        let LocalSeed::Files { files, .. } = &seed else {
+            panic!("{seed:?}")
+        };
+        assert_eq!(files[0].upload_path, "top.csv");
+        let seed = find_local_seed(&config("./data/a.parquet"), dir.path(), None);
+        let LocalSeed::Files { files, .. } = &seed else {
+            panic!("{seed:?}")
+        };
+        assert_eq!(files[0].upload_path, "data/a.parquet");
         // DataDesigner treats the text before `*` as a directory: `data/a*.parquet` looks in
         // `data/a/`, which does not exist here.
         let seed = find_local_seed(&config("data/a*.parquet"), dir.path(), None);
@@ -248,6 +277,15 @@ mod tests {
         touch(&dir.path().join("x[1]/f.csv"));
         let seed = find_local_seed(&config("x[1]/*.csv"), dir.path(), None);
         assert_eq!(names(&seed)[0].0, "f.csv");
+        let LocalSeed::Files { files, .. } = &seed else {
+            panic!("{seed:?}")
+        };
+        assert_eq!(files[0].upload_path, "x[1]/f.csv");
+        assert!(
+            crate::datasets::upload_path::SeedPath::parse("x[1]/*.csv")
+                .unwrap()
+                .matches(&files[0].upload_path)
+        );
     }
 
     #[test]

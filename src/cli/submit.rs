@@ -116,8 +116,14 @@ async fn upload_seed_files(api: &Api, config: &serde_json::Value) -> Result<(), 
         ),
         LocalSeed::Files { files, .. } => {
             for file in files {
-                let (dataset, outcome) =
-                    upload::ensure_uploaded(api, &file.path, &file.name, None).await?;
+                let (dataset, outcome) = upload::ensure_uploaded(
+                    api,
+                    &file.path,
+                    &file.name,
+                    Some(&file.upload_path),
+                    None,
+                )
+                .await?;
                 note!("{}", upload_line(&dataset, outcome));
             }
         }

@@ -43,12 +43,14 @@ pub(crate) fn format_for(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Makes sure the server has `path` as a dataset called `name`; returns it and whether it
-/// was sent. `format` overrides the one guessed from the name.
+/// Makes sure the server has `path` as a dataset called `name`, recorded as read from
+/// `upload_path` when given; returns it and whether it was sent. `format` overrides the one
+/// guessed from the name.
 pub(crate) async fn ensure_uploaded(
     api: &Api,
     path: &Path,
     name: &str,
+    upload_path: Option<&str>,
     format: Option<&str>,
 ) -> Result<(DatasetView, Outcome), RequestError> {
     let local =
@@ -64,7 +66,7 @@ pub(crate) async fn ensure_uploaded(
             .map_err(|e| RequestError::Local(format!("hashing {name}: {e}")))?
             .map_err(local)?
     };
-    if let Some(found) = find_same(api, name, &sha256).await? {
+    if let Some(found) = find_same(api, name, upload_path, &sha256).await? {
         bar.finish_and_clear();
         return Ok((found, Outcome::Found));
     }
@@ -78,6 +80,7 @@ pub(crate) async fn ensure_uploaded(
         api,
         path,
         name,
+        upload_path,
         format.or_else(|| format_for(name)),
         size,
         &bar,
@@ -124,15 +127,21 @@ pub(crate) fn hash_file(path: &Path, bar: &ProgressBar) -> std::io::Result<Strin
     Ok(hex::encode(hasher.finalize()))
 }
 
-/// The caller's ready dataset with this name and content, if the server has one.
+/// The caller's ready dataset with this name and content (read from `upload_path`, when
+/// given), if the server has one.
 async fn find_same(
     api: &Api,
     name: &str,
+    upload_path: Option<&str>,
     sha256: &str,
 ) -> Result<Option<DatasetView>, RequestError> {
+    let mut query = vec![("name", name), ("sha256", sha256), ("limit", "1")];
+    if let Some(upload_path) = upload_path {
+        query.push(("path", upload_path));
+    }
     let request = api
         .request(Method::GET, &["v1", "datasets"])
-        .query(&[("name", name), ("sha256", sha256), ("limit", "1")])
+        .query(&query)
         .header(header::ACCEPT, "application/json")
         .timeout(REQUEST_TIMEOUT);
     let page: DatasetPage = api.send(request).await?.json().await?;
@@ -148,6 +157,7 @@ async fn send_file(
     api: &Api,
     path: &Path,
     name: &str,
+    upload_path: Option<&str>,
     format: Option<&str>,
     size: u64,
     bar: &ProgressBar,
@@ -163,6 +173,9 @@ async fn send_file(
             }
         });
     let mut query = vec![("name", name)];
+    if let Some(upload_path) = upload_path {
+        query.push(("path", upload_path));
+    }
     if let Some(format) = format {
         query.push(("format", format));
     }

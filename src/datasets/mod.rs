@@ -17,6 +17,7 @@
 //!   datastore), kept as datasets and written out again from their rows when read.
 //! * [`resolve`]: a job's `seed_config.source` to the datasets it is bound to; [`seed_cache`]:
 //!   their blocks read while records run.
+//! * [`upload_path`]: the path an upload came from, which `local` seed paths match.
 //! * [`sources`]: server-side seeds (allow-listed directories, the Hugging Face Hub), imported
 //!   as datasets.
 //!
@@ -31,6 +32,7 @@ pub mod resolve;
 pub mod seed_cache;
 pub mod service;
 pub mod sources;
+pub mod upload_path;
 
 pub use crate::domain::DatasetId;
 pub use crate::domain::stored_dataset::{

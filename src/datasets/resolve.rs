@@ -36,6 +36,7 @@
 use std::path::Path;
 
 use crate::datasets::sources::{self, SeedSources};
+use crate::datasets::upload_path;
 use crate::datasets::{
     ColumnType as DatasetColumnType, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind,
 };
@@ -80,9 +81,8 @@ impl From<StoreError> for ResolveError {
 
 /// Resolves `source` (not inline: inline rows need no dataset) to the caller's datasets.
 ///
-/// `local`: the file name of the path (after `\` becomes `/`) against the caller's ready
-/// uploaded datasets, newest first among equal names; a glob in the file name takes every
-/// match, in name order; then the server's directories. `hf`, `directory`, `file_contents`:
+/// `local`: the caller's ready uploaded datasets (by the path they were read from, else by
+/// file name; see [`uploaded`]); then the server's directories. `hf`, `directory`, `file_contents`:
 /// the server-side sources. `df` and `agent_rollout`: `unsupported_seed_source`.
 pub async fn resolve(
     ctx: &ResolveCtx<'_>,
@@ -164,9 +164,10 @@ pub fn not_found(path: &str) -> ConfigIssue {
         codes::SEED_DATASET_NOT_FOUND,
         "seed_config.source.path",
         format!(
-            "no dataset matches '{path}': upload the file first (POST /v1/datasets?name=FILE, \
-             or `synthgate submit`, which uploads the seed files a config names); the file \
-             name is matched against your uploaded datasets' names"
+            "no dataset matches '{path}': upload the file first (POST \
+             /v1/datasets?name=FILE&path=PATH, or `synthgate submit`, which uploads the seed \
+             files a config names); the path is matched against the paths your uploads came \
+             from, else the file name against their names"
         ),
     )
 }
@@ -243,69 +244,113 @@ fn unify(a: ColumnType, b: ColumnType) -> ColumnType {
 /// How many datasets one page of a glob's listing asks for.
 const PAGE: u32 = 500;
 
-/// The caller's ready uploaded datasets matching the file name of `path`: the newest of that
-/// name, or for a glob the newest of each matching name, in name order. Empty: none.
+/// The caller's ready uploaded datasets that `path` names, in reading order. Empty: none.
+///
+/// Uploads that record the path they were read from (see [`upload_path`]) are matched by it:
+/// the newest upload of each matching path, in path order. When none matches, uploads made by
+/// name only are matched by the file name of `path`, as before paths were recorded: the
+/// newest of that name, or for a glob the newest of each matching name, in name order. A
+/// plain file name with no folder (`seed.csv`) finally accepts the newest upload of that name
+/// from any path, so a config that names no folder still finds a file `synthgate submit`
+/// uploaded from one; a glob or a path with a folder never reads another folder's files.
 async fn uploaded(ctx: &ResolveCtx<'_>, path: &str) -> Result<Vec<DatasetMeta>, ResolveError> {
     let Some(name) = file_name(path) else {
         return Ok(Vec::new());
     };
-    if !is_glob(&name) {
+    let seed_path = upload_path::SeedPath::parse(path).map_err(|e| {
+        ResolveError::Issues(vec![ConfigIssue::at_field(
+            codes::INVALID_SEED_CONFIG,
+            "seed_config.source.path",
+            e.0,
+        )])
+    })?;
+    if let upload_path::SeedPath::Exact(exact) = &seed_path {
+        let by_path = DatasetQuery {
+            source_ref: Some(upload_path::source_ref(exact)),
+            limit: 1,
+            ..Default::default()
+        };
+        if let Some(d) = ctx.store.find_datasets(ctx.owner, &by_path).await?.pop()
+            && is_upload(&d)
+        {
+            return Ok(vec![d]);
+        }
         // Only uploads count here: a server file or Hub file imported under the same name is
         // the seed sources' cache, checked for changes by them (mtime, revision), not a
         // dataset the caller sent.
-        let mut before = None;
-        loop {
-            let q = DatasetQuery {
-                name: Some(name.clone()),
-                sha256: None,
-                source_ref: None,
-                before,
-                limit: PAGE,
-            };
-            let page = ctx.store.find_datasets(ctx.owner, &q).await?;
-            let full = page.len() == PAGE as usize;
-            let last = page.last().map(|d| d.id);
-            if let Some(d) = page.into_iter().find(is_upload) {
-                return Ok(vec![d]);
+        let named = DatasetQuery {
+            name: Some(name.clone()),
+            ..Default::default()
+        };
+        let mut any_path = None;
+        let mut found = None;
+        for_each_page(ctx, named, |d| {
+            if !is_upload(&d) {
+                return true;
             }
-            match last {
-                Some(id) if full => before = Some(id),
-                _ => return Ok(Vec::new()),
+            if upload_path::of(&d).is_none() {
+                found = Some(d);
+                return false;
             }
-        }
+            any_path.get_or_insert(d);
+            true
+        })
+        .await?;
+        let fallback = any_path.filter(|_| !seed_path.names_folder());
+        return Ok(found.or(fallback).into_iter().collect());
     }
-    let Ok(pattern) = glob::Pattern::new(&name) else {
-        return Err(ResolveError::Issues(vec![ConfigIssue::at_field(
+    let name_pattern = glob::Pattern::new(&name).map_err(|_| {
+        ResolveError::Issues(vec![ConfigIssue::at_field(
             codes::INVALID_SEED_CONFIG,
             "seed_config.source.path",
             format!("'{name}' is not a valid glob pattern"),
-        )]));
-    };
-    // Newest first, so the first of each name seen is the one that wins.
+        )])
+    })?;
+    // Newest first, so the first of each path (or name) seen is the one that wins.
+    let mut by_path = std::collections::BTreeMap::new();
     let mut by_name = std::collections::BTreeMap::new();
-    let mut before = None;
+    for_each_page(ctx, DatasetQuery::default(), |d| {
+        if is_upload(&d) {
+            match upload_path::of(&d) {
+                Some(recorded) if seed_path.matches(recorded) => {
+                    by_path.entry(recorded.to_owned()).or_insert(d);
+                }
+                Some(_) => {}
+                None if name_pattern.matches(&d.name) => {
+                    by_name.entry(d.name.clone()).or_insert(d);
+                }
+                None => {}
+            }
+        }
+        true
+    })
+    .await?;
+    let chosen = if by_path.is_empty() { by_name } else { by_path };
+    Ok(chosen.into_values().collect())
+}
+
+/// Calls `visit` on each of the caller's ready datasets matching `q`, newest first, a page at
+/// a time, until it returns `false` or none is left.
+async fn for_each_page(
+    ctx: &ResolveCtx<'_>,
+    mut q: DatasetQuery,
+    mut visit: impl FnMut(DatasetMeta) -> bool,
+) -> Result<(), ResolveError> {
+    q.limit = PAGE;
     loop {
-        let q = DatasetQuery {
-            name: None,
-            sha256: None,
-            source_ref: None,
-            before,
-            limit: PAGE,
-        };
         let page = ctx.store.find_datasets(ctx.owner, &q).await?;
-        let last = page.last().map(|d| d.id);
         let full = page.len() == PAGE as usize;
+        let last = page.last().map(|d| d.id);
         for d in page {
-            if is_upload(&d) && pattern.matches(&d.name) {
-                by_name.entry(d.name.clone()).or_insert(d);
+            if !visit(d) {
+                return Ok(());
             }
         }
         match last {
-            Some(id) if full => before = Some(id),
-            _ => break,
+            Some(id) if full => q.before = Some(id),
+            _ => return Ok(()),
         }
     }
-    Ok(by_name.into_values().collect())
 }
 
 /// Whether a dataset was uploaded by the caller (not imported by a seed source).
@@ -319,12 +364,6 @@ fn file_name(path: &str) -> Option<String> {
     Path::new(&path)
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
-}
-
-/// Whether a file name is a glob (DuckDB's, which DataDesigner reads files with: `*`, `?`,
-/// `[...]`).
-fn is_glob(name: &str) -> bool {
-    name.contains(['*', '?', '['])
 }
 
 /// The issue of a `seed_type` no server serves, saying what to use instead.
@@ -362,6 +401,5 @@ mod tests {
         assert_eq!(file_name("/abs/*.parquet").as_deref(), Some("*.parquet"));
         assert_eq!(file_name("seed.jsonl").as_deref(), Some("seed.jsonl"));
         assert_eq!(file_name("data/.."), None);
-        assert!(is_glob("*.parquet") && is_glob("part-?.csv") && !is_glob("a.csv"));
     }
 }

@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::DatasetError;
 use super::import::{FileDigest, import_file_digested};
+use super::upload_path;
 use super::{
     DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind, DeleteDataset,
 };
@@ -65,6 +66,7 @@ impl DatasetService {
         &self,
         owner: Option<&str>,
         name: &str,
+        path: Option<&str>,
         format: Option<&str>,
         content_length: Option<u64>,
         body: S,
@@ -74,6 +76,14 @@ impl DatasetService {
         E: std::fmt::Display,
     {
         let name = check_file_name(name, "query parameter 'name'")?;
+        let source_ref = match path {
+            Some(raw) => Some(upload_path::source_ref(
+                &upload_path::check(raw, &name).map_err(|why| {
+                    DatasetError::InvalidRequest(format!("query parameter 'path': {why}"))
+                })?,
+            )),
+            None => None,
+        };
         let format = dataset_format(format, &name)?;
         let max = self.config.max_upload_bytes;
         if content_length.is_some_and(|n| n > max) {
@@ -93,9 +103,12 @@ impl DatasetService {
                 "the file is empty: the request body holds the file's bytes".into(),
             ));
         }
+        // The same file from the same path (when one is given): an upload from another path
+        // is stored again, so each path finds its own.
         let same = DatasetQuery {
             name: Some(name.clone()),
             sha256: Some(digest.sha256.clone()),
+            source_ref: source_ref.clone(),
             limit: 1,
             ..Default::default()
         };
@@ -110,7 +123,7 @@ impl DatasetService {
             spool.path(),
             digest,
             DatasetSourceKind::Upload,
-            None,
+            source_ref,
             &self.config.limits(),
         )
         .await

@@ -52,6 +52,7 @@ mod scheduling;
 mod schemathesis;
 mod secrets;
 mod seed_conformance;
+mod seed_paths;
 mod seed_sources;
 mod seeds;
 mod sql_conformance;

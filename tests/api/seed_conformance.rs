@@ -32,11 +32,25 @@ const CASES: &[(&str, &[&str])] = &[
         "seeded_docs_product_reviews",
         &["part-0.parquet", "part-1.parquet"],
     ),
+    // Submitted in this order: a top-level seed, then two pipelines whose artifacts share
+    // file names; each glob must read only its own folder (issue 50 item 6: matched by
+    // file name, the OCR glob took every `.parquet` upload and failed on their columns).
+    ("seeded_glob_a_notebook_seed", &["your_seed_data.parquet"]),
+    ("seeded_glob_captions_pipeline", &["batch_00000.parquet"]),
+    (
+        "seeded_glob_ocr_pipeline",
+        &["batch_00000.parquet", "batch_00001.parquet"],
+    ),
 ];
 
 /// Columns whose LLM prompt renders from seed values only, so the mock's reply (which quotes
 /// the prompt) must equal DataDesigner's.
-const SEED_ONLY_PROMPTS: &[(&str, &str)] = &[("seeded_docs_product_reviews", "review")];
+const SEED_ONLY_PROMPTS: &[(&str, &str)] = &[
+    ("seeded_docs_product_reviews", "review"),
+    ("seeded_glob_a_notebook_seed", "question"),
+    ("seeded_glob_captions_pipeline", "rewritten"),
+    ("seeded_glob_ocr_pipeline", "rewritten"),
+];
 
 const NUM_RECORDS: u64 = 3;
 
@@ -130,10 +144,35 @@ async fn datadesigner_seeding_tutorial_and_docs_run_after_submit_uploads_their_f
     assert_eq!(
         stored,
         [
+            ("batch_00000.parquet".into(), 1, 3),
+            ("batch_00000.parquet".into(), 2, 2),
+            ("batch_00001.parquet".into(), 1, 2),
             ("gretelai_symptom_to_diagnosis.csv".into(), 5, 2),
             ("part-0.parquet".into(), 2, 3),
             ("part-1.parquet".into(), 3, 3),
             ("symptom_to_diagnosis.csv".into(), 5, 2),
+            ("your_seed_data.parquet".into(), 2, 2),
+        ]
+    );
+    // Each records the path its config names it by, which the globs were matched against.
+    let mut paths: Vec<&str> = list["datasets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["path"].as_str().expect("submit records the path"))
+        .collect();
+    paths.sort_unstable();
+    assert_eq!(
+        paths,
+        [
+            "artifacts/captions/parquet-files/batch_00000.parquet",
+            "artifacts/ocr/parquet-files/batch_00000.parquet",
+            "artifacts/ocr/parquet-files/batch_00001.parquet",
+            "data/products/part-0.parquet",
+            "data/products/part-1.parquet",
+            "gretelai_symptom_to_diagnosis.csv",
+            "symptom_to_diagnosis.csv",
+            "your_seed_data.parquet",
         ]
     );
     app.stop().await;

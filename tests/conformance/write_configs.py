@@ -367,6 +367,13 @@ PRODUCTS = [
 ]
 
 
+CAPTION_BATCHES = [[("img-901", "A red kite over a beach", 640)]]
+OCR_BATCHES = [
+    [("scan-001", "INVOICE No. 4471 Total due: 312.40 EUR"), ("scan-002", "Meeting notes: ship v2 by Friday")],
+    [("scan-003", "Rezept: 200 g Mehl, 2 Eier, Prise Salz")],
+]
+
+
 @contextmanager
 def working_directory(path: Path):
     """DataDesigner resolves (and checks) a local seed path against the current directory."""
@@ -392,6 +399,19 @@ def write_seed_files(target: Path) -> None:
     for i, rows in enumerate(PRODUCTS):
         df = pd.DataFrame(rows, columns=["product_name", "category", "price"])
         df.to_parquet(products / f"part-{i}.parquet", index=False)
+    # Two pipelines' artifacts, as DataDesigner writes them (every batch `batch_NNNNN.parquet`),
+    # and another notebook's top-level seed: a glob must read only its own folder (issue 50).
+    pd.DataFrame(
+        [("Solar Basics", "easy"), ("Tidal Power", "hard")], columns=["topic", "difficulty"]
+    ).to_parquet(target / "your_seed_data.parquet", index=False)
+    for pipeline, batches, columns in (
+        ("captions", CAPTION_BATCHES, ["image_id", "caption", "width"]),
+        ("ocr", OCR_BATCHES, ["image_id", "ocr_text"]),
+    ):
+        folder = target / "artifacts" / pipeline / "parquet-files"
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, rows in enumerate(batches):
+            pd.DataFrame(rows, columns=columns).to_parquet(folder / f"batch_{i:05d}.parquet", index=False)
 
 
 def seeded_cases():
@@ -496,6 +516,30 @@ def seeded_cases():
         )
     )
     out["seeded_docs_product_reviews"] = b
+
+    # A notebook's own seed file at the top of the folder (`your_seed_data.parquet`).
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="my-model", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+    )
+    b.with_seed_dataset(dd.LocalFileSeedSource(path="your_seed_data.parquet"))
+    b.add_column(
+        dd.LLMTextColumnConfig(
+            name="question", model_alias="my-model", prompt="Ask one {{ difficulty }} question about {{ topic }}."
+        )
+    )
+    out["seeded_glob_a_notebook_seed"] = b
+
+    # Two pipelines whose artifacts share file names; each reads its own folder.
+    for pipeline, prompt in (
+        ("captions", "Rewrite this caption of {{ image_id }} ({{ width }} px wide): {{ caption }}"),
+        ("ocr", "Summarize the text scanned from {{ image_id }}:\n{{ ocr_text }}"),
+    ):
+        b = dd.DataDesignerConfigBuilder(
+            model_configs=[dd.ModelConfig(alias="my-model", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+        )
+        b.with_seed_dataset(dd.LocalFileSeedSource(path=f"artifacts/{pipeline}/parquet-files/*.parquet"))
+        b.add_column(dd.LLMTextColumnConfig(name="rewritten", model_alias="my-model", prompt=prompt))
+        out[f"seeded_glob_{pipeline}_pipeline"] = b
     return out
 
 
