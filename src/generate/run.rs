@@ -130,7 +130,7 @@ impl Plan {
             return Ok(());
         };
         let media = match &llm.column.multi_modal_context {
-            Some(contexts) => multimodal::image_parts(
+            Some(contexts) => multimodal::context_parts(
                 contexts,
                 |name| self.names.get(name).map(|&slot| &rec.values[slot]),
                 &out.media,

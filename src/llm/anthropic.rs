@@ -116,10 +116,7 @@ fn system_field(system: &[&ChatMessage]) -> Result<Option<Value>, String> {
         return Ok(None);
     }
     let all: Vec<&ContentBlock> = system.iter().flat_map(|m| &m.content).collect();
-    if all
-        .iter()
-        .any(|b| matches!(b, ContentBlock::ImageUrl { .. }))
-    {
+    if all.iter().any(|b| !matches!(b, ContentBlock::Text { .. })) {
         let owned: Vec<ContentBlock> = all.into_iter().cloned().collect();
         return Ok(Some(blocks(&owned)?.into()));
     }
@@ -179,6 +176,18 @@ fn blocks(content: &[ContentBlock]) -> Result<Vec<Value>, String> {
             ContentBlock::Text { text } if text.is_empty() => {}
             ContentBlock::Text { text } => out.push(json!({"type": "text", "text": text})),
             ContentBlock::ImageUrl { image_url } => out.push(image(&image_url.url)?),
+            // DataDesigner's Anthropic adapter refuses them too: the Messages API has no
+            // audio or video block.
+            ContentBlock::AudioUrl { .. } | ContentBlock::InputAudio { .. } => {
+                return Err("Anthropic's Messages API takes no audio context blocks; \
+                            use an OpenAI-compatible provider that accepts audio"
+                    .into());
+            }
+            ContentBlock::VideoUrl { .. } => {
+                return Err("Anthropic's Messages API takes no video context blocks; \
+                            use an OpenAI-compatible provider that accepts video"
+                    .into());
+            }
         }
     }
     Ok(out)

@@ -38,6 +38,40 @@ pub enum ContentBlock {
         /// Where the image is.
         image_url: ImageUrl,
     },
+    /// `{"type":"audio_url","audio_url":{"url":...}}`: audio at an http(s) URL (or a path the
+    /// model server reads itself), the OpenAI-compatible extension vLLM and NVIDIA serve.
+    AudioUrl {
+        /// Where the audio is.
+        audio_url: MediaUrl,
+    },
+    /// `{"type":"input_audio","input_audio":{"data":...,"format":"mp3"}}`: base64 audio, as
+    /// OpenAI's chat completions take it.
+    InputAudio {
+        /// The audio.
+        input_audio: InputAudio,
+    },
+    /// `{"type":"video_url","video_url":{"url":...}}`: video at an http(s) URL or in a
+    /// `data:` URI (no provider takes an `input_video` block).
+    VideoUrl {
+        /// Where the video is.
+        video_url: MediaUrl,
+    },
+}
+
+/// The target of an `audio_url` or `video_url` block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MediaUrl {
+    /// An http(s) URL, a `data:` URI (video) or a path on the model's server.
+    pub url: String,
+}
+
+/// The audio of an `input_audio` block.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InputAudio {
+    /// Base64 of the audio's bytes, no data-URI prefix.
+    pub data: String,
+    /// `mp3` or `wav`.
+    pub format: String,
 }
 
 /// The target of an `image_url` block.
@@ -57,6 +91,30 @@ impl ContentBlock {
     pub fn image_url(url: impl Into<String>) -> Self {
         Self::ImageUrl {
             image_url: ImageUrl { url: url.into() },
+        }
+    }
+
+    /// An `audio_url` block.
+    pub fn audio_url(url: impl Into<String>) -> Self {
+        Self::AudioUrl {
+            audio_url: MediaUrl { url: url.into() },
+        }
+    }
+
+    /// An `input_audio` block of base64 `data` in `format` (`mp3`, `wav`).
+    pub fn input_audio(data: impl Into<String>, format: impl Into<String>) -> Self {
+        Self::InputAudio {
+            input_audio: InputAudio {
+                data: data.into(),
+                format: format.into(),
+            },
+        }
+    }
+
+    /// A `video_url` block from a URL or `data:` URI.
+    pub fn video_url(url: impl Into<String>) -> Self {
+        Self::VideoUrl {
+            video_url: MediaUrl { url: url.into() },
         }
     }
 }
@@ -144,14 +202,14 @@ impl ChatMessage {
         Self::tool(tool_call_id, vec![ContentBlock::text(text)])
     }
 
-    /// The text blocks joined with `"\n"` (images skipped): the column value of a final answer.
+    /// The text blocks joined with `"\n"` (media skipped): the column value of a final answer.
     pub fn text(&self) -> String {
         let texts: Vec<&str> = self
             .content
             .iter()
             .filter_map(|b| match b {
                 ContentBlock::Text { text } => Some(text.as_str()),
-                ContentBlock::ImageUrl { .. } => None,
+                _ => None,
             })
             .collect();
         texts.join("\n")

@@ -288,7 +288,7 @@ pub(super) fn cap_text(mut blocks: Vec<ContentBlock>, max: usize) -> Vec<Content
         .iter()
         .map(|b| match b {
             ContentBlock::Text { text } => text.chars().count(),
-            ContentBlock::ImageUrl { .. } => 0,
+            _ => 0,
         })
         .sum();
     if total <= max {
@@ -319,7 +319,7 @@ pub(super) fn server_error_text(name: &str, blocks: &[ContentBlock]) -> String {
         .iter()
         .filter_map(|b| match b {
             ContentBlock::Text { text } => Some(text.as_str()),
-            ContentBlock::ImageUrl { .. } => None,
+            _ => None,
         })
         .collect();
     let text = text.join("\n");

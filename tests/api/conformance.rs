@@ -325,6 +325,42 @@ async fn datadesigner_builder_configs_run_unchanged() {
             theirs[0]
         );
     }
+    // Audio and video context (item 4): the whole user message, blocks and all, is
+    // DataDesigner's.
+    let user_content = |requests: &[Value]| -> Vec<Value> {
+        requests
+            .iter()
+            .filter_map(|body| {
+                let user = body["messages"]
+                    .as_array()?
+                    .iter()
+                    .find(|m| m["role"] == "user")?;
+                content_text(&user["content"])
+                    .starts_with("Describe what you hear")
+                    .then(|| user["content"].clone())
+            })
+            .collect()
+    };
+    let (theirs, ours) = (user_content(dd_sent), user_content(ours_sent));
+    assert!(
+        !theirs.is_empty(),
+        "DataDesigner sent no audio/video prompt"
+    );
+    assert_eq!(ours.len() as u64, NUM_RECORDS, "{ours:?}");
+    for content in &ours {
+        assert_eq!(
+            content, &theirs[0],
+            "audio/video context: ours, then DataDesigner's"
+        );
+    }
+    assert_eq!(
+        theirs[0][0],
+        json!({"type": "audio_url", "audio_url": {"url": "https://media.example/clip.mp3"}})
+    );
+    eprintln!(
+        "conformance: audio/video context sent as DataDesigner sends it: {}",
+        theirs[0]
+    );
     let echo = &sent(ours_sent, "Repeat after me")[0];
     assert_eq!(
         echo,

@@ -127,7 +127,7 @@ async fn multi_modal_context_reaches_the_model_as_image_parts() {
         "{anthropic}"
     );
 
-    // A value that is no image fails the record before any request; audio is refused.
+    // A value that is no image fails the record before any request.
     mock.reset();
     let bad = json!({"columns": [
         {"name": "photo", "column_type": "expression", "expr": "not an image"},
@@ -140,20 +140,46 @@ async fn multi_modal_context_reaches_the_model_as_image_parts() {
         "{records:?}"
     );
     assert!(mock.requests().is_empty());
-    let audio = json!({"config": {"columns": [
+    // Audio and video go as DataDesigner's blocks to an OpenAI-compatible server; Anthropic's
+    // Messages API has none, so its record fails naming why, before any request.
+    mock.reset();
+    let media = json!({"columns": [
         {"name": "clip", "column_type": "expression", "expr": "https://a/b.mp3"},
-        {"name": "caption", "column_type": "llm-text", "model_alias": "writer",
+        {"name": "movie", "column_type": "expression", "expr": "AAAAIGZ0eXBpc29t"},
+        {"name": "heard", "column_type": "llm-text", "model_alias": "writer",
          "prompt": "Describe.", "multi_modal_context": [
-            {"modality": "audio", "column_name": "clip", "data_type": "url"}]}
-    ]}, "num_records": 1});
-    let (status, body) = app.create_job(&audio).await;
+            {"modality": "audio", "column_name": "clip", "data_type": "url"},
+            {"modality": "video", "column_name": "movie", "data_type": "base64",
+             "video_format": "webm"}]}
+    ]});
+    let records = run(&app, media.clone(), json!({})).await;
+    assert!(records[0]["error"].is_null(), "{records:?}");
+    assert_eq!(
+        chat_bodies(&mock)[0]["messages"][0]["content"],
+        json!([
+            {"type": "audio_url", "audio_url": {"url": "https://a/b.mp3"}},
+            {"type": "video_url", "video_url": {"url": "data:video/webm;base64,AAAAIGZ0eXBpc29t"}},
+            {"type": "text", "text": "Describe."}
+        ])
+    );
+    mock.reset();
+    let mut to_claude = media.clone();
+    to_claude["columns"][2]["model_alias"] = json!("claude");
+    let records = run(&app, to_claude, json!({})).await;
+    let message = records[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no audio context blocks"), "{records:?}");
+    assert!(mock.requests().is_empty());
+    // A format DataDesigner does not name is refused at submit, naming the field.
+    let mut ogg = json!({"config": media, "num_records": 1});
+    ogg["config"]["columns"][2]["multi_modal_context"][0] = json!({"modality": "audio", "column_name": "clip", "data_type": "base64", "audio_format": "ogg"});
+    let (status, body) = app.create_job(&ogg).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(
-        body["error"]["details"][0]["code"], "unsupported_modality",
+        body["error"]["details"][0]["code"], "invalid_config",
         "{body}"
     );
     assert_eq!(
-        body["error"]["details"][0]["field"], "multi_modal_context[0].modality",
+        body["error"]["details"][0]["field"], "multi_modal_context[0].audio_format",
         "{body}"
     );
     app.stop().await;

@@ -25,7 +25,9 @@ from data_designer.config.config_builder import DataDesignerConfigBuilder
 from data_designer.config.custom_column import custom_column_generator
 from data_designer.config.models import (
     ChatCompletionInferenceParams,
+    AudioContext,
     ImageContext,
+    VideoContext,
     ImageInferenceParams,
     ModelConfig,
 )
@@ -343,6 +345,24 @@ def cases():
         cc.LLMCodeColumnConfig(
             name="snippet", model_alias="writer", code_lang="python",
             prompt="Write a function that prints {{ tail }}.",
+        )
+    )
+    # Item 4: audio and video context, by URL and as base64, go before the prompt text as
+    # DataDesigner's OpenAI-compatible adapter writes them (`audio_url`, `input_audio`,
+    # `video_url`); tests/api/conformance.rs compares the whole user message both sent.
+    b.add_column(cc.ExpressionColumnConfig(name="clip", expr="https://media.example/clip.mp3"))
+    b.add_column(cc.ExpressionColumnConfig(name="clip_b64", expr="data:audio/x-wav;base64,UklGRiQAAABXQVZF"))
+    b.add_column(cc.ExpressionColumnConfig(name="movie", expr='["https://media.example/talk.mp4", "AAAAIGZ0eXBpc29t"]'))
+    b.add_column(
+        cc.LLMTextColumnConfig(
+            name="listen",
+            model_alias="writer",
+            prompt="Describe what you hear and see in {{ head }}.",
+            multi_modal_context=[
+                AudioContext(column_name="clip"),
+                AudioContext(column_name="clip_b64"),
+                VideoContext(column_name="movie", video_format="mp4"),
+            ],
         )
     )
     out["round3_templates"] = b

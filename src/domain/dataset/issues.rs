@@ -73,7 +73,8 @@ pub mod codes {
     /// A model config's `extra_body` sets a request field the service computes (`model`,
     /// `messages`, `tools`, ...).
     pub const RESERVED_EXTRA_BODY_FIELD: &str = "reserved_extra_body_field";
-    /// A `multi_modal_context` entry of a modality synthgate does not send (audio, video).
+    /// Reserved: once a `multi_modal_context` entry of a modality synthgate did not send
+    /// (audio, video); every modality is sent now.
     pub const UNSUPPORTED_MODALITY: &str = "unsupported_modality";
     /// More columns than [`MAX_COLUMNS`](crate::domain::dataset::MAX_COLUMNS).
     pub const TOO_MANY_COLUMNS: &str = "too_many_columns";
@@ -99,7 +100,7 @@ pub mod codes {
 pub const ISSUE_CODES: &[(&str, &str)] = &[
     (
         codes::UNSUPPORTED_MODALITY,
-        "a multi_modal_context entry is audio or video; only images are sent to models",
+        "reserved, no longer produced: audio and video multi_modal_context entries are sent to models",
     ),
     (
         codes::TOO_MANY_COLUMNS,

@@ -171,6 +171,27 @@ pub enum Modality {
     Video,
 }
 
+impl Modality {
+    /// The formats DataDesigner's `ImageFormat`, `AudioFormat` and `VideoFormat` name: the
+    /// only values of `image_format`, `audio_format` and `video_format` it accepts.
+    pub fn formats(self) -> &'static [&'static str] {
+        match self {
+            Self::Image => &["png", "jpg", "jpeg", "gif", "webp"],
+            Self::Audio => &["mp3", "wav"],
+            Self::Video => &["mp4", "mov", "webm"],
+        }
+    }
+
+    /// How DataDesigner names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Image => "image",
+            Self::Audio => "audio",
+            Self::Video => "video",
+        }
+    }
+}
+
 /// `ModalityDataType`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -298,6 +319,20 @@ pub(crate) fn check_multi_modal(
         };
         if ctx.data_type == Some(MediaDataType::Base64) && format.0.is_none() {
             let msg = format!("{} is required when data_type is base64", format.1);
+            issues.push(
+                codes::INVALID_CONFIG,
+                &format!("multi_modal_context[{i}].{}", format.1),
+                msg,
+            );
+        }
+        if let Some(value) = format.0
+            && !ctx.modality.formats().contains(&value.as_str())
+        {
+            let msg = format!(
+                "'{value}' is not a {} format DataDesigner sends; one of: {}",
+                ctx.modality.as_str(),
+                ctx.modality.formats().join(", ")
+            );
             issues.push(
                 codes::INVALID_CONFIG,
                 &format!("multi_modal_context[{i}].{}", format.1),

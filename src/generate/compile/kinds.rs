@@ -8,7 +8,7 @@ use super::super::seed;
 use super::super::validate::Aliases;
 use super::{ColumnParts, Compiler};
 use crate::domain::dataset::{
-    ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, Modality, SamplerColumn, codes,
+    ColumnConfig, ConfigIssue, DatasetConfig, LlmColumn, SamplerColumn, codes,
 };
 use crate::generate::PeopleSource;
 use crate::generate::llm::LlmStep;
@@ -135,18 +135,6 @@ impl Compiler<'_> {
             .filter(|system| !system.is_empty())
             .map(|system| self.template(ci, "system_prompt", system, p, true));
         for (i, m) in l.multi_modal_context.iter().flatten().enumerate() {
-            if m.modality != Modality::Image {
-                let msg = format!(
-                    "{} context is not sent to models by synthgate; only image context is",
-                    match m.modality {
-                        Modality::Audio => "audio",
-                        Modality::Video => "video",
-                        Modality::Image => "image",
-                    }
-                );
-                let field = format!("multi_modal_context[{i}].modality");
-                self.issue(codes::UNSUPPORTED_MODALITY, ci, Some(&field), msg);
-            }
             let field = format!("multi_modal_context[{i}].column_name");
             if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
                 let producer_slot = self.column_slot[self.producer[slot]];

@@ -5,7 +5,7 @@ use super::super::columns::StepKind;
 use super::super::llm::media::{EmbeddingStep, ImageStep};
 use super::super::validate::Aliases;
 use super::{ColumnParts, Compiler};
-use crate::domain::dataset::{EmbeddingColumn, ImageColumn, Modality, codes};
+use crate::domain::dataset::{EmbeddingColumn, ImageColumn, codes};
 
 impl Compiler<'_> {
     pub(super) fn embedding(
@@ -38,11 +38,6 @@ impl Compiler<'_> {
         self.check_model_alias(ci, &i.model_alias, aliases);
         let prompt = self.template(ci, "prompt", &i.prompt, p, true);
         for (k, m) in i.multi_modal_context.iter().flatten().enumerate() {
-            if m.modality != Modality::Image {
-                let field = format!("multi_modal_context[{k}].modality");
-                let msg = "only image context is sent to models by synthgate";
-                self.issue(codes::UNSUPPORTED_MODALITY, ci, Some(&field), msg);
-            }
             let field = format!("multi_modal_context[{k}].column_name");
             if let Some(slot) = self.resolve(ci, &field, &m.column_name, &mut p.deps) {
                 let producer_slot = self.column_slot[self.producer[slot]];

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::super::columns::{RecordState, Step, StepEnv, StepError};
 use super::super::{Plan, Spent};
 use super::LlmRuntime;
-use super::multimodal::{detect, image_parts};
+use super::multimodal::{context_parts, detect};
 use crate::domain::dataset::MultiModalContext;
 use crate::domain::media::{Media, media_reference};
 use crate::domain::record::RecordErrorCode;
@@ -62,7 +62,7 @@ impl Plan {
             let msg = "the rendered prompt is empty";
             return Err(StepError::new(RecordErrorCode::TemplateError, msg));
         }
-        let context = image_parts(
+        let context = context_parts(
             &i.contexts,
             |name| self.names.get(name).map(|&slot| &rec.values[slot]),
             &out.media,
