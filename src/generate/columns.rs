@@ -11,7 +11,8 @@ use super::rng::column_rng;
 use super::samplers::constraints::{Check, MAX_DRAWS};
 use super::samplers::{Convert, Dist, Sampled};
 use super::template::{
-    RecordBudget, RecordContext, Templates, rendered_condition, rendered_truthy, template_value,
+    RecordBudget, RecordContext, Templates, rendered_condition, rendered_truthy,
+    seed_template_value, template_value,
 };
 use crate::domain::dataset::ExprDtype;
 use crate::domain::record::RecordErrorCode;
@@ -144,6 +145,16 @@ impl<'p> RecordState<'p> {
         self.set[slot] = true;
     }
 
+    /// [`put`](Self::put) for a value read from the seed, which templates see as DataDesigner
+    /// does (see [`seed_template_value`]).
+    fn put_seed(&mut self, slot: usize, value: Value) {
+        if self.ctx_slots[slot] {
+            self.ctx[slot] = Some(seed_template_value(&value));
+        }
+        self.values[slot] = value;
+        self.set[slot] = true;
+    }
+
     pub(crate) fn context(&self) -> minijinja::Value {
         RecordContext {
             names: Arc::clone(self.names),
@@ -220,7 +231,7 @@ impl Step {
                     .and_then(|row| row.get(field))
                     .cloned()
                     .unwrap_or(Value::Null);
-                rec.put(self.slot, value);
+                rec.put_seed(self.slot, value);
             }
             StepKind::Sampler {
                 base,

@@ -344,7 +344,20 @@ impl Object for RecordContext {
 /// is the number 1234.5 in the next template, and `{{ num_str * 2 }}` is `2469.0`, as in
 /// DataDesigner (parsing only objects and arrays repeated the string instead, silently).
 pub(crate) fn template_value(value: &Value) -> minijinja::Value {
-    match deserialized(value) {
+    prepared(value, deserialized(value, true))
+}
+
+/// [`template_value`] for a value read from a seed dataset. DataDesigner reads seed files
+/// with DuckDB, whose lists reach the record as numpy arrays, which `deserialize_json_values`
+/// passes over: a JSON string inside a seed's list stays a string (`{{ tags[0] }}` of
+/// `["{\"x\": 1}"]` prints `{"x": 1}`), while one in an object or the value itself is parsed
+/// as for any column.
+pub(crate) fn seed_template_value(value: &Value) -> minijinja::Value {
+    prepared(value, deserialized(value, false))
+}
+
+fn prepared(value: &Value, deserialized: Option<Value>) -> minijinja::Value {
+    match deserialized {
         Some(parsed) => minijinja::Value::from(minijinja::value::Serde(&parsed)),
         None => match value {
             Value::String(s) => minijinja::Value::from(s.as_str()),
@@ -359,12 +372,14 @@ fn json_of(s: &str) -> Option<Value> {
 }
 
 /// `Some(copy)` when `value` holds JSON-in-a-string that DataDesigner would parse: the value
-/// itself, or strings in lists and objects at any depth (each parsed once).
-fn deserialized(value: &Value) -> Option<Value> {
+/// itself, or strings in objects and (when `lists`) lists at any depth (each parsed once).
+fn deserialized(value: &Value, lists: bool) -> Option<Value> {
     match value {
         Value::String(s) => json_of(s),
+        Value::Array(_) if !lists => None,
         Value::Array(items) => {
-            let changed: Vec<Option<Value>> = items.iter().map(deserialized).collect();
+            let changed: Vec<Option<Value>> =
+                items.iter().map(|v| deserialized(v, lists)).collect();
             if changed.iter().all(Option::is_none) {
                 return None;
             }
@@ -376,7 +391,8 @@ fn deserialized(value: &Value) -> Option<Value> {
             Some(Value::Array(out))
         }
         Value::Object(map) => {
-            let changed: Vec<Option<Value>> = map.values().map(deserialized).collect();
+            let changed: Vec<Option<Value>> =
+                map.values().map(|v| deserialized(v, lists)).collect();
             if changed.iter().all(Option::is_none) {
                 return None;
             }

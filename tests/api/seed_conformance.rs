@@ -36,6 +36,7 @@ const CASES: &[(&str, &[&str])] = &[
     // file names; each glob must read only its own folder (issue 50 item 6: matched by
     // file name, the OCR glob took every `.parquet` upload and failed on their columns).
     ("seeded_glob_a_notebook_seed", &["your_seed_data.parquet"]),
+    ("seeded_jsonl_values", &["notes.jsonl"]),
     ("seeded_glob_captions_pipeline", &["batch_00000.parquet"]),
     (
         "seeded_glob_ocr_pipeline",
@@ -43,9 +44,14 @@ const CASES: &[(&str, &[&str])] = &[
     ),
 ];
 
-/// Columns whose LLM prompt renders from seed values only, so the mock's reply (which quotes
-/// the prompt) must equal DataDesigner's.
+/// Columns rendered from seed values only (an LLM column's prompt, which the mock's reply
+/// quotes, or an expression), so their values must equal DataDesigner's.
 const SEED_ONLY_PROMPTS: &[(&str, &str)] = &[
+    ("seeded_jsonl_values", "next_n"),
+    ("seeded_jsonl_values", "meta_z"),
+    ("seeded_jsonl_values", "meta_l0"),
+    ("seeded_jsonl_values", "first_tag"),
+    ("seeded_jsonl_values", "all_tags"),
     ("seeded_docs_product_reviews", "review"),
     ("seeded_glob_a_notebook_seed", "question"),
     ("seeded_glob_captions_pipeline", "rewritten"),
@@ -148,6 +154,7 @@ async fn datadesigner_seeding_tutorial_and_docs_run_after_submit_uploads_their_f
             ("batch_00000.parquet".into(), 2, 2),
             ("batch_00001.parquet".into(), 1, 2),
             ("gretelai_symptom_to_diagnosis.csv".into(), 5, 2),
+            ("notes.jsonl".into(), 2, 3),
             ("part-0.parquet".into(), 2, 3),
             ("part-1.parquet".into(), 3, 3),
             ("symptom_to_diagnosis.csv".into(), 5, 2),
@@ -171,6 +178,7 @@ async fn datadesigner_seeding_tutorial_and_docs_run_after_submit_uploads_their_f
             "data/products/part-0.parquet",
             "data/products/part-1.parquet",
             "gretelai_symptom_to_diagnosis.csv",
+            "notes.jsonl",
             "symptom_to_diagnosis.csv",
             "your_seed_data.parquet",
         ]

@@ -40,9 +40,11 @@ def kind(value) -> str:
 
 def scalars(df) -> dict:
     """The columns whose every value is a plain string, number or boolean, row by row."""
+    import numpy as np
+
     out = {}
     for column in df.columns:
-        values = [v.item() if hasattr(v, "item") else v for v in df[column]]
+        values = [v.item() if isinstance(v, np.generic) else v for v in df[column]]
         if all(isinstance(v, (str, int, float, bool)) for v in values):
             out[str(column)] = values
     return out

@@ -13,6 +13,7 @@ examples. LLM columns use model alias `writer` with provider `mock`, which the t
 defines (providers never come with a job).
 """
 
+import json
 import os
 import sys
 from contextlib import contextmanager
@@ -424,6 +425,18 @@ def write_seed_files(target: Path) -> None:
     pd.DataFrame(
         [("Solar Basics", "easy"), ("Tidal Power", "hard")], columns=["topic", "difficulty"]
     ).to_parquet(target / "your_seed_data.parquet", index=False)
+    # JSON Lines as DataDesigner reads them through DuckDB (issue 50 item 7): JSON text in an
+    # object or in the value itself is parsed for templates, inside a list it stays text.
+    (target / "notes.jsonl").write_text(
+        "\n".join(
+            json.dumps(row)
+            for row in (
+                {"n": "7", "meta": {"s": '{"z": 1}', "l": ['{"w": 2}']}, "tags": ['{"x": 1}', "plain"]},
+                {"n": "8", "meta": {"s": '{"z": 2}', "l": ["[3]"]}, "tags": ["[1, 2]"]},
+            )
+        )
+        + "\n"
+    )
     for pipeline, batches, columns in (
         ("captions", CAPTION_BATCHES, ["image_id", "caption", "width"]),
         ("ocr", OCR_BATCHES, ["image_id", "ocr_text"]),
@@ -548,6 +561,21 @@ def seeded_cases():
         )
     )
     out["seeded_glob_a_notebook_seed"] = b
+
+    # JSON text inside seed values, as templates read it.
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="my-model", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+    )
+    b.with_seed_dataset(dd.LocalFileSeedSource(path="notes.jsonl"))
+    for name, expr in (
+        ("next_n", "{{ n + 1 }}"),
+        ("meta_z", "{{ meta.s.z }}"),
+        ("meta_l0", "{{ meta.l[0] }}"),
+        ("first_tag", "{{ tags[0] }}"),
+        ("all_tags", "{{ tags }}"),
+    ):
+        b.add_column(dd.ExpressionColumnConfig(name=name, expr=expr))
+    out["seeded_jsonl_values"] = b
 
     # Two pipelines whose artifacts share file names; each reads its own folder.
     for pipeline, prompt in (
