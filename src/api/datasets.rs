@@ -18,6 +18,8 @@ use utoipa_axum::routes;
 use super::extract::{self, ApiPath, ApiQuery};
 use super::jobs::page_limit;
 use crate::auth::Caller;
+use crate::datasets::rollout::RolloutFormat;
+use crate::datasets::rollout::upload::RolloutOptions;
 use crate::datasets::{
     DatasetColumn, DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind,
 };
@@ -112,8 +114,72 @@ pub struct CreateDatasetQuery {
     /// always sends it.
     pub path: Option<String>,
     /// `csv`, `jsonl` or `parquet`; by default from the name's extension (`.csv`, `.jsonl`,
-    /// `.ndjson`, `.parquet`).
+    /// `.ndjson`, `.parquet`). `agent_rollout`: the body is a tar archive of a folder of agent
+    /// trajectories, stored as the rows DataDesigner's `agent_rollout` seed reader derives from
+    /// them (its 16 columns), for `agent_rollout` seeds with the same `rollout_format`, `path`,
+    /// `file_pattern` and `recursive` to read; `path` is then the folder as the config names it
+    /// (default: the format's, e.g. `~/.claude/projects`; required for `atif`).
     pub format: Option<String>,
+    /// With `format=agent_rollout`: `atif`, `claude_code`, `codex`, `hermes_agent` or
+    /// `pi_coding_agent`.
+    pub rollout_format: Option<String>,
+    /// With `format=agent_rollout`: the seed's `file_pattern` (default: the format's).
+    pub file_pattern: Option<String>,
+    /// With `format=agent_rollout`: the seed's `recursive` (default true).
+    pub recursive: Option<bool>,
+    /// With `format=agent_rollout`: the folder's absolute path on the client, which the rows'
+    /// `source_path` values start with (default: `path`).
+    pub root: Option<String>,
+}
+
+impl CreateDatasetQuery {
+    /// The rollout options of a `format=agent_rollout` upload (`None`: another format).
+    fn rollout(&self) -> Result<Option<RolloutOptions>, ApiError> {
+        let is_rollout = self
+            .format
+            .as_deref()
+            .is_some_and(|f| f.eq_ignore_ascii_case("agent_rollout"));
+        if !is_rollout {
+            if self.rollout_format.is_some() {
+                return Err(ApiError::InvalidRequest(
+                    "query parameter 'rollout_format' is for format=agent_rollout only".into(),
+                ));
+            }
+            return Ok(None);
+        }
+        let names = || {
+            RolloutFormat::ALL
+                .iter()
+                .map(|f| f.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let format = match self.rollout_format.as_deref() {
+            Some(name) => RolloutFormat::from_name(name).ok_or_else(|| {
+                ApiError::InvalidRequest(format!(
+                    "query parameter 'rollout_format': '{name}' is not one of {}",
+                    names()
+                ))
+            })?,
+            None => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "query parameter 'rollout_format' is required with format=agent_rollout: one of {}",
+                    names()
+                )));
+            }
+        };
+        let root = self
+            .root
+            .clone()
+            .or_else(|| self.path.clone())
+            .unwrap_or_default();
+        Ok(Some(RolloutOptions {
+            format,
+            file_pattern: self.file_pattern.clone(),
+            recursive: self.recursive.unwrap_or(true),
+            root,
+        }))
+    }
 }
 
 /// Query of `GET /v1/datasets` (and the arguments of the MCP tool `list_datasets`).
@@ -174,6 +240,7 @@ pub async fn create_dataset(
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok());
+    let rollout = q.rollout()?;
     let (meta, created) = state
         .datasets
         .upload(
@@ -181,6 +248,7 @@ pub async fn create_dataset(
             &q.name,
             q.path.as_deref(),
             q.format.as_deref(),
+            rollout,
             content_length,
             body.into_data_stream(),
         )

@@ -31,6 +31,7 @@ mod healthcheck;
 mod jobs;
 mod progress;
 mod records;
+mod rollout_seed;
 mod seed_files;
 mod submit;
 mod table;

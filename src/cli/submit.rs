@@ -11,6 +11,7 @@ use serde_json::json;
 use super::client::{Api, REQUEST_TIMEOUT, RequestError, ServerArgs, report};
 use super::datasets::upload_line;
 use super::events::JobView;
+use super::rollout_seed;
 use super::seed_files::{self, LocalSeed};
 use super::terminal::{note, say};
 use super::{upload, wait};
@@ -108,7 +109,25 @@ fn config_value(path: &Path, contents: &[u8]) -> Option<serde_json::Value> {
 async fn upload_seed_files(api: &Api, config: &serde_json::Value) -> Result<(), RequestError> {
     let cwd = std::env::current_dir()
         .map_err(|e| RequestError::Local(format!("cannot read the current directory: {e}")))?;
-    match seed_files::find_local_seed(config, &cwd, std::env::home_dir().as_deref()) {
+    let home = std::env::home_dir();
+    match rollout_seed::find(config, &cwd, home.as_deref()) {
+        None => {}
+        Some(Err(why)) => note!(
+            "agent rollout seed: {why}; nothing uploaded, the server will look for an earlier \
+             upload"
+        ),
+        Some(Ok(seed)) => {
+            let dataset = rollout_seed::upload(api, &seed).await?;
+            note!(
+                "{} trajectories in {} stored as dataset {} ({} rows)",
+                seed.format.name(),
+                seed.folder.display(),
+                dataset.id,
+                dataset.num_rows
+            );
+        }
+    }
+    match seed_files::find_local_seed(config, &cwd, home.as_deref()) {
         LocalSeed::None => {}
         LocalSeed::Missing { path } => note!(
             "seed file {path} is not here to upload; the server will look for it among your \

@@ -76,16 +76,14 @@ pub(crate) async fn ensure_uploaded(
     }
     bar.reset();
     bar.set_message(format!("uploading {name}"));
-    let sent = send_file(
-        api,
-        path,
-        name,
-        upload_path,
-        format.or_else(|| format_for(name)),
-        size,
-        &bar,
-    )
-    .await;
+    let mut query = vec![("name", name)];
+    if let Some(upload_path) = upload_path {
+        query.push(("path", upload_path));
+    }
+    if let Some(format) = format.or_else(|| format_for(name)) {
+        query.push(("format", format));
+    }
+    let sent = send_file(api, path, &query, size, &bar).await;
     bar.finish_and_clear();
     let dataset = sent?;
     if !dataset.sha256.is_empty() && !dataset.sha256.eq_ignore_ascii_case(&sha256) {
@@ -152,13 +150,29 @@ async fn find_same(
         .find(|d| d.name == name && d.sha256.eq_ignore_ascii_case(sha256)))
 }
 
+/// Sends `path` (a tar archive of a folder of agent trajectories) as `POST /v1/datasets` with
+/// `query` (`format=agent_rollout` and the seed's fields), with the same bar as a file; the
+/// server stores nothing new when it has the same archive for the same seed (200).
+pub(crate) async fn send_archive(
+    api: &Api,
+    path: &Path,
+    query: &[(&str, &str)],
+) -> Result<DatasetView, RequestError> {
+    let local =
+        |e: std::io::Error| RequestError::Local(format!("cannot read {}: {e}", path.display()));
+    let size = tokio::fs::metadata(path).await.map_err(local)?.len();
+    let bar = byte_bar(size);
+    bar.set_message("uploading the trajectories");
+    let sent = send_file(api, path, query, size, &bar).await;
+    bar.finish_and_clear();
+    sent
+}
+
 /// Streams the file as the body of `POST /v1/datasets`.
 async fn send_file(
     api: &Api,
     path: &Path,
-    name: &str,
-    upload_path: Option<&str>,
-    format: Option<&str>,
+    query: &[(&str, &str)],
     size: u64,
     bar: &ProgressBar,
 ) -> Result<DatasetView, RequestError> {
@@ -172,18 +186,11 @@ async fn send_file(
                 counter.inc(bytes.len() as u64);
             }
         });
-    let mut query = vec![("name", name)];
-    if let Some(upload_path) = upload_path {
-        query.push(("path", upload_path));
-    }
-    if let Some(format) = format {
-        query.push(("format", format));
-    }
     // The upload client: no read timeout, since the server answers only once the whole file
     // is imported, which for a large file takes longer than any silence allowed elsewhere.
     let request = api
         .upload_request(Method::POST, &["v1", "datasets"])
-        .query(&query)
+        .query(query)
         .header(header::CONTENT_TYPE, "application/octet-stream")
         // Lets the server refuse an oversized file before reading it.
         .header(header::CONTENT_LENGTH, size)

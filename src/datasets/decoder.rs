@@ -37,6 +37,8 @@ use serde_json::{Map, Value};
 
 use super::formats::{self, RowSink};
 use super::import::ImportError;
+use super::rollout::RolloutFormat;
+use super::rollout::upload::{RolloutOptions, decode_archive};
 use super::{DatasetColumn, DatasetFormat};
 use crate::config::DatasetLimits;
 
@@ -74,9 +76,24 @@ pub struct ChildArgs {
     /// CPU time, in seconds.
     #[arg(long)]
     cpu_sec: u64,
+    /// `--format agent_rollout`: the trajectories' format (the file is a tar archive).
+    #[arg(long)]
+    rollout_format: Option<String>,
+    /// `--format agent_rollout`: `recursive`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    rollout_recursive: bool,
+    /// `--format agent_rollout`: the file pattern, when not the format's default.
+    #[arg(long)]
+    rollout_file_pattern: Option<String>,
+    /// `--format agent_rollout`: the folder's path on the client.
+    #[arg(long, default_value = "")]
+    rollout_root: String,
     /// The file.
     path: PathBuf,
 }
+
+/// The `--format` of an agent-rollout archive.
+const ROLLOUT_FORMAT: &str = "agent_rollout";
 
 /// One line the child sends, after its one-letter tag.
 #[derive(Debug, Serialize, Deserialize)]
@@ -154,11 +171,25 @@ fn decode_to_stdout(args: &ChildArgs) -> std::io::Result<()> {
         max_columns: args.max_columns,
         ..DatasetLimits::default()
     };
-    let result = match DatasetFormat::parse(&args.format) {
-        Some(format) => formats::read_file(format, &args.path, &limits, &mut out),
-        None => Err(ImportError {
+    let rollout = args.rollout_format.as_deref().map(|name| {
+        RolloutFormat::from_name(name).map(|format| RolloutOptions {
+            format,
+            file_pattern: args.rollout_file_pattern.clone(),
+            recursive: args.rollout_recursive,
+            root: args.rollout_root.clone(),
+        })
+    });
+    let result = match (DatasetFormat::parse(&args.format), rollout) {
+        (None, Some(Some(options))) if args.format == ROLLOUT_FORMAT => {
+            decode_archive(&args.path, &options, &limits, &mut out)
+        }
+        (Some(format), None) => formats::read_file(format, &args.path, &limits, &mut out),
+        _ => Err(ImportError {
             code: "unsupported_dataset_format",
-            message: format!("unknown format {:?}", args.format),
+            message: format!(
+                "unknown format {:?} (rollout format {:?})",
+                args.format, args.rollout_format
+            ),
         }),
     };
     if let Some(e) = out.failed.take() {
@@ -219,10 +250,30 @@ pub(crate) fn decode(
     limits: &DatasetLimits,
     sink: &mut dyn RowSink,
 ) -> Result<Vec<DatasetColumn>, ImportError> {
+    decode_with(child_args(format.as_str(), &[], path, limits), limits, sink)
+}
+
+/// [`decode`] for an agent-rollout archive: the child derives DataDesigner's rows from the
+/// trajectories in it (see [`crate::datasets::rollout::upload`]).
+pub(crate) fn decode_rollout(
+    path: &Path,
+    options: &RolloutOptions,
+    limits: &DatasetLimits,
+    sink: &mut dyn RowSink,
+) -> Result<Vec<DatasetColumn>, ImportError> {
+    let args = child_args(ROLLOUT_FORMAT, &options.child_args(), path, limits);
+    decode_with(args, limits, sink)
+}
+
+fn decode_with(
+    args: Vec<OsString>,
+    limits: &DatasetLimits,
+    sink: &mut dyn RowSink,
+) -> Result<Vec<DatasetColumn>, ImportError> {
     let program = program(limits)?;
     let mut child = Command::new(&program)
         .arg("decode-dataset")
-        .args(child_args(format, path, limits))
+        .args(args)
         .env_clear()
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -255,10 +306,15 @@ pub(crate) fn decode(
     }
 }
 
-fn child_args(format: DatasetFormat, path: &Path, limits: &DatasetLimits) -> Vec<OsString> {
-    vec![
+fn child_args(
+    format: &str,
+    extra: &[OsString],
+    path: &Path,
+    limits: &DatasetLimits,
+) -> Vec<OsString> {
+    let mut args: Vec<OsString> = vec![
         "--format".into(),
-        format.as_str().into(),
+        format.into(),
         "--max-row-bytes".into(),
         limits.max_row_bytes.to_string().into(),
         "--max-columns".into(),
@@ -267,10 +323,11 @@ fn child_args(format: DatasetFormat, path: &Path, limits: &DatasetLimits) -> Vec
         limits.decoder.memory_bytes.to_string().into(),
         "--cpu-sec".into(),
         limits.decoder.cpu_sec.to_string().into(),
-        // After `--`: a path that starts with a dash is still a path.
-        "--".into(),
-        path.as_os_str().to_owned(),
-    ]
+    ];
+    args.extend_from_slice(extra);
+    // After `--`: a path that starts with a dash is still a path.
+    args.extend(["--".into(), path.as_os_str().to_owned()]);
+    args
 }
 
 /// Reads the child's lines: rows to `sink`, then its last word. `Ok(None)`: the output ended

@@ -255,7 +255,7 @@ pub(crate) fn json_kind(value: &Value) -> Option<Kind> {
     }
 }
 
-fn new_meta(
+pub(crate) fn new_meta(
     owner: Option<&str>,
     name: &str,
     format: DatasetFormat,
@@ -297,7 +297,7 @@ struct Batch {
 /// Runs `parse` in a blocking task, writing what it produces, then flips the dataset to
 /// `ready`. On any failure, deletes what was written. `limit_rows`: whether
 /// `limits.max_row_bytes` applies (the dataset's row count and size always do).
-async fn run_import<F>(
+pub(crate) async fn run_import<F>(
     store: &dyn Store,
     meta: DatasetMeta,
     limits: &DatasetLimits,

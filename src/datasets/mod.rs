@@ -17,6 +17,8 @@
 //!   datastore), kept as datasets and written out again from their rows when read.
 //! * [`resolve`]: a job's `seed_config.source` to the datasets it is bound to; [`seed_cache`]:
 //!   their blocks read while records run.
+//! * [`rollout`]: DataDesigner's `agent_rollout` seed rows, derived from an uploaded folder of
+//!   agent trajectories (in the decoder's child process).
 //! * [`upload_path`]: the path an upload came from, which `local` seed paths match.
 //! * [`sources`]: server-side seeds (allow-listed directories, the Hugging Face Hub), imported
 //!   as datasets.
@@ -29,6 +31,7 @@ mod error;
 pub mod formats;
 pub mod import;
 pub mod resolve;
+pub mod rollout;
 pub mod seed_cache;
 pub mod service;
 pub mod sources;

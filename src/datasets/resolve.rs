@@ -35,6 +35,7 @@
 
 use std::path::Path;
 
+use crate::datasets::rollout::{self, RolloutFormat};
 use crate::datasets::sources::{self, SeedSources};
 use crate::datasets::upload_path;
 use crate::datasets::{
@@ -83,7 +84,8 @@ impl From<StoreError> for ResolveError {
 ///
 /// `local`: the caller's ready uploaded datasets (by the path they were read from, else by
 /// file name; see [`uploaded`]); then the server's directories. `hf`, `directory`, `file_contents`:
-/// the server-side sources. `df` and `agent_rollout`: `unsupported_seed_source`.
+/// the server-side sources. `agent_rollout`: the caller's upload of the trajectories' folder.
+/// `df`: `unsupported_seed_source`.
 pub async fn resolve(
     ctx: &ResolveCtx<'_>,
     source: &SeedSource,
@@ -111,6 +113,21 @@ pub async fn resolve(
                 .map_err(ResolveError::Issues)?
         }
         SeedSource::Datastore { dataset } => datastore(ctx, dataset).await?,
+        SeedSource::AgentRollout {
+            format,
+            path,
+            file_pattern,
+            recursive,
+        } => vec![
+            agent_rollout(
+                ctx,
+                format,
+                path.as_deref(),
+                file_pattern.as_deref(),
+                *recursive,
+            )
+            .await?,
+        ],
         SeedSource::Other { seed_type } => {
             return Err(ResolveError::Issues(vec![unsupported(seed_type)]));
         }
@@ -128,6 +145,60 @@ pub async fn resolve(
         return Err(ResolveError::Issues(vec![not_found(path)]));
     }
     bind(&datasets).map_err(|i| ResolveError::Issues(vec![i]))
+}
+
+/// `agent_rollout`: the caller's newest upload of the trajectories' folder made for this
+/// format, folder, file pattern and `recursive` (see [`rollout::upload`]).
+async fn agent_rollout(
+    ctx: &ResolveCtx<'_>,
+    format: &str,
+    path: Option<&str>,
+    file_pattern: Option<&str>,
+    recursive: bool,
+) -> Result<DatasetMeta, ResolveError> {
+    let issue = |field: &str, why: String| {
+        ResolveError::Issues(vec![ConfigIssue::at_field(
+            codes::SEED_DATASET_NOT_FOUND,
+            field,
+            why,
+        )])
+    };
+    let Some(rollout_format) = RolloutFormat::from_name(format) else {
+        return Err(issue(
+            "seed_config.source.format",
+            format!("'{format}' is not an agent rollout format"),
+        ));
+    };
+    let Some(folder) = path.or(rollout::upload::default_path(rollout_format)) else {
+        return Err(issue(
+            "seed_config.source.path",
+            format!("format '{format}' needs a path"),
+        ));
+    };
+    let q = DatasetQuery {
+        source_ref: Some(rollout::upload::source_ref(
+            rollout_format,
+            folder,
+            file_pattern,
+            recursive,
+        )),
+        limit: 1,
+        ..Default::default()
+    };
+    match ctx.store.find_datasets(ctx.owner, &q).await?.pop() {
+        Some(d) if d.source == DatasetSourceKind::Upload => Ok(d),
+        _ => Err(issue(
+            "seed_config.source.path",
+            format!(
+                "no upload of the {format} trajectories in '{folder}' (file_pattern {}, \
+                 recursive {recursive}): the service cannot read your disk, so upload the \
+                 folder first: `synthgate submit CONFIG` does it, or POST /v1/datasets with \
+                 format=agent_rollout, rollout_format={format}, path={folder} and a tar archive \
+                 of the folder as the body",
+                file_pattern.unwrap_or(rollout_format.default_file_pattern())
+            ),
+        )),
+    }
 }
 
 /// `seed_config.dataset` (`namespace/repo/file`, the file possibly a glob): the newest file
@@ -353,9 +424,11 @@ async fn for_each_page(
     }
 }
 
-/// Whether a dataset was uploaded by the caller (not imported by a seed source).
+/// Whether a dataset was uploaded by the caller as a file (not imported by a seed source, nor
+/// derived from agent trajectories, which only `agent_rollout` seeds read).
 fn is_upload(d: &DatasetMeta) -> bool {
     d.source == DatasetSourceKind::Upload
+        && !rollout::upload::is_rollout_ref(d.source_ref.as_deref())
 }
 
 /// The file name of a config's path, with `\` read as `/` (a path written on Windows).
@@ -373,10 +446,6 @@ fn unsupported(seed_type: &str) -> ConfigIssue {
             "a DataFrame lives in the client's Python process; write it to a file \
              (df.to_parquet('seed.parquet')), upload that (POST /v1/datasets or `synthgate \
              submit`) and use seed_type 'local' with path 'seed.parquet'"
-        }
-        "agent_rollout" => {
-            "agent rollout traces are read from the client's disk; convert them to JSONL rows, \
-             upload the file (POST /v1/datasets) and use seed_type 'local' with its file name"
         }
         _ => {
             "use seed_type 'local' with the file name of an uploaded dataset (POST \

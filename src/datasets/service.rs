@@ -13,6 +13,9 @@ use tokio::io::AsyncWriteExt;
 
 use super::error::DatasetError;
 use super::import::{FileDigest, import_file_digested};
+use super::rollout::upload::{
+    RolloutOptions, default_path, import_rollout, source_ref as rollout_ref,
+};
 use super::upload_path;
 use super::{
     DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind, DeleteDataset,
@@ -62,12 +65,17 @@ impl DatasetService {
     /// `datasets.max_upload_bytes`, failing when no byte arrives for
     /// `datasets.upload_idle_timeout_sec`), then returns the caller's ready dataset of the same
     /// name and sha256 (`false`: nothing new stored) or imports the file (`true`).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the upload's query parameters, one value each, and its body"
+    )]
     pub async fn upload<S, E>(
         &self,
         owner: Option<&str>,
         name: &str,
         path: Option<&str>,
         format: Option<&str>,
+        rollout: Option<RolloutOptions>,
         content_length: Option<u64>,
         body: S,
     ) -> Result<(DatasetMeta, bool), DatasetError>
@@ -76,15 +84,20 @@ impl DatasetService {
         E: std::fmt::Display,
     {
         let name = check_file_name(name, "query parameter 'name'")?;
-        let source_ref = match path {
-            Some(raw) => Some(upload_path::source_ref(
+        let source_ref = match (&rollout, path) {
+            // An agent-rollout archive: `path` is the folder as the config writes it.
+            (Some(options), path) => Some(rollout_source_ref(options, path)?),
+            (None, Some(raw)) => Some(upload_path::source_ref(
                 &upload_path::check(raw, &name).map_err(|why| {
                     DatasetError::InvalidRequest(format!("query parameter 'path': {why}"))
                 })?,
             )),
-            None => None,
+            (None, None) => None,
         };
-        let format = dataset_format(format, &name)?;
+        let format = match &rollout {
+            Some(_) => DatasetFormat::Listing,
+            None => dataset_format(format, &name)?,
+        };
         let max = self.config.max_upload_bytes;
         if content_length.is_some_and(|n| n > max) {
             return Err(DatasetError::TooLarge(max));
@@ -115,18 +128,35 @@ impl DatasetService {
         if let Some(existing) = self.store.find_datasets(owner, &same).await?.pop() {
             return Ok((existing, false));
         }
-        let meta = import_file_digested(
-            &*self.store,
-            owner,
-            &name,
-            format,
-            spool.path(),
-            digest,
-            DatasetSourceKind::Upload,
-            source_ref,
-            &self.config.limits(),
-        )
-        .await
+        let meta = match (rollout, source_ref) {
+            (Some(options), Some(source_ref)) => {
+                import_rollout(
+                    &*self.store,
+                    owner,
+                    &name,
+                    spool.path(),
+                    digest,
+                    options,
+                    source_ref,
+                    &self.config.limits(),
+                )
+                .await
+            }
+            (_, source_ref) => {
+                import_file_digested(
+                    &*self.store,
+                    owner,
+                    &name,
+                    format,
+                    spool.path(),
+                    digest,
+                    DatasetSourceKind::Upload,
+                    source_ref,
+                    &self.config.limits(),
+                )
+                .await
+            }
+        }
         .map_err(DatasetError::from)?;
         tracing::info!(
             dataset.id = %meta.id,
@@ -276,6 +306,45 @@ pub(super) fn check_file_name(raw: &str, field: &str) -> Result<String, DatasetE
         ));
     }
     Ok(name.to_owned())
+}
+
+/// The `source_ref` of an agent-rollout upload: its options and the folder `path` as the
+/// config writes it (the format's default folder when not given; ATIF has none).
+fn rollout_source_ref(
+    options: &RolloutOptions,
+    path: Option<&str>,
+) -> Result<String, DatasetError> {
+    let bad = |why: String| DatasetError::InvalidRequest(why);
+    let path = match path.or(default_path(options.format)) {
+        Some(path) => path,
+        None => {
+            return Err(bad(format!(
+                "query parameter 'path' is required for rollout format '{}' (the folder the \
+                 config's agent_rollout seed names)",
+                options.format.name()
+            )));
+        }
+    };
+    if path.len() > upload_path::MAX_PATH_BYTES || path.chars().any(char::is_control) {
+        return Err(bad(format!(
+            "query parameter 'path': at most {} bytes, no control characters",
+            upload_path::MAX_PATH_BYTES
+        )));
+    }
+    if let Some(pattern) = &options.file_pattern
+        && (pattern.trim().is_empty() || pattern.contains(['/', '\\']))
+    {
+        return Err(bad(format!(
+            "query parameter 'file_pattern': '{pattern}' must be a non-empty pattern over file \
+             names, not paths (DataDesigner's rule)"
+        )));
+    }
+    Ok(rollout_ref(
+        options.format,
+        path,
+        options.file_pattern.as_deref(),
+        options.recursive,
+    ))
 }
 
 /// The format from the `format` parameter, else the name's extension.

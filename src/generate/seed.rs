@@ -198,11 +198,12 @@ pub(crate) fn seed_type(source: &SeedSource) -> &str {
         SeedSource::Directory(_) => "directory",
         SeedSource::FileContents { .. } => "file_contents",
         SeedSource::Datastore { .. } => "datastore",
+        SeedSource::AgentRollout { .. } => "agent_rollout",
         SeedSource::Other { seed_type } => seed_type,
     }
 }
 
-/// A source nothing resolved: `df`, `agent_rollout`, or a file source compiled without its
+/// A source nothing resolved: `df`, or a file source compiled without its
 /// datasets (which submit never does: it resolves them first).
 fn bad_source(seed_type: &str, out: &mut Vec<ConfigIssue>) {
     let msg = format!(

@@ -47,6 +47,7 @@ mod real_model;
 mod record_errors;
 mod replicas;
 mod restart;
+mod rollout_seeds;
 mod samplers;
 mod scheduling;
 mod schemathesis;

@@ -45,6 +45,8 @@ def scalars(df) -> dict:
     out = {}
     for column in df.columns:
         values = [v.item() if isinstance(v, np.generic) else v for v in df[column]]
+        # pandas writes a missing value as NaN, which is no JSON: such a column is not plain.
+        values = [None if isinstance(v, float) and v != v else v for v in values]
         if all(isinstance(v, (str, int, float, bool)) for v in values):
             out[str(column)] = values
     return out

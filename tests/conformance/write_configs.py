@@ -15,6 +15,7 @@ defines (providers never come with a job).
 
 import json
 import os
+import shutil
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -437,6 +438,9 @@ def write_seed_files(target: Path) -> None:
         )
         + "\n"
     )
+    # Agent trajectories in Claude Code's layout, for an `agent_rollout` seed (issue 50 item 5).
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures" / "agent_rollout" / "claude_code"
+    shutil.copytree(fixtures, target / "traces" / "claude_code", dirs_exist_ok=True)
     for pipeline, batches, columns in (
         ("captions", CAPTION_BATCHES, ["image_id", "caption", "width"]),
         ("ocr", OCR_BATCHES, ["image_id", "ocr_text"]),
@@ -561,6 +565,27 @@ def seeded_cases():
         )
     )
     out["seeded_glob_a_notebook_seed"] = b
+
+    # DataDesigner's trace-ingestion pattern: rows derived from a folder of agent sessions,
+    # each summarized by the model (the prompt reads the derived fields only).
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="my-model", model="nvidia/nemotron-3-nano-30b-a3b", provider="mock")]
+    )
+    b.with_seed_dataset(
+        dd.AgentRolloutSeedSource(format=dd.AgentRolloutFormat.CLAUDE_CODE, path="traces/claude_code")
+    )
+    b.add_column(
+        dd.LLMTextColumnConfig(
+            name="recap",
+            model_alias="my-model",
+            prompt=(
+                "Recap this {{ source_kind }} session {{ trace_id }} ({{ message_count }} messages, "
+                "{{ tool_call_count }} tool calls, sidechain: {{ is_sidechain }}) that ended with: "
+                "{{ final_assistant_message }}"
+            ),
+        )
+    )
+    out["seeded_rollout_claude_code"] = b
 
     # JSON text inside seed values, as templates read it.
     b = dd.DataDesignerConfigBuilder(

@@ -49,7 +49,7 @@ pub mod codes {
     pub const UNKNOWN_TOOL: &str = "unknown_tool";
     /// `seed_config` or a `seed-dataset` column is inconsistent with the seed rows.
     pub const INVALID_SEED_CONFIG: &str = "invalid_seed_config";
-    /// A seed source the server does not serve (`df`, `agent_rollout`, or a server-side
+    /// A seed source the server does not serve (`df`, or a server-side
     /// source the server has not configured).
     pub const UNSUPPORTED_SEED_SOURCE: &str = "unsupported_seed_source";
     /// A `local` seed path that matches no uploaded dataset of the caller and no file in the
@@ -177,7 +177,7 @@ pub const ISSUE_CODES: &[(&str, &str)] = &[
     ),
     (
         codes::UNSUPPORTED_SEED_SOURCE,
-        "a seed source the server does not serve (df, agent_rollout, or a server-side source it has not configured)",
+        "a seed source the server does not serve (df, or a server-side source it has not configured)",
     ),
     (
         codes::SEED_DATASET_NOT_FOUND,

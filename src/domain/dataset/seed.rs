@@ -5,8 +5,9 @@
 //! (`directory`, `file_contents`) or DataFrames; synthgate also takes the rows inline
 //! (`source: {seed_type: inline, rows: [...]}`). The file-backed sources are parsed here with
 //! DataDesigner's fields and defaults and resolved to stored datasets at submit (see
-//! `crate::datasets`). `df` and `agent_rollout` parse as [`SeedSource::Other`], so the
-//! message can say what to do instead, and are refused as `unsupported_seed_source`.
+//! `crate::datasets`). `agent_rollout` reads the caller's upload of the trajectories' folder.
+//! `df` parses as [`SeedSource::Other`], so the message can say what to do instead, and is
+//! refused as `unsupported_seed_source`.
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -68,12 +69,33 @@ pub enum SeedSource {
         /// The string as the config gives it.
         dataset: String,
     },
-    /// Any other `seed_type` (`df`, `agent_rollout`, ...).
+    /// `agent_rollout`: the rows DataDesigner derives from a folder of agent trajectories,
+    /// read from the caller's upload of that folder (`synthgate submit` makes it).
+    AgentRollout {
+        /// One of [`ROLLOUT_FORMATS`].
+        format: String,
+        /// The folder as the config writes it; `None`: the format's default folder.
+        path: Option<String>,
+        /// A pattern over file names; `None`: the format's default.
+        file_pattern: Option<String>,
+        /// Whether subfolders are read (default true).
+        recursive: bool,
+    },
+    /// Any other `seed_type` (`df`, ...).
     Other {
         /// The `seed_type` given.
         seed_type: String,
     },
 }
+
+/// DataDesigner's `AgentRolloutFormat` values.
+pub const ROLLOUT_FORMATS: [&str; 5] = [
+    "atif",
+    "claude_code",
+    "codex",
+    "hermes_agent",
+    "pi_coding_agent",
+];
 
 /// DataDesigner's `FileSystemSeedSource` fields.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,6 +275,65 @@ struct DirectoryDe {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AgentRolloutDe {
+    #[expect(
+        dead_code,
+        reason = "checked before deserializing; kept so the key is allowed"
+    )]
+    seed_type: String,
+    format: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    file_pattern: Option<String>,
+    #[serde(default = "yes")]
+    recursive: bool,
+}
+
+/// An `agent_rollout` source as DataDesigner's `AgentRolloutSeedSource` validates it: a
+/// known format, a `path` for ATIF (which has no default folder), a pattern over names.
+fn agent_rollout(d: AgentRolloutDe) -> Result<SeedSource, (String, String)> {
+    if !ROLLOUT_FORMATS.contains(&d.format.as_str()) {
+        return Err((
+            "format".into(),
+            format!(
+                "'{}' is not an agent rollout format; one of: {}",
+                d.format,
+                ROLLOUT_FORMATS.join(", ")
+            ),
+        ));
+    }
+    if d.format == "atif" && d.path.is_none() {
+        return Err((
+            "path".into(),
+            "AgentRolloutSeedSource.path is required for format 'atif'".into(),
+        ));
+    }
+    if let Some(pattern) = &d.file_pattern {
+        if pattern.trim().is_empty() {
+            return Err((
+                "file_pattern".into(),
+                "FileSystemSeedSource.file_pattern must be a non-empty string".into(),
+            ));
+        }
+        if pattern.contains(['/', '\\']) {
+            return Err((
+                "file_pattern".into(),
+                "FileSystemSeedSource.file_pattern must match file names, not relative paths"
+                    .into(),
+            ));
+        }
+    }
+    Ok(SeedSource::AgentRollout {
+        format: d.format,
+        path: d.path,
+        file_pattern: d.file_pattern,
+        recursive: d.recursive,
+    })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct FileContentsDe {
     #[expect(
         dead_code,
@@ -361,6 +442,7 @@ pub(crate) fn parse_seed_config(value: &Value, out: &mut Vec<ConfigIssue>) -> Op
                 encoding: d.encoding,
             })
         }
+        "agent_rollout" => deserialize_at::<AgentRolloutDe>(&source_value).and_then(agent_rollout),
         _ => Ok(SeedSource::Other { seed_type }),
     };
     let source = match parsed {
