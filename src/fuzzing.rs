@@ -116,6 +116,31 @@ pub fn dataset(format: DatasetFormat, data: &[u8]) {
     let _ = crate::datasets::formats::read_file(format, file.path(), &limits, &mut Count(0));
 }
 
+/// A file of agent trajectories, derived as an `agent_rollout` upload is: the first byte picks
+/// the format, the rest is one file at a path that format reads, with a session index beside
+/// it for the formats that read one (the same bytes).
+pub fn agent_rollout(data: &[u8]) {
+    use crate::datasets::rollout::{RolloutFile, RolloutFormat, derive};
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let format = RolloutFormat::ALL[usize::from(pick) % RolloutFormat::ALL.len()];
+    let (path, index) = match format {
+        RolloutFormat::Atif => ("run/trajectory.json", None),
+        RolloutFormat::ClaudeCode => ("-home-a-p/s1.jsonl", Some("-home-a-p/sessions-index.json")),
+        RolloutFormat::Codex => ("2025/07/14/rollout-2025-07-14T09-20-11-a.jsonl", None),
+        RolloutFormat::HermesAgent => ("20250714_101500_a1b2c3.jsonl", Some("sessions.json")),
+        RolloutFormat::PiCodingAgent => ("--home-a--/2025-07-13T20-00-00-000Z_s.jsonl", None),
+    };
+    let file = |path: &str| RolloutFile {
+        relative_path: path.to_owned(),
+        bytes: body.to_vec(),
+    };
+    let mut files = vec![file(path)];
+    files.extend(index.map(file));
+    let _ = derive(format, "/home/a/traces", &files, None, true);
+}
+
 /// Counts the rows a reader hands on.
 struct Count(u64);
 

@@ -187,6 +187,15 @@ fn trace_context_seeds_and_mutations() {
 }
 
 #[test]
+fn agent_rollout_seeds_and_mutations() {
+    run(
+        "agent_rollout",
+        seeds("agent_rollout"),
+        fuzzing::agent_rollout,
+    );
+}
+
+#[test]
 fn dataset_csv_seeds_and_mutations() {
     run("dataset_csv", seeds("dataset_csv"), |d| {
         fuzzing::dataset(DatasetFormat::Csv, d);
