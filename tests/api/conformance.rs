@@ -313,6 +313,7 @@ async fn datadesigner_builder_configs_run_unchanged() {
         "Repeat after me",
         "Invent a pet",
         "Write a function that prints",
+        "Judge the pet named",
     ] {
         let (theirs, ours) = (sent(dd_sent, marker), sent(ours_sent, marker));
         assert!(!theirs.is_empty(), "DataDesigner sent no {marker:?} prompt");

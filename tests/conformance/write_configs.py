@@ -349,6 +349,14 @@ def cases():
             prompt="Write a function that prints {{ tail }}.",
         )
     )
+    # Item 7: the judge's prompt is DataDesigner's (the rubric travels in the schema).
+    b.add_column(
+        name="verdict",
+        column_type="llm-judge",
+        model_alias="writer",
+        prompt="Judge the pet named {{ head }}.",
+        scores=[{"name": "quality", "description": "Is it a good name?", "options": {"1": "bad", "4": "good"}}],
+    )
     # Item 4: audio and video context, by URL and as base64, go before the prompt text as
     # DataDesigner's OpenAI-compatible adapter writes them (`audio_url`, `input_audio`,
     # `video_url`); tests/api/conformance.rs compares the whole user message both sent.

@@ -163,24 +163,102 @@ fn escape_raw_controls(text: &str) -> String {
     out
 }
 
-/// DataDesigner's judge output: `{score_name: {"reasoning": str, "score": option}}`, where an
-/// option is a key of the score's `options` as the config gives it: a JSON config's keys are
-/// strings (`"1"`, not `1`), so DataDesigner answers with strings, and so does this.
+/// DataDesigner's judge output schema, as pydantic writes it for the model DataDesigner builds
+/// (`create_judge_structured_output_model` over one `create_judge_response_model` per score)
+/// and DataDesigner prints in the prompt: `{score_name: {"reasoning": str, "score": option}}`,
+/// each score a `$defs` entry (its description, when it has one) whose `score` refers to an
+/// enum of the options, described as `* option: description` lines; `$defs` in pydantic's
+/// (sorted) order. An option is a key of the score's `options` as the config gives it:
+/// DataDesigner's builder writes them as strings (`'1'`), so the enum is of strings.
 pub(super) fn judge_schema(scores: &[Score]) -> Value {
-    let mut props = Map::new();
+    let mut defs = std::collections::BTreeMap::new();
     for s in scores {
-        let options: Vec<Value> = s.options.keys().map(|k| json!(k)).collect();
-        props.insert(
-            s.name.clone(),
+        let enum_name = format!("{}Enum", s.name);
+        let scoring: Vec<String> = s
+            .options
+            .iter()
+            .map(|(k, v)| {
+                format!(
+                    "* {k}: {}",
+                    v.as_str().map_or_else(|| v.to_string(), str::to_owned)
+                )
+            })
+            .collect();
+        let mut def = Map::new();
+        if !s.description.is_empty() {
+            def.insert("description".into(), json!(s.description));
+        }
+        def.insert(
+            "properties".into(),
             json!({
-                "type": "object",
-                "properties": {"reasoning": {"type": "string"}, "score": {"enum": options}},
-                "required": ["reasoning", "score"],
+                "reasoning": {"description": "Reasoning for the assigned score.",
+                              "title": "Reasoning", "type": "string"},
+                "score": {"$ref": format!("#/$defs/{enum_name}"),
+                          "description": format!("Score Descriptions for {enum_name}:\n{}", scoring.join("\n"))},
             }),
         );
+        def.insert("required".into(), json!(["reasoning", "score"]));
+        def.insert("title".into(), json!(s.name));
+        def.insert("type".into(), json!("object"));
+        defs.insert(s.name.clone(), Value::Object(def));
+        let options: Vec<Value> = s.options.keys().map(|k| json!(k)).collect();
+        defs.insert(
+            enum_name.clone(),
+            json!({"enum": options, "title": enum_name, "type": "string"}),
+        );
     }
+    let names: Vec<String> = scores.iter().map(|s| python_str_repr(&s.name)).collect();
+    let properties: Map<String, Value> = scores
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                json!({"$ref": format!("#/$defs/{}", s.name)}),
+            )
+        })
+        .collect();
     let required: Vec<&str> = scores.iter().map(|s| s.name.as_str()).collect();
-    json!({"type": "object", "properties": props, "required": required})
+    json!({
+        "$defs": defs.into_iter().collect::<Map<String, Value>>(),
+        "description": format!(
+            "Response schema for scores with the following names: [{}].",
+            names.join(", ")
+        ),
+        "properties": properties,
+        "required": required,
+        "title": "JudgeStructuredOutput",
+        "type": "object",
+    })
+}
+
+/// Python's `repr` of a string, as a list of names prints it: single quotes unless the text
+/// holds one and no double quote; backslashes, the quote and control characters escaped.
+fn python_str_repr(text: &str) -> String {
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push(quote);
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if (c as u32) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", c as u32))
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
 }
 
 /// DataDesigner's score coercion, before the schema check: a model's `score` that is not one
@@ -218,16 +296,10 @@ pub(super) fn coerce_judge_scores(scores: &[Score], value: &mut Value) {
     }
 }
 
-pub(super) fn judge_instructions(scores: &[Score], schema: &Value) -> String {
-    let mut rubric = String::from("Assess the content above on these criteria:\n");
-    for s in scores {
-        rubric.push_str(&format!("\n{}: {}\n", s.name, s.description));
-        for (k, v) in &s.options {
-            let v = v.as_str().map_or_else(|| v.to_string(), str::to_owned);
-            rubric.push_str(&format!("  * {k}: {v}\n"));
-        }
-    }
-    format!("{rubric}\n{}", json_instructions(schema))
+/// DataDesigner's judge instructions: its JSON instructions with the judge schema, which
+/// carries the rubric (each score's description and options) in its descriptions.
+pub(super) fn judge_instructions(schema: &Value) -> String {
+    json_instructions(schema)
 }
 
 /// A column value of `kind` from the model's (stripped) text: the text, the code of its last
@@ -361,6 +433,38 @@ mod tests {
         assert_eq!(extract_json("```json\n{\"a\":1}\n```"), "{\"a\":1}");
         assert_eq!(extract_json("sure! {\"a\": [1]} done"), "{\"a\": [1]}");
         assert_eq!(extract_json("```\n[1,2]\n```"), "[1,2]");
+    }
+
+    #[test]
+    fn the_judge_schema_prints_as_datadesigners_pydantic_model() {
+        // What DataDesigner 0.9.6 prints for these scores (`json.dumps` of
+        // `create_judge_structured_output_model(...).model_json_schema()`), captured.
+        let scores = vec![
+            Score {
+                name: "quality".into(),
+                description: "How good it is".into(),
+                options: serde_json::from_value(json!({"4": "great", "1": "poor"})).unwrap(),
+            },
+            Score {
+                name: "Tone".into(),
+                description: String::new(),
+                options: serde_json::from_value(json!({"formal": "stiff"})).unwrap(),
+            },
+        ];
+        let theirs = concat!(
+            r##"{"$defs": {"Tone": {"properties": {"reasoning": {"description": "Reasoning for the assigned score.", "title": "Reasoning", "type": "string"}, "##,
+            r##""score": {"$ref": "#/$defs/ToneEnum", "description": "Score Descriptions for ToneEnum:\n* formal: stiff"}}, "required": ["reasoning", "score"], "##,
+            r##""title": "Tone", "type": "object"}, "ToneEnum": {"enum": ["formal"], "title": "ToneEnum", "type": "string"}, "##,
+            r##""quality": {"description": "How good it is", "properties": {"reasoning": {"description": "Reasoning for the assigned score.", "title": "Reasoning", "type": "string"}, "##,
+            r##""score": {"$ref": "#/$defs/qualityEnum", "description": "Score Descriptions for qualityEnum:\n* 4: great\n* 1: poor"}}, "required": ["reasoning", "score"], "##,
+            r##""title": "quality", "type": "object"}, "qualityEnum": {"enum": ["4", "1"], "title": "qualityEnum", "type": "string"}}, "##,
+            r##""description": "Response schema for scores with the following names: ['quality', 'Tone'].", "##,
+            r##""properties": {"quality": {"$ref": "#/$defs/quality"}, "Tone": {"$ref": "#/$defs/Tone"}}, "##,
+            r##""required": ["quality", "Tone"], "title": "JudgeStructuredOutput", "type": "object"}"##
+        );
+        assert_eq!(python_json_dumps(&judge_schema(&scores)), theirs);
+        assert_eq!(python_str_repr("it's"), "\"it's\"");
+        assert_eq!(python_str_repr("a'\"b"), "'a\\'\"b'");
     }
 
     #[test]

@@ -184,10 +184,7 @@ impl LlmStep {
             }
             LlmKind::Judge { scores } => {
                 let schema = judge_schema(scores);
-                (
-                    Some(judge_instructions(scores, &schema)),
-                    Some(("scores", schema)),
-                )
+                (Some(judge_instructions(&schema)), Some(("scores", schema)))
             }
         };
         let validator = match &schema {
