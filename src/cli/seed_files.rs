@@ -11,9 +11,10 @@
 //!   `data/`; `data/part-*.parquet` is the `.parquet` files in a directory `data/part-`, as
 //!   in DataDesigner.
 //!
-//! Each file is uploaded under the name the server resolves the config's path to (see the
-//! datasets contract): the path's last component for a single file, each match's own name for
-//! a glob (which the server then matches with the same pattern).
+//! Each file is uploaded under its name, recording the path the config names it by (see
+//! `crate::datasets::upload_path`): the config's path for a single file, the glob's folder as
+//! written plus the match's name for a glob. The server matches the config's path against
+//! those recorded paths, so a glob reads only its own folder, as in DataDesigner.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,8 @@
 //! Putting a local file on the server as a dataset, once: hash it (sha256, read in chunks),
-//! ask `GET /v1/datasets?name=&sha256=` whether the server has it already, and only if not
-//! stream it to `POST /v1/datasets?name=` from disk, never holding it in memory. A bar on a
+//! ask `GET /v1/datasets?name=&sha256=&path=` whether the server has it already (from the
+//! same path), and only if not stream it to `POST /v1/datasets?name=&path=` from disk, never
+//! holding it in memory. A folder of agent trajectories goes as a tar archive
+//! ([`send_archive`]). A bar on a
 //! terminal (as `submit --wait` shows) follows the hashing and the upload; elsewhere one line
 //! says what is being sent.
 

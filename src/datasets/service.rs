@@ -325,11 +325,13 @@ fn rollout_source_ref(
             )));
         }
     };
-    if path.len() > upload_path::MAX_PATH_BYTES || path.chars().any(char::is_control) {
-        return Err(bad(format!(
-            "query parameter 'path': at most {} bytes, no control characters",
-            upload_path::MAX_PATH_BYTES
-        )));
+    for (field, value) in [("path", path), ("root", options.root.as_str())] {
+        if value.len() > upload_path::MAX_PATH_BYTES || value.chars().any(char::is_control) {
+            return Err(bad(format!(
+                "query parameter '{field}': at most {} bytes, no control characters",
+                upload_path::MAX_PATH_BYTES
+            )));
+        }
     }
     if let Some(pattern) = &options.file_pattern
         && (pattern.trim().is_empty() || pattern.contains(['/', '\\']))
@@ -352,7 +354,7 @@ fn dataset_format(param: Option<&str>, name: &str) -> Result<DatasetFormat, Data
     match param {
         Some(raw) => match DatasetFormat::parse(&raw.to_ascii_lowercase()) {
             Some(DatasetFormat::Listing) | None => Err(DatasetError::UnsupportedFormat(format!(
-                "query parameter 'format': '{raw}' is not one of csv, jsonl, parquet"
+                "query parameter 'format': '{raw}' is not one of csv, jsonl, parquet, agent_rollout (a tar archive of agent trajectories)"
             ))),
             Some(f) => Ok(f),
         },

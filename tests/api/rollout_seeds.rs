@@ -309,6 +309,15 @@ async fn bad_rollout_uploads_and_seeds_are_refused_naming_the_field() {
             vec![("name", "t.csv"), ("rollout_format", "codex")],
             "rollout_format",
         ),
+        (
+            vec![
+                ("name", "t.tar"),
+                ("format", "agent_rollout"),
+                ("rollout_format", "codex"),
+                ("root", "/home/a\u{7}b"),
+            ],
+            "root",
+        ),
     ] {
         let (status, body) = post(query.clone(), tar.clone()).await;
         assert_eq!(status, 422, "{query:?}: {body}");
