@@ -4,9 +4,12 @@
 //!
 //! The output is meant to equal DataDesigner's row for row and key for key, including the
 //! Python-isms that leak into it (`str()` of odd values, `json.dumps(sort_keys=True)` text,
-//! ISO-8601 ordering) and the warnings it logs for files it skips.
+//! ISO-8601 ordering), and it skips the files DataDesigner skips, with a warning naming each
+//! (`tests/api/rollout_seeds.rs` compares the rows with DataDesigner's own reader).
 //!
 //! Known differences, all on input no agent writes:
+//! - JSON is parsed by serde_json, so the warning for a malformed file quotes serde_json's
+//!   message, not Python's (`Expecting ',' delimiter: line 1 column 9 (char 8)`).
 //! - JSON that Python reads but a `serde_json::Value` cannot hold (`NaN`, `Infinity`, numbers
 //!   past the float range, lone `\uD800` surrogate escapes) makes the file a skipped malformed
 //!   file; DataDesigner keeps it. Integers past 64 bits become the nearest float (DataDesigner
