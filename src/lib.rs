@@ -41,7 +41,8 @@
 //!   every dataset question to [`datasets`]; neither driver touches the store for them.
 //! * [`jobs`]: the one door to jobs, and the only code that changes a job's status; [`auth`]:
 //!   the caller it is given.
-//! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet, decoded in a child
+//! * [`datasets`]: seed datasets: uploads and imports (CSV, JSONL, Parquet, and folders of agent
+//!   trajectories turned into DataDesigner's `agent_rollout` rows, decoded in a child
 //!   process with capped memory, stack and CPU time) stored in blocks, a config's seed resolved to the datasets a job is bound to, the block cache records read
 //!   seed rows through, and the server-side sources (allow-listed directories, the Hub). It
 //!   fails with its own [`datasets::DatasetError`]; [`error`] maps it, like the store's errors,
@@ -57,7 +58,8 @@
 //!   [`shutdown`], [`serve`] (the listener), [`rendered`]
 //!   (files written from stored rows, kept for ranged reads), `lanes` (the connection
 //!   lanes of every outbound HTTP origin: model providers, HTTP MCP providers, inline tools),
-//!   and `bounded_body` (an outbound answer's body read up to a bound).
+//!   `bounded_body` (an outbound answer's body read up to a bound), and `pytext` (Python's
+//!   `str`, `repr` and `json.dumps` forms, which DataDesigner's prompts and rows carry).
 //! * Above them all: [`app`] (composition root) and [`cli`] (the client). `fuzzing` (hidden)
 //!   holds the entry points of the `cargo fuzz` targets in `fuzz/`.
 
@@ -80,6 +82,7 @@ pub(crate) mod lanes;
 pub mod llm;
 pub mod mcp;
 pub mod metrics;
+pub(crate) mod pytext;
 pub mod rendered;
 pub mod serve;
 pub mod shutdown;

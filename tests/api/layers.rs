@@ -21,6 +21,7 @@ const RANKS: &[(&str, u8)] = &[
     ("install_crypto_provider", 0),
     ("lanes", 0),
     ("bounded_body", 0),
+    ("pytext", 0),
     // Persistence of domain types.
     ("store", 1),
     // Outbound calls: LLM providers, MCP sessions, tool calls.

@@ -12,7 +12,7 @@ use super::common::{
     Parsed, Record, build_message, coerce_nonempty, coerce_optional_str, load_json_object,
     min_max_timestamps, parse_error, require_string, stringify_json_value, tool_call,
 };
-use super::pytext::{py_repr, py_str, repr_str, truthy, type_name};
+use crate::pytext::{py_repr, py_str, repr_str, truthy, type_name};
 
 /// `is_handled_file`: any `.json` file.
 pub(crate) fn is_handled_file(rel: &str) -> bool {

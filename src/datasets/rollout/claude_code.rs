@@ -13,7 +13,7 @@ use super::common::{
     path_stem, path_suffix, require_string, stringify_json_value, stringify_text_value, tool_call,
 };
 use super::pyjson;
-use super::pytext::{py_repr, py_str, truthy, type_name};
+use crate::pytext::{py_repr, py_str, truthy, type_name};
 
 /// `sessions-index.json` entries by session id.
 pub(crate) type SessionIndex = HashMap<String, Map<String, Value>>;

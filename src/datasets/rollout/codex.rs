@@ -11,7 +11,7 @@ use super::common::{
     min_max_timestamps, path_name, path_stem, path_suffix, require_string, stringify_json_value,
     stringify_text_value, tool_call,
 };
-use super::pytext::repr_str;
+use crate::pytext::repr_str;
 
 /// `is_handled_file`: `.jsonl` files whose name starts with `rollout-`.
 pub(crate) fn is_handled_file(rel: &str) -> bool {

@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::Tree;
 use super::pyjson::{self, LinesError};
-use super::pytext::{
+use crate::pytext::{
     fromisoformat_utc_micros, py_repr, py_str, py_strip, repr_str, truthy, type_name,
 };
 
@@ -308,7 +308,7 @@ pub(crate) fn stringify_json_value(value: Option<&Value>) -> String {
     match value {
         Some(Value::String(s)) => s.clone(),
         None | Some(Value::Null) => "{}".to_owned(),
-        Some(other) => pyjson::dumps_sorted(other),
+        Some(other) => crate::pytext::json_dumps(other, true),
     }
 }
 

@@ -13,7 +13,7 @@ use super::common::{
     load_jsonl_rows, normalize_message_content, normalize_message_role, parse_error, path_name,
     path_stem, path_suffix, py_or, require_string, stringify_json_value, tool_call,
 };
-use super::pytext::type_name;
+use crate::pytext::type_name;
 
 /// `sessions.json` entries by session id.
 pub(crate) type SessionIndex = HashMap<String, Map<String, Value>>;

@@ -29,11 +29,12 @@ mod common;
 mod hermes_agent;
 mod pi_coding_agent;
 pub(crate) mod pyjson;
-pub(crate) mod pytext;
 pub mod upload;
 
 use std::collections::HashMap;
 use std::fmt;
+
+use crate::pytext;
 
 use serde_json::{Map, Value};
 

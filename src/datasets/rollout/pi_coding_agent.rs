@@ -13,7 +13,7 @@ use super::common::{
     normalize_message_content, parse_error, path_suffix, require_string, stringify_json_value,
     tool_call,
 };
-use super::pytext::{py_str, truthy, type_name};
+use crate::pytext::{py_str, truthy, type_name};
 
 type Entry = Map<String, Value>;
 

@@ -1,13 +1,11 @@
 //! Python's `json` module and text-file reading, as DataDesigner 0.9.6 meets them under
-//! CPython 3.11: `json.loads`, `json.dumps(value, sort_keys=True)`, and the
+//! CPython 3.11: `json.loads` and the
 //! `open(path, encoding="utf-8")` text layer (strict UTF-8 with `UnicodeDecodeError` messages,
 //! universal newlines, and the 8192-byte chunks a line iterator decodes).
 //!
 //! Parsing is serde_json's; what is Python's here is the text around it.
 
 use serde_json::Value;
-
-use super::pytext::float_repr;
 
 /// A `json.JSONDecodeError` (or a value Python accepts that a `serde_json::Value` cannot hold).
 #[derive(Debug)]
@@ -59,74 +57,6 @@ pub(crate) fn loads(doc: &str) -> Result<Value, JsonError> {
         };
         JsonError { msg, full }
     })
-}
-
-/// `json.dumps(value, sort_keys=True)`: `", "` and `": "` separators, keys in code-point order,
-/// everything outside printable ASCII escaped as `\uXXXX` (surrogate pairs above the BMP).
-pub(crate) fn dumps_sorted(value: &Value) -> String {
-    let mut out = String::new();
-    write_json(&mut out, value);
-    out
-}
-
-fn write_json(out: &mut String, value: &Value) {
-    match value {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => out.push_str(&i.to_string()),
-            (_, Some(u), _) => out.push_str(&u.to_string()),
-            (_, _, f) => out.push_str(&float_repr(f.unwrap_or(f64::NAN))),
-        },
-        Value::String(s) => write_json_str(out, s),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json(out, item);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_json_str(out, key);
-                out.push_str(": ");
-                write_json(out, item);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_json_str(out: &mut String, text: &str) {
-    out.push('"');
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            ' '..='~' => out.push(c),
-            c => {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-        }
-    }
-    out.push('"');
 }
 
 /// The size of the reads a Python text file's line iterator decodes at a time

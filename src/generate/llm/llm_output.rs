@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::code::extract_code;
 use crate::domain::dataset::{CODE_LANGS, LlmKind, Score};
+use crate::pytext::{json_dumps, repr_str};
 
 /// A ```json fence, else any fence, else the text from the first `{`/`[` to the last `}`/`]`.
 pub(crate) fn extract_json(text: &str) -> &str {
@@ -46,7 +47,7 @@ pub(super) fn json_instructions(schema: &Value) -> String {
          * Your JSON response must be returned within a Markdown, ```json code fence.\n\
          * The JSON format is given as a JSON Schema description within <response_schema> markup tags.\n\n\
          <response_schema>\n{}\n</response_schema>",
-        python_json_dumps(schema)
+        json_dumps(schema, false)
     )
 }
 
@@ -60,74 +61,6 @@ pub(super) fn code_instructions(lang: &str) -> String {
          * Your response will be given in markdown code fences specifying the correct language.\n\
          * Only respond with a SINGLE code block."
     )
-}
-
-/// `json.dumps(value)` with Python's defaults: `", "` and `": "` separators, keys in their
-/// order, non-ASCII characters escaped as `\uXXXX`, so the model reads the schema exactly as
-/// DataDesigner shows it.
-pub(super) fn python_json_dumps(value: &Value) -> String {
-    use serde::Serialize;
-    let mut out = Vec::new();
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
-    if value.serialize(&mut ser).is_err() {
-        return value.to_string();
-    }
-    // The formatter writes only ASCII.
-    String::from_utf8(out).unwrap_or_default()
-}
-
-struct PythonFormatter;
-
-/// Python's `", "` between the items of a list or the entries of a dict.
-fn item_separator<W: ?Sized + std::io::Write>(writer: &mut W, first: bool) -> std::io::Result<()> {
-    if first {
-        Ok(())
-    } else {
-        writer.write_all(b", ")
-    }
-}
-
-impl serde_json::ser::Formatter for PythonFormatter {
-    fn begin_array_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        item_separator(writer, first)
-    }
-
-    fn begin_object_key<W: ?Sized + std::io::Write>(
-        &mut self,
-        writer: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        item_separator(writer, first)
-    }
-
-    fn begin_object_value<W: ?Sized + std::io::Write>(
-        &mut self,
-        writer: &mut W,
-    ) -> std::io::Result<()> {
-        writer.write_all(b": ")
-    }
-
-    fn write_string_fragment<W: ?Sized + std::io::Write>(
-        &mut self,
-        writer: &mut W,
-        fragment: &str,
-    ) -> std::io::Result<()> {
-        for c in fragment.chars() {
-            if c.is_ascii() {
-                writer.write_all(&[c as u8])?;
-            } else {
-                let mut units = [0u16; 2];
-                for unit in c.encode_utf16(&mut units) {
-                    write!(writer, "\\u{unit:04x}")?;
-                }
-            }
-        }
-        Ok(())
-    }
 }
 
 /// `text` with the control characters that stand raw inside JSON strings (a newline in a
@@ -207,7 +140,7 @@ pub(super) fn judge_schema(scores: &[Score]) -> Value {
             json!({"enum": options, "title": enum_name, "type": "string"}),
         );
     }
-    let names: Vec<String> = scores.iter().map(|s| python_str_repr(&s.name)).collect();
+    let names: Vec<String> = scores.iter().map(|s| repr_str(&s.name)).collect();
     let properties: Map<String, Value> = scores
         .iter()
         .map(|s| {
@@ -229,36 +162,6 @@ pub(super) fn judge_schema(scores: &[Score]) -> Value {
         "title": "JudgeStructuredOutput",
         "type": "object",
     })
-}
-
-/// Python's `repr` of a string, as a list of names prints it: single quotes unless the text
-/// holds one and no double quote; backslashes, the quote and control characters escaped.
-fn python_str_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(text.len() + 2);
-    out.push(quote);
-    for c in text.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if (c as u32) < 0x20 || c == '\u{7f}' => {
-                out.push_str(&format!("\\x{:02x}", c as u32))
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
 }
 
 /// DataDesigner's score coercion, before the schema check: a model's `score` that is not one
@@ -423,7 +326,7 @@ mod tests {
                 .starts_with("* Your response must be code written in python.\n")
         );
         assert_eq!(
-            python_json_dumps(&json!([1, 2.5, null, true, {}])),
+            json_dumps(&json!([1, 2.5, null, true, {}]), false),
             "[1, 2.5, null, true, {}]"
         );
     }
@@ -462,9 +365,9 @@ mod tests {
             r##""properties": {"quality": {"$ref": "#/$defs/quality"}, "Tone": {"$ref": "#/$defs/Tone"}}, "##,
             r##""required": ["quality", "Tone"], "title": "JudgeStructuredOutput", "type": "object"}"##
         );
-        assert_eq!(python_json_dumps(&judge_schema(&scores)), theirs);
-        assert_eq!(python_str_repr("it's"), "\"it's\"");
-        assert_eq!(python_str_repr("a'\"b"), "'a\\'\"b'");
+        assert_eq!(json_dumps(&judge_schema(&scores), false), theirs);
+        assert_eq!(repr_str("it's"), "\"it's\"");
+        assert_eq!(repr_str("a'\"b"), "'a\\'\"b'");
     }
 
     #[test]

@@ -8,6 +8,9 @@
 
 use serde_json::{Number, Value};
 
+mod json;
+pub(crate) use json::json_dumps;
+
 /// `type(value).__name__` for a value `json.loads` made.
 pub(crate) fn type_name(value: &Value) -> &'static str {
     match value {
