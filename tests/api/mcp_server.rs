@@ -74,6 +74,21 @@ impl Recorder {
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
+
+    /// The notifications once one reporting `progress` has arrived (at most 5 s). The server
+    /// sends them in order and the last before the result, but rmcp's client hands each
+    /// notification to the handler on a task of its own: they may arrive in any order, and
+    /// after the result.
+    async fn reported(&self, progress: f64) -> Vec<ProgressNotificationParam> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let seen = self.progress();
+            if seen.iter().any(|p| p.progress == progress) || std::time::Instant::now() > deadline {
+                return seen;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
 }
 
 impl ClientHandler for Recorder {
@@ -226,13 +241,13 @@ async fn tools_preview_job_and_trace(backend: Backend) {
         let answer = &messages.last().unwrap()["content"][0]["text"];
         assert_eq!(answer, "a haiku", "{messages:?}");
     }
-    let progress = a.recorder.progress();
-    let last = progress.last().expect("progress notifications");
-    assert_eq!(
-        (last.progress, last.total),
-        (2.0, Some(2.0)),
-        "{progress:?}"
-    );
+    let progress = a.recorder.reported(2.0).await;
+    let last = progress
+        .iter()
+        .find(|p| p.progress == 2.0)
+        .unwrap_or_else(|| panic!("no progress 2 of 2: {progress:?}"));
+    assert_eq!(last.total, Some(2.0), "{progress:?}");
+    assert!(progress.iter().all(|p| p.progress <= 2.0), "{progress:?}");
     // The server echoes the request's token.
     assert!(
         progress
@@ -257,17 +272,12 @@ async fn tools_preview_job_and_trace(backend: Backend) {
         .await;
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["counts"]["completed"], 3);
-    // The server sends the last progress before the result, but rmcp's client hands
-    // notifications to the handler on tasks of their own: under load the result can be read
-    // first. Give the handler a moment.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while a.recorder.progress().last().map(|p| p.progress) != Some(3.0)
-        && std::time::Instant::now() < deadline
-    {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let progress = a.recorder.progress();
-    let last = progress.last().unwrap();
+    let progress = a.recorder.reported(3.0).await;
+    let last = progress
+        .iter()
+        .rev()
+        .find(|p| p.progress == 3.0)
+        .unwrap_or_else(|| panic!("no progress 3 of 3: {progress:?}"));
     assert_eq!(
         (last.progress, last.total),
         (3.0, Some(3.0)),
