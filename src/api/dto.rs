@@ -8,6 +8,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::job::{JobCounts, JobError, JobSummary};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordRow};
+use crate::domain::selection::{Selection, SelectionCounts, SelectionFilter};
 use crate::domain::usage::{ToolUsage, UsageCounts};
 use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
 
@@ -102,6 +103,11 @@ pub struct Counts {
     pub failed: u64,
     /// Never ran (job cancelled or stopped).
     pub cancelled: u64,
+    /// A job with `record_selection`: its five counts (they add up to the candidates
+    /// generated, `completed + failed`), its target and budget. Its records above are its
+    /// candidates; `pending` is the fewest more it needs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionCounts>,
 }
 
 impl From<JobCounts> for Counts {
@@ -114,6 +120,7 @@ impl From<JobCounts> for Counts {
             failed: c.failed,
             cancelled: c.cancelled,
             waiting_for_model: c.waiting_for_model,
+            selection: c.selection,
         }
     }
 }
@@ -297,6 +304,10 @@ pub struct RecordResponse {
     pub created_at: DateTime<Utc>,
     /// Last change.
     pub updated_at: DateTime<Utc>,
+    /// What became of it, in a job with `record_selection` (absent otherwise): `accepted`
+    /// (in the dataset), `rejected`, `null_predicate`, `failed_generation` or `trimmed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
 }
 
 impl From<RecordRow> for RecordResponse {
@@ -311,6 +322,7 @@ impl From<RecordRow> for RecordResponse {
             attempts: r.attempts,
             created_at: r.created_at,
             updated_at: r.updated_at,
+            selection: r.selection,
         }
     }
 }
@@ -355,6 +367,10 @@ pub struct ListRecordsQuery {
     /// Only records in this status, `completed` or `failed` (`json` only; exports hold
     /// completed records). Other statuses are refused: such records have no result to list.
     pub status: Option<RecordStatus>,
+    /// For a job with `record_selection` (`json` only): the candidates with this verdict, or
+    /// `all`. Without it (and without `status`) such a job lists its accepted records, as its
+    /// exports hold. Refused for other jobs.
+    pub selection: Option<SelectionFilter>,
     /// Add `{column}__trace` (the column's message list) to each row, for LLM columns that keep
     /// a trace.
     pub include_traces: Option<bool>,

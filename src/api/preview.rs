@@ -32,8 +32,13 @@ pub struct PreviewResponse {
     pub columns: Vec<String>,
     /// The seed used (given or drawn), to reproduce the preview as a job.
     pub seed: u64,
-    /// The records, by index.
+    /// The records, by index: with `record_selection`, the accepted candidates.
     pub records: Vec<PreviewRecord>,
+    /// With `record_selection`: the five counts of the candidates the preview generated (at
+    /// most 100, or the config's smaller budget). A preview whose budget ran out returns the
+    /// records it accepted, whatever `on_exhausted` says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selection: Option<crate::domain::selection::SelectionCounts>,
 }
 
 /// One previewed record.
@@ -129,5 +134,6 @@ pub(super) fn preview_response(preview: Preview) -> PreviewResponse {
         columns: preview.columns,
         seed: preview.seed,
         records,
+        selection: preview.selection,
     }
 }

@@ -19,7 +19,7 @@ use super::jobs::page_limit;
 use crate::auth::Caller;
 use crate::domain::{JobId, RecordId, RecordStatus};
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::{ExportFormat, ExportRecords};
+use crate::jobs::{ExportFormat, ExportRecords, RecordsOf};
 use crate::state::AppState;
 
 pub(super) fn router() -> OpenApiRouter<AppState> {
@@ -80,6 +80,13 @@ pub async fn list_job_records(
             "'cursor' and 'limit' apply to format=json only; exports stream every record".into(),
         ));
     }
+    if format != RecordsFormat::Json && q.selection.is_some() {
+        return Err(ApiError::InvalidRequest(
+            "'selection' applies to format=json only; an export holds the dataset (a \
+             record_selection job's accepted records) or, with status=failed, its error file"
+                .into(),
+        ));
+    }
     let records = match (format, q.status) {
         (RecordsFormat::Json, _) | (_, None | Some(RecordStatus::Completed)) => {
             ExportRecords::Completed
@@ -95,7 +102,11 @@ pub async fn list_job_records(
     };
     let export = match format {
         RecordsFormat::Json => {
-            let page = records_page(&state, &caller, id, q.cursor, q.limit, q.status, traces);
+            let which = RecordsOf {
+                status: q.status,
+                selection: q.selection,
+            };
+            let page = records_page(&state, &caller, id, q.cursor, q.limit, which, traces);
             return Ok(Json(page.await?).into_response());
         }
         RecordsFormat::Jsonl => ExportFormat::Jsonl,
@@ -144,10 +155,10 @@ pub(super) async fn records_page(
     id: JobId,
     cursor: Option<String>,
     limit: Option<u32>,
-    status: Option<RecordStatus>,
+    which: RecordsOf,
     traces: bool,
 ) -> Result<RecordListResponse, ApiError> {
-    if let Some(status) = status
+    if let Some(status) = which.status
         && !matches!(status, RecordStatus::Completed | RecordStatus::Failed)
     {
         return Err(ApiError::InvalidRequest(format!(
@@ -169,7 +180,7 @@ pub(super) async fn records_page(
     };
     let page = state
         .jobs
-        .records(id, caller.owner(), after, status, limit, traces)
+        .records(id, caller.owner(), after, which, limit, traces)
         .await?;
     let next_cursor = page
         .more

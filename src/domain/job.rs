@@ -45,6 +45,8 @@ pub struct JobRow {
     /// Where the job sits in an OpenTelemetry trace (`telemetry::JobTrace`'s text); `None`
     /// when spans were not exported at submit.
     pub trace_context: Option<String>,
+    /// Its `record_selection` (`num_records` then counts accepted records), if it has one.
+    pub selection: Option<crate::domain::selection::SelectionSpec>,
 }
 
 /// Why a job as a whole failed.
@@ -66,6 +68,9 @@ pub struct JobCounts {
     /// on the replica that read the counts; not stored, and not part of the total.
     #[serde(default)]
     pub waiting_for_model: u64,
+    /// The five counts of a `record_selection` job (its records above are its candidates).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<crate::domain::selection::SelectionCounts>,
 }
 
 impl JobCounts {

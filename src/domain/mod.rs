@@ -10,6 +10,7 @@ pub mod job;
 pub mod media;
 pub mod models;
 pub mod record;
+pub mod selection;
 pub mod status;
 pub mod stored_dataset;
 pub mod usage;

@@ -341,6 +341,8 @@ pub struct RecordRow {
     pub error: Option<RecordError>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// A candidate's verdict in a `record_selection` job (`None` for other jobs' records).
+    pub selection: Option<crate::domain::selection::Selection>,
 }
 
 /// A stored trace.

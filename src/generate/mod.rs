@@ -39,6 +39,7 @@ mod rng;
 mod run;
 mod samplers;
 mod seed;
+mod selection;
 mod template;
 mod validate;
 pub(crate) mod validation;
@@ -93,20 +94,29 @@ pub struct Generated {
     pub tool_usage: BTreeMap<String, ToolUsage>,
     /// Images of `image` columns; the values hold references to them.
     pub media: Vec<crate::domain::media::Media>,
+    /// The verdict of a completed record of a `record_selection` job; `None` otherwise.
+    pub selection: Option<crate::domain::selection::Selection>,
 }
 
 impl Generated {
     /// A record that failed before anything was generated: no values, traces or usage.
     pub fn failed(error: RecordError) -> Self {
+        let outcome = RecordOutcome::Failed {
+            values: None,
+            error,
+        };
+        Self::cpu(outcome, None)
+    }
+
+    /// A record of a CPU-only plan: its outcome and verdict, no traces, usage or media.
+    fn cpu(outcome: RecordOutcome, selection: Option<crate::domain::selection::Selection>) -> Self {
         Self {
-            outcome: RecordOutcome::Failed {
-                values: None,
-                error,
-            },
+            outcome,
             traces: Vec::new(),
             usage: BTreeMap::new(),
             tool_usage: BTreeMap::new(),
             media: Vec::new(),
+            selection,
         }
     }
 }
@@ -128,6 +138,7 @@ impl Spent {
             usage: self.usage,
             tool_usage: self.tool_usage,
             media: self.media,
+            selection: None,
         }
     }
 }
@@ -156,6 +167,8 @@ pub struct Plan {
     outputs: Vec<processors::OutputDataset>,
     /// The templates of `outputs`.
     output_templates: template::Templates,
+    /// The `record_selection` predicate, if the job has one.
+    predicate: Option<selection::Predicate>,
 }
 
 impl Plan {
@@ -357,6 +370,12 @@ impl Plan {
     ///
     /// A failed record keeps the output values generated before the failing column.
     pub fn generate(&self, index: u64, seed_row: Option<&Map<String, Value>>) -> RecordOutcome {
+        self.generate_record(index, seed_row).outcome
+    }
+
+    /// [`Self::generate`] with the record's `record_selection` verdict, for a plan that is CPU
+    /// work only ([`Self::is_cpu_only`]): nothing else of [`Generated`] is set.
+    pub fn generate_record(&self, index: u64, seed_row: Option<&Map<String, Value>>) -> Generated {
         let mut rec = RecordState::new(&self.names, &self.ctx_slots);
         let env = StepEnv {
             templates: &self.templates,
@@ -367,12 +386,23 @@ impl Plan {
         };
         for step in &self.steps {
             if let Err(e) = step.run(&env, &mut rec) {
-                return self.failed(step, e, &rec);
+                return Generated::cpu(self.failed(step, e, &rec), None);
             }
         }
-        RecordOutcome::Completed {
+        let outcome = RecordOutcome::Completed {
             values: self.row(&rec),
-        }
+        };
+        Generated::cpu(outcome, self.verdict(&rec))
+    }
+
+    /// A completed record's `record_selection` verdict (`None` without one).
+    fn verdict(&self, rec: &RecordState<'_>) -> Option<crate::domain::selection::Selection> {
+        self.predicate.as_ref().map(|p| p.judge(rec))
+    }
+
+    /// Whether the job has `record_selection`.
+    pub fn selects(&self) -> bool {
+        self.predicate.is_some()
     }
 
     /// The outcome of a record whose `step` failed: the error plus the values made before it.

@@ -86,7 +86,9 @@ impl Plan {
             next = end;
         }
         let values = self.row(&rec);
-        spent.into_generated(RecordOutcome::Completed { values })
+        let mut generated = spent.into_generated(RecordOutcome::Completed { values });
+        generated.selection = self.verdict(&rec);
+        generated
     }
 
     async fn run_llm(

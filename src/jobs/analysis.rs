@@ -20,10 +20,11 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use crate::domain::JobId;
 use crate::domain::dataset::{ColumnKind, DatasetConfig};
-use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
 use crate::generate::{ColumnType, Plan};
+use crate::store::RecordSelect;
 
 use super::JobService;
 
@@ -131,7 +132,7 @@ impl JobService {
         loop {
             let rows = self
                 .store
-                .list_records(id, after, Some(RecordStatus::Completed), CHUNK)
+                .list_records(id, after, RecordSelect::dataset(&job), CHUNK)
                 .await?;
             after = rows.last().map(|r| r.index).or(after);
             let done = rows.len() < CHUNK as usize;

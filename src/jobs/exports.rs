@@ -22,6 +22,7 @@ use crate::domain::{JobId, RecordStatus};
 use crate::error::ApiError;
 use crate::generate::ColumnType;
 use crate::rendered::{RenderWriter, Rendered};
+use crate::store::RecordSelect;
 
 use crate::datasets::formats::parquet_writer::ParquetSink;
 
@@ -106,7 +107,7 @@ impl JobService {
                 }),
         };
         let etag = etag(&job, format, traces, records, &columns, None);
-        let body = export(self.clone(), id, columns, format, traces, records, None)?;
+        let body = export(self.clone(), &job, columns, format, traces, records, None)?;
         Ok(Export { body, etag })
     }
 
@@ -178,7 +179,7 @@ impl JobService {
         let etag = etag(&job, format, false, records, &columns, Some(name));
         let body = export(
             self.clone(),
-            id,
+            &job,
             columns,
             format,
             false,
@@ -232,6 +233,8 @@ struct ExportState {
     after: Option<u32>,
     traces: bool,
     records: ExportRecords,
+    /// The records read: `records` as a store filter.
+    select: RecordSelect,
     output: Option<Output>,
     header_done: bool,
     /// The Parquet file being written (`format=parquet`), until its footer is written.
@@ -243,7 +246,7 @@ struct ExportState {
 /// memory stays flat whatever the dataset size. A Parquet file gets one row group per chunk.
 fn export(
     jobs: JobService,
-    job: JobId,
+    job: &JobRow,
     columns: Vec<(String, ColumnType)>,
     kind: ExportFormat,
     traces: bool,
@@ -253,13 +256,20 @@ fn export(
     let parquet = match kind {
         ExportFormat::Parquet => Some(
             ParquetSink::new(columns.clone())
-                .map_err(|e| ApiError::Internal(format!("job {job}: parquet schema: {e}")))?,
+                .map_err(|e| ApiError::Internal(format!("job {}: parquet schema: {e}", job.id)))?,
         ),
         ExportFormat::Jsonl | ExportFormat::Csv => None,
     };
+    // The dataset is a `record_selection` job's accepted records; its error file, the failed
+    // candidates.
+    let select = match records {
+        ExportRecords::Completed => RecordSelect::dataset(job),
+        ExportRecords::Failed => RecordSelect::status(Some(RecordStatus::Failed)),
+    };
     let st = ExportState {
         jobs,
-        job,
+        job: job.id,
+        select,
         columns,
         kind,
         after: None,
@@ -271,10 +281,6 @@ fn export(
         done: false,
     };
     Ok(futures::stream::unfold(st, |mut st| async move {
-        let status = match st.records {
-            ExportRecords::Completed => RecordStatus::Completed,
-            ExportRecords::Failed => RecordStatus::Failed,
-        };
         if st.done {
             return None;
         }
@@ -293,7 +299,7 @@ fn export(
         let rows = match st
             .jobs
             .store
-            .list_records(st.job, st.after, Some(status), EXPORT_CHUNK)
+            .list_records(st.job, st.after, st.select, EXPORT_CHUNK)
             .await
         {
             Ok(mut rows) if st.traces => match st.jobs.attach_traces(&mut rows).await {

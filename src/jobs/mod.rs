@@ -59,7 +59,7 @@ pub use preview::{MAX_PREVIEW_RECORDS, PreparedPreview, Preview};
 pub use progress::{Follower, Progress};
 pub use runner::RecordRunner;
 pub use submit::{NumRecords, SubmitRequest};
-pub use views::Page;
+pub use views::{Page, RecordsOf};
 
 use catalog::check_caller;
 use plans::PlanCache;

@@ -9,6 +9,7 @@ use crate::auth::Caller;
 use crate::datasets::seed_cache::SeedReadError;
 use crate::domain::dataset::DatasetConfig;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
+use crate::domain::selection::{Selection, SelectionCounts};
 use crate::error::ApiError;
 use crate::generate::Generated;
 use crate::mcp::CallScope;
@@ -20,6 +21,10 @@ use super::{JobService, SubmitRequest, check_caller};
 
 /// The most records one preview may ask for.
 pub const MAX_PREVIEW_RECORDS: u32 = 10;
+
+/// The most candidates a preview of a `record_selection` config generates (fewer when the
+/// config's own budget is smaller): a preview answers in the request, so its budget is small.
+pub const MAX_PREVIEW_CANDIDATES: u32 = 100;
 
 /// A preview's records.
 #[derive(Debug)]
@@ -34,6 +39,9 @@ pub struct Preview {
     /// ([`PreparedPreview::with_profile`]; also `None` if the config no longer parses, which
     /// validation rules out).
     pub profile: Option<DatasetProfile>,
+    /// With `record_selection`: the five counts of the candidates it generated (`records` are
+    /// the accepted ones).
+    pub selection: Option<SelectionCounts>,
 }
 
 /// A preview request that passed every check ([`JobService::prepare_preview`]).
@@ -119,43 +127,24 @@ impl JobService {
         let _sessions = Sessions::Job(&self.tools, preview_id);
         let cancel = CancellationToken::new();
         let _cancel_on_drop = cancel.clone().drop_guard();
-        let mut runs: FuturesUnordered<_> = (0..v.num_records)
-            .map(|i| {
-                let scope = CallScope {
-                    job: preview_id,
-                    record: uuid::Uuid::new_v4(),
-                };
-                let run = self.runner.run(
-                    &v.compiled,
-                    i,
-                    scope,
-                    self.runner.llm(),
-                    &crate::generate::Unpooled,
-                    &cancel,
-                );
-                async move { (i, run.await) }
-            })
-            .collect();
-        // Finished in any order, kept by index.
-        let mut finished = Vec::with_capacity(v.num_records as usize);
-        while let Some((i, run)) = runs.next().await {
-            finished.push((i, run));
-            on_record(finished.len() as u32, v.num_records);
-        }
-        finished.sort_by_key(|(i, _)| *i);
-        let mut records = Vec::with_capacity(v.num_records as usize);
-        for (_, run) in finished {
-            records.push(match run {
-                Ok(generated) => generated,
-                // The database failed: the preview as a whole is unavailable.
-                Err(SeedReadError::Store { source, .. }) => return Err(source.into()),
-                Err(e) => Generated::failed(RecordError::new(
-                    RecordErrorCode::SeedReadFailed,
-                    None,
-                    e.to_string(),
-                )),
-            });
-        }
+        let (mut records, selection): (Vec<Generated>, _) = match v.selection {
+            None => {
+                let all = 0..v.num_records;
+                let records = self
+                    .preview_records(&v, all, preview_id, &cancel, &|done| {
+                        on_record(done, v.num_records)
+                    })
+                    .await?;
+                (records.into_iter().map(|(_, g)| g).collect(), None)
+            }
+            Some(spec) => {
+                let budget = spec.max_candidates.min(MAX_PREVIEW_CANDIDATES);
+                let (records, counts) = self
+                    .select_preview(&v, budget, preview_id, &cancel, on_record)
+                    .await?;
+                (records, Some(counts))
+            }
+        };
         records.iter_mut().for_each(inline_media);
         let profile = profile
             .then(|| DatasetConfig::parse(&v.config).ok())
@@ -174,7 +163,122 @@ impl JobService {
             seed: v.seed,
             records,
             profile,
+            selection,
         })
+    }
+
+    /// Generates records `indexes` of a preview concurrently, as the worker pool would;
+    /// returns them by index, calling `on_record(done)` as each finishes.
+    async fn preview_records(
+        &self,
+        v: &Validated,
+        indexes: std::ops::Range<u32>,
+        preview_id: uuid::Uuid,
+        cancel: &CancellationToken,
+        on_record: &(dyn Fn(u32) + Sync),
+    ) -> Result<Vec<(u32, Generated)>, ApiError> {
+        let mut runs: FuturesUnordered<_> = indexes
+            .map(|i| {
+                let scope = CallScope {
+                    job: preview_id,
+                    record: uuid::Uuid::new_v4(),
+                };
+                let run = self.runner.run(
+                    &v.compiled,
+                    i,
+                    scope,
+                    self.runner.llm(),
+                    &crate::generate::Unpooled,
+                    cancel,
+                );
+                async move { (i, run.await) }
+            })
+            .collect();
+        // Finished in any order, kept by index.
+        let mut finished = Vec::with_capacity(runs.len());
+        while let Some((i, run)) = runs.next().await {
+            finished.push((i, run));
+            on_record(finished.len() as u32);
+        }
+        finished.sort_by_key(|(i, _)| *i);
+        let mut records = Vec::with_capacity(finished.len());
+        for (i, run) in finished {
+            records.push((
+                i,
+                match run {
+                    Ok(generated) => generated,
+                    // The database failed: the preview as a whole is unavailable.
+                    Err(SeedReadError::Store { source, .. }) => return Err(source.into()),
+                    Err(e) => Generated::failed(RecordError::new(
+                        RecordErrorCode::SeedReadFailed,
+                        None,
+                        e.to_string(),
+                    )),
+                },
+            ));
+        }
+        Ok(records)
+    }
+
+    /// A `record_selection` preview: candidates in waves of as many as accepted records are
+    /// still missing (as the queue carves them), until `num_records` passed or `budget`
+    /// candidates were generated. Returns the first `num_records` that passed, by index, and
+    /// the five counts. A preview whose budget ran out returns what it accepted, whatever
+    /// `on_exhausted` says: its counts show it, and a preview is for tuning the predicate.
+    async fn select_preview(
+        &self,
+        v: &Validated,
+        budget: u32,
+        preview_id: uuid::Uuid,
+        cancel: &CancellationToken,
+        on_record: &(dyn Fn(u32, u32) + Sync),
+    ) -> Result<(Vec<Generated>, SelectionCounts), ApiError> {
+        let target = v.num_records;
+        let mut candidates: Vec<(u32, Generated)> = Vec::new();
+        let mut next = 0;
+        let passed = |c: &[(u32, Generated)]| {
+            c.iter()
+                .filter(|(_, g)| g.selection == Some(Selection::Accepted))
+                .count() as u32
+        };
+        loop {
+            let have = passed(&candidates);
+            on_record(have.min(target), target);
+            if have >= target || next >= budget {
+                break;
+            }
+            let wave = (target - have).min(budget - next);
+            let more = self
+                .preview_records(v, next..next + wave, preview_id, cancel, &|_| {})
+                .await?;
+            candidates.extend(more);
+            next += wave;
+        }
+        let count = |s: Selection| {
+            candidates
+                .iter()
+                .filter(|(_, g)| g.outcome.is_completed() && g.selection == Some(s))
+                .count() as u64
+        };
+        let completed = candidates
+            .iter()
+            .filter(|(_, g)| g.outcome.is_completed())
+            .count() as u64;
+        let counts = SelectionCounts::from_stored(
+            target,
+            budget,
+            count(Selection::Accepted),
+            count(Selection::Rejected),
+            completed,
+            candidates.len() as u64 - completed,
+        );
+        let accepted = candidates
+            .into_iter()
+            .filter(|(_, g)| g.outcome.is_completed() && g.selection == Some(Selection::Accepted))
+            .take(target as usize)
+            .map(|(_, g)| g)
+            .collect();
+        Ok((accepted, counts))
     }
 }
 

@@ -187,18 +187,10 @@ impl RecordRunner {
                             // `AssertUnwindSafe`: a panic leaves nothing half-changed that is
                             // used after it (each record builds its own state).
                             let generate = std::panic::AssertUnwindSafe(|| {
-                                job.plan.generate(u64::from(index), row.get())
+                                job.plan.generate_record(u64::from(index), row.get())
                             });
-                            match std::panic::catch_unwind(generate) {
-                                Ok(outcome) => Generated {
-                                    outcome,
-                                    traces: Vec::new(),
-                                    usage: Default::default(),
-                                    tool_usage: Default::default(),
-                                    media: Vec::new(),
-                                },
-                                Err(payload) => panicked(index, payload.as_ref()),
-                            }
+                            std::panic::catch_unwind(generate)
+                                .unwrap_or_else(|payload| panicked(index, payload.as_ref()))
                         }));
                         if started.elapsed() >= CHUNK_SLICE {
                             break;

@@ -12,8 +12,9 @@ use crate::datasets::resolve::{ResolveCtx, ResolveError, ResolvedSeed, resolve};
 use crate::datasets::seed_cache::SeedReadError;
 use crate::domain::JobId;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, SeedSource, codes};
-use crate::domain::job::{JobCounts, JobSummary};
+use crate::domain::job::JobSummary;
 use crate::domain::models::{GenerationType, ModelConfig};
+use crate::domain::selection::SelectionSpec;
 use crate::error::ApiError;
 use crate::generate::Plan;
 use crate::store::{CreateOutcome, NewJob};
@@ -60,8 +61,10 @@ pub enum NumRecords {
 /// A request that passed validation.
 #[derive(Debug)]
 pub(super) struct Validated {
-    /// Records to generate.
+    /// Records to generate (accepted ones, with `record_selection`).
     pub num_records: u32,
+    /// The config's `record_selection`, as the job stores it.
+    pub selection: Option<SelectionSpec>,
     /// The job seed (given or drawn).
     pub seed: u64,
     /// The inner DataDesigner config, as stored.
@@ -119,6 +122,7 @@ impl JobService {
             seed_datasets: v.compiled.seed_datasets.clone(),
             name: req.name.clone(),
             trace_context: trace.as_ref().map(crate::telemetry::JobTrace::to_text),
+            selection: v.selection,
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -129,10 +133,7 @@ impl JobService {
                 metrics::counter!(crate::metrics::JOBS_SUBMITTED).increment(1);
                 tracing::info!(job.id = %row.id, num_records, "job accepted");
                 // Just inserted: every record pending, nothing failed or spent.
-                let counts = JobCounts {
-                    pending: u64::from(num_records),
-                    ..JobCounts::default()
-                };
+                let counts = crate::store::unstarted_counts(&row);
                 let summary = JobSummary {
                     job: row,
                     counts,
@@ -295,6 +296,13 @@ impl JobService {
         if let (Some(plan), Some((models, _))) = (&plan, &resolved) {
             issues.extend(model_type_issues(plan, models, &self.catalog));
         }
+        let selection = dataset.record_selection.as_ref().map(|s| SelectionSpec {
+            max_candidates: s.max_candidate_records,
+            on_exhausted: s.on_exhausted,
+        });
+        // The budget is a job's, whatever `max` a preview asks for (a preview caps it lower).
+        let budget_max = self.limits.max_num_records;
+        issues.extend(selection_budget_issue(selection, num_records, budget_max));
         let (Some(plan), Some(run_config), Some((models, tools)), true) =
             (plan, run_config, resolved, issues.is_empty())
         else {
@@ -302,6 +310,7 @@ impl JobService {
         };
         Ok(Validated {
             num_records,
+            selection,
             seed,
             config: partial.config.raw,
             run_config_value,
@@ -361,6 +370,33 @@ impl JobService {
             Err(ApiError::InvalidConfig(issues))
         }
     }
+}
+
+/// A `record_selection` budget must allow `num_records` candidates (it is a number of
+/// candidates, each accepted record one of them) and stay within what one job may generate:
+/// the budget, not `num_records`, bounds the job's work.
+fn selection_budget_issue(
+    selection: Option<SelectionSpec>,
+    num_records: u32,
+    max: u32,
+) -> Option<ConfigIssue> {
+    let budget = selection?.max_candidates;
+    let field = "record_selection.max_candidate_records";
+    let msg = if budget < num_records {
+        format!(
+            "{budget} candidates cannot give num_records ({num_records}) accepted records; \
+             it must be at least num_records"
+        )
+    } else if budget > max {
+        format!("{budget} is over the {max} records one job may generate on this server")
+    } else {
+        return None;
+    };
+    Some(ConfigIssue::at_field(
+        codes::INVALID_RECORD_SELECTION,
+        field,
+        msg,
+    ))
 }
 
 /// Columns whose model is of another generation type than the column needs (an LLM column on

@@ -9,11 +9,20 @@ use serde_json::Value;
 use crate::domain::dataset::TRACE_POSTFIX;
 use crate::domain::job::{JobFilter, JobRow, JobSummary};
 use crate::domain::record::{RecordRow, TraceRow};
+use crate::domain::selection::{Selection, SelectionFilter};
 use crate::domain::{JobId, RecordId, RecordStatus};
 use crate::error::ApiError;
-use crate::store::JobSelect;
+use crate::store::{JobSelect, RecordSelect};
 
 use super::{FIRST_ERRORS, JobService};
+
+/// Which records of a job a listing asks for: a status, a `record_selection` verdict, both or
+/// neither.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RecordsOf {
+    pub status: Option<RecordStatus>,
+    pub selection: Option<SelectionFilter>,
+}
 
 /// A page of jobs or records.
 #[derive(Debug)]
@@ -89,20 +98,39 @@ impl JobService {
 
     /// A page of the records of a job visible to `owner`: by index, strictly after `after`,
     /// optionally of one status; with `traces`, each record's traces join its values as
-    /// `{column}__trace`.
+    /// `{column}__trace`. A `record_selection` job lists its accepted records unless a status
+    /// or a verdict is asked for (`selection`, which other jobs refuse: their records have
+    /// none).
     pub async fn records(
         &self,
         id: JobId,
         owner: Option<&str>,
         after: Option<u32>,
-        status: Option<RecordStatus>,
+        which: RecordsOf,
         limit: u32,
         traces: bool,
     ) -> Result<Page<RecordRow>, ApiError> {
-        self.get(id, owner).await?;
+        let job = self.get(id, owner).await?;
+        let selection = match (job.selection, which.selection) {
+            (None, None | Some(SelectionFilter::All)) => None,
+            (None, Some(f)) => {
+                return Err(ApiError::InvalidRequest(format!(
+                    "selection: job {id} has no record_selection, so its records have no \
+                     verdict to filter by ({:?} asked)",
+                    f
+                )));
+            }
+            (Some(_), None) if which.status.is_none() => Some(Selection::Accepted),
+            (Some(_), None) => None,
+            (Some(_), Some(f)) => f.verdict(),
+        };
+        let select = RecordSelect {
+            status: which.status,
+            selection,
+        };
         let rows = self
             .store
-            .list_records(id, after, status, limit + 1)
+            .list_records(id, after, select, limit + 1)
             .await?;
         let mut page = Page::of(rows, limit);
         if traces {

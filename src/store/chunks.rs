@@ -39,8 +39,8 @@
 //! A clean release (drain at SIGTERM, a job that could not be loaded) is not an expiry and is
 //! not counted: it proves nothing about the records.
 
-use super::{ChunkKey, ClaimPolicy, ClaimedRecord, ISOLATE_AFTER_EXPIRIES, JobCounts};
-use crate::domain::{JobStatus, RecordId};
+use super::{ChunkKey, ClaimPolicy, ClaimedRecord, ISOLATE_AFTER_EXPIRIES};
+use crate::domain::RecordId;
 
 /// How many expired or given-back chunks a claim looks at: after a crash, about as many as the
 /// dead worker held; abandoned ones do not count against the claim's limit.
@@ -217,33 +217,6 @@ fn count_in(written: &[u32], start: u32, end: u32) -> u32 {
     written.iter().filter(|&&i| i >= start && i < end).count() as u32
 }
 
-/// A job's record counts from what is stored: `completed` and `failed` rows, `in_progress`
-/// (records of leased chunks without a result), and the job's status. The rest of
-/// `num_records` is pending while the job can still run them, cancelled once it cannot.
-pub(crate) fn counts(
-    status: JobStatus,
-    num_records: u64,
-    completed: u64,
-    failed: u64,
-    in_progress: u64,
-) -> JobCounts {
-    let rest = num_records.saturating_sub(completed + failed + in_progress);
-    let (pending, cancelled) = match status {
-        JobStatus::Queued | JobStatus::Running => (rest, 0),
-        JobStatus::Cancelling | JobStatus::Cancelled | JobStatus::Failed => (0, rest),
-        // Finished with every record written; a rest here would be records the job lost.
-        JobStatus::Completed => (0, rest),
-    };
-    JobCounts {
-        pending,
-        in_progress,
-        completed,
-        failed,
-        cancelled,
-        waiting_for_model: 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -398,15 +371,5 @@ mod tests {
         // A released chunk is never abandoned.
         let p = plan(stale(0, 4, true, 0), &[], 32, one, true);
         assert!(matches!(p, Plan::Take { .. }), "{p:?}");
-    }
-
-    #[test]
-    fn counts_split_the_rest_by_status() {
-        let c = counts(JobStatus::Running, 100, 10, 5, 20);
-        assert_eq!((c.pending, c.cancelled, c.total()), (65, 0, 100));
-        let c = counts(JobStatus::Cancelled, 100, 10, 5, 0);
-        assert_eq!((c.pending, c.cancelled, c.total()), (0, 85, 100));
-        let c = counts(JobStatus::Completed, 3, 2, 1, 0);
-        assert_eq!((c.pending, c.cancelled, c.total()), (0, 0, 3));
     }
 }

@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
 
 use super::chunks::to_count;
-use super::rows::{dedup_results, dedup_traces};
 use super::usage::{self, ToolDelta, UsageDelta};
+use super::written::{dedup_results, dedup_traces};
 use super::{ChunkKey, RecordResult, StoreError, Trace, storable};
 use crate::domain::media::Media;
 use crate::domain::{JobId, RecordId};
@@ -125,7 +125,10 @@ pub(crate) async fn complete<S: CompleteSteps>(
     // retried batch whose first commit did land counts nothing twice.
     let deltas = usage::sum(new.iter().map(|r| (r.job_id, &r.usage)));
     let tools = usage::sum_tools(new.iter().map(|r| (r.job_id, &r.tool_usage)));
-    let tally = usage::tally(new.iter().map(|r| (r.job_id, r.outcome.is_completed())));
+    let tally = usage::tally(new.iter().map(|r| {
+        let w = super::written::Written::from(*r);
+        (r.job_id, r.outcome.is_completed(), w.selection)
+    }));
     steps.add_usage(&deltas, &tools, &tally).await?;
     Ok(results
         .iter()

@@ -51,6 +51,7 @@ embed!(
     "0011_job_names.sql",
     "0012_job_trace_context.sql",
     "0013_job_cursors.sql",
+    "0014_record_selection.sql",
 );
 
 /// The migrator of `files`, as sqlx's `migrate!` would build it from their directory.

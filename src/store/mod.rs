@@ -10,22 +10,29 @@
 mod chunks;
 mod claim;
 mod complete;
+mod counts;
 mod dataset_rows;
 mod error;
 mod fair;
+mod finish;
 mod from_row;
 mod job_delete;
 mod migrations;
 mod open;
 pub mod postgres;
 mod reads;
+mod record_select;
 mod rows;
+pub(crate) mod selection;
 pub mod sqlite;
 pub mod storable;
 pub(crate) mod usage;
+mod written;
 
+pub use counts::unstarted_counts;
 pub use error::StoreError;
 pub use open::{DEFAULT_ACQUIRE_TIMEOUT, open};
+pub use record_select::RecordSelect;
 pub use usage::{UsageCounts, UsageDelta};
 
 use std::time::Duration;
@@ -41,7 +48,7 @@ pub use crate::domain::record::{
     TraceRow,
 };
 use crate::domain::stored_dataset::{DatasetColumn, DatasetMeta, DatasetQuery, DeleteDataset};
-use crate::domain::{JobId, JobStatus, RecordId, RecordStatus};
+use crate::domain::{JobId, JobStatus, RecordId};
 
 /// A job to insert; its `num_records` records are claimed in chunks later.
 #[derive(Debug, Clone)]
@@ -71,7 +78,7 @@ pub struct NewJob {
     /// concurrent submits cannot both slip under the cap.
     pub max_live_jobs: Option<u32>,
     /// Refuse the job when its owner's live jobs would then hold more records (their
-    /// `num_records`, this one's included) than this; checked as `max_live_jobs` is.
+    /// `num_records`, or the candidate budget of a `record_selection` job; this one's included)
     pub max_live_records: Option<u64>,
     /// The stored datasets the job's seed resolved to (empty: none). Each must be `ready`
     /// when the job is inserted (checked in the inserting transaction, which also holds off a
@@ -82,6 +89,18 @@ pub struct NewJob {
     /// Where the job sits in an OpenTelemetry trace (`telemetry::JobTrace`'s text), if spans
     /// are exported.
     pub trace_context: Option<String>,
+    /// Its `record_selection`: `num_records` then counts accepted records, and claims carve
+    /// indexes up to `max_candidates` until that many passed.
+    pub selection: Option<crate::domain::selection::SelectionSpec>,
+}
+
+impl NewJob {
+    /// The records the job may generate: its candidate budget with `record_selection`, else
+    /// `num_records`. What `max_live_records` counts.
+    pub fn records_held(&self) -> u32 {
+        self.selection
+            .map_or(self.num_records, |s| s.max_candidates)
+    }
 }
 
 /// Which jobs [`JobStore::job_summaries`] reads.
@@ -208,6 +227,9 @@ pub struct RecordResult {
     /// Claims of the chunk, including the one that ran this attempt.
     pub attempts: u32,
     pub outcome: RecordOutcome,
+    /// The verdict of a completed candidate of a `record_selection` job (accepted, rejected or
+    /// null_predicate); `None` for other jobs. Ignored when the record is written as failed.
+    pub selection: Option<crate::domain::selection::Selection>,
     /// Replaces any trace stored for the same record and column.
     pub traces: Vec<Trace>,
     /// The LLM usage of this attempt by model alias, added to the job's usage in the
@@ -421,12 +443,13 @@ pub trait RecordStore: Send + Sync {
     ) -> Result<Option<RecordRow>, StoreError>;
 
     /// A job's records (those with a result) by index, strictly after `after_index` when
-    /// given, optionally one status (only `completed` and `failed` records are rows).
+    /// given, optionally one status (only `completed` and `failed` records are rows) and,
+    /// for a `record_selection` job, one verdict (`failed_generation`: its failed rows).
     async fn list_records(
         &self,
         job_id: JobId,
         after_index: Option<u32>,
-        status: Option<RecordStatus>,
+        filter: RecordSelect,
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError>;
 

@@ -9,6 +9,7 @@ use uuid::Uuid;
 
 use super::StoreError;
 use super::rows::{CountDb, job_columns, record_columns};
+use crate::domain::selection::Selection;
 use crate::domain::{JobId, RecordId, RecordStatus};
 
 /// `select <job columns> from jobs where id = <id>`, restricted to `owner` when given.
@@ -46,11 +47,11 @@ where
     qb
 }
 
-/// A page of a job's records by index, after `after_index`, of one status when given.
+/// A page of a job's records by index, after `after_index`, as `filter` says.
 pub(crate) fn records_page_query<'a, DB: Database>(
     job_id: JobId,
     after_index: Option<u32>,
-    status: Option<RecordStatus>,
+    filter: super::RecordSelect,
     limit: u32,
 ) -> QueryBuilder<DB>
 where
@@ -66,10 +67,24 @@ where
     if let Some(after) = after_index {
         qb.push(" and r.idx > ").push_bind(i64::from(after));
     }
+    // Literals, not binds: only a query that names `status = 'failed'` (or `selection is not
+    // null`) itself can use the partial index on failed records (on verdicts); both come from
+    // enums, never from user text.
+    let status = match filter.selection {
+        Some(Selection::FailedGeneration) => Some(RecordStatus::Failed),
+        _ => filter.status,
+    };
     if let Some(status) = status {
-        // A literal, not a bind: only a query that names `status = 'failed'` itself can use
-        // the partial index on failed records (a statement status, not user text).
         qb.push(format_args!(" and r.status = '{}'", status.as_str()));
+    }
+    if let Some(s) = filter
+        .selection
+        .filter(|s| *s != Selection::FailedGeneration)
+    {
+        qb.push(format_args!(
+            " and r.selection is not null and r.selection = '{}'",
+            s.as_str()
+        ));
     }
     qb.push(" order by r.idx limit ")
         .push_bind(i64::from(limit));
@@ -112,6 +127,10 @@ where
          union all \
          select 'failed', failed from job_record_counts where job_id = $1 \
          union all \
+         select 'passed', passed from job_record_counts where job_id = $1 \
+         union all \
+         select 'rejected', rejected from job_record_counts where job_id = $1 \
+         union all \
          select 'in_progress', cast(coalesce(sum(end_idx - start_idx - written), 0) as bigint) \
          from chunks where job_id = $1 and lease_owner is not null",
     )
@@ -144,9 +163,11 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
 {
-    // `cast`: Postgres sums a bigint column into a numeric.
+    // `cast`: Postgres sums a bigint column into a numeric. A `record_selection` job counts
+    // the budget it has not handed out: what it may still claim.
     let n: i64 = sqlx::query_scalar(
-        "select cast(coalesce(sum(j.num_records - k.claimed_upto), 0) as bigint) \
+        "select cast(coalesce(sum(coalesce(j.max_candidates, j.num_records) - k.claimed_upto), 0) \
+                     as bigint) \
          from jobs j join job_cursors k on k.job_id = j.id \
          where j.status in ('queued', 'running')",
     )
@@ -237,7 +258,8 @@ where
     }
     if let Some(max) = job.max_live_records {
         let live: i64 = sqlx::query_scalar(
-            "select cast(coalesce(sum(num_records), 0) as bigint) from jobs \
+            "select cast(coalesce(sum(coalesce(max_candidates, num_records)), 0) as bigint) \
+             from jobs \
              where status in ('queued', 'running', 'cancelling') \
              and owner is not distinct from $1",
         )
@@ -247,7 +269,7 @@ where
         let live = u64::try_from(live).unwrap_or(0);
         if live > max {
             return Ok(Some(super::CreateOutcome::TooManyRecords {
-                live: live.saturating_sub(u64::from(job.num_records)),
+                live: live.saturating_sub(u64::from(job.records_held())),
             }));
         }
     }

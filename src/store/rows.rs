@@ -16,6 +16,7 @@ use super::{
     RecordRow, RecordStage, StoreError, TraceRow,
 };
 use crate::domain::job::JobFilter;
+use crate::domain::selection::{OnExhausted, Selection, SelectionSpec};
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
 
 /// Columns of a job, in [`JobDb`] order. A macro so that `concat!` can build `&'static str`
@@ -24,16 +25,21 @@ macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
-         output_columns, seed_datasets, name, trace_context"
+         output_columns, seed_datasets, name, trace_context, max_candidates, on_exhausted"
     };
 }
 pub(crate) use job_columns;
 
 /// Columns of a record, in [`RecordDb`] order, each qualified by `r.` so they work in joins.
+/// A failed candidate of a `record_selection` job has no stored verdict: it reads as
+/// `failed_generation` (looked up for failed rows only, which are few).
 macro_rules! record_columns {
     () => {
         "r.id, r.job_id, r.idx, r.status, r.\"values\", r.attempts, r.error_code, \
-         r.error_message, r.error_column, r.error_stage, r.created_at, r.updated_at"
+         r.error_message, r.error_column, r.error_stage, r.created_at, r.updated_at, \
+         coalesce(r.selection, case when r.status = 'failed' and exists \
+           (select 1 from jobs sj where sj.id = r.job_id and sj.max_candidates is not null) \
+           then 'failed_generation' end) as selection"
     };
 }
 pub(crate) use record_columns;
@@ -89,7 +95,7 @@ fn opt_time<T: DbTime>(
     v.map(|v| v.into_utc(column)).transpose()
 }
 
-fn to_u32(v: i64, column: &'static str) -> Result<u32, StoreError> {
+pub(crate) fn to_u32(v: i64, column: &'static str) -> Result<u32, StoreError> {
     u32::try_from(v).map_err(|_| StoreError::Corrupt(format!("{column}: {v} is not a u32")))
 }
 
@@ -98,7 +104,7 @@ fn job_status(s: &str) -> Result<JobStatus, StoreError> {
         .ok_or_else(|| StoreError::Corrupt(format!("jobs.status: unknown status {s:?}")))
 }
 
-fn record_status(s: &str) -> Result<RecordStatus, StoreError> {
+pub(crate) fn record_status(s: &str) -> Result<RecordStatus, StoreError> {
     RecordStatus::parse(s)
         .ok_or_else(|| StoreError::Corrupt(format!("records.status: unknown status {s:?}")))
 }
@@ -126,6 +132,8 @@ row_struct! {
         seed_datasets: Option<J>,
         name: Option<String>,
         trace_context: Option<String>,
+        max_candidates: Option<i64>,
+        on_exhausted: Option<String>,
     }
 }
 
@@ -171,6 +179,7 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
                 .map_err(|e| StoreError::Corrupt(format!("jobs.seed_datasets: {e}")))?,
             name: r.name,
             trace_context: r.trace_context,
+            selection: selection_spec(r.max_candidates, r.on_exhausted.as_deref())?,
         })
     }
 }
@@ -190,6 +199,7 @@ row_struct! {
         error_stage: Option<String>,
         created_at: T,
         updated_at: T,
+        selection: Option<String>,
     }
 }
 
@@ -214,7 +224,34 @@ impl<J: DbJson, T: DbTime> TryFrom<RecordDb<J, T>> for RecordRow {
             }),
             created_at: r.created_at.into_utc("records.created_at")?,
             updated_at: r.updated_at.into_utc("records.updated_at")?,
+            selection: r
+                .selection
+                .map(|s| {
+                    Selection::parse(&s).ok_or_else(|| {
+                        StoreError::Corrupt(format!("records.selection: unknown verdict {s:?}"))
+                    })
+                })
+                .transpose()?,
         })
+    }
+}
+
+/// A job's record selection from its two columns: both set, or neither.
+fn selection_spec(
+    max_candidates: Option<i64>,
+    on_exhausted: Option<&str>,
+) -> Result<Option<SelectionSpec>, StoreError> {
+    match (max_candidates, on_exhausted) {
+        (None, None) => Ok(None),
+        (Some(n), Some(mode)) => Ok(Some(SelectionSpec {
+            max_candidates: to_u32(n, "jobs.max_candidates")?,
+            on_exhausted: OnExhausted::parse(mode).ok_or_else(|| {
+                StoreError::Corrupt(format!("jobs.on_exhausted: unknown mode {mode:?}"))
+            })?,
+        })),
+        _ => Err(StoreError::Corrupt(
+            "jobs.max_candidates and jobs.on_exhausted: one set without the other".to_owned(),
+        )),
     }
 }
 
@@ -374,7 +411,7 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let job: JobRow = r.job.try_into()?;
-        let counts = job_counts(&job, counts)?;
+        let counts = super::counts::job_counts(&job, counts)?;
         Ok(JobSummary {
             job,
             counts,
@@ -460,31 +497,6 @@ fn push_job_filter<'a, DB: sqlx::Database>(
     }
 }
 
-/// A job's counts from its stored rows: `rows` holds `completed` and `failed` (record rows by
-/// status) and `in_progress` (records of its leased chunks without a result); the rest follows
-/// from the job (see [`super::chunks::counts`]).
-pub(crate) fn job_counts(job: &JobRow, rows: Vec<CountDb>) -> Result<super::JobCounts, StoreError> {
-    let (mut completed, mut failed, mut in_progress) = (0, 0, 0);
-    for row in rows {
-        let n = u64::try_from(row.n)
-            .map_err(|_| StoreError::Corrupt(format!("records: negative count {}", row.n)))?;
-        match record_status(&row.status)? {
-            RecordStatus::Completed => completed = n,
-            RecordStatus::Failed => failed = n,
-            RecordStatus::InProgress => in_progress = n,
-            // Not stored as rows since migration 0007; a row left from before counts nowhere.
-            RecordStatus::Pending | RecordStatus::Cancelled => {}
-        }
-    }
-    Ok(super::chunks::counts(
-        job.status,
-        u64::from(job.num_records),
-        completed,
-        failed,
-        in_progress,
-    ))
-}
-
 /// Converts every raw row, stopping at the first corrupt one.
 pub(crate) fn convert<R, D>(rows: Vec<D>) -> Result<Vec<R>, StoreError>
 where
@@ -511,52 +523,6 @@ pub(crate) fn cancel_outcome(job: JobRow, moved: bool) -> super::CancelOutcome {
     }
 }
 
-/// The columns a finished record writes, flattened from its outcome.
-pub(crate) struct Written<'a> {
-    pub status: RecordStatus,
-    pub values: Option<&'a Value>,
-    pub error: Option<&'a RecordError>,
-}
-
-impl<'a> From<&'a super::RecordOutcome> for Written<'a> {
-    fn from(o: &'a super::RecordOutcome) -> Self {
-        match o {
-            super::RecordOutcome::Completed { values } => Written {
-                status: RecordStatus::Completed,
-                values: Some(values),
-                error: None,
-            },
-            super::RecordOutcome::Failed { values, error } => Written {
-                status: RecordStatus::Failed,
-                values: values.as_ref(),
-                error: Some(error),
-            },
-        }
-    }
-}
-
-/// The results to write, first occurrence per record (job and index): a batch should not
-/// name a record twice, and if it does the first result wins on both backends.
-pub(crate) fn dedup_results(results: &[super::RecordResult]) -> Vec<&super::RecordResult> {
-    let mut seen = std::collections::HashSet::new();
-    results
-        .iter()
-        .filter(|r| seen.insert((r.job_id, r.index)))
-        .collect()
-}
-
-/// A record's traces with one entry per column, the last one winning.
-pub(crate) fn dedup_traces(traces: &[super::Trace]) -> Vec<&super::Trace> {
-    let mut out: Vec<&super::Trace> = Vec::with_capacity(traces.len());
-    for t in traces {
-        match out.iter_mut().find(|o| o.column == t.column) {
-            Some(slot) => *slot = t,
-            None => out.push(t),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -579,22 +545,5 @@ mod tests {
     fn stored_micros_round_trip() {
         let t = DateTime::from_timestamp_micros(1_750_000_000_123_456).unwrap();
         assert_eq!(DbTime::into_utc(t.timestamp_micros(), "t").unwrap(), t);
-    }
-
-    #[test]
-    fn duplicate_trace_columns_keep_the_last() {
-        let t = |c: &str, m: i32| super::super::Trace {
-            column: c.to_owned(),
-            messages: serde_json::json!([m]),
-        };
-        let traces = [t("a", 1), t("b", 2), t("a", 3)];
-        let kept: Vec<_> = dedup_traces(&traces)
-            .into_iter()
-            .map(|t| (t.column.as_str(), t.messages.clone()))
-            .collect();
-        assert_eq!(
-            kept,
-            [("a", serde_json::json!([3])), ("b", serde_json::json!([2]))]
-        );
     }
 }

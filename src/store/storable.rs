@@ -310,6 +310,7 @@ mod tests {
             usage: Default::default(),
             tool_usage: Default::default(),
             media: Vec::new(),
+            selection: None,
         }
     }
 

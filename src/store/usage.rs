@@ -53,19 +53,35 @@ pub(crate) fn sum<'a>(
 pub(crate) struct RecordTally {
     pub completed: i64,
     pub failed: i64,
+    /// Completed candidates of a `record_selection` job whose predicate was true.
+    pub passed: i64,
+    /// Completed candidates whose predicate was false.
+    pub rejected: i64,
 }
 
-/// The written records counted per job (`true`: completed), in job order, the order every
-/// writer updates `job_record_counts` rows in, as for [`sum`].
+/// The written records counted per job (`true`: completed, with its selection verdict), in
+/// job order, the order every writer updates `job_record_counts` rows in, as for [`sum`].
 pub(crate) fn tally(
-    written: impl IntoIterator<Item = (crate::domain::JobId, bool)>,
+    written: impl IntoIterator<
+        Item = (
+            crate::domain::JobId,
+            bool,
+            Option<crate::domain::selection::Selection>,
+        ),
+    >,
 ) -> Vec<(crate::domain::JobId, RecordTally)> {
+    use crate::domain::selection::Selection;
     let mut per_job: std::collections::BTreeMap<crate::domain::JobId, RecordTally> =
         Default::default();
-    for (job_id, completed) in written {
+    for (job_id, completed, selection) in written {
         let t = per_job.entry(job_id).or_default();
         if completed {
             t.completed += 1;
+            match selection {
+                Some(Selection::Accepted) => t.passed += 1,
+                Some(Selection::Rejected) => t.rejected += 1,
+                _ => {}
+            }
         } else {
             t.failed += 1;
         }

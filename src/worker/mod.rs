@@ -457,6 +457,7 @@ fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
             chunk: rec.chunk,
             attempts: rec.attempts,
             outcome: generated.outcome,
+            selection: generated.selection,
             traces: generated.traces,
             usage: generated.usage,
             tool_usage: generated.tool_usage,

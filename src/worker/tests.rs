@@ -69,6 +69,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         seed_datasets: Vec::new(),
         name: None,
         trace_context: None,
+        selection: None,
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");
@@ -100,7 +101,10 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(row.status, JobStatus::Completed);
-    let records = store.list_records(job.id, None, None, 10).await.unwrap();
+    let records = store
+        .list_records(job.id, None, crate::store::RecordSelect::default(), 10)
+        .await
+        .unwrap();
     assert_eq!(records.len(), 3);
     for r in &records {
         assert_eq!(r.status, RecordStatus::Failed, "{r:?}");

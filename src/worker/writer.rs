@@ -300,6 +300,7 @@ async fn write_each(
                 values: None,
                 error: error.clone(),
             },
+            selection: None,
             traces: Vec::new(),
             usage: result.usage,
             tool_usage: result.tool_usage,

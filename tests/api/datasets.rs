@@ -477,6 +477,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
         seed_datasets: vec![id],
         name: None,
         trace_context: None,
+        selection: None,
     };
     let CreateOutcome::Created(row) = app.db.store.create_job(&job).await.unwrap() else {
         panic!("job not created");

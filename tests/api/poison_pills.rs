@@ -64,6 +64,7 @@ async fn create_job(db: &TestDb, owner: Option<&str>, body: &Value) -> JobId {
             seed_datasets: Vec::new(),
             name: None,
             trace_context: None,
+            selection: None,
         })
         .await
         .unwrap();
@@ -98,6 +99,7 @@ async fn written_before_dying(db: &TestDb, owner: &str, rec: &ClaimedRecord) {
         usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
+        selection: None,
     };
     let written = db.store.complete_records(owner, &[result]).await.unwrap();
     assert_eq!(written.len(), 1, "{owner}: index {}", rec.index);
@@ -194,7 +196,10 @@ async fn a_crash_looping_record_is_abandoned(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert_eq!(row.status, JobStatus::Completed);
-    let records = store.list_records(job_id, None, None, 10).await.unwrap();
+    let records = store
+        .list_records(job_id, None, synthgate::store::RecordSelect::default(), 10)
+        .await
+        .unwrap();
     assert_eq!(records[0].status, RecordStatus::Failed);
     assert_eq!(records[0].attempts, 3, "not run a fourth time");
     let e = records[0].error.as_ref().unwrap();
@@ -259,7 +264,12 @@ async fn only_the_poison_pill_is_abandoned(backend: Backend) {
             .wait_for_job(&id.to_string(), Duration::from_secs(30))
             .await;
         assert_eq!(done["status"], "completed", "{done}");
-        let records = app.db.store.list_records(id, None, None, 10).await.unwrap();
+        let records = app
+            .db
+            .store
+            .list_records(id, None, synthgate::store::RecordSelect::default(), 10)
+            .await
+            .unwrap();
         ends.push(
             records
                 .iter()
@@ -292,7 +302,16 @@ async fn only_the_poison_pill_is_abandoned(backend: Backend) {
             ],
         ]
     );
-    let poison = app.db.store.list_records(poisoned, None, None, 10).await;
+    let poison = app
+        .db
+        .store
+        .list_records(
+            poisoned,
+            None,
+            synthgate::store::RecordSelect::default(),
+            10,
+        )
+        .await;
     let poison = poison.unwrap().swap_remove(2);
     let e = poison.error.expect("the abandoned record's error");
     assert_eq!(

@@ -59,6 +59,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         seed_datasets: Vec::new(),
         name: None,
         trace_context: None,
+        selection: None,
     }
 }
 
@@ -138,6 +139,7 @@ fn completed(c: &ClaimedRecord, values: Value) -> RecordResult {
         usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
+        selection: None,
     }
 }
 
@@ -162,6 +164,7 @@ fn failed(c: &ClaimedRecord, code: &str) -> RecordResult {
         usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
+        selection: None,
     }
 }
 
@@ -213,7 +216,7 @@ async fn create_then_get(db: TestDb) {
     // No record row until a record has a result.
     assert!(
         store
-            .list_records(new.id, None, None, 10)
+            .list_records(new.id, None, synthgate::store::RecordSelect::default(), 10)
             .await
             .unwrap()
             .is_empty()
@@ -246,7 +249,11 @@ async fn owner_isolation(db: TestDb) {
         .complete_records("w", &[completed(&c[0], json!({}))])
         .await
         .unwrap();
-    let rec = store.list_records(a.id, None, None, 1).await.unwrap()[0].clone();
+    let rec = store
+        .list_records(a.id, None, synthgate::store::RecordSelect::default(), 1)
+        .await
+        .unwrap()[0]
+        .clone();
     assert_eq!(
         store.get_record(rec.id, Some("a")).await.unwrap(),
         Some(rec.clone())

@@ -200,16 +200,25 @@ pub(super) fn platform_status(status: JobStatus) -> &'static str {
     }
 }
 
-/// `status_details`: the records' progress, and our own status name.
+/// `status_details`: the records' progress, and our own status name; for a job with
+/// `record_selection`, its five counts, and whether its budget ran out (a `return_partial` job
+/// completes short of `num_records`: this says so).
 fn status_details(s: &JobSummary) -> Value {
-    json!({
+    let mut details = json!({
         "num_records": s.job.num_records,
         "completed": s.counts.completed,
         "failed": s.counts.failed,
         "in_progress": s.counts.in_progress,
         "pending": s.counts.pending,
         "synthgate_status": s.job.status.as_str(),
-    })
+    });
+    if let Some(sel) = &s.counts.selection {
+        let mut v = serde_json::to_value(sel).unwrap_or_default();
+        v["candidates"] = sel.candidates().into();
+        v["exhausted"] = (s.job.status.is_terminal() && sel.exhausted()).into();
+        details["record_selection"] = v;
+    }
+    details
 }
 
 /// `error_details`: the job's error, and the first failed records' errors.

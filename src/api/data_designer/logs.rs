@@ -174,6 +174,7 @@ mod tests {
                 seed_datasets: None,
                 name: None,
                 trace_context: None,
+                selection: None,
             },
             counts: JobCounts {
                 completed,

@@ -195,6 +195,27 @@ fn finish(preview: &Preview) -> Vec<Bytes> {
         let analysis = super::analysis::profiler_results(profile).to_string();
         out.push(line("analysis", &analysis, None));
     }
+    if let Some(s) = &preview.selection {
+        let (level, head) = if s.exhausted() {
+            ("warning", "⚠️ Record selection ran out of candidates")
+        } else {
+            ("info", "🎯 Record selection")
+        };
+        out.push(log(
+            level,
+            &format!(
+                "{head}: {} of {} records accepted from {} candidates ({} rejected, {} null \
+                 predicate, {} failed, {} trimmed)",
+                s.accepted,
+                s.target,
+                s.candidates(),
+                s.rejected,
+                s.null_predicate,
+                s.failed_generation,
+                s.trimmed
+            ),
+        ));
+    }
     let done = preview.records.len() - failed;
     out.push(log(
         "info",
@@ -253,6 +274,7 @@ mod tests {
                 completed(json!({"a": 2, "b": null})),
             ],
             profile: None,
+            selection: None,
         };
         let lines: Vec<Value> = finish(&preview)
             .iter()

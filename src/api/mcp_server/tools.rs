@@ -289,9 +289,12 @@ impl SynthgateMcp {
             |caller| async move {
                 let a: RecordsArgs = parse(args)?;
                 let id = extract::job_id(&a.job_id)?;
-                let status = a.status.map(Into::into);
+                let which = crate::jobs::RecordsOf {
+                    status: a.status.map(Into::into),
+                    selection: None,
+                };
                 let traces = a.include_traces == Some(true);
-                records_page(&self.state, &caller, id, a.cursor, a.limit, status, traces).await
+                records_page(&self.state, &caller, id, a.cursor, a.limit, which, traces).await
             },
         )
         .await

@@ -94,10 +94,18 @@ pub mod codes {
     /// A `constraints` entry is malformed, names an unknown column or one that is not a
     /// numerical sampler, or has an unknown operator.
     pub const INVALID_CONSTRAINT: &str = "invalid_constraint";
+    /// `record_selection` is malformed, its `predicate_column` is not a boolean-valued column
+    /// of the config, or its `max_candidate_records` is under the job's `num_records` or over
+    /// the server's records-per-job limit.
+    pub const INVALID_RECORD_SELECTION: &str = "invalid_record_selection";
 }
 
 /// Every issue code with a one-line description, for API documentation.
 pub const ISSUE_CODES: &[(&str, &str)] = &[
+    (
+        codes::INVALID_RECORD_SELECTION,
+        "`record_selection` is malformed, names no boolean-valued column, or its candidate budget is under `num_records` or over the server's limit",
+    ),
     (
         codes::UNSUPPORTED_MODALITY,
         "reserved, no longer produced: audio and video multi_modal_context entries are sent to models",
@@ -330,7 +338,7 @@ mod tests {
             assert!(seen.insert(*code), "{code} listed twice");
             assert!(!desc.is_empty());
         }
-        assert_eq!(seen.len(), 35);
+        assert_eq!(seen.len(), 36);
     }
 
     #[test]

@@ -17,6 +17,8 @@ mod parse;
 pub use parse::{MAX_COLUMNS, PartialConfig};
 mod processors;
 pub use processors::{KNOWN_PROCESSOR_TYPES, ProcessorConfig, ProcessorKind, ProfilerConfig};
+mod record_selection;
+pub use record_selection::{OnExhausted, RecordSelection};
 mod run_config;
 mod sampler_params;
 mod seed;
@@ -88,6 +90,8 @@ pub struct DatasetConfig {
     pub processors: Vec<ProcessorConfig>,
     /// DataDesigner `profilers` (judge-score profilers).
     pub profilers: Vec<ProfilerConfig>,
+    /// `record_selection`: keep generating until `num_records` candidates pass a predicate.
+    pub record_selection: Option<RecordSelection>,
 }
 
 impl DatasetConfig {

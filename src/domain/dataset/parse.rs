@@ -1,12 +1,13 @@
 //! The top level of a DataDesigner config: the optional `{data_designer, library_version}`
 //! wrapper, then `columns`, `model_configs`, `tool_configs`, `seed_config`, `constraints`,
-//! `processors` and `profilers`.
+//! `processors`, `profilers` and `record_selection`.
 
 use serde_json::Value;
 
 use super::columns::parse_column;
 use super::issues::{codes, deserialize_at, join_path};
 use super::processors::{parse_processors, parse_profilers};
+use super::record_selection::parse_record_selection;
 use super::sampler_params::json_kind;
 use super::seed::parse_seed_config;
 use super::{ConfigIssue, DatasetConfig};
@@ -20,6 +21,7 @@ const TOP_LEVEL_KEYS: &[&str] = &[
     "constraints",
     "processors",
     "profilers",
+    "record_selection",
 ];
 
 const WRAPPER_KEYS: &[&str] = &["data_designer", "library_version"];
@@ -93,6 +95,7 @@ pub(crate) fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIs
     );
     let processors = parse_processors(obj.get("processors"), &mut issues);
     let profilers = parse_profilers(obj.get("profilers"), &mut issues);
+    let record_selection = parse_record_selection(obj.get("record_selection"), &mut issues);
     let seed_config = match obj.get("seed_config") {
         None | Some(Value::Null) => None,
         Some(v) => parse_seed_config(v, &mut issues),
@@ -144,6 +147,7 @@ pub(crate) fn parse_partial(value: &Value) -> Result<PartialConfig, Vec<ConfigIs
         constraints: optional("constraints"),
         processors,
         profilers,
+        record_selection,
     };
     Ok(PartialConfig {
         config,

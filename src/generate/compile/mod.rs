@@ -206,10 +206,16 @@ pub(crate) fn compile(
     };
     let processors = c.processors(config);
     profilers(config, &aliases, &mut c.issues);
+    let predicate = super::selection::compile(
+        config.record_selection.as_ref(),
+        &c.columns,
+        &c.slots,
+        &mut c.issues,
+    );
     if !c.issues.is_empty() {
         return Err(c.issues);
     }
-    Ok(c.finish(order, parts, seed, seed_rows, processors))
+    Ok(c.finish(order, parts, seed, seed_rows, processors, predicate))
 }
 
 /// A judge-score profiler's `model_alias` must be defined, as DataDesigner requires.
@@ -441,6 +447,7 @@ impl<'c> Compiler<'c> {
         seed: u64,
         seed_rows: Option<seed::SeedRows>,
         processors: Processors,
+        predicate: Option<super::selection::Predicate>,
     ) -> Plan {
         let (output_columns, output_slots) = self
             .row_columns()
@@ -479,6 +486,7 @@ impl<'c> Compiler<'c> {
             seed_rows,
             outputs: processors.outputs,
             output_templates: processors.templates,
+            predicate,
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
 use crate::store::claim::{ClaimSteps, StaleRow};
 use crate::store::fair::ClaimableJob;
+use crate::store::selection::{carvable, carve_limit, carve_want};
 use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
 
 /// Chunks of live jobs whose lease expired (their worker died) or that were given back,
@@ -32,14 +33,16 @@ const STALE: &str = "\
 
 /// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
 /// records in progress, for fair shares. One row per live job.
-const CLAIMABLE_JOBS: &str = "\
-    select j.id, j.owner, \
-           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy, \
-           j.status = 'queued' as queued \
-    from jobs j join job_cursors k on k.job_id = j.id \
-    where j.status in ('queued', 'running') and k.claimed_upto < j.num_records \
-    order by j.id";
+const CLAIMABLE_JOBS: &str = concat!(
+    "select j.id, j.owner, \
+            coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
+                      where c.job_id = j.id and c.lease_owner is not null), 0)::bigint as busy, \
+            j.status = 'queued' as queued \
+     from jobs j join job_cursors k on k.job_id = j.id \
+     where j.status in ('queued', 'running') and ",
+    carvable!("j", "k"),
+    " order by j.id"
+);
 
 /// Marks job `$1` running, on its first carve. A job already running is not locked by it, so
 /// this costs carves after the first nothing, and two first carves of one job (two replicas)
@@ -59,21 +62,26 @@ const START: &str = "\
 /// new status and carves nothing. The cursor was a column of the job row, carved `for update`,
 /// so every claim waited for the writes under way; carving that column `for no key update`
 /// instead made a lock convoy of four replicas (bench/README.md, "Where a tool record waits").
-const CARVE: &str = "\
-    with picked as ( \
+const CARVE: &str = concat!(
+    "with picked as ( \
         select k.job_id, k.claimed_upto as lo, \
-               least(k.claimed_upto + $2, j.num_records) as hi \
+               least(k.claimed_upto + ",
+    carve_want!("j", "k", "$2"),
+    ", ",
+    carve_limit!("j", "k"),
+    ") as hi \
         from job_cursors k join jobs j on j.id = k.job_id \
-        where k.job_id = $1 and j.status in ('queued', 'running') \
-          and k.claimed_upto < j.num_records \
-        for update of k for share of j), \
+        where k.job_id = $1 and j.status in ('queued', 'running') and ",
+    carvable!("j", "k"),
+    " for update of k for share of j), \
     moved as ( \
         update job_cursors k set claimed_upto = p.hi \
         from picked p where k.job_id = p.job_id \
         returning p.lo, p.hi) \
     insert into chunks (job_id, start_idx, end_idx, lease_owner, lease_expires_at) \
     select $1, lo, hi, $3, now() + $4 from moved \
-    returning start_idx, end_idx";
+    returning start_idx, end_idx"
+);
 
 /// Takes over a stale chunk, cut to `[start, $3)`.
 const TAKE_OVER: &str = "\
@@ -135,9 +143,10 @@ impl ClaimSteps for PgClaim<'_> {
             .bind(vec![Some(message); n])
             .bind(vec![None::<&str>; n])
             .bind(vec![stage.as_ref().map(RecordStage::as_str); n])
+            .bind(vec![None::<&str>; n])
             .fetch_all(&mut *self.tx)
             .await?;
-        let failed = usage::tally(inserted.iter().map(|_| (JobId(job), false)));
+        let failed = usage::tally(inserted.iter().map(|_| (JobId(job), false, None)));
         super::usage::add_records(&mut self.tx, &failed).await?;
         Ok(inserted.into_iter().map(|(id, _, _)| id).collect())
     }

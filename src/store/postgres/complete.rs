@@ -12,10 +12,11 @@ use uuid::Uuid;
 
 use super::queue::INSERT_RECORDS;
 use crate::domain::media::Media;
+use crate::domain::selection::Selection;
 use crate::domain::{JobId, RecordId};
 use crate::store::complete::CompleteSteps;
-use crate::store::rows::Written;
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
+use crate::store::written::Written;
 use crate::store::{ChunkKey, RecordResult, RecordStage, StoreError, Trace};
 
 /// One batch write's transaction, for the lease `owner`.
@@ -55,9 +56,11 @@ impl CompleteSteps for PgComplete<'_> {
             Vec::with_capacity(n),
             Vec::with_capacity(n),
         );
+        let mut selections = Vec::with_capacity(n);
         for result in results {
-            let w = Written::from(&result.outcome);
+            let w = Written::from(*result);
             ids.push(result.id.0);
+            selections.push(w.selection.map(Selection::as_str));
             jobs.push(result.job_id.0);
             idxs.push(i64::from(result.index));
             statuses.push(w.status.as_str());
@@ -83,6 +86,7 @@ impl CompleteSteps for PgComplete<'_> {
             .bind(messages)
             .bind(columns)
             .bind(stages)
+            .bind(selections)
             .fetch_all(&mut *self.tx)
             .await?;
         Ok(inserted.into_iter().map(|(id, _, _)| id).collect())

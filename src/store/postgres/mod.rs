@@ -30,8 +30,8 @@ use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
     NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
-use super::{job_delete, migrations, reads};
-use crate::domain::{JobId, RecordId, RecordStatus};
+use super::{RecordSelect, job_delete, migrations, reads};
+use crate::domain::{JobId, RecordId};
 
 /// The pool size when `database.max_connections` is unset. Postgres runs each connection's
 /// statements in a backend of its own, so the pool is the database's parallelism for this
@@ -127,8 +127,8 @@ impl JobStore for PgStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, name, \
-             trace_context) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+             trace_context, max_candidates, on_exhausted) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -149,6 +149,8 @@ impl JobStore for PgStore {
         ))
         .bind(job.name.as_deref())
         .bind(job.trace_context.as_deref())
+        .bind(job.selection.map(|s| i64::from(s.max_candidates)))
+        .bind(job.selection.map(|s| s.on_exhausted.as_str()))
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -203,6 +205,10 @@ impl JobStore for PgStore {
                   union all \
                   select 'failed', failed from job_record_counts where job_id = jobs.id \
                   union all \
+                  select 'passed', passed from job_record_counts where job_id = jobs.id \
+                  union all \
+                  select 'rejected', rejected from job_record_counts where job_id = jobs.id \
+                  union all \
                   select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0)::bigint \
                   from chunks where job_id = jobs.id and lease_owner is not null) c) as counts, \
                (select coalesce(json_agg(json_build_array(e.id::text, e.idx, e.error_code, \
@@ -236,7 +242,7 @@ impl JobStore for PgStore {
             return Ok(JobCounts::default());
         };
         let rows = reads::count_rows(&self.pool, id).await?;
-        rows::job_counts(&job, rows)
+        super::counts::job_counts(&job, rows)
     }
 
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
@@ -292,10 +298,10 @@ impl RecordStore for PgStore {
         &self,
         job_id: JobId,
         after_index: Option<u32>,
-        status: Option<RecordStatus>,
+        filter: RecordSelect,
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError> {
-        let mut qb = reads::records_page_query::<Postgres>(job_id, after_index, status, limit);
+        let mut qb = reads::records_page_query::<Postgres>(job_id, after_index, filter, limit);
         let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }

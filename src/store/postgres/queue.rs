@@ -28,6 +28,8 @@ use super::complete::PgComplete;
 use super::{Job, PgStore};
 use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
+use crate::store::finish::{finish_set, finishable};
+use crate::store::selection;
 use crate::store::{
     CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
@@ -42,9 +44,10 @@ const INSERT_REST: &str = "\
 /// Inserts results (only the new ones: an index written before keeps its first result).
 pub(super) const INSERT_RECORDS: &str = "\
     insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
-                         error_message, error_column, error_stage) \
+                         error_message, error_column, error_stage, selection) \
     select * from unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::jsonb[], \
-                         $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[]) \
+                         $6::bigint[], $7::text[], $8::text[], $9::text[], $10::text[], \
+                         $11::text[]) \
     on conflict (job_id, idx) do nothing \
     returning id, job_id, idx";
 
@@ -57,6 +60,17 @@ const DROP_DEAD_CHUNKS: &str = "\
         where c.job_id = any($1) and (c.lease_owner is null or c.lease_expires_at <= now()) \
           and c.job_id in (select id from jobs where id = any($1) and status = 'cancelling') \
         for update of c skip locked)";
+
+/// Finishes those of jobs `$1` that have nothing left to do (see `store::finish`). When two
+/// replicas race, the second waits for the first's row lock, re-checks the `where` on the new
+/// row version, matches nothing and returns nothing.
+const FINALIZE: &str = concat!(
+    "update jobs set ",
+    finish_set!(),
+    ", finished_at = now(), updated_at = now() where id = any($1) and ",
+    finishable!(),
+    " returning id"
+);
 
 /// How many times [`rerun`] runs a transaction before a deadlock is the caller's error: enough
 /// to ride out an unlucky interleaving, few enough that a cycle that keeps forming shows.
@@ -272,30 +286,12 @@ async fn finalize_in(
         .bind(ids)
         .execute(&mut **tx)
         .await?;
-    // A live job with every index claimed and no chunk left, or a cancelling one with no
-    // chunk left, is done. When two replicas race, the second waits for the first's row lock,
-    // re-checks the `where` on the new row version, matches nothing and returns nothing. A
-    // cancelling job all of whose records got a result (the cancel came when all were in
-    // flight) ran to the end: `completed`.
-    let done: Vec<Uuid> = sqlx::query_scalar(
-        "update jobs \
-         set status = case when status = 'cancelling' \
-                             and ((select k.claimed_upto from job_cursors k \
-                                   where k.job_id = jobs.id) < num_records \
-                                  or coalesce((select c.completed + c.failed \
-                                               from job_record_counts c \
-                                               where c.job_id = jobs.id), 0) < num_records) \
-                           then 'cancelled' else 'completed' end, \
-             finished_at = now(), updated_at = now() \
-         where id = any($1) and status in ('queued', 'running', 'cancelling') \
-           and (status = 'cancelling' \
-                  or (select k.claimed_upto from job_cursors k where k.job_id = jobs.id) \
-                     >= num_records) \
-           and not exists (select 1 from chunks c where c.job_id = jobs.id) \
-         returning id",
-    )
-    .bind(ids)
-    .fetch_all(&mut **tx)
-    .await?;
+    let done: Vec<Uuid> = sqlx::query_scalar(FINALIZE)
+        .bind(ids)
+        .fetch_all(&mut **tx)
+        .await?;
+    for &id in &done {
+        selection::trim(&mut **tx, id).await?;
+    }
     Ok(done)
 }

@@ -91,16 +91,22 @@ pub(super) async fn add_records(
     let jobs: Vec<uuid::Uuid> = tally.iter().map(|(j, _)| j.0).collect();
     let completed: Vec<i64> = tally.iter().map(|(_, t)| t.completed).collect();
     let failed: Vec<i64> = tally.iter().map(|(_, t)| t.failed).collect();
+    let passed: Vec<i64> = tally.iter().map(|(_, t)| t.passed).collect();
+    let rejected: Vec<i64> = tally.iter().map(|(_, t)| t.rejected).collect();
     sqlx::query(
-        "insert into job_record_counts (job_id, completed, failed)
-         select * from unnest($1::uuid[], $2::int8[], $3::int8[])
+        "insert into job_record_counts (job_id, completed, failed, passed, rejected)
+         select * from unnest($1::uuid[], $2::int8[], $3::int8[], $4::int8[], $5::int8[])
          on conflict (job_id) do update set
            completed = job_record_counts.completed + excluded.completed,
-           failed = job_record_counts.failed + excluded.failed",
+           failed = job_record_counts.failed + excluded.failed,
+           passed = job_record_counts.passed + excluded.passed,
+           rejected = job_record_counts.rejected + excluded.rejected",
     )
     .bind(jobs)
     .bind(completed)
     .bind(failed)
+    .bind(passed)
+    .bind(rejected)
     .execute(conn)
     .await?;
     Ok(())

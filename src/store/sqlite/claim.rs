@@ -9,6 +9,7 @@ use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
 use crate::store::claim::{ClaimSteps, StaleRow};
 use crate::store::fair::ClaimableJob;
+use crate::store::selection::{carvable, carve_limit, carve_want};
 use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
 
 /// Chunks of live jobs whose lease expired (their worker died) or that were given back; `$1`
@@ -24,14 +25,29 @@ const STALE: &str = "\
 
 /// Live jobs with unclaimed indexes, oldest first (ids are UUIDv7), with their owner and
 /// records in progress, for fair shares.
-const CLAIMABLE_JOBS: &str = "\
-    select j.id, j.owner, \
-           coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
-                     where c.job_id = j.id and c.lease_owner is not null), 0) as busy, \
-           j.status = 'queued' as queued \
-    from jobs j join job_cursors k on k.job_id = j.id \
-    where j.status in ('queued', 'running') and k.claimed_upto < j.num_records \
-    order by j.id";
+const CLAIMABLE_JOBS: &str = concat!(
+    "select j.id, j.owner, \
+            coalesce((select sum(c.end_idx - c.start_idx - c.written) from chunks c \
+                      where c.job_id = j.id and c.lease_owner is not null), 0) as busy, \
+            j.status = 'queued' as queued \
+     from jobs j join job_cursors k on k.job_id = j.id \
+     where j.status in ('queued', 'running') and ",
+    carvable!("j", "k"),
+    " order by j.id"
+);
+
+/// The next chunk of job `$1`, `[lo, hi)`, for a claim that wants `$2` records.
+const CARVE: &str = concat!(
+    "select k.claimed_upto, \
+            min(k.claimed_upto + ",
+    carve_want!("j", "k", "$2"),
+    ", ",
+    carve_limit!("j", "k"),
+    ") \
+     from job_cursors k join jobs j on j.id = k.job_id \
+     where k.job_id = $1 and j.status in ('queued', 'running') and ",
+    carvable!("j", "k")
+);
 
 /// One claim's transaction, for `owner`, at `now`, with leases until `expires` (microseconds).
 pub(super) struct SqliteClaim<'a> {
@@ -99,7 +115,7 @@ impl ClaimSteps for SqliteClaim<'_> {
             .persistent(false)
             .fetch_all(&mut *self.tx)
             .await?;
-        let failed = usage::tally(ids.iter().map(|_| (JobId(job), false)));
+        let failed = usage::tally(ids.iter().map(|_| (JobId(job), false, None)));
         super::usage::add_records(&mut self.tx, &failed).await?;
         Ok(ids)
     }
@@ -156,16 +172,11 @@ impl ClaimSteps for SqliteClaim<'_> {
         want: usize,
     ) -> Result<Option<(i64, i64)>, StoreError> {
         // Under the write lock: nothing moves `claimed_upto` between the read and the update.
-        let carved: Option<(i64, i64)> = sqlx::query_as(
-            "select k.claimed_upto, min(k.claimed_upto + $2, j.num_records) \
-             from job_cursors k join jobs j on j.id = k.job_id \
-             where k.job_id = $1 and j.status in ('queued', 'running') \
-               and k.claimed_upto < j.num_records",
-        )
-        .bind(job)
-        .bind(i64::try_from(want).unwrap_or(i64::MAX))
-        .fetch_optional(&mut *self.tx)
-        .await?;
+        let carved: Option<(i64, i64)> = sqlx::query_as(CARVE)
+            .bind(job)
+            .bind(i64::try_from(want).unwrap_or(i64::MAX))
+            .fetch_optional(&mut *self.tx)
+            .await?;
         let Some((lo, hi)) = carved else {
             return Ok(None);
         };

@@ -10,13 +10,14 @@ use uuid::Uuid;
 
 use super::queue::push_keys;
 use crate::domain::media::Media;
+use crate::domain::selection::Selection;
 use crate::domain::{JobId, RecordId};
 use crate::store::complete::CompleteSteps;
-use crate::store::rows::Written;
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
+use crate::store::written::Written;
 use crate::store::{ChunkKey, RecordResult, RecordStage, StoreError, Trace};
 
-/// Rows per multi-row insert: 12 binds each for records, well under SQLite's 32,766.
+/// Rows per multi-row insert: 13 binds each for records, well under SQLite's 32,766.
 pub(super) const INSERT_ROWS: usize = 1_000;
 
 /// One batch write's transaction, for the lease `owner`, at `now` (microseconds).
@@ -46,10 +47,10 @@ impl CompleteSteps for SqliteComplete<'_> {
         for part in results.chunks(INSERT_ROWS) {
             let mut qb = QueryBuilder::<Sqlite>::new(
                 "insert into records (id, job_id, idx, status, \"values\", attempts, error_code, \
-                 error_message, error_column, error_stage, created_at, updated_at) ",
+                 error_message, error_column, error_stage, created_at, updated_at, selection) ",
             );
             qb.push_values(part, |mut row, r| {
-                let w = Written::from(&r.outcome);
+                let w = Written::from(*r);
                 row.push_bind(r.id.0)
                     .push_bind(r.job_id.0)
                     .push_bind(i64::from(r.index))
@@ -65,7 +66,8 @@ impl CompleteSteps for SqliteComplete<'_> {
                             .map(RecordStage::as_str),
                     )
                     .push_bind(self.now)
-                    .push_bind(self.now);
+                    .push_bind(self.now)
+                    .push_bind(w.selection.map(Selection::as_str));
             });
             qb.push(" on conflict (job_id, idx) do nothing returning id");
             let ids: Vec<Uuid> = qb

@@ -35,8 +35,8 @@ use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
     NewJob, RecordRow, RecordStore, Store, StoreError, TraceRow,
 };
-use super::{job_delete, migrations, reads};
-use crate::domain::{JobId, RecordId, RecordStatus};
+use super::{RecordSelect, job_delete, migrations, reads};
+use crate::domain::{JobId, RecordId};
 
 /// How long a connection waits for the write lock before failing with `SQLITE_BUSY`. Generous:
 /// a large dataset import or export holds the database busy for a while, and waiting beats
@@ -242,8 +242,9 @@ impl JobStore for SqliteStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, \
-             name, trace_context, created_at, updated_at) \
-             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $10, $10) \
+             name, trace_context, max_candidates, on_exhausted, created_at, updated_at) \
+             values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, \
+                     $10, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -266,6 +267,8 @@ impl JobStore for SqliteStore {
         )
         .bind(job.name.as_deref())
         .bind(job.trace_context.as_deref())
+        .bind(job.selection.map(|s| i64::from(s.max_candidates)))
+        .bind(job.selection.map(|s| s.on_exhausted.as_str()))
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -319,6 +322,10 @@ impl JobStore for SqliteStore {
                   union all \
                   select 'failed', failed from job_record_counts where job_id = jobs.id \
                   union all \
+                  select 'passed', passed from job_record_counts where job_id = jobs.id \
+                  union all \
+                  select 'rejected', rejected from job_record_counts where job_id = jobs.id \
+                  union all \
                   select 'in_progress', coalesce(sum(end_idx - start_idx - written), 0) \
                   from chunks where job_id = jobs.id and lease_owner is not null)) \
                  as counts, \
@@ -353,7 +360,7 @@ impl JobStore for SqliteStore {
             return Ok(JobCounts::default());
         };
         let rows = reads::count_rows(&self.pool, id).await?;
-        rows::job_counts(&job, rows)
+        super::counts::job_counts(&job, rows)
     }
 
     async fn delete_job(&self, id: JobId) -> Result<DeleteJob, StoreError> {
@@ -411,10 +418,10 @@ impl RecordStore for SqliteStore {
         &self,
         job_id: JobId,
         after_index: Option<u32>,
-        status: Option<RecordStatus>,
+        filter: RecordSelect,
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError> {
-        let mut qb = reads::records_page_query::<Sqlite>(job_id, after_index, status, limit);
+        let mut qb = reads::records_page_query::<Sqlite>(job_id, after_index, filter, limit);
         let rows: Vec<Record> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }

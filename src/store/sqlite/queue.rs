@@ -23,6 +23,8 @@ use super::complete::SqliteComplete;
 use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
 use crate::domain::{JobId, RecordId};
 use crate::store::chunks::Rest;
+use crate::store::finish::{finish_set, finishable};
+use crate::store::selection;
 use crate::store::{
     CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
 };
@@ -230,37 +232,25 @@ async fn finalize_in(
     qb.push(")");
     qb.build().persistent(false).execute(&mut **tx).await?;
 
-    // A live job with every index claimed and no chunk left, or a cancelling one with no chunk
-    // left, is done. The status check in the `where` makes a second caller (another replica)
-    // change nothing and return nothing. A cancelling job all of whose records got a result
-    // (the cancel came when all were in flight) ran to the end: `completed`.
-    let mut qb = QueryBuilder::<Sqlite>::new(
-        "update jobs \
-         set status = case when status = 'cancelling' \
-                             and ((select k.claimed_upto from job_cursors k \
-                                   where k.job_id = jobs.id) < num_records \
-                                  or coalesce((select c.completed + c.failed \
-                                               from job_record_counts c \
-                                               where c.job_id = jobs.id), 0) < num_records) \
-                           then 'cancelled' else 'completed' end, \
-             finished_at = ",
-    );
+    // Finished jobs (see `store::finish`).
+    let mut qb = QueryBuilder::<Sqlite>::new(concat!(
+        "update jobs set ",
+        finish_set!(),
+        ", finished_at = "
+    ));
     qb.push_bind(now)
         .push(", updated_at = ")
         .push_bind(now)
-        .push(
-            " where status in ('queued', 'running', 'cancelling') \
-             and (status = 'cancelling' \
-                  or (select k.claimed_upto from job_cursors k where k.job_id = jobs.id) \
-                     >= num_records) \
-             and not exists (select 1 from chunks c where c.job_id = jobs.id) \
-             and id in ",
-        );
+        .push(concat!(" where ", finishable!(), " and id in "));
     push_ids(&mut qb, ids.iter().copied());
     qb.push(" returning id");
-    Ok(qb
+    let done: Vec<Uuid> = qb
         .build_query_scalar()
         .persistent(false)
         .fetch_all(&mut **tx)
-        .await?)
+        .await?;
+    for &id in &done {
+        selection::trim(&mut **tx, id).await?;
+    }
+    Ok(done)
 }

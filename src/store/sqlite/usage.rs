@@ -68,14 +68,19 @@ pub(super) async fn add_records(
 ) -> Result<(), StoreError> {
     for (job_id, t) in tally {
         sqlx::query(
-            "insert into job_record_counts (job_id, completed, failed) values ($1, $2, $3)
+            "insert into job_record_counts (job_id, completed, failed, passed, rejected)
+             values ($1, $2, $3, $4, $5)
              on conflict (job_id) do update set
                completed = job_record_counts.completed + excluded.completed,
-               failed = job_record_counts.failed + excluded.failed",
+               failed = job_record_counts.failed + excluded.failed,
+               passed = job_record_counts.passed + excluded.passed,
+               rejected = job_record_counts.rejected + excluded.rejected",
         )
         .bind(job_id.0)
         .bind(t.completed)
         .bind(t.failed)
+        .bind(t.passed)
+        .bind(t.rejected)
         .execute(&mut *conn)
         .await?;
     }

@@ -194,7 +194,12 @@ async fn run(backend: Backend) {
     );
     assert_eq!(
         store
-            .list_records(cancelled, None, None, 10)
+            .list_records(
+                cancelled,
+                None,
+                synthgate::store::RecordSelect::default(),
+                10
+            )
             .await
             .unwrap()
             .len(),
@@ -211,7 +216,10 @@ async fn run(backend: Backend) {
             ..Default::default()
         }
     );
-    let rows = store.list_records(running, None, None, 10).await.unwrap();
+    let rows = store
+        .list_records(running, None, synthgate::store::RecordSelect::default(), 10)
+        .await
+        .unwrap();
     let got: Vec<_> = rows.iter().map(|r| (r.index, r.status)).collect();
     assert_eq!(
         got,
@@ -219,7 +227,12 @@ async fn run(backend: Backend) {
     );
     assert_eq!(store.get_traces(rows[0].id, None).await.unwrap().len(), 1);
     let failed = store
-        .list_records(running, None, Some(RecordStatus::Failed), 10)
+        .list_records(
+            running,
+            None,
+            synthgate::store::RecordSelect::status(Some(RecordStatus::Failed)),
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(failed.iter().map(|r| r.index).collect::<Vec<_>>(), [1]);

@@ -76,7 +76,12 @@ async fn claim_order_and_limit(db: TestDb) {
     assert_eq!(store.get_record(first[0].id, None).await.unwrap(), None);
     assert!(
         store
-            .list_records(older.id, None, None, 10)
+            .list_records(
+                older.id,
+                None,
+                synthgate::store::RecordSelect::default(),
+                10
+            )
             .await
             .unwrap()
             .is_empty()
@@ -259,7 +264,10 @@ async fn fencing_ignores_the_old_owner(db: TestDb) {
             .is_empty()
     );
     assert!(claim(store, "any", 1, EXPIRED).await.is_empty());
-    let rows = store.list_records(j.id, None, None, 10).await.unwrap();
+    let rows = store
+        .list_records(j.id, None, synthgate::store::RecordSelect::default(), 10)
+        .await
+        .unwrap();
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].values, Some(json!({"x": "new"})));
 }

@@ -39,23 +39,34 @@ async fn list_records_by_index_and_status(db: TestDb) {
         10
     );
 
-    let page = store.list_records(j.id, Some(3), None, 4).await.unwrap();
+    let page = store
+        .list_records(j.id, Some(3), synthgate::store::RecordSelect::default(), 4)
+        .await
+        .unwrap();
     assert_eq!(
         page.iter().map(|r| r.index).collect::<Vec<_>>(),
         [4, 5, 6, 7]
     );
-    let tail = store.list_records(j.id, Some(7), None, 4).await.unwrap();
+    let tail = store
+        .list_records(j.id, Some(7), synthgate::store::RecordSelect::default(), 4)
+        .await
+        .unwrap();
     assert_eq!(tail.iter().map(|r| r.index).collect::<Vec<_>>(), [8, 9]);
     assert!(
         store
-            .list_records(j.id, Some(9), None, 4)
+            .list_records(j.id, Some(9), synthgate::store::RecordSelect::default(), 4)
             .await
             .unwrap()
             .is_empty()
     );
 
     let failures = store
-        .list_records(j.id, Some(2), Some(RecordStatus::Failed), 10)
+        .list_records(
+            j.id,
+            Some(2),
+            synthgate::store::RecordSelect::status(Some(RecordStatus::Failed)),
+            10,
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -67,7 +78,12 @@ async fn list_records_by_index_and_status(db: TestDb) {
     assert_eq!(first[0].error.code, "bad_output");
     assert!(
         store
-            .list_records(j.id, None, Some(RecordStatus::Pending), 10)
+            .list_records(
+                j.id,
+                None,
+                synthgate::store::RecordSelect::status(Some(RecordStatus::Pending)),
+                10
+            )
             .await
             .unwrap()
             .is_empty()
@@ -109,6 +125,7 @@ async fn results_round_trip(db: TestDb) {
         usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
+        selection: None,
     };
     let results = [
         completed(&held[0], values.clone()),
@@ -277,7 +294,7 @@ async fn create_job_with_1m_records(db: TestDb) {
     );
     assert!(
         store
-            .list_records(j.id, None, None, 10)
+            .list_records(j.id, None, synthgate::store::RecordSelect::default(), 10)
             .await
             .unwrap()
             .is_empty()

@@ -120,7 +120,10 @@ async fn run_poisoned(
     let ((), end) = tokio::join!(pool.run(stop.clone(), Duration::from_secs(5)), watch);
 
     assert_eq!(end.status, JobStatus::Completed);
-    let records = store.list_records(job.id, None, None, 100).await.unwrap();
+    let records = store
+        .list_records(job.id, None, synthgate::store::RecordSelect::default(), 100)
+        .await
+        .unwrap();
     assert_eq!(records.len(), 40);
     let mut failed = Vec::new();
     for r in records {

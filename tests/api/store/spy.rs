@@ -9,7 +9,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
-use synthgate::domain::{JobId, RecordId, RecordStatus};
+use synthgate::domain::{JobId, RecordId};
 use synthgate::store::{
     CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DatasetStore, DeleteJob,
     FinishedRecord, JobCounts, JobError, JobRow, JobSelect, JobStore, JobSummary, NewJob,
@@ -270,12 +270,12 @@ impl RecordStore for Spy {
         &self,
         job_id: JobId,
         after_index: Option<u32>,
-        status: Option<RecordStatus>,
+        filter: synthgate::store::RecordSelect,
         limit: u32,
     ) -> Result<Vec<RecordRow>, StoreError> {
         self.note("list_records");
         self.inner
-            .list_records(job_id, after_index, status, limit)
+            .list_records(job_id, after_index, filter, limit)
             .await
     }
     async fn finished_since(

@@ -166,6 +166,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
             u
         })]),
         media: Vec::new(),
+        selection: None,
     };
     let clean = completed(&held[3], json!({"topic": "theirs"}));
     let results = [bad_value, bad_trace, bad_error, clean];
