@@ -330,6 +330,23 @@ async fn a_preview_returns_accepted_records_within_a_small_budget() {
         sel["max_candidate_records"], 100,
         "a preview's budget is small: {sel}"
     );
+    // A dropped predicate column still decides: it is read before the row is built.
+    let mut dropped = config(0.3, 10_000, "raise");
+    dropped["columns"][1]["drop"] = json!(true);
+    let (status, preview) = app
+        .post_raw(
+            "/v1/preview",
+            "application/json",
+            json!({"config": dropped, "num_records": 3, "seed": 9}).to_string(),
+        )
+        .await;
+    assert_eq!(status, 200, "{preview}");
+    let records = preview["records"].as_array().unwrap();
+    assert_eq!(records.len(), 3, "{preview}");
+    for r in records {
+        assert!(r["values"].get("keep").is_none(), "{r}");
+        assert!(r["values"]["x"].as_f64().unwrap() < 0.3, "{r}");
+    }
     // An impossible predicate spends the preview's budget and returns nothing, saying so.
     let (status, preview) = app
         .post_raw(
