@@ -91,7 +91,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         config.datasets.seed_cache_bytes,
         SeedSources::from_config(&config),
     )
-    .with_render_dir(config.datasets.upload_dir());
+    .with_render_dir(config.datasets.upload_dir())
+    .with_cache_default(config.llm.cache.default_mode);
     let validators = jobs.validators().clone();
     let owner = config
         .workers
@@ -111,6 +112,12 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .database
         .job_retention()
         .map(|keep| (jobs.clone(), keep));
+    let cache = &config.llm.cache;
+    let cache_sweep = (
+        jobs.clone(),
+        std::time::Duration::from_secs(u64::from(cache.max_age_days) * 86_400),
+        cache.max_mib.saturating_mul(1 << 20),
+    );
     let datasets = DatasetService::new(store.clone(), config.datasets.clone());
     match datasets.delete_stale_imports().await {
         Ok(0) => {}
@@ -157,6 +164,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     if let Some((jobs, keep)) = retention {
         tracker.spawn(jobs.sweep_expired(keep, shutdown.clone()));
     }
+    tracker.spawn(
+        cache_sweep
+            .0
+            .sweep_cache(cache_sweep.1, cache_sweep.2, shutdown.clone()),
+    );
     // Python code validators need ruff: found, or fetched (the pinned release) in the
     // background, so a server without it starts at once and says what it did.
     let fetch_token = shutdown.clone();

@@ -20,6 +20,9 @@ pub const JOBS_EXPIRED: &str = "synthgate_jobs_expired_total";
 pub const LLM_REQUESTS: &str = "synthgate_llm_requests_total";
 /// LLM tokens, by `model_alias` (see [`model_alias_label`]) and `kind` (`prompt`, `completion`).
 pub const LLM_TOKENS: &str = "synthgate_llm_tokens_total";
+/// Chat calls of jobs that use the response cache, by `model_alias` and `result` (`hit`: answered
+/// from the cache, no request made; `miss`: sent to the model, its answer cached).
+pub const LLM_CACHE: &str = "synthgate_llm_cache_total";
 /// Record failures, by `code`.
 pub const RECORD_ERRORS: &str = "synthgate_record_errors_total";
 /// Claims that handed records to this replica; with [`RECORDS_CLAIMED`], the records per claim
@@ -191,6 +194,10 @@ fn describe() {
     );
     metrics::describe_counter!(LLM_REQUESTS, "LLM chat requests answered");
     metrics::describe_counter!(LLM_TOKENS, "LLM tokens as providers reported them");
+    metrics::describe_counter!(
+        LLM_CACHE,
+        "Chat calls through the response cache, by result"
+    );
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
     metrics::describe_counter!(CLAIMS, "Claims that handed out records");
     metrics::describe_histogram!(CLAIM_SECONDS, "Claim transactions, in seconds");

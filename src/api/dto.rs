@@ -7,6 +7,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use crate::domain::job::{JobCounts, JobError, JobSummary};
+use crate::domain::models::CacheMode;
 use crate::domain::record::{RecordError, RecordErrorCode, RecordRow};
 use crate::domain::selection::{Selection, SelectionCounts, SelectionFilter};
 use crate::domain::usage::{ToolUsage, UsageCounts};
@@ -67,6 +68,12 @@ pub struct CreateJobRequest {
     /// control characters. Names need not be unique.
     #[serde(default)]
     pub name: Option<String>,
+    /// The response cache of this API key for the job's model calls: `off`, `read_write`
+    /// (answer from it when it can, cache the rest) or `refresh` (ask the model, replace the
+    /// cached answers). Default: the server's `llm.cache.default_mode` (`off` unless set).
+    #[serde(default)]
+    #[schemars(with = "Option<String>", extend("enum" = ["off", "read_write", "refresh", null]))]
+    pub cache: Option<CacheMode>,
 }
 
 /// Query of `POST /v1/jobs` when the body is a DataDesigner YAML file.
@@ -81,6 +88,8 @@ pub struct CreateJobQuery {
     pub seed: Option<u64>,
     /// Job name (see the JSON body's `name`).
     pub name: Option<String>,
+    /// Response cache mode (see the JSON body's `cache`).
+    pub cache: Option<CacheMode>,
 }
 
 /// Record counts by status.

@@ -105,9 +105,13 @@ pub(super) fn submit_request(
 ) -> Result<SubmitRequest, ApiError> {
     let wrapped = value.get("config").is_some() && value.get("num_records").is_some();
     if format == BodyFormat::Json || wrapped {
-        if query.num_records.is_some() || query.seed.is_some() || query.name.is_some() {
+        if query.num_records.is_some()
+            || query.seed.is_some()
+            || query.name.is_some()
+            || query.cache.is_some()
+        {
             return Err(ApiError::InvalidRequest(
-                "query parameters 'num_records', 'seed' and 'name' are only for YAML config bodies; put them in the JSON body".into(),
+                "query parameters 'num_records', 'seed', 'name' and 'cache' are only for YAML config bodies; put them in the JSON body".into(),
             ));
         }
         if !value.is_object() {
@@ -126,6 +130,7 @@ pub(super) fn submit_request(
             idempotency_key: None,
             owner: None,
             name: body.name,
+            cache: body.cache,
         });
     }
     let raw = query.num_records.ok_or_else(|| {
@@ -152,6 +157,7 @@ pub(super) fn submit_request(
         idempotency_key: None,
         owner: None,
         name: query.name,
+        cache: query.cache,
     })
 }
 

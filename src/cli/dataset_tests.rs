@@ -205,6 +205,7 @@ fn submit_args(config: std::path::PathBuf, no_upload: bool, url: String) -> Subm
         num_records: Some(2),
         seed: None,
         name: None,
+        cache: None,
         wait: false,
         no_upload,
         server: server(url),

@@ -30,6 +30,10 @@ pub struct SubmitArgs {
     /// A name to find the job by later (`synthgate jobs list --name`).
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// The response cache of the key for the job's model calls: `off`, `read_write` (answer
+    /// from it, cache the rest) or `refresh`. Default: the server's.
+    #[arg(long, value_name = "MODE", value_parser = ["off", "read_write", "refresh"])]
+    pub cache: Option<String>,
     /// Follow the job with a progress bar until it finishes; exit 0 only if it completed
     /// with at least one record that did not fail.
     #[arg(long)]
@@ -59,6 +63,7 @@ async fn run(args: SubmitArgs) -> Result<ExitCode, RequestError> {
         num_records: args.num_records,
         seed: args.seed,
         name: args.name.clone(),
+        cache: args.cache.clone(),
     };
     let request = build_job_request(&args.config, contents, options)?;
     let api = Api::new(&args.server)?;
@@ -164,6 +169,7 @@ pub(crate) struct JobOptions {
     pub num_records: Option<u64>,
     pub seed: Option<u64>,
     pub name: Option<String>,
+    pub cache: Option<String>,
 }
 
 /// YAML is posted as is, with the record count, seed and name in the query string; JSON is
@@ -178,6 +184,7 @@ pub(crate) fn build_job_request(
         num_records,
         seed,
         name,
+        cache,
     } = options;
     let extension = path
         .extension()
@@ -194,6 +201,9 @@ pub(crate) fn build_job_request(
             }
             if let Some(name) = name {
                 query.push(("name", name));
+            }
+            if let Some(cache) = cache {
+                query.push(("cache", cache));
             }
             Ok(JobRequest {
                 content_type: "application/yaml",
@@ -214,6 +224,9 @@ pub(crate) fn build_job_request(
             }
             if let Some(name) = name {
                 body["name"] = json!(name);
+            }
+            if let Some(cache) = cache {
+                body["cache"] = json!(cache);
             }
             Ok(JobRequest {
                 content_type: "application/json",
@@ -243,6 +256,7 @@ mod tests {
                 num_records: Some(100),
                 seed: Some(7),
                 name: None,
+                cache: None,
             },
         )
         .unwrap();
@@ -273,7 +287,8 @@ mod tests {
             JobOptions {
                 num_records: Some(10),
                 seed: Some(3),
-                name: None,
+                name: Some("n".into()),
+                cache: Some("read_write".into()),
             },
         )
         .unwrap();
@@ -286,6 +301,8 @@ mod tests {
                 "config": {"data_designer": {"columns": []}, "library_version": "0.9.7"},
                 "num_records": 10,
                 "seed": 3,
+                "name": "n",
+                "cache": "read_write",
             })
         );
         let req = build_job_request(

@@ -201,6 +201,7 @@ fn submit_args(config: std::path::PathBuf, wait: bool, url: String) -> SubmitArg
         num_records: Some(3),
         seed: Some(9),
         name: None,
+        cache: None,
         wait,
         no_upload: false,
         server: server(url),

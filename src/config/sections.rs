@@ -525,6 +525,8 @@ pub struct LlmConfig {
     pub retry_base_delay_ms: u64,
     /// Longest backoff between two attempts.
     pub retry_max_delay_ms: u64,
+    /// The response cache of model answers (opt-in per job, or by this default).
+    pub cache: CacheConfig,
 }
 
 impl Default for LlmConfig {
@@ -533,6 +535,31 @@ impl Default for LlmConfig {
             max_attempts: 5,
             retry_base_delay_ms: 500,
             retry_max_delay_ms: 30_000,
+            cache: CacheConfig::default(),
+        }
+    }
+}
+
+/// The response cache (`llm.cache`): answers of chat calls kept in the database per API key,
+/// so a job re-run with the same seed, or a preview run again, does not pay for them twice.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// The mode of a job that names none: `off` (the default: a job opts in with `cache`),
+    /// `read_write` or `refresh`.
+    pub default_mode: crate::domain::models::CacheMode,
+    /// Entries older than this are swept (with the retention sweep, hourly, and at start).
+    pub max_age_days: u32,
+    /// Entries past this many MiB in all (the oldest first) are swept.
+    pub max_mib: u64,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            default_mode: crate::domain::models::CacheMode::Off,
+            max_age_days: 30,
+            max_mib: 1024,
         }
     }
 }
@@ -541,6 +568,9 @@ impl LlmConfig {
     pub(super) fn problems(&self, out: &mut Vec<String>) {
         if self.max_attempts == 0 {
             out.push("config key `llm.max_attempts`: must be at least 1".into());
+        }
+        if self.cache.max_age_days == 0 {
+            out.push("config key `llm.cache.max_age_days`: must be at least 1".into());
         }
         if self.retry_max_delay_ms < self.retry_base_delay_ms {
             out.push(

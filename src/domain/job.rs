@@ -47,6 +47,8 @@ pub struct JobRow {
     pub trace_context: Option<String>,
     /// Its `record_selection` (`num_records` then counts accepted records), if it has one.
     pub selection: Option<crate::domain::selection::SelectionSpec>,
+    /// How its model calls use the response cache of its API key.
+    pub cache_mode: crate::domain::models::CacheMode,
 }
 
 /// Why a job as a whole failed.

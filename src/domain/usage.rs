@@ -14,6 +14,10 @@ pub struct UsageCounts {
     pub prompt_tokens: u64,
     /// Completion (output) tokens as the provider reported them.
     pub completion_tokens: u64,
+    /// Calls answered from the response cache: not in `requests` (no provider answered them),
+    /// and no tokens (they cost nothing).
+    #[serde(default)]
+    pub cached_requests: u64,
 }
 
 impl UsageCounts {
@@ -22,6 +26,7 @@ impl UsageCounts {
         self.requests += o.requests;
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
+        self.cached_requests += o.cached_requests;
     }
 }
 

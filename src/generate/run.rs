@@ -143,7 +143,7 @@ impl Plan {
         let (answer, spent) = llm.run(rt, &step.name, system, user, media).await;
         // What the column spent is kept whether it answered or failed: a failed record's
         // requests count, and its conversation up to the failure is its trace.
-        if spent.requests > 0 {
+        if spent.requests > 0 || spent.cached > 0 {
             out.usage
                 .entry(llm.column.model_alias.clone())
                 .or_default()
@@ -151,6 +151,7 @@ impl Plan {
                     requests: u64::from(spent.requests),
                     prompt_tokens: spent.usage.prompt_tokens,
                     completion_tokens: spent.usage.completion_tokens,
+                    cached_requests: u64::from(spent.cached),
                 });
         }
         if !spent.tools.is_empty() {

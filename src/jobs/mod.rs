@@ -89,6 +89,8 @@ pub struct JobService {
     render_dir: std::path::PathBuf,
     /// Records of this replica waiting on a model, by job (the worker pool reports them).
     activity: Arc<Activity>,
+    /// The response cache mode of a job or preview that names none (`llm.cache.default_mode`).
+    cache_default: crate::domain::models::CacheMode,
 }
 
 impl JobService {
@@ -123,6 +125,26 @@ impl JobService {
             renders: Arc::default(),
             render_dir: std::env::temp_dir(),
             activity: Arc::default(),
+            cache_default: crate::domain::models::CacheMode::Off,
+        }
+    }
+
+    /// The same service with `mode` as the response cache mode of jobs that name none.
+    pub fn with_cache_default(mut self, mode: crate::domain::models::CacheMode) -> Self {
+        self.cache_default = mode;
+        self
+    }
+
+    /// `chat` behind the response cache `job` uses (`chat` itself when its mode is `off`).
+    pub fn cached_chat<'a>(
+        &'a self,
+        chat: &'a dyn ChatModel,
+        job: &'a CompiledJob,
+    ) -> crate::llm::CachedChat<'a> {
+        crate::llm::CachedChat {
+            inner: chat,
+            store: self.store.as_ref(),
+            cache: &job.cache,
         }
     }
 

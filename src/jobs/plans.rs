@@ -36,6 +36,8 @@ pub struct CompiledJob {
     /// The job's place in a trace, which its records' spans join; `None` when spans were not
     /// exported at submit.
     pub trace: Option<JobTrace>,
+    /// Whose response cache its model calls use, and how.
+    pub cache: crate::llm::CacheUse,
 }
 
 /// Why a stored job's plan could not be had.
@@ -132,6 +134,10 @@ impl JobService {
             catalog: self.catalog.clone(),
             seed_datasets: seed.map(|s| s.ids).unwrap_or_default(),
             trace: job.trace_context.as_deref().and_then(JobTrace::parse),
+            cache: crate::llm::CacheUse {
+                owner: job.owner.clone().unwrap_or_default(),
+                mode: job.cache_mode,
+            },
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)

@@ -183,15 +183,18 @@ impl JobService {
                     job: preview_id,
                     record: uuid::Uuid::new_v4(),
                 };
-                let run = self.runner.run(
-                    &v.compiled,
-                    i,
-                    scope,
-                    self.runner.llm(),
-                    &crate::generate::Unpooled,
-                    cancel,
-                );
-                async move { (i, run.await) }
+                async move {
+                    let chat = self.cached_chat(self.runner.llm(), &v.compiled);
+                    let run = self.runner.run(
+                        &v.compiled,
+                        i,
+                        scope,
+                        &chat,
+                        &crate::generate::Unpooled,
+                        cancel,
+                    );
+                    (i, run.await)
+                }
             })
             .collect();
         // Finished in any order, kept by index.

@@ -83,4 +83,25 @@ impl JobService {
             }
         }
     }
+
+    /// Sweeps the response cache every [`SWEEP_INTERVAL`], from start-up, until `stop`:
+    /// entries older than `max_age`, then the oldest past `max_bytes` in all.
+    pub async fn sweep_cache(self, max_age: Duration, max_bytes: u64, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = stop.cancelled() => return,
+            }
+            let before = Utc::now() - chrono::Duration::from_std(max_age).unwrap_or_default();
+            match self.store.cache_sweep(before, max_bytes).await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "response cache sweep done"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "response cache sweep failed; the next one retries")
+                }
+            }
+        }
+    }
 }

@@ -13,10 +13,12 @@ use crate::datasets::seed_cache::SeedReadError;
 use crate::domain::JobId;
 use crate::domain::dataset::{ConfigIssue, DatasetConfig, RunConfig, SeedSource, codes};
 use crate::domain::job::JobSummary;
+use crate::domain::models::CacheMode;
 use crate::domain::models::{GenerationType, ModelConfig};
 use crate::domain::selection::SelectionSpec;
 use crate::error::ApiError;
 use crate::generate::Plan;
+use crate::llm::CacheUse;
 use crate::store::{CreateOutcome, NewJob};
 use crate::tools::ToolsetError;
 
@@ -44,6 +46,8 @@ pub struct SubmitRequest {
     pub owner: Option<String>,
     /// A name to find the job by (unchecked; see [`MAX_JOB_NAME_CHARS`]).
     pub name: Option<String>,
+    /// The response cache mode; `None`: the server's default.
+    pub cache: Option<CacheMode>,
 }
 
 /// The longest job name, in characters.
@@ -123,6 +127,7 @@ impl JobService {
             name: req.name.clone(),
             trace_context: trace.as_ref().map(crate::telemetry::JobTrace::to_text),
             selection: v.selection,
+            cache_mode: v.compiled.cache.mode,
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -322,6 +327,10 @@ impl JobService {
                 catalog: self.catalog.clone(),
                 seed_datasets: bound.map(|s| s.ids.clone()).unwrap_or_default(),
                 trace: None,
+                cache: CacheUse {
+                    owner: req.owner.clone().unwrap_or_default(),
+                    mode: req.cache.unwrap_or(self.cache_default),
+                },
             },
         })
     }

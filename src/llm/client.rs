@@ -347,7 +347,19 @@ impl LlmClient {
             finish_reason: p.finish_reason,
             usage: p.usage,
             attempts,
+            cached: false,
         })
+    }
+
+    /// What identifies the provider of `model` for the response cache's key: its type,
+    /// endpoint and `extra_body`. Hashed, never stored as it is; no header or key.
+    pub fn provider_identity(&self, model: &ModelConfig) -> Option<Value> {
+        let p = self.providers.get(&model.provider)?;
+        Some(serde_json::json!({
+            "type": format!("{:?}", p.kind),
+            "endpoint": p.base,
+            "extra_body": p.extra_body,
+        }))
     }
 
     /// The server's provider of `model`.

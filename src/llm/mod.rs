@@ -20,6 +20,7 @@
 
 mod adapter;
 mod anthropic;
+mod cache;
 mod client;
 mod error;
 mod images;
@@ -32,6 +33,7 @@ mod spans;
 mod types;
 mod usage;
 
+pub use cache::{CacheUse, CachedChat, cache_key};
 pub use client::{LlmClient, MIN_ANSWER_BYTES, answer_bound};
 pub use error::{LlmConfigError, LlmError};
 pub use images::{GeneratedImage, Images, is_diffusion_model};
@@ -76,6 +78,12 @@ pub trait ChatModel: Send + Sync {
         })
     }
 
+    /// What identifies the provider `model` is served by, for the response cache's key: its
+    /// type, endpoint and `extra_body` (never a credential). `None` for stubs.
+    fn provider_identity(&self, _model: &ModelConfig) -> Option<serde_json::Value> {
+        None
+    }
+
     /// See [`LlmClient::embed`]. Stubs that never embed need not implement it.
     async fn embed(
         &self,
@@ -109,6 +117,10 @@ impl ChatModel for LlmClient {
         cancel: &CancellationToken,
     ) -> Result<Embeddings, LlmError> {
         LlmClient::embed(self, model, inputs, cancel).await
+    }
+
+    fn provider_identity(&self, model: &ModelConfig) -> Option<serde_json::Value> {
+        LlmClient::provider_identity(self, model)
     }
 
     async fn generate_image(

@@ -260,6 +260,7 @@ mod tests {
             max_attempts: 2,
             retry_base_delay_ms: 70,
             retry_max_delay_ms: 900,
+            cache: Default::default(),
         };
         let p = RetryPolicy::from(&cfg);
         assert_eq!(p.max_attempts, 2);

@@ -136,6 +136,11 @@ pub struct ChatMessage {
     /// On a `tool` message: the id of the call it answers. Omitted when empty.
     #[serde(default, skip_serializing_if = "is_blank")]
     pub tool_call_id: Option<String>,
+    /// On an assistant message of a trace: it came from the response cache, not from the
+    /// model. Omitted when false (never sent to a provider: the adapters build their own
+    /// bodies).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 fn is_blank(s: &Option<String>) -> bool {
@@ -166,6 +171,7 @@ impl ChatMessage {
             reasoning_content: None,
             tool_calls: Vec::new(),
             tool_call_id: None,
+            cached: false,
         }
     }
 
@@ -388,6 +394,9 @@ pub struct ChatResponse {
     pub usage: Usage,
     /// HTTP attempts made, including the successful one (`attempts - 1` retries).
     pub attempts: u32,
+    /// Answered from the response cache (no request was made).
+    #[serde(skip)]
+    pub cached: bool,
 }
 
 impl ChatResponse {

@@ -116,6 +116,7 @@ mod tests {
                 reasoning_tokens: Some(2),
             },
             attempts: 3,
+            cached: false,
         };
         book.record("a", &Ok(ok));
         book.record(

@@ -52,6 +52,7 @@ embed!(
     "0012_job_trace_context.sql",
     "0013_job_cursors.sql",
     "0014_record_selection.sql",
+    "0015_llm_cache.sql",
 );
 
 /// The migrator of `files`, as sqlx's `migrate!` would build it from their directory.

@@ -7,6 +7,7 @@
 //! over can never write over the newer run's result. See `chunks` for the rules shared by both
 //! backends.
 
+mod cache_sql;
 mod chunks;
 mod claim;
 mod complete;
@@ -92,6 +93,8 @@ pub struct NewJob {
     /// Its `record_selection`: `num_records` then counts accepted records, and claims carve
     /// indexes up to `max_candidates` until that many passed.
     pub selection: Option<crate::domain::selection::SelectionSpec>,
+    /// How its model calls use the response cache.
+    pub cache_mode: crate::domain::models::CacheMode,
 }
 
 impl NewJob {
@@ -270,7 +273,7 @@ pub enum DeleteJob {
 /// traits it requires; `Arc<dyn Store>` is what the services hold.
 #[async_trait]
 pub trait Store:
-    JobStore + QueueStore + RecordStore + DatasetStore + Send + Sync + 'static
+    JobStore + QueueStore + RecordStore + DatasetStore + CacheStore + Send + Sync + 'static
 {
     /// For readiness: the database takes a write (one row of `readiness`). A read alone stayed
     /// fine on a full disk or a read-only database while every claim and submit failed.
@@ -489,6 +492,20 @@ pub trait RecordStore: Send + Sync {
         &self,
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, UsageCounts>, StoreError>;
+}
+
+/// The response cache: model answers per API key name, content-addressed (see `llm::cache`).
+#[async_trait]
+pub trait CacheStore: Send + Sync {
+    /// The answer cached under `key` for `owner` ('' when auth is off), if any.
+    async fn cache_get(&self, owner: &str, key: &[u8]) -> Result<Option<Value>, StoreError>;
+
+    /// Caches `response` under `key` for `owner`, replacing an older answer.
+    async fn cache_put(&self, owner: &str, key: &[u8], response: &Value) -> Result<(), StoreError>;
+
+    /// Deletes the entries created before `before`, then the oldest ones until the rest hold
+    /// at most `max_bytes`. Returns how many it deleted.
+    async fn cache_sweep(&self, before: DateTime<Utc>, max_bytes: u64) -> Result<u64, StoreError>;
 }
 
 /// Stored datasets: metadata, blocks of rows, imports and deletes.

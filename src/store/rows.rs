@@ -16,6 +16,7 @@ use super::{
     RecordRow, RecordStage, StoreError, TraceRow,
 };
 use crate::domain::job::JobFilter;
+use crate::domain::models::CacheMode;
 use crate::domain::selection::{OnExhausted, Selection, SelectionSpec};
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
 
@@ -25,7 +26,8 @@ macro_rules! job_columns {
     () => {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
-         output_columns, seed_datasets, name, trace_context, max_candidates, on_exhausted"
+         output_columns, seed_datasets, name, trace_context, max_candidates, on_exhausted, \
+         cache_mode"
     };
 }
 pub(crate) use job_columns;
@@ -134,6 +136,7 @@ row_struct! {
         trace_context: Option<String>,
         max_candidates: Option<i64>,
         on_exhausted: Option<String>,
+        cache_mode: Option<String>,
     }
 }
 
@@ -180,6 +183,12 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
             name: r.name,
             trace_context: r.trace_context,
             selection: selection_spec(r.max_candidates, r.on_exhausted.as_deref())?,
+            cache_mode: match r.cache_mode.as_deref() {
+                None => CacheMode::Off,
+                Some(m) => CacheMode::parse(m).ok_or_else(|| {
+                    StoreError::Corrupt(format!("jobs.cache_mode: unknown mode {m:?}"))
+                })?,
+            },
         })
     }
 }
@@ -392,7 +401,7 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
                 .into_iter()
                 .map(|(alias, v)| {
                     let n = |i: usize| v.get(i).and_then(Value::as_i64).unwrap_or(0);
-                    (alias, n(0), n(1), n(2))
+                    (alias, n(0), n(1), n(2), n(3))
                 })
                 .collect(),
             _ => return Err(corrupt("usage")),

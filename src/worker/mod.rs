@@ -342,6 +342,7 @@ async fn run_record(
                     record: rec.id.0,
                 };
                 let span = spans::record(&rec, compiled.trace.as_ref());
+                let chat = inner.jobs.cached_chat(&chat, &compiled);
                 match runner
                     .run(&compiled, rec.index, scope, &chat, &held.slot, &cut)
                     .instrument(span.clone())

@@ -182,6 +182,10 @@ impl ChatModel for SlotChat<'_> {
         out
     }
 
+    fn provider_identity(&self, model: &ModelConfig) -> Option<serde_json::Value> {
+        self.chat.provider_identity(model)
+    }
+
     async fn generate_image(
         &self,
         model: &ModelConfig,

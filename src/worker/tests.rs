@@ -70,6 +70,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         name: None,
         trace_context: None,
         selection: None,
+        cache_mode: Default::default(),
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");

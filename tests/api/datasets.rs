@@ -478,6 +478,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
         name: None,
         trace_context: None,
         selection: None,
+        cache_mode: Default::default(),
     };
     let CreateOutcome::Created(row) = app.db.store.create_job(&job).await.unwrap() else {
         panic!("job not created");

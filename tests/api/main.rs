@@ -47,6 +47,7 @@ mod real_model;
 mod record_errors;
 mod record_selection;
 mod replicas;
+mod response_cache;
 mod restart;
 mod rollout_seeds;
 mod samplers;

@@ -65,6 +65,7 @@ async fn create_job(db: &TestDb, owner: Option<&str>, body: &Value) -> JobId {
             name: None,
             trace_context: None,
             selection: None,
+            cache_mode: Default::default(),
         })
         .await
         .unwrap();

@@ -416,6 +416,7 @@ async fn a_replica_compiling_the_plan_itself_reads_the_same_seed_rows() {
         idempotency_key: None,
         owner: None,
         name: None,
+        cache: None,
     };
     let (elsewhere, created) = other.submit(req, &Caller::default()).await.unwrap();
     assert!(created);

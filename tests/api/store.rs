@@ -8,6 +8,7 @@
 //! write (NUL), `store/refusing.rs` the writer when the database refuses a value anyway,
 //! `store/round_trips.rs` what the job service's reads cost.
 
+mod cache;
 mod claims;
 mod datasets;
 mod disk_full;
@@ -60,6 +61,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         name: None,
         trace_context: None,
         selection: None,
+        cache_mode: Default::default(),
     }
 }
 

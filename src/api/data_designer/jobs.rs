@@ -97,6 +97,7 @@ pub async fn create_job(
         idempotency_key: None,
         owner: None,
         name: Some(name),
+        cache: None,
     };
     let (summary, _) = state.jobs.submit(submit, &caller).await?;
     Ok(Json(job_view(&summary)))

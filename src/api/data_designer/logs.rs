@@ -175,6 +175,7 @@ mod tests {
                 name: None,
                 trace_context: None,
                 selection: None,
+                cache_mode: Default::default(),
             },
             counts: JobCounts {
                 completed,

@@ -89,6 +89,7 @@ pub async fn preview(
         idempotency_key: None,
         owner: None,
         name: None,
+        cache: None,
     };
     let prepared = state
         .jobs

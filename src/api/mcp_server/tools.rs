@@ -70,6 +70,7 @@ fn submit_args(args: JsonObject) -> Result<SubmitRequest, ApiError> {
         num_records: None,
         seed: None,
         name: None,
+        cache: None,
     };
     submit_request(BodyFormat::Json, Value::Object(args), no_query)
 }

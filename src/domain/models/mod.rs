@@ -3,7 +3,9 @@
 //! Field names and defaults follow DataDesigner 0.9.7 (`data_designer.config.models` and
 //! `data_designer.config.mcp`). Unknown keys are rejected, as DataDesigner does.
 
+mod cache;
 mod tool_config;
+pub use cache::CacheMode;
 
 pub use tool_config::ToolConfig;
 

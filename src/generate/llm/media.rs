@@ -86,6 +86,7 @@ impl Plan {
                 requests: 1,
                 prompt_tokens: r.usage.prompt_tokens,
                 completion_tokens: r.usage.completion_tokens,
+                cached_requests: 0,
             });
         let record = rt
             .scope
@@ -176,6 +177,7 @@ impl Plan {
                 requests: 1,
                 prompt_tokens: r.usage.prompt_tokens,
                 completion_tokens: 0,
+                cached_requests: 0,
             });
         rec.put(step.slot, embedding_value(r.vectors));
         Ok(())

@@ -115,6 +115,8 @@ pub(crate) struct LlmSpent {
     pub(crate) trace: Option<Vec<ChatMessage>>,
     pub(crate) usage: Usage,
     pub(crate) requests: u32,
+    /// Calls answered from the response cache (not in `requests`, no tokens).
+    pub(crate) cached: u32,
     pub(crate) tools: ToolUsage,
 }
 
@@ -127,6 +129,8 @@ struct Conversation<'c> {
     usage: Usage,
     /// Requests the model answered.
     requests: u32,
+    /// Calls answered from the response cache.
+    cached: u32,
     /// Whether a request was sent at all, answered or not: a first request the provider
     /// refused still leaves its messages in the trace, so the refused request can be read.
     asked: bool,
@@ -231,6 +235,7 @@ impl LlmStep {
             trace,
             usage: conv.usage,
             requests: conv.requests,
+            cached: conv.cached,
             tools: conv.tools,
         };
         (result, spent)
@@ -300,9 +305,14 @@ impl LlmStep {
                 };
                 conv.asked = true;
                 let resp = turn.ask(rt, model, &mut conv.messages, &mut specs).await?;
-                conv.requests += 1;
-                add_usage(&mut conv.usage, &resp.usage);
+                if resp.cached {
+                    conv.cached += 1;
+                } else {
+                    conv.requests += 1;
+                    add_usage(&mut conv.usage, &resp.usage);
+                }
                 let mut msg = resp.message;
+                msg.cached = resp.cached;
                 if prompt_based {
                     let (text, calls) = prompt::parse_calls(&msg.text(), turns + 1, mentions);
                     if !calls.is_empty() {

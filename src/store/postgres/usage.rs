@@ -13,24 +13,27 @@ pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Resul
     }
     let (mut jobs, mut aliases, mut requests, mut prompt, mut completion) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cached = Vec::new();
     for d in deltas {
         jobs.push(d.job_id.0);
         aliases.push(d.model_alias.as_str());
         requests.push(to_i64(d.counts.requests));
         prompt.push(to_i64(d.counts.prompt_tokens));
         completion.push(to_i64(d.counts.completion_tokens));
+        cached.push(to_i64(d.counts.cached_requests));
     }
     // Counts are added, never overwritten, so concurrent writers (other processes) compose.
     // One statement for the batch; `deltas` has one row per (job, alias), in that order.
     sqlx::query(
-        "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, created_at, updated_at)
-         select d.job_id, d.alias, d.requests, d.prompt, d.completion, now(), now()
-         from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[])
-              as d(job_id, alias, requests, prompt, completion)
+        "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, cached_requests, created_at, updated_at)
+         select d.job_id, d.alias, d.requests, d.prompt, d.completion, d.cached, now(), now()
+         from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
+              as d(job_id, alias, requests, prompt, completion, cached)
          on conflict (job_id, model_alias) do update set
            requests = job_usage.requests + excluded.requests,
            prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
            completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
+           cached_requests = job_usage.cached_requests + excluded.cached_requests,
            updated_at = now()",
     )
     .bind(jobs)
@@ -38,6 +41,7 @@ pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Resul
     .bind(requests)
     .bind(prompt)
     .bind(completion)
+    .bind(cached)
     .execute(conn)
     .await?;
     Ok(())

@@ -16,10 +16,11 @@ pub(super) async fn add(
     for d in deltas {
         // Counts are added, never overwritten, so concurrent writers (other processes) compose.
         sqlx::query(
-            "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $6, $6)
+            "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, cached_requests, created_at, updated_at)
+             values ($1, $2, $3, $4, $5, $7, $6, $6)
              on conflict (job_id, model_alias) do update set
                requests = job_usage.requests + excluded.requests,
+               cached_requests = job_usage.cached_requests + excluded.cached_requests,
                prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
                completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
                updated_at = excluded.updated_at",
@@ -30,6 +31,7 @@ pub(super) async fn add(
         .bind(to_i64(d.counts.prompt_tokens))
         .bind(to_i64(d.counts.completion_tokens))
         .bind(now)
+        .bind(to_i64(d.counts.cached_requests))
         .execute(&mut *conn)
         .await?;
     }

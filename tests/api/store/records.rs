@@ -349,6 +349,7 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
                     requests: 1,
                     prompt_tokens: 10,
                     completion_tokens: u64::from(r.index),
+                    cached_requests: 0,
                 },
             );
             // Tool use: one turn per record in column `answer`; record i calls `clock` once

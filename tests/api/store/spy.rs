@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use serde_json::Value;
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId};
 use synthgate::store::{
@@ -118,6 +119,22 @@ fn poisoned(r: &RecordResult) -> bool {
         RecordOutcome::Failed { values, .. } => values.as_ref(),
     };
     values.is_some_and(|v| v.to_string().contains("poison"))
+}
+
+#[async_trait]
+impl synthgate::store::CacheStore for Spy {
+    async fn cache_get(&self, owner: &str, key: &[u8]) -> Result<Option<Value>, StoreError> {
+        self.note("cache_get");
+        self.inner.cache_get(owner, key).await
+    }
+    async fn cache_put(&self, owner: &str, key: &[u8], response: &Value) -> Result<(), StoreError> {
+        self.note("cache_put");
+        self.inner.cache_put(owner, key, response).await
+    }
+    async fn cache_sweep(&self, before: DateTime<Utc>, max_bytes: u64) -> Result<u64, StoreError> {
+        self.note("cache_sweep");
+        self.inner.cache_sweep(before, max_bytes).await
+    }
 }
 
 #[async_trait]

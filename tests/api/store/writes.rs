@@ -30,6 +30,7 @@ fn usage(
             requests,
             prompt_tokens: prompt,
             completion_tokens: completion,
+            cached_requests: 0,
         },
     )])
 }
@@ -95,6 +96,7 @@ async fn usage_is_written_with_its_record(db: TestDb) {
                 requests: 2,
                 prompt_tokens: 7,
                 completion_tokens: 3,
+                cached_requests: 0,
             },
         ),
         (
@@ -103,6 +105,7 @@ async fn usage_is_written_with_its_record(db: TestDb) {
                 requests: 3,
                 prompt_tokens: 10 + 11 + 12,
                 completion_tokens: 15,
+                cached_requests: 0,
             },
         ),
     ]);
