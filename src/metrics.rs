@@ -20,6 +20,9 @@ pub const JOBS_EXPIRED: &str = "synthgate_jobs_expired_total";
 pub const LLM_REQUESTS: &str = "synthgate_llm_requests_total";
 /// LLM tokens, by `model_alias` (see [`model_alias_label`]) and `kind` (`prompt`, `completion`).
 pub const LLM_TOKENS: &str = "synthgate_llm_tokens_total";
+/// What the stored records' model calls cost at the server's prices, in billionths of the
+/// price's unit, by `model_alias` (counted only for priced models).
+pub const LLM_COST_NANOS: &str = "synthgate_llm_cost_nanos_total";
 /// Chat calls of jobs that use the response cache, by `model_alias` and `result` (`hit`: answered
 /// from the cache, no request made; `miss`: sent to the model, its answer cached).
 pub const LLM_CACHE: &str = "synthgate_llm_cache_total";
@@ -197,6 +200,10 @@ fn describe() {
     metrics::describe_counter!(
         LLM_CACHE,
         "Chat calls through the response cache, by result"
+    );
+    metrics::describe_counter!(
+        LLM_COST_NANOS,
+        "Cost of stored records' model calls at the server's prices, in billionths of the unit"
     );
     metrics::describe_counter!(RECORD_ERRORS, "Failed records by error code");
     metrics::describe_counter!(CLAIMS, "Claims that handed out records");

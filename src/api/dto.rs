@@ -74,6 +74,11 @@ pub struct CreateJobRequest {
     #[serde(default)]
     #[schemars(with = "Option<String>", extend("enum" = ["off", "read_write", "refresh", null]))]
     pub cache: Option<CacheMode>,
+    /// A budget, in the unit of the server's model prices: once the job's cost passes it, no
+    /// more of its records start, those in flight finish, and the job fails with
+    /// `cost_budget_exceeded` (nothing generated is lost). Needs priced models.
+    #[serde(default)]
+    pub max_cost: Option<f64>,
 }
 
 /// Query of `POST /v1/jobs` when the body is a DataDesigner YAML file.
@@ -193,7 +198,17 @@ pub struct JobResponse {
     /// failed), each counted in the transaction that writes the record, so exact after any
     /// crash. An attempt whose result was not stored (lost with a crashed process, or
     /// superseded after its lease was taken over) is not counted.
+    /// With `cost` where the server's model config has `prices`.
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// The same usage by column (LLM, embedding and image columns).
+    pub column_usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// What the job's model calls cost in all, at the server's prices when they were made
+    /// (the sum of `usage`'s); absent when no model it used has prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
+    /// The job's budget (`max_cost` at submit), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<f64>,
     /// Tool use by LLM column, counted like `usage`: tool-calling turns, and calls by tool and
     /// outcome (`ok`, `extraction_error`, `validation_error`, `execution_error`,
     /// `formatting_error`, `refused`). Failed records count too. Empty for a job whose columns
@@ -231,7 +246,12 @@ impl From<JobSummary> for JobResponse {
                     error: f.error,
                 })
                 .collect(),
+            cost: job_cost(&s.usage),
+            max_cost: job
+                .max_cost_nanos
+                .map(crate::domain::models::prices::from_nanos),
             usage: s.usage,
+            column_usage: s.column_usage,
             tool_usage: s.tool_usage,
             created_at: job.created_at,
             updated_at: job.updated_at,
@@ -239,6 +259,12 @@ impl From<JobSummary> for JobResponse {
             finished_at: job.finished_at,
         }
     }
+}
+
+/// A job's total cost, when any of its usage is priced.
+pub(crate) fn job_cost(usage: &std::collections::BTreeMap<String, UsageCounts>) -> Option<f64> {
+    let nanos: u64 = usage.values().map(|u| u.cost_nanos).sum();
+    (nanos > 0).then(|| crate::domain::models::prices::from_nanos(nanos))
 }
 
 /// The config a job was submitted with.

@@ -131,6 +131,7 @@ pub(super) fn submit_request(
             owner: None,
             name: body.name,
             cache: body.cache,
+            max_cost: body.max_cost,
         });
     }
     let raw = query.num_records.ok_or_else(|| {
@@ -158,6 +159,7 @@ pub(super) fn submit_request(
         owner: None,
         name: query.name,
         cache: query.cache,
+        max_cost: None,
     })
 }
 

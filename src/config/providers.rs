@@ -379,6 +379,9 @@ pub(super) fn problems(cfg: &Config, out: &mut Vec<String>) {
     let mut aliases = HashSet::new();
     for (i, m) in cfg.model_configs.iter().enumerate() {
         let key = format!("model_configs[{i}]");
+        if let Some(p) = &m.prices {
+            out.extend(p.problems(&format!("{key}.prices")));
+        }
         if !aliases.insert(m.alias.as_str()) {
             out.push(format!(
                 "config key `{key}.alias`: duplicate alias '{}'",

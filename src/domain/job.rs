@@ -49,6 +49,8 @@ pub struct JobRow {
     pub selection: Option<crate::domain::selection::SelectionSpec>,
     /// How its model calls use the response cache of its API key.
     pub cache_mode: crate::domain::models::CacheMode,
+    /// Its budget, in billionths of the price's unit, if it has one.
+    pub max_cost_nanos: Option<u64>,
 }
 
 /// Why a job as a whole failed.
@@ -94,6 +96,8 @@ pub struct JobSummary {
     pub first_errors: Vec<FailedRecord>,
     /// LLM requests and tokens by model alias, sorted by alias.
     pub usage: BTreeMap<String, UsageCounts>,
+    /// The same by column (LLM, embedding and image columns), sorted by column.
+    pub column_usage: BTreeMap<String, UsageCounts>,
     /// Tool turns and calls by LLM column, sorted by column.
     pub tool_usage: BTreeMap<String, ToolUsage>,
 }

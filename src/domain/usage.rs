@@ -18,6 +18,36 @@ pub struct UsageCounts {
     /// and no tokens (they cost nothing).
     #[serde(default)]
     pub cached_requests: u64,
+    /// What the calls cost at the server's prices for the model when they were made (in
+    /// billionths of the price's unit; shown as `cost`, in the unit). Absent (0) without
+    /// prices: no cost is guessed.
+    #[serde(
+        default,
+        rename = "cost",
+        with = "cost_units",
+        skip_serializing_if = "is_zero"
+    )]
+    #[schema(value_type = Option<f64>)]
+    pub cost_nanos: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// `cost_nanos` on the wire: a number in the price's unit.
+mod cost_units {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(nanos: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(crate::domain::models::prices::from_nanos(*nanos))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        Ok(crate::domain::models::prices::to_nanos(f64::deserialize(
+            d,
+        )?))
+    }
 }
 
 impl UsageCounts {
@@ -27,6 +57,7 @@ impl UsageCounts {
         self.prompt_tokens += o.prompt_tokens;
         self.completion_tokens += o.completion_tokens;
         self.cached_requests += o.cached_requests;
+        self.cost_nanos += o.cost_nanos;
     }
 }
 

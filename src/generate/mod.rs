@@ -90,6 +90,8 @@ pub struct Generated {
     pub traces: Vec<Trace>,
     /// LLM requests and tokens by model alias (spent even when the record then failed).
     pub usage: BTreeMap<String, UsageCounts>,
+    /// The same by column (LLM, embedding and image columns).
+    pub column_usage: BTreeMap<String, UsageCounts>,
     /// Tool turns and calls by LLM column (also kept when the record failed).
     pub tool_usage: BTreeMap<String, ToolUsage>,
     /// Images of `image` columns; the values hold references to them.
@@ -114,6 +116,7 @@ impl Generated {
             outcome,
             traces: Vec::new(),
             usage: BTreeMap::new(),
+            column_usage: BTreeMap::new(),
             tool_usage: BTreeMap::new(),
             media: Vec::new(),
             selection,
@@ -126,8 +129,21 @@ impl Generated {
 struct Spent {
     traces: Vec<Trace>,
     usage: BTreeMap<String, UsageCounts>,
+    /// The same usage by column.
+    column_usage: BTreeMap<String, UsageCounts>,
     tool_usage: BTreeMap<String, ToolUsage>,
     media: Vec<crate::domain::media::Media>,
+}
+
+impl Spent {
+    /// Counts `counts` of column `column`, on model alias `alias`.
+    fn add(&mut self, column: &str, alias: &str, counts: UsageCounts) {
+        self.usage.entry(alias.to_owned()).or_default().add(&counts);
+        self.column_usage
+            .entry(column.to_owned())
+            .or_default()
+            .add(&counts);
+    }
 }
 
 impl Spent {
@@ -136,6 +152,7 @@ impl Spent {
             outcome,
             traces: self.traces,
             usage: self.usage,
+            column_usage: self.column_usage,
             tool_usage: self.tool_usage,
             media: self.media,
             selection: None,

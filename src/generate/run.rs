@@ -144,15 +144,19 @@ impl Plan {
         // What the column spent is kept whether it answered or failed: a failed record's
         // requests count, and its conversation up to the failure is its trace.
         if spent.requests > 0 || spent.cached > 0 {
-            out.usage
-                .entry(llm.column.model_alias.clone())
-                .or_default()
-                .add(&UsageCounts {
-                    requests: u64::from(spent.requests),
-                    prompt_tokens: spent.usage.prompt_tokens,
-                    completion_tokens: spent.usage.completion_tokens,
-                    cached_requests: u64::from(spent.cached),
-                });
+            let alias = &llm.column.model_alias;
+            let cost_nanos = rt.models.get(alias).and_then(|m| m.prices).map_or(0, |p| {
+                let u = &spent.usage;
+                p.cost_nanos(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens, 0)
+            });
+            let counts = UsageCounts {
+                requests: u64::from(spent.requests),
+                prompt_tokens: spent.usage.prompt_tokens,
+                completion_tokens: spent.usage.completion_tokens,
+                cached_requests: u64::from(spent.cached),
+                cost_nanos,
+            };
+            out.add(&step.name, alias, counts);
         }
         if !spent.tools.is_empty() {
             out.tool_usage

@@ -143,6 +143,18 @@ impl Catalog {
                     ),
                 });
             }
+            if m.prices.is_some() {
+                issues.push(ConfigIssue {
+                    code: codes::INVALID_MODEL_CONFIG,
+                    column: None,
+                    field: Some(format!("model_configs[{i}].prices")),
+                    message: format!(
+                        "model config '{}': prices are set by the server's model configs, not \
+                         by a job (a job's model on a priced server model gets its prices)",
+                        m.alias
+                    ),
+                });
+            }
             for key in m
                 .inference_parameters
                 .extra_body
@@ -217,6 +229,12 @@ impl Catalog {
         }
         for m in &dataset.model_configs {
             let mut m = m.clone();
+            // What the job's own config of a server model costs is what the server's does.
+            m.prices = self
+                .models
+                .iter()
+                .find(|s| s.provider == m.provider && s.model == m.model && s.prices.is_some())
+                .and_then(|s| s.prices);
             m.job_limit = Some(JobLimit {
                 scope: scope.to_owned(),
                 cap: caps[&(m.provider.as_str(), m.model.as_str())],

@@ -12,6 +12,9 @@ use super::JobService;
 /// Code of a job stopped by DataDesigner's early shutdown.
 pub const ERROR_RATE_EXCEEDED: &str = "error_rate_exceeded";
 
+/// Code of a job stopped because its cost passed its `max_cost`.
+pub const COST_BUDGET_EXCEEDED: &str = "cost_budget_exceeded";
+
 impl JobService {
     /// Requests cancellation: no new record of the job is claimed; records in flight finish.
     /// Whether the job had already finished is decided by the store in the cancel's own
@@ -65,7 +68,42 @@ impl JobService {
         for job in with_failures {
             self.check_error_rate(*job).await;
         }
+        for job in jobs {
+            if let Some(budget) = self.plans.get(*job).and_then(|c| c.max_cost_nanos) {
+                self.check_budget(*job, budget).await;
+            }
+        }
         self.finalize(jobs).await;
+    }
+
+    /// A job's cost budget: once what its stored records cost passes `budget`, the job stops
+    /// (`cost_budget_exceeded`): no more of its records start, those in flight land.
+    async fn check_budget(&self, id: JobId, budget: u64) {
+        let Ok(usage) = self.store.job_usage(id).await else {
+            return;
+        };
+        let spent: u64 = usage.values().map(|u| u.cost_nanos).sum();
+        if spent <= budget {
+            return;
+        }
+        let from_nanos = crate::domain::models::prices::from_nanos;
+        let error = JobError {
+            code: COST_BUDGET_EXCEEDED.into(),
+            message: format!(
+                "stopped: the job's cost {} passed its budget (max_cost {}); records already \
+                 generated are kept",
+                from_nanos(spent),
+                from_nanos(budget)
+            ),
+        };
+        match self.store.fail_job(id, &error).await {
+            Ok(true) => {
+                tracing::warn!(job.id = %id, spent, budget, "job stopped: cost budget");
+                self.close_job_span(id).await;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(job.id = %id, error = %e, "failing the job failed"),
+        }
     }
 
     /// Finishes those of `jobs` that have no record left to run, and forgets their plans and

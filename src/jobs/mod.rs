@@ -24,6 +24,7 @@
 
 mod activity;
 mod analysis;
+mod budgets;
 mod catalog;
 mod exports;
 mod job_span;

@@ -38,6 +38,8 @@ pub struct CompiledJob {
     pub trace: Option<JobTrace>,
     /// Whose response cache its model calls use, and how.
     pub cache: crate::llm::CacheUse,
+    /// Its cost budget, in billionths of the price's unit.
+    pub max_cost_nanos: Option<u64>,
 }
 
 /// Why a stored job's plan could not be had.
@@ -138,6 +140,7 @@ impl JobService {
                 owner: job.owner.clone().unwrap_or_default(),
                 mode: job.cache_mode,
             },
+            max_cost_nanos: job.max_cost_nanos,
         });
         self.plans.insert(job.id, compiled.clone());
         Ok(compiled)

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use super::budgets::{check_budget, selection_budget_issue};
 use crate::auth::Caller;
 use crate::datasets::resolve::{ResolveCtx, ResolveError, ResolvedSeed, resolve};
 use crate::datasets::seed_cache::SeedReadError;
@@ -48,6 +49,8 @@ pub struct SubmitRequest {
     pub name: Option<String>,
     /// The response cache mode; `None`: the server's default.
     pub cache: Option<CacheMode>,
+    /// A budget in the unit of the server's model prices (unchecked).
+    pub max_cost: Option<f64>,
 }
 
 /// The longest job name, in characters.
@@ -69,6 +72,8 @@ pub(super) struct Validated {
     pub num_records: u32,
     /// The config's `record_selection`, as the job stores it.
     pub selection: Option<SelectionSpec>,
+    /// The job's budget, in billionths of the price's unit.
+    pub max_cost_nanos: Option<u64>,
     /// The job seed (given or drawn).
     pub seed: u64,
     /// The inner DataDesigner config, as stored.
@@ -128,6 +133,7 @@ impl JobService {
             trace_context: trace.as_ref().map(crate::telemetry::JobTrace::to_text),
             selection: v.selection,
             cache_mode: v.compiled.cache.mode,
+            max_cost_nanos: v.max_cost_nanos,
         };
         match self.store.create_job(&job).await? {
             CreateOutcome::Created(row) => {
@@ -144,6 +150,7 @@ impl JobService {
                     counts,
                     first_errors: Vec::new(),
                     usage: Default::default(),
+                    column_usage: Default::default(),
                     tool_usage: Default::default(),
                 };
                 Ok((summary, true))
@@ -313,9 +320,15 @@ impl JobService {
         else {
             return Err(ApiError::InvalidConfig(issues));
         };
+        let max_cost_nanos = check_budget(req.max_cost, &plan, &models)?;
+        let cache = CacheUse {
+            owner: req.owner.clone().unwrap_or_default(),
+            mode: req.cache.unwrap_or(self.cache_default),
+        };
         Ok(Validated {
             num_records,
             selection,
+            max_cost_nanos,
             seed,
             config: partial.config.raw,
             run_config_value,
@@ -327,10 +340,8 @@ impl JobService {
                 catalog: self.catalog.clone(),
                 seed_datasets: bound.map(|s| s.ids.clone()).unwrap_or_default(),
                 trace: None,
-                cache: CacheUse {
-                    owner: req.owner.clone().unwrap_or_default(),
-                    mode: req.cache.unwrap_or(self.cache_default),
-                },
+                cache,
+                max_cost_nanos,
             },
         })
     }
@@ -379,33 +390,6 @@ impl JobService {
             Err(ApiError::InvalidConfig(issues))
         }
     }
-}
-
-/// A `record_selection` budget must allow `num_records` candidates (it is a number of
-/// candidates, each accepted record one of them) and stay within what one job may generate:
-/// the budget, not `num_records`, bounds the job's work.
-fn selection_budget_issue(
-    selection: Option<SelectionSpec>,
-    num_records: u32,
-    max: u32,
-) -> Option<ConfigIssue> {
-    let budget = selection?.max_candidates;
-    let field = "record_selection.max_candidate_records";
-    let msg = if budget < num_records {
-        format!(
-            "{budget} candidates cannot give num_records ({num_records}) accepted records; \
-             it must be at least num_records"
-        )
-    } else if budget > max {
-        format!("{budget} is over the {max} records one job may generate on this server")
-    } else {
-        return None;
-    };
-    Some(ConfigIssue::at_field(
-        codes::INVALID_RECORD_SELECTION,
-        field,
-        msg,
-    ))
 }
 
 /// Columns whose model is of another generation type than the column needs (an LLM column on

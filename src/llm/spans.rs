@@ -72,6 +72,7 @@ pub(super) fn call(
         synthgate.llm.tools_offered = Empty,
         synthgate.llm.attempts = Empty,
         synthgate.llm.retries = Empty,
+        synthgate.llm.cost = Empty,
         error.type = Empty,
         otel.status_code = Empty,
     )
@@ -178,6 +179,17 @@ pub(super) fn ended(
             span.record("gen_ai.usage.output_tokens", int(a.usage.completion_tokens));
             if let Some(n) = a.usage.reasoning_tokens {
                 span.record("gen_ai.usage.reasoning_tokens", int(n));
+            }
+            // What the call cost at the server's prices (a priced model only; an image's
+            // price is counted with the record, not here).
+            if let Some(p) = &model.prices {
+                let u = a.usage;
+                let nanos =
+                    p.cost_nanos(u.prompt_tokens, u.completion_tokens, u.reasoning_tokens, 0);
+                span.record(
+                    "synthgate.llm.cost",
+                    crate::domain::models::prices::from_nanos(nanos),
+                );
             }
             span.record("synthgate.llm.attempts", i64::from(a.attempts));
             span.record(

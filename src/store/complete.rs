@@ -43,10 +43,12 @@ pub(crate) trait CompleteSteps {
     /// Inserts the images of a new row (one that exists already is kept).
     async fn insert_media(&mut self, record: RecordId, media: &[Media]) -> Result<(), StoreError>;
 
-    /// Adds the new rows' LLM usage, tool calls and completed/failed counts to their jobs.
+    /// Adds the new rows' LLM usage (by alias, then by column), tool calls and
+    /// completed/failed counts to their jobs.
     async fn add_usage(
         &mut self,
         deltas: &[UsageDelta],
+        columns: &[UsageDelta],
         tools: &[ToolDelta<'_>],
         tally: &[(JobId, usage::RecordTally)],
     ) -> Result<(), StoreError>;
@@ -124,12 +126,13 @@ pub(crate) async fn complete<S: CompleteSteps>(
     // Usage of the written results only, in their transaction: exact whatever crashes, and a
     // retried batch whose first commit did land counts nothing twice.
     let deltas = usage::sum(new.iter().map(|r| (r.job_id, &r.usage)));
+    let columns = usage::sum(new.iter().map(|r| (r.job_id, &r.column_usage)));
     let tools = usage::sum_tools(new.iter().map(|r| (r.job_id, &r.tool_usage)));
     let tally = usage::tally(new.iter().map(|r| {
         let w = super::written::Written::from(*r);
         (r.job_id, r.outcome.is_completed(), w.selection)
     }));
-    steps.add_usage(&deltas, &tools, &tally).await?;
+    steps.add_usage(&deltas, &columns, &tools, &tally).await?;
     Ok(results
         .iter()
         .filter(|r| written.contains(&r.id.0))

@@ -53,6 +53,7 @@ embed!(
     "0013_job_cursors.sql",
     "0014_record_selection.sql",
     "0015_llm_cache.sql",
+    "0016_costs.sql",
 );
 
 /// The migrator of `files`, as sqlx's `migrate!` would build it from their directory.

@@ -95,6 +95,8 @@ pub struct NewJob {
     pub selection: Option<crate::domain::selection::SelectionSpec>,
     /// How its model calls use the response cache.
     pub cache_mode: crate::domain::models::CacheMode,
+    /// Its budget in billionths of the price's unit (`cost_budget_exceeded` past it).
+    pub max_cost_nanos: Option<u64>,
 }
 
 impl NewJob {
@@ -238,6 +240,8 @@ pub struct RecordResult {
     /// The LLM usage of this attempt by model alias, added to the job's usage in the
     /// transaction that writes the result (and only if it is written).
     pub usage: std::collections::BTreeMap<String, UsageCounts>,
+    /// The same usage by column, added like `usage`.
+    pub column_usage: std::collections::BTreeMap<String, UsageCounts>,
     /// The tool use of this attempt by LLM column, added like `usage`.
     pub tool_usage: std::collections::BTreeMap<String, crate::domain::usage::ToolUsage>,
     /// Replaces any media stored for the record (the images of its `image` columns).

@@ -27,7 +27,7 @@ macro_rules! job_columns {
         "id, owner, status, config, num_records, seed, metadata, run_config, idempotency_key, \
          request_hash, error_code, error_message, created_at, updated_at, started_at, finished_at, \
          output_columns, seed_datasets, name, trace_context, max_candidates, on_exhausted, \
-         cache_mode"
+         cache_mode, max_cost_nanos"
     };
 }
 pub(crate) use job_columns;
@@ -137,6 +137,7 @@ row_struct! {
         max_candidates: Option<i64>,
         on_exhausted: Option<String>,
         cache_mode: Option<String>,
+        max_cost_nanos: Option<i64>,
     }
 }
 
@@ -189,6 +190,7 @@ impl<J: DbJson, T: DbTime> TryFrom<JobDb<J, T>> for JobRow {
                     StoreError::Corrupt(format!("jobs.cache_mode: unknown mode {m:?}"))
                 })?,
             },
+            max_cost_nanos: r.max_cost_nanos.map(|n| u64::try_from(n).unwrap_or(0)),
         })
     }
 }
@@ -330,6 +332,7 @@ pub(crate) struct SummaryDb<J, T> {
     counts: J,
     first_errors: J,
     usage: J,
+    column_usage: J,
     tool_usage: J,
 }
 
@@ -347,6 +350,7 @@ where
             counts: row.try_get("counts")?,
             first_errors: row.try_get("first_errors")?,
             usage: row.try_get("usage")?,
+            column_usage: row.try_get("column_usage")?,
             tool_usage: row.try_get("tool_usage")?,
         })
     }
@@ -396,16 +400,21 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         first_errors.sort_by_key(|f| f.index);
-        let usage = match r.usage.into_json("usage")? {
-            Value::Object(m) => m
+        let per_key = |v: Value, what: &str| -> Result<_, StoreError> {
+            let Value::Object(m) = v else {
+                return Err(corrupt(what));
+            };
+            let rows = m
                 .into_iter()
-                .map(|(alias, v)| {
+                .map(|(key, v)| {
                     let n = |i: usize| v.get(i).and_then(Value::as_i64).unwrap_or(0);
-                    (alias, n(0), n(1), n(2), n(3))
+                    (key, n(0), n(1), n(2), n(3), n(4))
                 })
-                .collect(),
-            _ => return Err(corrupt("usage")),
+                .collect();
+            Ok(super::usage::from_rows(rows))
         };
+        let usage = per_key(r.usage.into_json("usage")?, "usage")?;
+        let column_usage = per_key(r.column_usage.into_json("column_usage")?, "column_usage")?;
         let Value::Array(tool_rows) = r.tool_usage.into_json("tool_usage")? else {
             return Err(corrupt("tool_usage"));
         };
@@ -425,7 +434,8 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
             job,
             counts,
             first_errors,
-            usage: super::usage::from_rows(usage),
+            usage,
+            column_usage,
             tool_usage: super::usage::tools_from_rows(tool_rows),
         })
     }

@@ -308,6 +308,7 @@ mod tests {
             outcome: RecordOutcome::Completed { values },
             traces: Vec::new(),
             usage: Default::default(),
+            column_usage: Default::default(),
             tool_usage: Default::default(),
             media: Vec::new(),
             selection: None,

@@ -99,10 +99,11 @@ where
     E: sqlx::Executor<'e, Database = DB>,
     DB::Arguments: sqlx::IntoArguments<DB>,
     for<'q> uuid::Uuid: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
-    for<'r> (String, i64, i64, i64, i64): sqlx::FromRow<'r, DB::Row>,
+    for<'r> (String, i64, i64, i64, i64, i64): sqlx::FromRow<'r, DB::Row>,
 {
-    let rows: Vec<(String, i64, i64, i64, i64)> = sqlx::query_as(
-        "select model_alias, requests, prompt_tokens, completion_tokens, cached_requests \
+    let rows: Vec<(String, i64, i64, i64, i64, i64)> = sqlx::query_as(
+        "select model_alias, requests, prompt_tokens, completion_tokens, cached_requests, \
+                cost_nanos \
          from job_usage
          where job_id = $1 order by model_alias",
     )
@@ -112,19 +113,20 @@ where
     Ok(from_rows(rows))
 }
 
-/// Builds the per-alias map from `(alias, requests, prompt, completion, cached)` rows (a
-/// negative count reads as 0).
+/// Builds the per-alias (or per-column) map from `(key, requests, prompt, completion, cached,
+/// cost)` rows (a negative count reads as 0).
 pub(crate) fn from_rows(
-    rows: Vec<(String, i64, i64, i64, i64)>,
+    rows: Vec<(String, i64, i64, i64, i64, i64)>,
 ) -> std::collections::BTreeMap<String, UsageCounts> {
     let n = |x: i64| u64::try_from(x).unwrap_or(0);
     rows.into_iter()
-        .map(|(alias, r, p, c, h)| {
+        .map(|(alias, r, p, c, h, cost)| {
             let counts = UsageCounts {
                 requests: n(r),
                 prompt_tokens: n(p),
                 completion_tokens: n(c),
                 cached_requests: n(h),
+                cost_nanos: n(cost),
             };
             (alias, counts)
         })

@@ -461,6 +461,7 @@ fn finished(rec: ClaimedRecord, generated: Generated) -> Finished {
             selection: generated.selection,
             traces: generated.traces,
             usage: generated.usage,
+            column_usage: generated.column_usage,
             tool_usage: generated.tool_usage,
             media: generated.media,
         },

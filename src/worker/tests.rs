@@ -71,6 +71,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         trace_context: None,
         selection: None,
         cache_mode: Default::default(),
+        max_cost_nanos: None,
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");

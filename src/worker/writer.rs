@@ -241,6 +241,10 @@ fn count_metrics(inner: &Inner, batch: &[Meta]) {
                 .increment(u.prompt_tokens);
             metrics::counter!(m::LLM_TOKENS, "model_alias" => alias.clone(), "kind" => "completion")
                 .increment(u.completion_tokens);
+            if u.cost_nanos > 0 {
+                metrics::counter!(m::LLM_COST_NANOS, "model_alias" => alias.clone())
+                    .increment(u.cost_nanos);
+            }
         }
     }
 }
@@ -303,6 +307,7 @@ async fn write_each(
             selection: None,
             traces: Vec::new(),
             usage: result.usage,
+            column_usage: result.column_usage,
             tool_usage: result.tool_usage,
             media: Vec::new(),
         };

@@ -479,6 +479,7 @@ async fn delete_refused_while_a_job_reads_it(backend: Backend) {
         trace_context: None,
         selection: None,
         cache_mode: Default::default(),
+        max_cost_nanos: None,
     };
     let CreateOutcome::Created(row) = app.db.store.create_job(&job).await.unwrap() else {
         panic!("job not created");

@@ -5,6 +5,7 @@ mod cli_hostile;
 mod config_cli;
 mod conformance;
 mod connections;
+mod costs;
 mod datasets;
 mod db;
 mod db_faults;

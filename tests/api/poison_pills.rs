@@ -66,6 +66,7 @@ async fn create_job(db: &TestDb, owner: Option<&str>, body: &Value) -> JobId {
             trace_context: None,
             selection: None,
             cache_mode: Default::default(),
+            max_cost_nanos: None,
         })
         .await
         .unwrap();
@@ -98,6 +99,7 @@ async fn written_before_dying(db: &TestDb, owner: &str, rec: &ClaimedRecord) {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        column_usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
         selection: None,

@@ -417,6 +417,7 @@ async fn a_replica_compiling_the_plan_itself_reads_the_same_seed_rows() {
         owner: None,
         name: None,
         cache: None,
+        max_cost: None,
     };
     let (elsewhere, created) = other.submit(req, &Caller::default()).await.unwrap();
     assert!(created);

@@ -62,6 +62,7 @@ fn new_job(owner: Option<&str>, n: u32) -> NewJob {
         trace_context: None,
         selection: None,
         cache_mode: Default::default(),
+        max_cost_nanos: None,
     }
 }
 
@@ -139,6 +140,7 @@ fn completed(c: &ClaimedRecord, values: Value) -> RecordResult {
         outcome: RecordOutcome::Completed { values },
         traces: Vec::new(),
         usage: Default::default(),
+        column_usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
         selection: None,
@@ -164,6 +166,7 @@ fn failed(c: &ClaimedRecord, code: &str) -> RecordResult {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        column_usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
         selection: None,

@@ -98,6 +98,7 @@ pub async fn create_job(
         owner: None,
         name: Some(name),
         cache: None,
+        max_cost: None,
     };
     let (summary, _) = state.jobs.submit(submit, &caller).await?;
     Ok(Json(job_view(&summary)))

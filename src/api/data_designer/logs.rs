@@ -176,6 +176,7 @@ mod tests {
                 trace_context: None,
                 selection: None,
                 cache_mode: Default::default(),
+                max_cost_nanos: None,
             },
             counts: JobCounts {
                 completed,
@@ -183,6 +184,7 @@ mod tests {
             },
             first_errors: Vec::new(),
             usage: Default::default(),
+            column_usage: Default::default(),
             tool_usage: Default::default(),
         }
     }

@@ -90,6 +90,7 @@ pub async fn preview(
         owner: None,
         name: None,
         cache: None,
+        max_cost: None,
     };
     let prepared = state
         .jobs

@@ -4,6 +4,8 @@
 //! `data_designer.config.mcp`). Unknown keys are rejected, as DataDesigner does.
 
 mod cache;
+pub mod prices;
+pub use prices::Prices;
 mod tool_config;
 pub use cache::CacheMode;
 
@@ -84,6 +86,11 @@ pub struct ModelConfig {
     /// default: prose that mentions a tool is not always a request to run it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub tool_call_fallback: bool,
+    /// What the model costs (server model configs only: a job's own model config may not set
+    /// them, and gets the server's for the same provider and model). Without prices no cost
+    /// is counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<Prices>,
     /// Set by the job service on a model config that came with a job: the job's own
     /// `max_parallel_requests` then caps that job alone, and never the limit the server's
     /// configs set for the provider and model, which every job shares. Never read from input.

@@ -79,15 +79,23 @@ impl Plan {
             .generate_image(model, &prompt, context, rt.cancel)
             .await
             .map_err(|err| StepError::new(err.code(), err.to_string()))?;
-        out.usage
-            .entry(i.model_alias.clone())
-            .or_default()
-            .add(&UsageCounts {
-                requests: 1,
-                prompt_tokens: r.usage.prompt_tokens,
-                completion_tokens: r.usage.completion_tokens,
-                cached_requests: 0,
-            });
+        let cost_nanos = model.prices.map_or(0, |p| {
+            let images = r.images.len() as u64;
+            p.cost_nanos(
+                r.usage.prompt_tokens,
+                r.usage.completion_tokens,
+                None,
+                images,
+            )
+        });
+        let counts = UsageCounts {
+            requests: 1,
+            prompt_tokens: r.usage.prompt_tokens,
+            completion_tokens: r.usage.completion_tokens,
+            cached_requests: 0,
+            cost_nanos,
+        };
+        out.add(&step.name, &i.model_alias, counts);
         let record = rt
             .scope
             .as_ref()
@@ -170,15 +178,17 @@ impl Plan {
             .embed(model, &inputs, rt.cancel)
             .await
             .map_err(|err| StepError::new(err.code(), err.to_string()))?;
-        out.usage
-            .entry(e.model_alias.clone())
-            .or_default()
-            .add(&UsageCounts {
-                requests: 1,
-                prompt_tokens: r.usage.prompt_tokens,
-                completion_tokens: 0,
-                cached_requests: 0,
-            });
+        let cost_nanos = model
+            .prices
+            .map_or(0, |p| p.cost_nanos(r.usage.prompt_tokens, 0, None, 0));
+        let counts = UsageCounts {
+            requests: 1,
+            prompt_tokens: r.usage.prompt_tokens,
+            completion_tokens: 0,
+            cached_requests: 0,
+            cost_nanos,
+        };
+        out.add(&step.name, &e.model_alias, counts);
         rec.put(step.slot, embedding_value(r.vectors));
         Ok(())
     }

@@ -577,4 +577,7 @@ fn strip_tool_turn(msg: &mut ChatMessage) {
 fn add_usage(total: &mut Usage, u: &Usage) {
     total.prompt_tokens += u.prompt_tokens;
     total.completion_tokens += u.completion_tokens;
+    if let Some(r) = u.reasoning_tokens {
+        *total.reasoning_tokens.get_or_insert(0) += r;
+    }
 }

@@ -160,10 +160,12 @@ impl CompleteSteps for PgComplete<'_> {
     async fn add_usage(
         &mut self,
         deltas: &[UsageDelta],
+        columns: &[UsageDelta],
         tools: &[ToolDelta<'_>],
         tally: &[(JobId, RecordTally)],
     ) -> Result<(), StoreError> {
         super::usage::add(&mut self.tx, deltas).await?;
+        super::usage::add_columns(&mut self.tx, columns).await?;
         super::usage::add_tools(&mut self.tx, tools).await?;
         super::usage::add_records(&mut self.tx, tally).await
     }

@@ -128,9 +128,9 @@ impl JobStore for PgStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, name, \
-             trace_context, max_candidates, on_exhausted, cache_mode) \
+             trace_context, max_candidates, on_exhausted, cache_mode, max_cost_nanos) \
              values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-                     $16) \
+                     $16, $17) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -154,6 +154,10 @@ impl JobStore for PgStore {
         .bind(job.selection.map(|s| i64::from(s.max_candidates)))
         .bind(job.selection.map(|s| s.on_exhausted.as_str()))
         .bind(job.cache_mode.as_str())
+        .bind(
+            job.max_cost_nanos
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        )
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -222,8 +226,13 @@ impl JobStore for PgStore {
         qb.push_bind(i64::from(first_errors)).push(
             ") e) as first_errors, \
                (select coalesce(json_object_agg(model_alias, \
-                 json_build_array(requests, prompt_tokens, completion_tokens, cached_requests)), '{}'::json) \
+                 json_build_array(requests, prompt_tokens, completion_tokens, cached_requests, \
+                 cost_nanos)), '{}'::json) \
                  from job_usage where job_id = jobs.id) as usage, \
+               (select coalesce(json_object_agg(column_name, \
+                 json_build_array(requests, prompt_tokens, completion_tokens, cached_requests, \
+                 cost_nanos)), '{}'::json) \
+                 from job_column_usage where job_id = jobs.id) as column_usage, \
                (select coalesce(json_agg(json_build_array(column_name, tool_name, outcome, n)), \
                  '[]'::json) from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",

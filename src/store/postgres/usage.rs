@@ -6,44 +6,73 @@ use crate::domain::JobId;
 use crate::store::usage::{self, to_i64};
 use crate::store::{StoreError, UsageDelta};
 
-/// Adds `deltas` inside the caller's transaction (the one writing the records they belong to).
+/// Adds `deltas` (per model alias) inside the caller's transaction: one statement for the
+/// batch; `deltas` has one row per (job, alias), in that order.
 pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Result<(), StoreError> {
+    add_to(conn, ADD_USAGE, deltas).await
+}
+
+/// Adds per-column `deltas` (their `model_alias` is the column) as [`add`] does per alias.
+pub(super) async fn add_columns(
+    conn: &mut PgConnection,
+    deltas: &[UsageDelta],
+) -> Result<(), StoreError> {
+    add_to(conn, ADD_COLUMN_USAGE, deltas).await
+}
+
+/// Counts are added, never overwritten, so concurrent writers (other processes) compose.
+const ADD_USAGE: &str = "\
+    insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, \
+                           cached_requests, cost_nanos, created_at, updated_at) \
+    select d.job_id, d.k, d.requests, d.prompt, d.completion, d.cached, d.cost, now(), now() \
+    from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], \
+                $7::int8[]) as d(job_id, k, requests, prompt, completion, cached, cost) \
+    on conflict (job_id, model_alias) do update set \
+      requests = job_usage.requests + excluded.requests, \
+      prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens, \
+      completion_tokens = job_usage.completion_tokens + excluded.completion_tokens, \
+      cached_requests = job_usage.cached_requests + excluded.cached_requests, \
+      cost_nanos = job_usage.cost_nanos + excluded.cost_nanos, \
+      updated_at = now()";
+
+const ADD_COLUMN_USAGE: &str = "\
+    insert into job_column_usage (job_id, column_name, requests, prompt_tokens, \
+                                  completion_tokens, cached_requests, cost_nanos) \
+    select d.job_id, d.k, d.requests, d.prompt, d.completion, d.cached, d.cost \
+    from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], \
+                $7::int8[]) as d(job_id, k, requests, prompt, completion, cached, cost) \
+    on conflict (job_id, column_name) do update set \
+      requests = job_column_usage.requests + excluded.requests, \
+      prompt_tokens = job_column_usage.prompt_tokens + excluded.prompt_tokens, \
+      completion_tokens = job_column_usage.completion_tokens + excluded.completion_tokens, \
+      cached_requests = job_column_usage.cached_requests + excluded.cached_requests, \
+      cost_nanos = job_column_usage.cost_nanos + excluded.cost_nanos, \
+      updated_at = now()";
+
+async fn add_to(
+    conn: &mut PgConnection,
+    sql: &'static str,
+    deltas: &[UsageDelta],
+) -> Result<(), StoreError> {
     if deltas.is_empty() {
         return Ok(());
     }
-    let (mut jobs, mut aliases, mut requests, mut prompt, mut completion) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut cached = Vec::new();
-    for d in deltas {
-        jobs.push(d.job_id.0);
-        aliases.push(d.model_alias.as_str());
-        requests.push(to_i64(d.counts.requests));
-        prompt.push(to_i64(d.counts.prompt_tokens));
-        completion.push(to_i64(d.counts.completion_tokens));
-        cached.push(to_i64(d.counts.cached_requests));
-    }
-    // Counts are added, never overwritten, so concurrent writers (other processes) compose.
-    // One statement for the batch; `deltas` has one row per (job, alias), in that order.
-    sqlx::query(
-        "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, cached_requests, created_at, updated_at)
-         select d.job_id, d.alias, d.requests, d.prompt, d.completion, d.cached, now(), now()
-         from unnest($1::uuid[], $2::text[], $3::int8[], $4::int8[], $5::int8[], $6::int8[])
-              as d(job_id, alias, requests, prompt, completion, cached)
-         on conflict (job_id, model_alias) do update set
-           requests = job_usage.requests + excluded.requests,
-           prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
-           completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
-           cached_requests = job_usage.cached_requests + excluded.cached_requests,
-           updated_at = now()",
-    )
-    .bind(jobs)
-    .bind(aliases)
-    .bind(requests)
-    .bind(prompt)
-    .bind(completion)
-    .bind(cached)
-    .execute(conn)
-    .await?;
+    let col = |f: fn(&UsageDelta) -> i64| deltas.iter().map(f).collect::<Vec<i64>>();
+    sqlx::query(sql)
+        .bind(deltas.iter().map(|d| d.job_id.0).collect::<Vec<_>>())
+        .bind(
+            deltas
+                .iter()
+                .map(|d| d.model_alias.as_str())
+                .collect::<Vec<_>>(),
+        )
+        .bind(col(|d| to_i64(d.counts.requests)))
+        .bind(col(|d| to_i64(d.counts.prompt_tokens)))
+        .bind(col(|d| to_i64(d.counts.completion_tokens)))
+        .bind(col(|d| to_i64(d.counts.cached_requests)))
+        .bind(col(|d| to_i64(d.counts.cost_nanos)))
+        .execute(conn)
+        .await?;
     Ok(())
 }
 

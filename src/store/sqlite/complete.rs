@@ -143,10 +143,12 @@ impl CompleteSteps for SqliteComplete<'_> {
     async fn add_usage(
         &mut self,
         deltas: &[UsageDelta],
+        columns: &[UsageDelta],
         tools: &[ToolDelta<'_>],
         tally: &[(JobId, RecordTally)],
     ) -> Result<(), StoreError> {
         super::usage::add(&mut self.tx, deltas, self.now).await?;
+        super::usage::add_columns(&mut self.tx, columns, self.now).await?;
         super::usage::add_tools(&mut self.tx, tools, self.now).await?;
         super::usage::add_records(&mut self.tx, tally).await
     }

@@ -243,10 +243,10 @@ impl JobStore for SqliteStore {
         let inserted: Option<Job> = sqlx::query_as(concat!(
             "insert into jobs (id, owner, status, config, num_records, seed, metadata, \
              run_config, idempotency_key, request_hash, output_columns, seed_datasets, \
-             name, trace_context, max_candidates, on_exhausted, cache_mode, created_at, \
-             updated_at) \
+             name, trace_context, max_candidates, on_exhausted, cache_mode, max_cost_nanos, \
+             created_at, updated_at) \
              values ($1, $2, 'queued', $3, $4, $5, $6, $7, $8, $9, $11, $12, $13, $14, $15, $16, \
-                     $17, $10, $10) \
+                     $17, $18, $10, $10) \
              on conflict (coalesce(owner, ''), idempotency_key) \
              where idempotency_key is not null do nothing \
              returning ",
@@ -272,6 +272,10 @@ impl JobStore for SqliteStore {
         .bind(job.selection.map(|s| i64::from(s.max_candidates)))
         .bind(job.selection.map(|s| s.on_exhausted.as_str()))
         .bind(job.cache_mode.as_str())
+        .bind(
+            job.max_cost_nanos
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        )
         .fetch_optional(&mut *tx)
         .await?;
 
@@ -340,8 +344,11 @@ impl JobStore for SqliteStore {
         qb.push_bind(i64::from(first_errors)).push(
             ")) as first_errors, \
                (select json_group_object(model_alias, \
-                 json_array(requests, prompt_tokens, completion_tokens, cached_requests)) \
+                 json_array(requests, prompt_tokens, completion_tokens, cached_requests, cost_nanos)) \
                  from job_usage where job_id = jobs.id) as usage, \
+               (select json_group_object(column_name, \
+                 json_array(requests, prompt_tokens, completion_tokens, cached_requests, cost_nanos)) \
+                 from job_column_usage where job_id = jobs.id) as column_usage, \
                (select json_group_array(json_array(column_name, tool_name, outcome, n)) \
                  from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",

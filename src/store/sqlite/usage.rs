@@ -6,34 +6,69 @@ use crate::domain::JobId;
 use crate::store::usage::{self, to_i64};
 use crate::store::{StoreError, UsageDelta};
 
-/// Adds `deltas` inside the caller's transaction (the one writing the records they belong to);
-/// `now` is its timestamp.
+/// Adds `deltas` (per model alias) inside the caller's transaction (the one writing the
+/// records they belong to); `now` is its timestamp.
 pub(super) async fn add(
     conn: &mut SqliteConnection,
     deltas: &[UsageDelta],
     now: i64,
 ) -> Result<(), StoreError> {
+    add_to(conn, ADD_USAGE, deltas, now).await
+}
+
+/// Adds per-column `deltas` (their `model_alias` is the column) as [`add`] does per alias.
+pub(super) async fn add_columns(
+    conn: &mut SqliteConnection,
+    deltas: &[UsageDelta],
+    now: i64,
+) -> Result<(), StoreError> {
+    add_to(conn, ADD_COLUMN_USAGE, deltas, now).await
+}
+
+/// Counts are added, never overwritten, so concurrent writers (other processes) compose.
+const ADD_USAGE: &str = "\
+    insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, \
+                           cached_requests, cost_nanos, created_at, updated_at) \
+    values ($1, $2, $3, $4, $5, $7, $8, $6, $6) \
+    on conflict (job_id, model_alias) do update set \
+      requests = job_usage.requests + excluded.requests, \
+      cached_requests = job_usage.cached_requests + excluded.cached_requests, \
+      prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens, \
+      completion_tokens = job_usage.completion_tokens + excluded.completion_tokens, \
+      cost_nanos = job_usage.cost_nanos + excluded.cost_nanos, \
+      updated_at = excluded.updated_at";
+
+const ADD_COLUMN_USAGE: &str = "\
+    insert into job_column_usage (job_id, column_name, requests, prompt_tokens, \
+                                  completion_tokens, cached_requests, cost_nanos, created_at, \
+                                  updated_at) \
+    values ($1, $2, $3, $4, $5, $7, $8, $6, $6) \
+    on conflict (job_id, column_name) do update set \
+      requests = job_column_usage.requests + excluded.requests, \
+      cached_requests = job_column_usage.cached_requests + excluded.cached_requests, \
+      prompt_tokens = job_column_usage.prompt_tokens + excluded.prompt_tokens, \
+      completion_tokens = job_column_usage.completion_tokens + excluded.completion_tokens, \
+      cost_nanos = job_column_usage.cost_nanos + excluded.cost_nanos, \
+      updated_at = excluded.updated_at";
+
+async fn add_to(
+    conn: &mut SqliteConnection,
+    sql: &'static str,
+    deltas: &[UsageDelta],
+    now: i64,
+) -> Result<(), StoreError> {
     for d in deltas {
-        // Counts are added, never overwritten, so concurrent writers (other processes) compose.
-        sqlx::query(
-            "insert into job_usage (job_id, model_alias, requests, prompt_tokens, completion_tokens, cached_requests, created_at, updated_at)
-             values ($1, $2, $3, $4, $5, $7, $6, $6)
-             on conflict (job_id, model_alias) do update set
-               requests = job_usage.requests + excluded.requests,
-               cached_requests = job_usage.cached_requests + excluded.cached_requests,
-               prompt_tokens = job_usage.prompt_tokens + excluded.prompt_tokens,
-               completion_tokens = job_usage.completion_tokens + excluded.completion_tokens,
-               updated_at = excluded.updated_at",
-        )
-        .bind(d.job_id.0)
-        .bind(&d.model_alias)
-        .bind(to_i64(d.counts.requests))
-        .bind(to_i64(d.counts.prompt_tokens))
-        .bind(to_i64(d.counts.completion_tokens))
-        .bind(now)
-        .bind(to_i64(d.counts.cached_requests))
-        .execute(&mut *conn)
-        .await?;
+        sqlx::query(sql)
+            .bind(d.job_id.0)
+            .bind(&d.model_alias)
+            .bind(to_i64(d.counts.requests))
+            .bind(to_i64(d.counts.prompt_tokens))
+            .bind(to_i64(d.counts.completion_tokens))
+            .bind(now)
+            .bind(to_i64(d.counts.cached_requests))
+            .bind(to_i64(d.counts.cost_nanos))
+            .execute(&mut *conn)
+            .await?;
     }
     Ok(())
 }

@@ -123,6 +123,7 @@ async fn results_round_trip(db: TestDb) {
         },
         traces: Vec::new(),
         usage: Default::default(),
+        column_usage: Default::default(),
         tool_usage: Default::default(),
         media: Vec::new(),
         selection: None,
@@ -350,6 +351,7 @@ async fn summaries_read_counts_first_errors_and_usage(db: TestDb) {
                     prompt_tokens: 10,
                     completion_tokens: u64::from(r.index),
                     cached_requests: 0,
+                    cost_nanos: 0,
                 },
             );
             // Tool use: one turn per record in column `answer`; record i calls `clock` once

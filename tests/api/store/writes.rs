@@ -31,6 +31,7 @@ fn usage(
             prompt_tokens: prompt,
             completion_tokens: completion,
             cached_requests: 0,
+            cost_nanos: 0,
         },
     )])
 }
@@ -97,6 +98,7 @@ async fn usage_is_written_with_its_record(db: TestDb) {
                 prompt_tokens: 7,
                 completion_tokens: 3,
                 cached_requests: 0,
+                cost_nanos: 0,
             },
         ),
         (
@@ -106,6 +108,7 @@ async fn usage_is_written_with_its_record(db: TestDb) {
                 prompt_tokens: 10 + 11 + 12,
                 completion_tokens: 15,
                 cached_requests: 0,
+                cost_nanos: 0,
             },
         ),
     ]);
@@ -159,6 +162,7 @@ async fn a_nul_fails_only_its_record(db: TestDb) {
         },
         traces: Vec::new(),
         usage: BTreeMap::new(),
+        column_usage: Default::default(),
         // A tool name comes from the model, and may hold a NUL too.
         tool_usage: BTreeMap::from([("answer".to_owned(), {
             let mut u = ToolUsage {
