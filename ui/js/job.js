@@ -94,7 +94,8 @@ export async function jobView(main, id, params, signal) {
         h("div", { class: "small" },
           `${num(job.counts.completed)} completed · ${num(job.counts.failed)} failed · ` +
           `${inProgressText(job.counts)} · ${num(job.counts.pending)} pending · ` +
-          `${num(job.counts.cancelled)} cancelled · ${num(job.counts.total)} total`)),
+          `${num(job.counts.cancelled)} cancelled · ${num(job.counts.total)} total`),
+        job.counts.selection ? h("div", { class: "small" }, selectionText(job.counts.selection)) : null),
       job.error ? errorBox(job.error) : null,
       h("div", { class: "actions" }, h("span", { class: "muted" }, "Download"),
         dl("jsonl", "JSONL"), dl("csv", "CSV"), dl("parquet", "Parquet")));
@@ -102,6 +103,20 @@ export async function jobView(main, id, params, signal) {
 
   function renderSummary() {
     const usage = Object.entries(job.usage || {});
+    const columns = Object.entries(job.column_usage || {});
+    const priced = usage.some(([, u]) => u.cost !== undefined);
+    const cached = usage.some(([, u]) => u.cached_requests > 0);
+    const usageTable = (label, rows) => h("table", { class: "compact" },
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, label), h("th", { scope: "col", class: "num" }, "requests"),
+        cached ? h("th", { scope: "col", class: "num" }, "cached") : null,
+        h("th", { scope: "col", class: "num" }, "prompt tokens"), h("th", { scope: "col", class: "num" }, "completion tokens"),
+        priced ? h("th", { scope: "col", class: "num" }, "cost") : null)),
+      h("tbody", {}, rows.map(([name, u]) => h("tr", {}, h("td", {}, h("code", {}, name)),
+        h("td", { class: "num" }, num(u.requests)),
+        cached ? h("td", { class: "num" }, num(u.cached_requests || 0)) : null,
+        h("td", { class: "num" }, num(u.prompt_tokens)),
+        h("td", { class: "num" }, num(u.completion_tokens)),
+        priced ? h("td", { class: "num" }, u.cost === undefined ? "" : money(u.cost)) : null))));
     replace(summary,
       section("About",
         h("dl", { class: "facts" },
@@ -109,16 +124,14 @@ export async function jobView(main, id, params, signal) {
           h("dt", {}, "created"), h("dd", {}, ageEl(job.created_at)),
           h("dt", {}, "running time"), h("dd", {}, duration(job.started_at, job.finished_at)),
           h("dt", {}, "seed"), h("dd", {}, h("code", {}, String(job.seed))),
+          job.cost !== undefined ? [h("dt", {}, "cost"), h("dd", {}, money(job.cost),
+            job.max_cost !== undefined ? ` of a budget of ${money(job.max_cost)}` : "")] : null,
           h("dt", {}, "columns"), h("dd", {}, h("div", { class: "chips" }, (job.columns || []).map((c) => h("code", { class: "chip" }, c)))),
           job.metadata ? [h("dt", {}, "metadata"), h("dd", {}, jsonTree(job.metadata, 0))] : null)),
       section("LLM usage", usage.length
-        ? h("table", { class: "compact" },
-          h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "model alias"), h("th", { scope: "col", class: "num" }, "requests"),
-            h("th", { scope: "col", class: "num" }, "prompt tokens"), h("th", { scope: "col", class: "num" }, "completion tokens"))),
-          h("tbody", {}, usage.map(([alias, u]) => h("tr", {}, h("td", {}, h("code", {}, alias)),
-            h("td", { class: "num" }, num(u.requests)), h("td", { class: "num" }, num(u.prompt_tokens)),
-            h("td", { class: "num" }, num(u.completion_tokens))))))
+        ? usageTable("model alias", usage)
         : h("p", { class: "muted" }, "No LLM requests.")),
+      priced && columns.length ? section("LLM usage by column", usageTable("column", columns)) : null,
       toolUsage(job.tool_usage),
       (job.first_errors || []).length
         ? section("First errors", h("ul", { class: "errors" }, job.first_errors.map((e) => h("li", {},
@@ -222,4 +235,17 @@ export async function jobView(main, id, params, signal) {
       if (name === "done") { job = data; renderAll(); loadRecords().catch(showErr); }
     }).catch(() => {});
   }
+}
+
+/** A cost in the unit of the server's prices: enough digits for fractions of a cent. */
+function money(x) {
+  return x >= 100 ? x.toFixed(2) : x.toPrecision(4);
+}
+
+/** A record_selection job's five counts, in a line. */
+function selectionText(s) {
+  return `record selection: ${num(s.accepted)} of ${num(s.target)} accepted · ` +
+    `${num(s.rejected)} rejected · ${num(s.null_predicate)} null predicate · ` +
+    `${num(s.failed_generation)} failed · ${num(s.trimmed)} trimmed · ` +
+    `budget ${num(s.max_candidate_records)} candidates`;
 }
