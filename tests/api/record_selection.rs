@@ -359,3 +359,30 @@ async fn a_preview_returns_accepted_records_within_a_small_budget() {
     assert_eq!(preview["records"], json!([]));
     assert_eq!(preview["selection"]["rejected"], 100, "{preview}");
 }
+
+/// NVIDIA's Data Designer door runs a `record_selection` config unchanged: its status details
+/// carry the five counts and whether the budget ran out; its dataset holds the accepted records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_data_designer_door_runs_a_selection_and_says_so_in_its_status_details() {
+    let app = spawn_app(Backend::Sqlite).await;
+    let resp = app
+        .client
+        .post(app.url("/v1/data-designer/jobs"))
+        .json(&json!({"spec": {"num_records": 5, "config": config(-1.0, 30, "return_partial")}}))
+        .send()
+        .await
+        .unwrap();
+    let (status, job) = crate::helpers::status_json(resp).await;
+    assert_eq!(status, 200, "{job}");
+    let id = job["id"].as_str().unwrap().to_owned();
+    app.wait_for_job(&id, Duration::from_secs(30)).await;
+    let (status, job) = app.get(&format!("/v1/data-designer/jobs/{id}")).await;
+    assert_eq!(status, 200, "{job}");
+    let sel = &job["status_details"]["record_selection"];
+    assert_eq!(sel["exhausted"], true, "{job}");
+    assert_eq!(
+        (sel["accepted"].as_u64(), sel["rejected"].as_u64()),
+        (Some(0), Some(30))
+    );
+    assert_eq!(sel["candidates"], 30, "{job}");
+}

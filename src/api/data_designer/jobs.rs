@@ -202,7 +202,8 @@ pub(super) fn platform_status(status: JobStatus) -> &'static str {
     }
 }
 
-/// `status_details`: the records' progress, and our own status name; for a job with
+/// `status_details`: the records' progress, and our own status name; the calls answered by the
+/// response cache, the cost and budget (with priced models); for a job with
 /// `record_selection`, its five counts, and whether its budget ran out (a `return_partial` job
 /// completes short of `num_records`: this says so).
 fn status_details(s: &JobSummary) -> Value {
@@ -214,6 +215,17 @@ fn status_details(s: &JobSummary) -> Value {
         "pending": s.counts.pending,
         "synthgate_status": s.job.status.as_str(),
     });
+    let cached: u64 = s.usage.values().map(|u| u.cached_requests).sum();
+    if cached > 0 {
+        details["cached_requests"] = cached.into();
+    }
+    let nanos: u64 = s.usage.values().map(|u| u.cost_nanos).sum();
+    if nanos > 0 {
+        details["cost"] = crate::domain::models::prices::from_nanos(nanos).into();
+    }
+    if let Some(max) = s.job.max_cost_nanos {
+        details["max_cost"] = crate::domain::models::prices::from_nanos(max).into();
+    }
     if let Some(sel) = &s.counts.selection {
         let mut v = serde_json::to_value(sel).unwrap_or_default();
         v["candidates"] = sel.candidates().into();
