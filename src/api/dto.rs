@@ -405,6 +405,7 @@ pub struct ListRecordsQuery {
     /// For a job with `record_selection` (`json` only): the candidates with this verdict, or
     /// `all`. Without it (and without `status`) such a job lists its accepted records, as its
     /// exports hold. Refused for other jobs.
+    #[param(inline)]
     pub selection: Option<SelectionFilter>,
     /// Add `{column}__trace` (the column's message list) to each row, for LLM columns that keep
     /// a trace.
