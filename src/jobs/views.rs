@@ -98,9 +98,9 @@ impl JobService {
 
     /// A page of the records of a job visible to `owner`: by index, strictly after `after`,
     /// optionally of one status; with `traces`, each record's traces join its values as
-    /// `{column}__trace`. A `record_selection` job lists its accepted records unless a status
-    /// or a verdict is asked for (`selection`, which other jobs refuse: their records have
-    /// none).
+    /// `{column}__trace`. A `record_selection` job lists its accepted records (with or without
+    /// `status=completed`) unless a verdict is asked for (`selection`, which other jobs refuse:
+    /// their records have none) or `status=failed`.
     pub async fn records(
         &self,
         id: JobId,
@@ -120,8 +120,13 @@ impl JobService {
                     f
                 )));
             }
-            (Some(_), None) if which.status.is_none() => Some(Selection::Accepted),
-            (Some(_), None) => None,
+            // The dataset: its completed records are the accepted ones (`status=completed`
+            // included, so the MCP tools and any client asking for completed records get the
+            // dataset); `status=failed` lists the failed candidates.
+            (Some(_), None) => match which.status {
+                None | Some(RecordStatus::Completed) => Some(Selection::Accepted),
+                Some(_) => None,
+            },
             (Some(_), Some(f)) => f.verdict(),
         };
         let select = RecordSelect {

@@ -151,6 +151,20 @@ async fn exactly_n(backend: Backend) {
         .collect();
     assert_eq!(rows.len(), 60);
     assert!(rows.iter().all(|r| r["keep"] == true), "{jsonl}");
+    // `status=completed` is the dataset too; `selection=all` with it lists every completed
+    // candidate.
+    let (_, page) = app
+        .get(&format!(
+            "/v1/jobs/{id}/records?status=completed&limit=1000"
+        ))
+        .await;
+    assert_eq!(page["records"].as_array().unwrap().len(), 60, "{page}");
+    let (_, page) = app
+        .get(&format!(
+            "/v1/jobs/{id}/records?status=completed&selection=all&limit=1000"
+        ))
+        .await;
+    assert!(page["records"].as_array().unwrap().len() > 60, "{page}");
     // The other candidates stay readable under a filter.
     let (status, page) = app
         .get(&format!("/v1/jobs/{id}/records?selection=rejected&limit=5"))
