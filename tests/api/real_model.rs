@@ -509,3 +509,81 @@ async fn the_example_is_what_datadesigners_builder_writes() {
         "regenerate config/examples/local-model.yaml"
     );
 }
+
+/// Cost and the response cache against the real server: the job's cost is the tokens the
+/// server reported × the prices; a re-run with the same seed and a warm cache makes no request
+/// (none in `usage.requests`, every call in `cached_requests`) and returns the same records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cost_and_the_response_cache_with_a_real_model() {
+    let Some((python, model)) = llama() else {
+        return;
+    };
+    let server = LlamaServer::start(&python, &model, "smol", &[]).await;
+    let app = app_on(&server, |c| {
+        c.model_configs = vec![
+            serde_json::from_value(
+                json!({"alias": "writer", "model": "smol", "provider": "local",
+                "inference_parameters": {"max_tokens": 24, "temperature": 0.0},
+                "prices": {"input_per_million": 3.0, "output_per_million": 15.0}}),
+            )
+            .unwrap(),
+        ];
+    })
+    .await;
+    let job = json!({"num_records": 3, "seed": 11, "cache": "read_write", "config": {"columns": [
+        {"name": "topic", "column_type": "sampler", "sampler_type": "category",
+         "params": {"values": ["cats", "the sea", "bread"]}},
+        {"name": "line", "column_type": "llm-text", "model_alias": "writer",
+         "prompt": "Write one short sentence about {{ topic }}."}
+    ]}});
+    let (first, cold) = run_job(&app, &job).await;
+    let u = &first["usage"]["writer"];
+    let (prompt, completion) = (
+        u["prompt_tokens"].as_u64().unwrap(),
+        u["completion_tokens"].as_u64().unwrap(),
+    );
+    assert!(
+        prompt > 0 && completion > 0,
+        "the server reports tokens: {u}"
+    );
+    let expected = (prompt as f64 * 3.0 + completion as f64 * 15.0) / 1e6;
+    assert!(
+        (u["cost"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{u} vs {expected}"
+    );
+    assert!(
+        (first["cost"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{first}"
+    );
+    let calls = u["requests"].as_u64().unwrap();
+
+    let (second, warm) = run_job(&app, &job).await;
+    let u = &second["usage"]["writer"];
+    assert_eq!(
+        u["requests"], 0,
+        "a warm cache asks the server nothing: {u}"
+    );
+    assert_eq!(u["cached_requests"], calls, "{u}");
+    assert!(
+        second.get("cost").is_none(),
+        "a hit costs nothing: {second}"
+    );
+    assert_eq!(warm, cold, "the same records");
+    app.stop().await;
+}
+
+/// Runs `job` to completion; returns it and its records' values, by index.
+async fn run_job(app: &TestApp, job: &Value) -> (Value, Vec<Value>) {
+    let (status, created) = app.create_job(job).await;
+    assert_eq!(status, 202, "{created}");
+    let id = created["id"].as_str().unwrap().to_owned();
+    let done = app.wait_for_job(&id, Duration::from_secs(300)).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let values = app
+        .all_records(&id)
+        .await
+        .into_iter()
+        .map(|r| r["values"].clone())
+        .collect();
+    (done, values)
+}
