@@ -1,6 +1,6 @@
 //! The queue's rules for `record_selection` jobs, as SQL both backends run alike: how far a
-//! claim may carve such a job, when it is finished, how it ends when its budget ran out, and
-//! which passing candidates are trimmed. See `domain::selection` for the model.
+//! claim may carve such a job, whether it fell short of its target (`finish.rs` ends it by
+//! that), and which passing candidates are trimmed. See `domain::selection` for the model.
 //!
 //! Macros, so the fragments join the backends' statements with `concat!`; `$j` names the
 //! `jobs` row in the statement and `$k` its `job_cursors` row.
