@@ -219,9 +219,8 @@ fn status_details(s: &JobSummary) -> Value {
     if cached > 0 {
         details["cached_requests"] = cached.into();
     }
-    let nanos: u64 = s.usage.values().map(|u| u.cost_nanos).sum();
-    if nanos > 0 {
-        details["cost"] = crate::domain::models::prices::from_nanos(nanos).into();
+    if let Some(cost) = crate::api::dto::job_cost(&s.usage) {
+        details["cost"] = cost.into();
     }
     if let Some(max) = s.job.max_cost_nanos {
         details["max_cost"] = crate::domain::models::prices::from_nanos(max).into();
