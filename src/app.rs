@@ -15,7 +15,7 @@ use crate::config::Config;
 use crate::datasets::DatasetService;
 use crate::datasets::sources::SeedSources;
 use crate::jobs::{Catalog, JobService};
-use crate::llm::{LlmClient, RetryPolicy, answer_bound};
+use crate::llm::{AdmissionPolicy, LlmClient, RetryPolicy, answer_bound};
 use crate::mcp::McpPool;
 use crate::serve::ConnectionLimits;
 use crate::state::AppState;
@@ -77,7 +77,8 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let llm = Arc::new(
         LlmClient::new(&config.model_providers, RetryPolicy::from(&config.llm))
             .context("building the LLM client (config key `model_providers`)")?
-            .with_max_answer_bytes(answer_bound(config.limits.max_image_bytes)),
+            .with_max_answer_bytes(answer_bound(config.limits.max_image_bytes))
+            .with_admission(AdmissionPolicy::from(&config.llm.admission)),
     );
     llm.register_models(&config.model_configs);
     let jobs = JobService::new(

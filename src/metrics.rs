@@ -75,6 +75,17 @@ pub const INLINE_TOOL_CALLS: &str = "synthgate_inline_tool_calls_total";
 /// `max_parallel_requests` slot left out), by `provider`, `model_alias`
 /// (see [`model_alias_label`]) and `outcome` (`ok` or the error code).
 pub const LLM_REQUEST_SECONDS: &str = "synthgate_llm_request_seconds";
+/// Requests this replica may have in flight to a model provider now, by `provider`: the
+/// admission controller's limit (`llm.admission.max_in_flight` until the provider throttles).
+pub const LLM_PROVIDER_LIMIT: &str = "synthgate_llm_provider_concurrency_limit";
+/// Requests in flight to a model provider now, by `provider`.
+pub const LLM_PROVIDER_IN_FLIGHT: &str = "synthgate_llm_provider_in_flight";
+/// A model provider's circuit, by `provider`: 0 closed, 1 open, 2 half-open (one probe out).
+pub const LLM_PROVIDER_CIRCUIT: &str = "synthgate_llm_provider_circuit";
+/// Answers that throttled a model provider (429, 529, 503), by `provider`.
+pub const LLM_PROVIDER_THROTTLED: &str = "synthgate_llm_provider_throttled_total";
+/// Times a model provider's circuit opened, by `provider`.
+pub const LLM_PROVIDER_CIRCUIT_OPENED: &str = "synthgate_llm_provider_circuit_opened_total";
 /// Records of queued and running jobs not yet claimed by any replica (each replica reports the
 /// same figure, read from the database every few seconds).
 pub const QUEUE_RECORDS: &str = "synthgate_queue_records";
@@ -242,6 +253,26 @@ fn describe() {
         LLM_REQUEST_SECONDS,
         metrics::Unit::Seconds,
         "LLM call latency, retries included"
+    );
+    metrics::describe_gauge!(
+        LLM_PROVIDER_LIMIT,
+        "Requests this replica may have in flight to a model provider (adapts to throttling)"
+    );
+    metrics::describe_gauge!(
+        LLM_PROVIDER_IN_FLIGHT,
+        "Requests in flight to a model provider"
+    );
+    metrics::describe_gauge!(
+        LLM_PROVIDER_CIRCUIT,
+        "A model provider's circuit: 0 closed, 1 open, 2 half-open"
+    );
+    metrics::describe_counter!(
+        LLM_PROVIDER_THROTTLED,
+        "Answers that throttled a model provider (429, 529, 503)"
+    );
+    metrics::describe_counter!(
+        LLM_PROVIDER_CIRCUIT_OPENED,
+        "Times a model provider's circuit opened"
     );
     metrics::describe_gauge!(
         QUEUE_RECORDS,

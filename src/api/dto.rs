@@ -214,6 +214,12 @@ pub struct JobResponse {
     /// `formatting_error`, `refused`). Failed records count too. Empty for a job whose columns
     /// use no tools.
     pub tool_usage: std::collections::BTreeMap<String, ToolUsage>,
+    /// While the job is queued or running (on `GET /v1/jobs/{id}` only): each model provider
+    /// its columns call, as the replica that answers sees it now. Its `concurrency_limit`
+    /// drops when the provider throttles and grows back as it answers; `circuit` is `open`
+    /// while a failing provider is sent only one probe per interval.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub providers: std::collections::BTreeMap<String, crate::llm::ProviderState>,
     /// When the job was accepted.
     pub created_at: DateTime<Utc>,
     /// Last status change.
@@ -253,6 +259,7 @@ impl From<JobSummary> for JobResponse {
             usage: s.usage,
             column_usage: s.column_usage,
             tool_usage: s.tool_usage,
+            providers: Default::default(),
             created_at: job.created_at,
             updated_at: job.updated_at,
             started_at: job.started_at,

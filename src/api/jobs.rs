@@ -367,7 +367,11 @@ pub async fn get_job(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<JobResponse>, ApiError> {
     let id = extract::job_id(&id)?;
-    Ok(Json(state.jobs.summary(id, caller.owner()).await?.into()))
+    let summary = state.jobs.summary(id, caller.owner()).await?;
+    let providers = state.jobs.provider_states(&summary.job).await;
+    let mut job = JobResponse::from(summary);
+    job.providers = providers;
+    Ok(Json(job))
 }
 
 /// Get a job's config

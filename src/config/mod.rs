@@ -10,6 +10,7 @@ mod collect;
 mod datasets;
 mod host_entry;
 mod limits;
+mod llm;
 mod otel;
 mod providers;
 mod secrets;
@@ -27,6 +28,7 @@ pub use datasets::{
 };
 pub use host_entry::HostEntry;
 pub use limits::LimitsConfig;
+pub use llm::{AdmissionConfig, CacheConfig, LlmConfig};
 pub use otel::{OtelConfig, OtlpProtocol, RecordTraces};
 pub use providers::{
     InlineToolConfig, McpOAuthConfig, McpProviderConfig, McpTransport, ModelProviderConfig,
@@ -34,8 +36,8 @@ pub use providers::{
 };
 pub use secrets::secret_forms;
 pub use sections::{
-    ApiKeyConfig, AuthConfig, DatabaseConfig, LlmConfig, LogFormat, LoggingConfig, McpConfig,
-    SamplersConfig, ServerConfig, WorkersConfig,
+    ApiKeyConfig, AuthConfig, DatabaseConfig, LogFormat, LoggingConfig, McpConfig, SamplersConfig,
+    ServerConfig, WorkersConfig,
 };
 pub use validators::ValidatorsConfig;
 

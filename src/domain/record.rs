@@ -200,6 +200,8 @@ named_enum! {
             "the provider answered a 5xx (after the retries)",
         LlmConnectionError = "llm_connection_error" in Llm:
             "the provider could not be reached, or the connection broke (after the retries)",
+        LlmProviderUnavailable = "llm_provider_unavailable" in Llm:
+            "the provider kept failing for every caller: its circuit stayed open for as long as the call could wait (`llm.admission.patience_secs`)",
         LlmAuthFailed = "llm_auth_failed" in Llm:
             "the provider rejected the credentials (HTTP 401 or 403)",
         LlmBadRequest = "llm_bad_request" in Llm:

@@ -212,6 +212,34 @@ impl JobService {
         Ok(())
     }
 
+    /// The admission state, on this replica, of each model provider an active job's columns
+    /// call (throttling, circuit, requests in flight): why a job may be slower than its
+    /// `max_parallel_requests` say. Empty for a finished job.
+    pub async fn provider_states(
+        &self,
+        job: &JobRow,
+    ) -> std::collections::BTreeMap<String, crate::llm::ProviderState> {
+        if job.status.is_terminal() {
+            return Default::default();
+        }
+        let Ok(compiled) = self.compiled(job).await else {
+            return Default::default();
+        };
+        let providers: std::collections::BTreeSet<&str> = compiled
+            .plan
+            .model_aliases()
+            .iter()
+            .filter_map(|a| compiled.models.get(a).map(|m| m.provider.as_str()))
+            .collect();
+        providers
+            .into_iter()
+            .filter_map(|p| {
+                let state = self.runner.llm().provider_state(p)?;
+                Some((p.to_owned(), state))
+            })
+            .collect()
+    }
+
     /// Jobs stored before their column list was kept get it from their plan (cached, or
     /// compiled from the stored config); a config that no longer compiles shows none.
     async fn fill_columns(&self, job: &mut JobRow) {

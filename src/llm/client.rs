@@ -3,11 +3,8 @@
 //! call.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
 
-use backon::Retryable;
-use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use secrecy::ExposeSecret;
 use serde_json::{Map, Value};
@@ -15,10 +12,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::adapter;
+use super::admission::{Admission, AdmissionPolicy, ProviderState};
 use super::error::{LlmConfigError, LlmError, Redactor};
 use super::limits::Limits;
 use super::params::{self, Sampled};
-use super::retry::{Failure, RetryPolicy, retry_after};
+use super::retry::RetryPolicy;
 use super::spans::{self, Operation};
 use super::types::{ChatRequest, ChatResponse};
 use super::usage::{ModelUsage, UsageBook};
@@ -30,11 +28,11 @@ use crate::lanes::{Lanes, Origin, TlsError};
 /// concurrency limits and the usage book are only meaningful when shared.
 pub struct LlmClient {
     providers: HashMap<String, Provider>,
-    retry: RetryPolicy,
-    limits: Limits,
+    pub(super) retry: RetryPolicy,
+    pub(super) limits: Limits,
     usage: UsageBook,
     /// Most bytes of one answer read into memory ([`answer_bound`]).
-    max_answer_bytes: usize,
+    pub(super) max_answer_bytes: usize,
 }
 
 /// The least bound on a provider's answer: far past any chat completion or embedding, and still
@@ -67,17 +65,19 @@ pub(super) struct Provider {
     pub(super) name: String,
     pub(super) kind: ProviderType,
     /// Parsed once: a URL given to reqwest as a string is parsed again on every request.
-    url: reqwest::Url,
+    pub(super) url: reqwest::Url,
     /// The configured endpoint without a trailing `/` (embeddings and images hang off it).
     pub(super) base: String,
     /// Protocol, auth and extra headers; key-bearing values are marked sensitive.
-    headers: HeaderMap,
+    pub(super) headers: HeaderMap,
     extra_body: Option<Map<String, Value>>,
     /// Whether structured and judge columns send their schema as `response_format`.
     structured_output: crate::config::StructuredOutput,
-    redactor: Redactor,
+    pub(super) redactor: Redactor,
     /// Its connections (see `crate::lanes`).
-    lanes: Lanes,
+    pub(super) lanes: Lanes,
+    /// Its admission controller: the requests in flight it allows now, and its circuit.
+    pub(super) admission: Arc<Admission>,
 }
 
 impl std::fmt::Debug for Provider {
@@ -163,6 +163,7 @@ impl Provider {
             structured_output: cfg.structured_output,
             redactor,
             lanes,
+            admission: Arc::new(Admission::new(&cfg.name, AdmissionPolicy::default())),
         })
     }
 
@@ -173,7 +174,7 @@ impl Provider {
 
     /// A transport error as text: the whole source chain (reqwest's top line alone says only
     /// "error sending request"), redacted.
-    fn transport_message(&self, e: &reqwest::Error) -> String {
+    pub(super) fn transport_message(&self, e: &reqwest::Error) -> String {
         let mut msg = e.to_string();
         let mut src = std::error::Error::source(e);
         while let Some(s) = src {
@@ -229,6 +230,21 @@ impl LlmClient {
     pub fn with_max_answer_bytes(mut self, bytes: usize) -> Self {
         self.max_answer_bytes = bytes;
         self
+    }
+
+    /// Sets how each provider's admission controller behaves (default: `llm.admission`'s
+    /// defaults). Call it before the first request: it starts every controller afresh.
+    #[must_use]
+    pub fn with_admission(mut self, policy: AdmissionPolicy) -> Self {
+        for p in self.providers.values_mut() {
+            p.admission = Arc::new(Admission::new(&p.name, policy));
+        }
+        self
+    }
+
+    /// The admission state of the server's provider `name` (`None` for an unknown name).
+    pub fn provider_state(&self, name: &str) -> Option<ProviderState> {
+        self.providers.get(name).map(|p| p.admission.state())
     }
 
     /// Registers model aliases ahead of use, so the shared per-(provider, model) limit is the
@@ -370,152 +386,6 @@ impl LlmClient {
                 model: model.alias.clone(),
                 provider: model.provider.clone(),
             })
-    }
-
-    /// Posts `body` (serialized JSON) to `url` for `model` under its concurrency limits,
-    /// timeout and retry policy, and parses a 2xx body with `parse`. Returns the parsed value
-    /// and the attempts. Chat, embeddings and image requests all go through here.
-    pub(super) async fn exchange<T>(
-        &self,
-        model: &ModelConfig,
-        provider: &Provider,
-        url: &reqwest::Url,
-        body: Result<Vec<u8>, String>,
-        cancel: &CancellationToken,
-        parse: impl Fn(&Value) -> Result<T, String>,
-    ) -> Result<(T, u32), LlmError> {
-        let alias = model.alias.as_str();
-        let ip = &model.inference_parameters;
-        let (job_limiter, shared_limiter) = match &model.job_limit {
-            None => (
-                None,
-                Some(
-                    self.limits
-                        .get(&provider.name, &model.model, ip.max_parallel_requests),
-                ),
-            ),
-            Some(j) => (
-                Some(
-                    self.limits
-                        .job(&j.scope, &provider.name, &model.model, j.cap),
-                ),
-                self.limits.existing(&provider.name, &model.model),
-            ),
-        };
-        let timeout = params::timeout(ip);
-        let body = body.map_err(|message| LlmError::InvalidResponse {
-            model: alias.to_owned(),
-            attempts: 0,
-            message: format!("cannot build the request: {message}"),
-        })?;
-        let body = Bytes::from(body);
-
-        let attempts = AtomicU32::new(0);
-        let attempt = || async {
-            // Always the job's slot first, then the shared one: one order, no deadlock.
-            let waiting = std::time::Instant::now();
-            let _job_slot = match &job_limiter {
-                Some(l) => Some(l.acquire().await),
-                None => None,
-            };
-            let _slot = match &shared_limiter {
-                Some(l) => Some(l.acquire().await),
-                None => None,
-            };
-            spans::waited_for_slot(waiting.elapsed());
-            attempts.fetch_add(1, Ordering::Relaxed);
-            let value = self.attempt(provider, url, body.clone(), timeout).await?;
-            parse(&value).map_err(|m| Failure::Invalid(provider.redactor.clean(&m)))
-        };
-        let retrying = attempt
-            .retry(self.retry.schedule())
-            .when(Failure::is_retryable)
-            .adjust(|failure, scheduled| scheduled.map(|d| self.retry.wait(failure, d)))
-            .notify(|failure, delay| {
-                tracing::warn!(
-                    llm.provider = %provider.name,
-                    llm.model_alias = %alias,
-                    gen_ai.request.model = %model.model,
-                    attempt = attempts.load(Ordering::Relaxed),
-                    delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-                    error = %failure.label(),
-                    "LLM request failed; retrying"
-                );
-            });
-        let outcome = tokio::select! {
-            biased;
-            () = cancel.cancelled() => None,
-            r = retrying => Some(r),
-        };
-        let attempts = attempts.load(Ordering::Relaxed);
-        match outcome {
-            None => Err(LlmError::Cancelled {
-                model: alias.to_owned(),
-                attempts,
-            }),
-            Some(Ok(t)) => Ok((t, attempts)),
-            Some(Err(f)) => Err(f.into_error(alias, timeout, attempts)),
-        }
-    }
-
-    /// One HTTP request, its body read in full, all under `timeout`.
-    async fn attempt(
-        &self,
-        p: &Provider,
-        url: &reqwest::Url,
-        body: Bytes,
-        timeout: Duration,
-    ) -> Result<Value, Failure> {
-        let exchange = async {
-            let mut headers = p.headers.clone();
-            // The call's span continues at the provider (or the gateway in front of it).
-            crate::telemetry::inject(&mut headers);
-            let lane = p.lanes.pick();
-            let resp = lane
-                .http()
-                .post(url.clone())
-                .headers(headers)
-                .body(body)
-                .send()
-                .await?;
-            p.lanes.answered_over(resp.version());
-            let status = resp.status();
-            let wait = retry_after(resp.headers(), SystemTime::now());
-            // Reading the body can fail too (reset mid-body): that is a connection error.
-            let bytes = crate::bounded_body::read(resp, self.max_answer_bytes).await?;
-            drop(lane);
-            Ok::<_, reqwest::Error>((status, wait, bytes))
-        };
-        let (status, wait, bytes) = match tokio::time::timeout(timeout, exchange).await {
-            Err(_elapsed) => return Err(Failure::Timeout),
-            Ok(Err(e)) if e.is_timeout() && !e.is_connect() => return Err(Failure::Timeout),
-            Ok(Err(e)) => return Err(Failure::Connection(p.transport_message(&e))),
-            Ok(Ok(x)) => x,
-        };
-        let Some(bytes) = bytes else {
-            let message = format!(
-                "response body is larger than {} bytes; not read",
-                self.max_answer_bytes
-            );
-            return Err(if status.is_success() {
-                Failure::Invalid(message)
-            } else {
-                Failure::Status {
-                    status: status.as_u16(),
-                    message,
-                    retry_after: wait,
-                }
-            });
-        };
-        if !status.is_success() {
-            return Err(Failure::Status {
-                status: status.as_u16(),
-                message: p.redactor.clean(&adapter::error_message(&bytes)),
-                retry_after: wait,
-            });
-        }
-        serde_json::from_slice(&bytes)
-            .map_err(|e| Failure::Invalid(format!("response body is not JSON ({e})")))
     }
 }
 

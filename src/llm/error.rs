@@ -43,6 +43,22 @@ pub enum LlmError {
         /// The provider's message.
         message: String,
     },
+    /// The provider's circuit stayed open (it kept failing for every caller) for as long as
+    /// the call could wait (`llm.admission.patience_secs`).
+    #[error(
+        "model provider '{provider}' of model '{model}' is unavailable: it kept failing, and its circuit stayed open for the {}s this call waited ({attempts} attempts)",
+        waited.as_secs()
+    )]
+    ProviderUnavailable {
+        /// Model alias.
+        model: String,
+        /// The provider's name.
+        provider: String,
+        /// How long the call waited.
+        waited: Duration,
+        /// HTTP attempts made.
+        attempts: u32,
+    },
     /// Connect failures, resets (also mid-body), after retries.
     #[error("could not reach model '{model}' ({attempts} attempts): {message}")]
     Connection {
@@ -126,6 +142,7 @@ impl LlmError {
             Self::RateLimited { .. } => RecordErrorCode::LlmRateLimited,
             Self::Server { .. } => RecordErrorCode::LlmServerError,
             Self::Connection { .. } => RecordErrorCode::LlmConnectionError,
+            Self::ProviderUnavailable { .. } => RecordErrorCode::LlmProviderUnavailable,
             Self::AuthFailed { .. } => RecordErrorCode::LlmAuthFailed,
             Self::BadRequest { .. } => RecordErrorCode::LlmBadRequest,
             Self::ContextWindowExceeded { .. } => RecordErrorCode::LlmContextWindowExceeded,
@@ -142,7 +159,8 @@ impl LlmError {
             Self::Timeout { .. }
             | Self::RateLimited { .. }
             | Self::Server { .. }
-            | Self::Connection { .. } => true,
+            | Self::Connection { .. }
+            | Self::ProviderUnavailable { .. } => true,
             Self::AuthFailed { .. }
             | Self::BadRequest { .. }
             | Self::ContextWindowExceeded { .. }
@@ -159,6 +177,7 @@ impl LlmError {
             | Self::RateLimited { attempts, .. }
             | Self::Server { attempts, .. }
             | Self::Connection { attempts, .. }
+            | Self::ProviderUnavailable { attempts, .. }
             | Self::AuthFailed { attempts, .. }
             | Self::BadRequest { attempts, .. }
             | Self::ContextWindowExceeded { attempts, .. }

@@ -103,7 +103,7 @@ struct State {
 }
 
 impl Limiter {
-    fn new(cap: u32) -> Self {
+    pub(crate) fn new(cap: u32) -> Self {
         Self {
             sem: Arc::new(Semaphore::new(cap as usize)),
             state: Mutex::new(State { cap, debt: 0 }),
@@ -117,6 +117,24 @@ impl Limiter {
     /// The current cap.
     pub(crate) fn cap(&self) -> u32 {
         self.state().cap
+    }
+
+    /// Sets the cap to `cap` (at least 1): lowering as [`lower_to`](Self::lower_to) does,
+    /// raising by paying back debt first, then adding permits.
+    pub(crate) fn resize(&self, cap: u32) {
+        let cap = cap.max(1);
+        let mut st = self.state();
+        if cap <= st.cap {
+            drop(st);
+            self.lower_to(cap);
+            return;
+        }
+        let mut more = cap - st.cap;
+        let paid = more.min(st.debt);
+        st.debt -= paid;
+        more -= paid;
+        st.cap = cap;
+        self.sem.add_permits(more as usize);
     }
 
     fn lower_to(&self, cap: u32) {
@@ -222,5 +240,23 @@ mod tests {
         assert_eq!(l.sem.available_permits(), 1);
         let _one = l.acquire().await;
         assert!(Arc::clone(&l.sem).try_acquire_owned().is_err());
+    }
+
+    #[tokio::test]
+    async fn resizing_up_pays_the_debt_before_adding_slots() {
+        let l = Arc::new(Limiter::new(4));
+        let held: Vec<Permit> = vec![l.acquire().await, l.acquire().await, l.acquire().await];
+        l.resize(1);
+        assert_eq!((l.cap(), l.state().debt), (1, 2));
+        // Back to 2 before anything returned: one debt is forgiven, nothing added.
+        l.resize(2);
+        assert_eq!((l.cap(), l.state().debt), (2, 1));
+        assert_eq!(l.sem.available_permits(), 0);
+        drop(held);
+        assert_eq!(l.sem.available_permits(), 2);
+        l.resize(5);
+        assert_eq!(l.sem.available_permits(), 5);
+        l.resize(0);
+        assert_eq!(l.cap(), 1);
     }
 }

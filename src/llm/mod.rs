@@ -19,10 +19,12 @@
 //! 429s, malformed 2xx bodies. API keys never appear in errors, logs or `Debug` output.
 
 mod adapter;
+mod admission;
 mod anthropic;
 mod cache;
 mod client;
 mod error;
+mod exchange;
 mod images;
 mod limits;
 mod media;
@@ -33,6 +35,7 @@ mod spans;
 mod types;
 mod usage;
 
+pub use admission::{AdmissionPolicy, ProviderState};
 pub use cache::{CacheUse, CachedChat, cache_key};
 pub use client::{LlmClient, MIN_ANSWER_BYTES, answer_bound};
 pub use error::{LlmConfigError, LlmError};
@@ -84,6 +87,12 @@ pub trait ChatModel: Send + Sync {
         None
     }
 
+    /// The admission state of the server's model provider `name` (see
+    /// [`LlmClient::provider_state`]). `None` for stubs and unknown names.
+    fn provider_state(&self, _name: &str) -> Option<ProviderState> {
+        None
+    }
+
     /// See [`LlmClient::embed`]. Stubs that never embed need not implement it.
     async fn embed(
         &self,
@@ -121,6 +130,10 @@ impl ChatModel for LlmClient {
 
     fn provider_identity(&self, model: &ModelConfig) -> Option<serde_json::Value> {
         LlmClient::provider_identity(self, model)
+    }
+
+    fn provider_state(&self, name: &str) -> Option<ProviderState> {
+        LlmClient::provider_state(self, name)
     }
 
     async fn generate_image(

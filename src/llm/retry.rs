@@ -12,6 +12,7 @@ use backon::ExponentialBuilder;
 use rand::RngExt;
 use reqwest::header::HeaderMap;
 
+use super::admission::Signal;
 use super::error::LlmError;
 use crate::config::LlmConfig;
 
@@ -55,15 +56,29 @@ impl RetryPolicy {
             .with_max_times(self.max_attempts.saturating_sub(1) as usize)
     }
 
+    /// The backoff schedule of throttled attempts (429, 529) when the provider sends no
+    /// `Retry-After`: as [`schedule`](Self::schedule), without an end (the admission's
+    /// patience bounds them instead).
+    pub(crate) fn throttle_schedule(&self) -> ExponentialBuilder {
+        ExponentialBuilder::new()
+            .with_min_delay(self.base_delay.min(self.max_delay))
+            .with_max_delay(self.max_delay)
+            .with_factor(2.0)
+            .without_max_times()
+    }
+
     /// The actual wait before the next attempt: the provider's `Retry-After` when it sent one
     /// (capped at `max_delay`), otherwise a full-jitter draw in `[0, scheduled]`, which spreads
     /// the retries of many concurrent callers instead of synchronising them.
+    ///
+    /// A `Retry-After` of zero is no request to wait at all; it gets the backoff too, or a
+    /// 429 retried without counting attempts would go round as fast as the provider answers.
     pub(crate) fn wait(&self, failure: &Failure, scheduled: Duration) -> Duration {
         match failure {
             Failure::Status {
                 retry_after: Some(ra),
                 ..
-            } => (*ra).min(self.max_delay),
+            } if !ra.is_zero() => (*ra).min(self.max_delay),
             _ => full_jitter(scheduled),
         }
     }
@@ -125,6 +140,42 @@ impl Failure {
             },
             Self::Timeout | Self::Connection(_) => true,
             Self::Invalid(_) => false,
+        }
+    }
+
+    /// A 429 that no quota message makes final, or Anthropic's 529: the provider asks for
+    /// less, so the call waits and tries again within the admission's patience, without
+    /// spending one of its `max_attempts`.
+    pub(crate) fn is_throttle(&self) -> bool {
+        matches!(
+            self,
+            Self::Status {
+                status: 429 | 529,
+                ..
+            }
+        ) && self.is_retryable()
+    }
+
+    /// What this failure says about the provider, for its admission controller.
+    pub(crate) fn signal(&self) -> Signal {
+        match self {
+            Self::Status {
+                status: 503,
+                retry_after,
+                ..
+            } => Signal::Unavailable {
+                retry_after: *retry_after,
+            },
+            Self::Status { retry_after, .. } if self.is_throttle() => Signal::Throttled {
+                retry_after: *retry_after,
+            },
+            Self::Status {
+                status: 500 | 502 | 504,
+                ..
+            }
+            | Self::Timeout
+            | Self::Connection(_) => Signal::Down,
+            Self::Status { .. } | Self::Invalid(_) => Signal::Refused,
         }
     }
 
@@ -261,6 +312,7 @@ mod tests {
             retry_base_delay_ms: 70,
             retry_max_delay_ms: 900,
             cache: Default::default(),
+            admission: Default::default(),
         };
         let p = RetryPolicy::from(&cfg);
         assert_eq!(p.max_attempts, 2);
@@ -386,6 +438,33 @@ mod tests {
             assert!(!status(s, "").is_retryable(), "{s}");
         }
         assert!(!status(429, "You exceeded your current quota").is_retryable());
+        // What each says about the provider.
+        assert!(status(429, "").is_throttle() && status(529, "").is_throttle());
+        assert!(!status(429, "insufficient_quota").is_throttle());
+        assert!(!status(503, "").is_throttle());
+        assert_eq!(
+            status(503, "").signal(),
+            Signal::Unavailable { retry_after: None }
+        );
+        assert_eq!(
+            status(429, "").signal(),
+            Signal::Throttled { retry_after: None }
+        );
+        for down in [
+            status(500, ""),
+            status(502, ""),
+            status(504, ""),
+            Failure::Timeout,
+        ] {
+            assert_eq!(down.signal(), Signal::Down);
+        }
+        for up in [
+            status(400, ""),
+            status(408, ""),
+            status(429, "insufficient_quota"),
+        ] {
+            assert_eq!(up.signal(), Signal::Refused);
+        }
         assert!(Failure::Connection("reset".into()).is_retryable());
         assert!(!Failure::Invalid("x".into()).is_retryable());
 

@@ -134,9 +134,10 @@ async fn fault_llm_timeouts_are_retried_and_the_job_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fault_llm_5xx_storm_recovers_and_every_record_completes() {
-    // Every request fails with 503 until the storm ends. Retries must outlast it: many cheap
-    // attempts (full jitter up to 300 ms each; 40 attempts wait about 5.7 s on average, and
-    // less than 2 s with odds far below one in a million).
+    // Every request fails with 503 until the storm ends. Five failures in a row open the
+    // provider's circuit: from then on only one probe per 300 ms reaches it, instead of every
+    // record's retries, and the records wait without spending their attempts. The first probe
+    // after the storm closes it and every record completes.
     let (app, mock) = app_with_llm(
         json!({"rules": [{"reply": {"status": 503}}], "history_limit": 10000}),
         json!({}),
@@ -144,6 +145,8 @@ async fn fault_llm_5xx_storm_recovers_and_every_record_completes() {
             c.llm.max_attempts = 40;
             c.llm.retry_base_delay_ms = 100;
             c.llm.retry_max_delay_ms = 300;
+            c.llm.admission.failures_to_open = 5;
+            c.llm.admission.probe_interval_ms = 300;
         },
     )
     .await;
@@ -151,14 +154,19 @@ async fn fault_llm_5xx_storm_recovers_and_every_record_completes() {
     assert_eq!(status, 202, "{created}");
     let id = created["id"].as_str().unwrap();
     // The storm's length is the fault under test, not a wait for the gateway.
+    let storm = Instant::now();
     tokio::time::sleep(Duration::from_secs(2)).await;
+    let (_, during) = app.get(&format!("/v1/jobs/{id}")).await;
     mock.set_script(serde_json::from_value(json!({"history_limit": 10000})).unwrap());
+    let storm = storm.elapsed();
     let calm = Instant::now();
     let done = app.wait_for_job(id, Duration::from_secs(30)).await;
     let recovered = calm.elapsed();
     assert_eq!(done["status"], "completed", "{done}");
     assert_eq!(done["counts"]["completed"], 20, "{done}");
     assert_eq!(done["counts"]["failed"], 0, "{done}");
+    // The job view showed the open circuit during the storm.
+    assert_eq!(during["providers"]["mock"]["circuit"], "open", "{during}");
 
     let stats = mock.stats();
     let requests = mock.requests();
@@ -174,14 +182,22 @@ async fn fault_llm_5xx_storm_recovers_and_every_record_completes() {
         .filter(|r| r.status == Some(200))
         .map(|r| r.received_ms)
         .fold(f64::INFINITY, f64::min);
-    assert!(failed >= 20, "every record met the storm: {failed} 503s");
+    // At most the 4 in flight when the fifth failure opened it, the five, and a probe per
+    // interval (and one more for the interval that straddles the storm's end).
+    let probes = storm.as_millis() as usize / 300 + 1;
+    assert!(failed >= 5, "the circuit opens after five: {failed} 503s");
+    assert!(
+        failed <= 5 + 4 + probes,
+        "{failed} 503s in a {storm:?} storm"
+    );
     assert_eq!(usage_requests(&done), 20, "usage counts answered requests");
     assert_eq!(stats.total_requests, failed as u64 + 20, "{stats:?}");
     assert!(stats.models["mock-writer"].max_in_flight <= 4, "{stats:?}");
     eprintln!(
-        "fault llm 5xx storm: {failed} requests answered 503 during the 2 s storm (all retried; \
-         {} requests in all); first 200 {:.0} ms after the last 503; all 20 records completed \
-         {:.2}s after the storm ended",
+        "fault llm 5xx storm: {failed} requests answered 503 during the {:.1} s storm (the \
+         circuit opened, then one probe per 300 ms; {} requests in all); first 200 {:.0} ms \
+         after the last 503; all 20 records completed {:.2}s after the storm ended",
+        storm.as_secs_f64(),
         stats.total_requests,
         first_ok - last_503,
         recovered.as_secs_f64()

@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use synthgate::config::ModelProviderConfig;
 use synthgate::domain::models::ModelConfig;
 use synthgate::llm::{
-    ChatMessage, ChatRequest, ContentBlock, LlmClient, LlmError, RetryPolicy, ToolCall, ToolSpec,
+    AdmissionPolicy, ChatMessage, ChatRequest, ContentBlock, LlmClient, LlmError, RetryPolicy,
+    ToolCall, ToolSpec,
 };
 use synthgate_testkit::mock_llm::{MockLlm, Script, TlsOptions};
 use tokio_util::sync::CancellationToken;
@@ -55,7 +56,20 @@ fn client(mock: &MockLlm) -> LlmClient {
         provider(mock, "oa", "openai"),
         provider(mock, "an", "anthropic"),
     ];
-    LlmClient::new(&providers, fast()).expect("client builds")
+    LlmClient::new(&providers, fast())
+        .expect("client builds")
+        .with_admission(patient())
+}
+
+/// An admission that never opens a circuit here (the failure tests count every attempt), and
+/// gives a throttled call 2 s.
+fn patient() -> AdmissionPolicy {
+    AdmissionPolicy {
+        max_in_flight: 256,
+        failures_to_open: 1_000,
+        probe_interval: Duration::from_secs(1),
+        patience: Duration::from_secs(2),
+    }
 }
 
 /// system, user, assistant (reasoning + two tool calls), two tool results (one with an image).
