@@ -387,7 +387,9 @@ async fn a_cancel_stops_the_generations_in_flight() {
 /// format whose answers carry `tool_calls` (llama-cpp-python's `chatml-function-calling`):
 /// the model's calls reach the server, and their results go back to the model (the request
 /// after each result holds it, and the model answers). The first turn's choice is forced, as a
-/// DataDesigner `tool_choice` object, since a 135M model rarely picks a tool by itself.
+/// DataDesigner `tool_choice` object, since a 135M model rarely picks a tool by itself, and
+/// decoding is greedy (`temperature: 0`), so every run sees the same answers: sampled, the
+/// model once sent only one call of four that the server could take (CI, 2026-12-02).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tool_calls_reach_a_real_mcp_server_and_their_results_the_model() {
     let Some((python, model)) = llama() else {
@@ -408,7 +410,7 @@ async fn tool_calls_reach_a_real_mcp_server_and_their_results_the_model() {
     .await;
     let config = json!({
         "model_configs": [{"alias": "smol", "model": "smol", "provider": "local",
-            "inference_parameters": {"max_tokens": 64, "max_parallel_requests": 1,
+            "inference_parameters": {"max_tokens": 64, "max_parallel_requests": 1, "temperature": 0.0,
                 "tool_choice": {"type": "function", "function": {"name": "echo"}}}}],
         "columns": [
             {"name": "topic", "column_type": "sampler", "sampler_type": "category",
