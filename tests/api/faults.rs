@@ -21,7 +21,7 @@ use crate::mcp_support::app_with_tools;
 
 /// A gateway whose model alias `writer` is served by the mock LLM with `script`, with the
 /// model's `inference_parameters` and then `tweak` applied.
-async fn app_with_llm(
+pub(crate) async fn app_with_llm(
     script: Value,
     inference_parameters: Value,
     tweak: impl FnOnce(&mut Config),
@@ -51,7 +51,7 @@ async fn app_with_llm(
 
 /// One `llm-text` column whose prompt starts with `prompt` and ends with a per-record uuid, so
 /// each record's requests can be told apart.
-fn job(prompt: &str, num_records: u32) -> Value {
+pub(crate) fn job(prompt: &str, num_records: u32) -> Value {
     json!({"num_records": num_records, "run_config": {"disable_early_shutdown": true},
     "config": {"columns": [
         {"name": "id", "column_type": "sampler", "sampler_type": "uuid", "params": {}},

@@ -1,5 +1,6 @@
 //! The integration test binary: the real service over HTTP, on SQLite and Postgres.
 
+mod admission;
 mod auth;
 mod cli_hostile;
 mod config_cli;
