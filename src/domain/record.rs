@@ -195,7 +195,7 @@ named_enum! {
         LlmTimeout = "llm_timeout" in Llm:
             "every attempt ran past the model's `inference_parameters.timeout`",
         LlmRateLimited = "llm_rate_limited" in Llm:
-            "the provider still answered HTTP 429 after the retries",
+            "the provider still answered HTTP 429 after the retries (a 429 is retried for up to `llm.admission.patience_secs`, or not at all when it says the quota is spent)",
         LlmServerError = "llm_server_error" in Llm:
             "the provider answered a 5xx (after the retries)",
         LlmConnectionError = "llm_connection_error" in Llm:

@@ -119,6 +119,10 @@ async fn a_provider_down_for_a_minute_costs_one_request_per_probe_interval() {
     let start = Instant::now();
     let during = sample(&app, start, start + FAULT).await;
     let (_, view) = app.get(&format!("/v1/jobs/{id}")).await;
+    // NVIDIA's client reads the same in the job's status details.
+    let (_, status) = app
+        .get(&format!("/v1/data-designer/jobs/{id}/status"))
+        .await;
     mock.set_script(serde_json::from_value(json!({"history_limit": 10000})).unwrap());
     let outage = start.elapsed();
     let done = app.wait_for_job(id, Duration::from_secs(60)).await;
@@ -164,6 +168,11 @@ async fn a_provider_down_for_a_minute_costs_one_request_per_probe_interval() {
             .map(|c| c != "closed"),
         Some(true),
         "{view}"
+    );
+    let details = &status["status_details"]["providers"]["mock"];
+    assert!(
+        details["circuit"].as_str().is_some_and(|c| c != "closed"),
+        "{status}"
     );
     let circuit_now = gauge(&app, "synthgate_llm_provider_circuit").await;
     assert_eq!(circuit_now, Some(0.0), "closed once it answered");

@@ -132,6 +132,7 @@ export async function jobView(main, id, params, signal) {
         ? usageTable("model alias", usage)
         : h("p", { class: "muted" }, "No LLM requests.")),
       priced && columns.length ? section("LLM usage by column", usageTable("column", columns)) : null,
+      providerStates(job.providers),
       toolUsage(job.tool_usage),
       (job.first_errors || []).length
         ? section("First errors", h("ul", { class: "errors" }, job.first_errors.map((e) => h("li", {},
@@ -140,6 +141,23 @@ export async function jobView(main, id, params, signal) {
           e.error.column ? h("span", {}, " in ", h("code", {}, String(e.error.column))) : null,
           h("div", { class: "small" }, String(e.error.message))))))
         : null);
+  }
+
+  /** While the job runs: each model provider's admission state on the answering replica. */
+  function providerStates(providers) {
+    const rows = Object.entries(providers || {});
+    if (!rows.length) return null;
+    const circuit = (c) => h("span", { class: "tag " + (c === "closed" ? "tag-ok" : "tag-fail") }, c.replace("_", "-"));
+    return section("Model providers",
+      h("table", { class: "compact" },
+        h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "provider"), h("th", { scope: "col" }, "circuit"),
+          h("th", { scope: "col", class: "num" }, "in flight"), h("th", { scope: "col", class: "num" }, "limit"),
+          h("th", { scope: "col", class: "num" }, "throttled"))),
+        h("tbody", {}, rows.map(([name, p]) => h("tr", {},
+          h("td", {}, h("code", {}, name)), h("td", {}, circuit(p.circuit),
+            p.paused_for_secs ? ` paused ${Math.ceil(p.paused_for_secs)} s` : ""),
+          h("td", { class: "num" }, num(p.in_flight)), h("td", { class: "num" }, num(p.concurrency_limit)),
+          h("td", { class: "num" }, num(p.throttled)))))));
   }
 
   /** Tool use by LLM column: one row per (column, tool) with its calls by outcome. */

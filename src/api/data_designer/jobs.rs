@@ -118,9 +118,10 @@ pub async fn get_job(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Json<Value>, ApiError> {
     let id = extract::job_id(&id)?;
-    Ok(Json(job_view(
-        &state.jobs.summary(id, caller.owner()).await?,
-    )))
+    let s = state.jobs.summary(id, caller.owner()).await?;
+    let mut view = job_view(&s);
+    add_providers(&state, &s, &mut view["status_details"]).await;
+    Ok(Json(view))
 }
 
 /// A Data Designer job's status
@@ -138,13 +139,24 @@ pub async fn job_status(
 ) -> Result<Json<Value>, ApiError> {
     let id = extract::job_id(&id)?;
     let s = state.jobs.summary(id, caller.owner()).await?;
+    let mut details = status_details(&s);
+    add_providers(&state, &s, &mut details).await;
     Ok(Json(json!({
         "job_id": s.job.id.to_string(),
         "status": platform_status(s.job.status),
-        "status_details": status_details(&s),
+        "status_details": details,
         "error_details": error_details(&s),
         "steps": [],
     })))
+}
+
+/// While the job is active, `status_details.providers`: each model provider its columns call,
+/// as this replica's admission controller sees it (as `GET /v1/jobs/{id}` shows it).
+async fn add_providers(state: &AppState, s: &JobSummary, details: &mut Value) {
+    let providers = state.jobs.provider_states(&s.job).await;
+    if !providers.is_empty() {
+        details["providers"] = serde_json::to_value(providers).unwrap_or_default();
+    }
 }
 
 /// Delete a Data Designer job
