@@ -219,7 +219,7 @@ pub struct JobResponse {
     /// drops when the provider throttles and grows back as it answers; `circuit` is `open`
     /// while a failing provider is sent only one probe per interval.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub providers: std::collections::BTreeMap<String, crate::llm::ProviderState>,
+    pub providers: std::collections::BTreeMap<String, crate::llm::ProviderAdmission>,
     /// When the job was accepted.
     pub created_at: DateTime<Utc>,
     /// Last status change.

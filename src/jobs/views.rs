@@ -218,7 +218,7 @@ impl JobService {
     pub async fn provider_states(
         &self,
         job: &JobRow,
-    ) -> std::collections::BTreeMap<String, crate::llm::ProviderState> {
+    ) -> std::collections::BTreeMap<String, crate::llm::ProviderAdmission> {
         if job.status.is_terminal() {
             return Default::default();
         }

@@ -122,7 +122,7 @@ struct Gate {
 
 /// A provider's admission state, as the job view shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct ProviderState {
+pub struct ProviderAdmission {
     /// `closed` (requests flow), `open` (the provider failed; nothing is sent until the next
     /// probe) or `half_open` (one probe in flight).
     pub circuit: String,
@@ -187,10 +187,10 @@ impl Admission {
     }
 
     /// The state the job view shows.
-    pub(crate) fn state(&self) -> ProviderState {
+    pub(crate) fn state(&self) -> ProviderAdmission {
         let g = self.lock();
         let now = Instant::now();
-        ProviderState {
+        ProviderAdmission {
             circuit: g.circuit.name().to_owned(),
             concurrency_limit: g.limit,
             in_flight: self.in_flight.load(Ordering::Relaxed),

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::adapter;
-use super::admission::{Admission, AdmissionPolicy, ProviderState};
+use super::admission::{Admission, AdmissionPolicy, ProviderAdmission};
 use super::error::{LlmConfigError, LlmError, Redactor};
 use super::limits::Limits;
 use super::params::{self, Sampled};
@@ -243,7 +243,7 @@ impl LlmClient {
     }
 
     /// The admission state of the server's provider `name` (`None` for an unknown name).
-    pub fn provider_state(&self, name: &str) -> Option<ProviderState> {
+    pub fn provider_state(&self, name: &str) -> Option<ProviderAdmission> {
         self.providers.get(name).map(|p| p.admission.state())
     }
 

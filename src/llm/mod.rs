@@ -35,7 +35,7 @@ mod spans;
 mod types;
 mod usage;
 
-pub use admission::{AdmissionPolicy, ProviderState};
+pub use admission::{AdmissionPolicy, ProviderAdmission};
 pub use cache::{CacheUse, CachedChat, cache_key};
 pub use client::{LlmClient, MIN_ANSWER_BYTES, answer_bound};
 pub use error::{LlmConfigError, LlmError};
@@ -89,7 +89,7 @@ pub trait ChatModel: Send + Sync {
 
     /// The admission state of the server's model provider `name` (see
     /// [`LlmClient::provider_state`]). `None` for stubs and unknown names.
-    fn provider_state(&self, _name: &str) -> Option<ProviderState> {
+    fn provider_state(&self, _name: &str) -> Option<ProviderAdmission> {
         None
     }
 
@@ -132,7 +132,7 @@ impl ChatModel for LlmClient {
         LlmClient::provider_identity(self, model)
     }
 
-    fn provider_state(&self, name: &str) -> Option<ProviderState> {
+    fn provider_state(&self, name: &str) -> Option<ProviderAdmission> {
         LlmClient::provider_state(self, name)
     }
 

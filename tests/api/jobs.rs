@@ -213,9 +213,11 @@ backends!(cancel, cancel_stops_claiming);
 
 async fn failing_records_are_kept_and_stop_the_job(backend: Backend) {
     // The provider refuses connections (port 9, discard): every record fails with a classified
-    // LLM error after one attempt.
+    // LLM error after one attempt. Its circuit never opens here (that would hold the records
+    // back while it probes; tests/api/admission.rs tests it).
     let app = spawn_app_with(backend, |c| {
         c.llm.max_attempts = 1;
+        c.llm.admission.failures_to_open = u32::MAX;
         c.model_providers = vec![
             serde_json::from_value(json!({"name": "mock", "endpoint": "http://127.0.0.1:9"}))
                 .unwrap(),
