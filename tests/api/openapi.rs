@@ -42,3 +42,22 @@ fn every_operation_is_documented() {
         }
     }
 }
+
+/// A client generated from the spec names a method per operation id: two operations with one
+/// id break it (the Data Designer door once reused the `/v1` handlers' names).
+#[test]
+fn operation_ids_are_unique() {
+    let spec: serde_json::Value = serde_json::to_value(synthgate::api::openapi::spec()).unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    for (path, ops) in spec["paths"].as_object().unwrap() {
+        for (method, op) in ops.as_object().unwrap() {
+            let Some(id) = op.get("operationId").and_then(|v| v.as_str()) else {
+                continue;
+            };
+            if let Some(first) = seen.insert(id.to_owned(), format!("{method} {path}")) {
+                panic!("operation id {id} names both {first} and {method} {path}");
+            }
+        }
+    }
+    assert!(seen.len() > 40, "{} operation ids", seen.len());
+}

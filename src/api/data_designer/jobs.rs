@@ -57,7 +57,7 @@ pub struct JobSpec {
 /// Create a Data Designer job
 ///
 /// Submits the config as `POST /v1/jobs` does and answers the client's `DataDesignerJob`.
-#[utoipa::path(post, path = "/v1/data-designer/jobs", tag = "data-designer",
+#[utoipa::path(post, path = "/v1/data-designer/jobs", operation_id = "data_designer_create_job", tag = "data-designer",
     request_body = CreateJobRequest,
     responses(
         (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
@@ -105,7 +105,7 @@ pub async fn create_job(
 }
 
 /// Get a Data Designer job
-#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}", tag = "data-designer",
+#[utoipa::path(get, path = "/v1/data-designer/jobs/{id}", operation_id = "data_designer_get_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
@@ -164,7 +164,7 @@ async fn add_providers(state: &AppState, s: &JobSummary, details: &mut Value) {
 /// Deletes a finished job (completed, failed or cancelled) with its records, traces and
 /// usage, as `DELETE /v1/jobs/{id}` does. A job still queued or running must be cancelled
 /// first.
-#[utoipa::path(delete, path = "/v1/data-designer/jobs/{id}", tag = "data-designer",
+#[utoipa::path(delete, path = "/v1/data-designer/jobs/{id}", operation_id = "data_designer_delete_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "Deleted: `{\"id\", \"deleted\": true}`", body = Object),
@@ -183,7 +183,7 @@ pub async fn delete_job(
 }
 
 /// Cancel a Data Designer job
-#[utoipa::path(post, path = "/v1/data-designer/jobs/{id}/cancel", tag = "data-designer",
+#[utoipa::path(post, path = "/v1/data-designer/jobs/{id}/cancel", operation_id = "data_designer_cancel_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "The job after the request (`DataDesignerJob`)", body = Object),

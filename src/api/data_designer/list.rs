@@ -183,7 +183,7 @@ impl ListFilter {
 /// The key's jobs that pass the filters, newest first, a page at a time. `pagination.page` is
 /// the one asked for and `total_pages` is `page + 1` while more follow, else `page` (the
 /// client's `list_jobs()` stops on their equality); the total is not counted.
-#[utoipa::path(get, path = "/v1/data-designer/jobs", tag = "data-designer",
+#[utoipa::path(get, path = "/v1/data-designer/jobs", operation_id = "data_designer_list_jobs", tag = "data-designer",
     params(ListJobsQuery),
     responses(
         (status = 200, description = "A page of jobs", body = Object),
