@@ -73,23 +73,15 @@ const VALUE_CASES: &[&str] = &["semantics_jinja", "round3_templates"];
 
 const NUM_RECORDS: u64 = 3;
 
-/// The interpreter with data_designer, or `None` (reason printed) to skip; under `CI=true` a
-/// missing one fails the test instead.
+/// The interpreter with data_designer (see [`crate::require`]: `None` skips, or fails under
+/// `CI=true`).
+#[track_caller]
 pub fn datadesigner_python() -> Option<String> {
-    match std::env::var("SYNTHGATE_TEST_DD_PYTHON") {
-        Ok(p) => Some(p),
-        Err(_) => {
-            let why = "SYNTHGATE_TEST_DD_PYTHON is not set (scripts/test builds \
-                       .venv-datadesigner/ from scripts/requirements-datadesigner.txt and sets it)";
-            // A developer's bare `cargo test` skips; CI must run every conformance case.
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true: {why}"
-            );
-            eprintln!("SKIPPED conformance: {why}");
-            None
-        }
-    }
+    crate::require::require(std::env::var("SYNTHGATE_TEST_DD_PYTHON").ok(), || {
+        "SYNTHGATE_TEST_DD_PYTHON is not set (scripts/test builds .venv-datadesigner/ from \
+         scripts/requirements-datadesigner.txt and sets it)"
+            .into()
+    })
 }
 
 /// Answers that fit every LLM column of the cases: Python in a fence for code columns, JSON in

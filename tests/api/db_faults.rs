@@ -198,8 +198,11 @@ const N: i64 = 2_000;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_restart_mid_job_loses_and_doubles_nothing() {
     synthgate::install_crypto_provider();
-    let Some(cluster) = PgCluster::start() else {
-        eprintln!("db_faults: skipped, PostgreSQL server binaries (pg_config --bindir) not found");
+    let Some(cluster) = crate::require::require(PgCluster::start(), || {
+        "PostgreSQL's server binaries (pg_config --bindir) are not found: install \
+         postgresql (.ci/run does)"
+            .into()
+    }) else {
         return;
     };
     let url = cluster.url();

@@ -49,6 +49,7 @@ mod real_model;
 mod record_errors;
 mod record_selection;
 mod replicas;
+mod require;
 mod response_cache;
 mod restart;
 mod rollout_seeds;

@@ -16,11 +16,13 @@ use std::process::Command;
 
 #[test]
 fn mcp_conformance_scenarios() {
-    let Ok(dir) = std::env::var("SYNTHGATE_TEST_MCP_CONFORMANCE") else {
-        eprintln!(
-            "skipping: SYNTHGATE_TEST_MCP_CONFORMANCE is unset (scripts/test sets it; or run \
+    let Some(dir) =
+        crate::require::require(std::env::var("SYNTHGATE_TEST_MCP_CONFORMANCE").ok(), || {
+            "SYNTHGATE_TEST_MCP_CONFORMANCE is unset (scripts/test sets it; or run \
              tests/conformance-mcp/run)"
-        );
+                .into()
+        })
+    else {
         return;
     };
     let results = tempfile::tempdir().unwrap();

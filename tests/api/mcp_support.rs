@@ -201,10 +201,10 @@ pub fn python_with(module: &str) -> Option<String> {
     if importable {
         return Some("python3".into());
     }
-    eprintln!(
-        "skipping: SYNTHGATE_TEST_PYTHON is unset and python3 cannot import {module} \
-         (run scripts/test, or pip install -r scripts/requirements-test.txt)"
-    );
+    crate::require::skip(&format!(
+        "SYNTHGATE_TEST_PYTHON is unset and python3 cannot import {module} (run scripts/test, \
+         or pip install -r scripts/requirements-test.txt)"
+    ));
     None
 }
 

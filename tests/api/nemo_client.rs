@@ -18,17 +18,14 @@ const KEY_A: &str = "nemo-key-a-0123456789abcdef";
 const KEY_B: &str = "nemo-key-b-0123456789abcdef";
 const UNKNOWN_KEY: &str = "nemo-key-unknown-0123456789";
 
-/// The interpreter with the client installed, or `None` (after saying why) to skip: scripts/test
-/// sets `$SYNTHGATE_TEST_NEMO_PYTHON`; a bare `cargo test` without it skips.
+/// The interpreter with the client installed (see [`crate::require`]: `None` skips, or fails
+/// under `CI=true`): scripts/test sets `$SYNTHGATE_TEST_NEMO_PYTHON`.
 fn nemo_python() -> Option<String> {
-    let python = std::env::var("SYNTHGATE_TEST_NEMO_PYTHON").ok();
-    if python.is_none() {
-        eprintln!(
-            "skipping: SYNTHGATE_TEST_NEMO_PYTHON is unset (scripts/test installs \
-             scripts/requirements-nemo.txt into .venv-nemo and sets it)"
-        );
-    }
-    python
+    crate::require::require(std::env::var("SYNTHGATE_TEST_NEMO_PYTHON").ok(), || {
+        "SYNTHGATE_TEST_NEMO_PYTHON is unset (scripts/test installs \
+         scripts/requirements-nemo.txt into .venv-nemo and sets it)"
+            .into()
+    })
 }
 
 async fn nemo_client_preview_and_settings(backend: Backend) {

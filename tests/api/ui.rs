@@ -176,28 +176,20 @@ async fn preview_takes_a_yaml_config_file_as_submit_does() {
 
 // --- In the browser ----------------------------------------------------------------------
 
-/// The Python with Playwright and the Chromium binary, or `None` (after saying why) to skip;
-/// panics under `CI=true`, where skipping would hide that the UI went untested.
+/// The Python with Playwright and the Chromium binary (see [`crate::require`]: `None` skips,
+/// or fails under `CI=true`, where skipping would hide that the UI went untested).
 fn browser() -> Option<(String, String)> {
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true");
     let chromium =
         std::env::var("SYNTHGATE_TEST_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    let missing = if !std::path::Path::new(&chromium).exists() {
-        Some(format!(
-            "no Chromium at {chromium} (scripts/test installs Debian's chromium)"
-        ))
-    } else {
-        None
-    };
-    let python = crate::mcp_support::python_with("playwright");
-    let why = match (&missing, &python) {
-        (Some(m), _) => m.clone(),
-        (None, None) => "no Python with playwright (scripts/test installs it)".into(),
-        (None, Some(_)) => return python.map(|p| (p, chromium)),
-    };
-    assert!(!ci, "CI=true: the browser tests cannot run: {why}");
-    eprintln!("skipping the browser test: {why}");
-    None
+    if !std::path::Path::new(&chromium).exists() {
+        crate::require::skip(&format!(
+            "the browser tests cannot run: no Chromium at {chromium} (scripts/test installs \
+             Debian's chromium)"
+        ));
+        return None;
+    }
+    let python = crate::mcp_support::python_with("playwright")?;
+    Some((python, chromium))
 }
 
 /// Where the screenshots go: `target/ui-screenshots/`.

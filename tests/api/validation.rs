@@ -27,14 +27,12 @@ fn ruff() -> Option<String> {
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success());
-    if runs {
-        return Some(ruff);
-    }
-    eprintln!(
-        "skipping: '{ruff}' cannot run (run scripts/test, which installs the pinned ruff, or \
-         set SYNTHGATE_TEST_RUFF)"
-    );
-    None
+    crate::require::require(runs.then_some(ruff.clone()), || {
+        format!(
+            "'{ruff}' cannot run (run scripts/test, which installs the pinned ruff, or set \
+             SYNTHGATE_TEST_RUFF)"
+        )
+    })
 }
 
 fn submit_body(columns: Value, n: u32) -> Value {

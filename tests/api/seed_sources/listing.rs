@@ -28,9 +28,9 @@ fn dd_python() -> Option<PathBuf> {
     if venv.exists() {
         return Some(venv);
     }
-    eprintln!(
-        "SKIPPED DataDesigner listing comparison: SYNTHGATE_TEST_DD_PYTHON is not set and \
-         .venv-datadesigner/ does not exist (scripts/test builds it)"
+    crate::require::skip(
+        "SYNTHGATE_TEST_DD_PYTHON is not set and .venv-datadesigner/ does not exist \
+         (scripts/test builds it)",
     );
     None
 }

@@ -64,8 +64,9 @@ impl Drop for SmallDisk {
 
 #[tokio::test]
 async fn sqlite_recovers_after_a_disk_full() {
-    let Some(disk) = SmallDisk::mount() else {
-        eprintln!("skipped: cannot mount a tmpfs here (needs root)");
+    let Some(disk) = crate::require::require(SmallDisk::mount(), || {
+        "cannot mount a tmpfs here (the test needs root, as CI has)".into()
+    }) else {
         return;
     };
     let path = disk.path().join("synthgate.db");
