@@ -1,6 +1,6 @@
-//! A minimum rate for the body of every ordinary request (issue 49, Q6).
+//! A minimum rate for the body of every ordinary request.
 //!
-//! `server.request_timeout_sec` (30 s by default) cut a request that dripped its body, but only
+//! `server.request_timeout_sec` (30 s by default) alone cuts a request that drips its body only
 //! after holding its connection for all of that time: 45 `POST /v1/jobs` announcing a 1 MB body
 //! and sending a byte every 2 s kept 40 connections busy, and `/healthz` waited in the listen
 //! backlog until they timed out; a client that reconnected kept it so.

@@ -48,8 +48,8 @@ pub(crate) fn summary_line(job: &JobView, elapsed: Duration) -> String {
 
 /// `0` when the job completed with at least one record (or had none to make), `1` for any
 /// other final status, and for a completed job whose every record failed: a script that
-/// waits on the job has no data to go on (seen against a real server that answered every
-/// request with an error, while the job still finished "completed").
+/// waits on the job has no data to go on (a server that answers every request with an error
+/// still lets the job finish "completed").
 pub(crate) fn exit_code(job: &JobView) -> u8 {
     let all_failed = job.counts.completed == 0 && job.counts.failed > 0;
     if job.status == "completed" && !all_failed {

@@ -1,7 +1,7 @@
 //! Server text on the terminal: every line the CLI prints passes [`safe`] (through [`say!`]
 //! and [`note!`]), so nothing the server sends (a job name, an error code, a column name, a
 //! JSON document) can move the cursor, rewrite earlier lines, retitle the window or reorder
-//! text on the user's terminal (issue 49: job names with escape sequences printed raw).
+//! text on the user's terminal: a job name is any key's to choose.
 //!
 //! Dangerous characters are written as `\uXXXX`: C0 controls other than newline and tab (ESC,
 //! BEL, backspace, carriage return...), DEL, the C1 controls (U+009B is a CSI on many

@@ -324,8 +324,9 @@ impl DatasetService {
 
     /// Commits `files` to `repo` as one: every file is imported (or found unchanged), or, when
     /// one fails or the request is dropped part way (its timeout), the datasets this commit
-    /// created are deleted again, so no commit leaves part of itself behind (issue 49: 3,000
-    /// files timed out with 2,544 kept). At most [`MAX_COMMIT_FILES`] files.
+    /// created are deleted again, so no commit leaves part of itself behind (a client that
+    /// retries a commit cut by its timeout would otherwise find most of it already there, and
+    /// the repo a mix of two attempts). At most [`MAX_COMMIT_FILES`] files.
     pub async fn datastore_commit_all(
         &self,
         owner: Option<&str>,

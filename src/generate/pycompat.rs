@@ -3,8 +3,8 @@
 //!
 //! DataDesigner renders with Python's Jinja, so configs call these methods; pycompat implements
 //! them but pays for little: the engine charges a method's result only once it exists, so
-//! `''.join([s, s, ...])` or `s.split(',')` on a long string built gigabytes first (issue 49,
-//! Q4). This layer stands in front of pycompat and, for every method it lets through:
+//! `''.join([s, s, ...])` or `s.split(',')` on a long string would build gigabytes before the
+//! fuel ran out. This layer stands in front of pycompat and, for every method it lets through:
 //!
 //! * charges the **work** of reading the string receiver and string arguments, at the rate the
 //!   engine charges a filter's string input, so a loop of cheap-looking calls on a long string

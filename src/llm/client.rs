@@ -131,8 +131,8 @@ impl Provider {
                 hv.set_sensitive(true);
             }
             // Every extra header's value is the operator's, whatever its name: an
-            // `OpenAI-Organization` or `X-Tenant` echoed in an error body is not a tenant's
-            // to read (round 3: a provider that echoed one reached record errors).
+            // `OpenAI-Organization` or `X-Tenant` that a provider echoes in an error body
+            // would otherwise reach a tenant's record errors.
             redactor.add(value);
             // Extra headers win, so a provider can pin e.g. another `anthropic-version`.
             headers.insert(hn, hv);

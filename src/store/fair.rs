@@ -1,8 +1,8 @@
 //! Fair shares for a claim of new chunks (records not yet claimed), shared by both backends.
 //!
-//! A claim used to take the oldest job's records first, so one key's large job held every
-//! worker until it was done and another key's one-record job waited behind it (head-of-line
-//! blocking). Now each claimed record goes, in turn, to the job whose owner has the fewest
+//! Taking the oldest job's records first would let one key's large job hold every worker until
+//! it was done while another key's one-record job waited behind it (head-of-line blocking).
+//! So each claimed record goes, in turn, to the job whose owner has the fewest
 //! records in progress, then the job with the fewest, oldest job first on ties. Counts are
 //! taken from the database, so they cover every replica; the rule needs no state between
 //! claims and gives round-robin across jobs and keys when their counts are equal.

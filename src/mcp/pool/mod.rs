@@ -92,8 +92,8 @@ impl Session {
 
     /// Awaits `request` on this session, or `None` once the session's transport has closed
     /// with the request still unanswered. A request written just as a stdio child died can
-    /// otherwise stay pending until the call timeout (seen under load: records held for the
-    /// whole `call_timeout_sec` after a server was killed), though nothing can answer it.
+    /// otherwise stay pending until the call timeout, holding its record for the whole
+    /// `call_timeout_sec`, though nothing can answer it.
     async fn answer<T>(&self, request: impl Future<Output = T>) -> Option<T> {
         tokio::pin!(request);
         loop {

@@ -8,11 +8,11 @@
 //! order. Every statement that could wait on a chunk while holding a job row (cancel,
 //! finalize) skips locked chunks instead, so the locks these statements take by name form no
 //! cycle. The locks Postgres takes on its own (a foreign key's key-share lock on the job row; a
-//! unique index's wait on an insert under way) are not in that order, and a load test once saw
-//! Postgres break a cycle among them (a writer's key-share lock against a carve that then took
-//! the job row `for update`); so each operation here that may wait on a lock while holding
-//! another (claim, batch write, cancel, finalize, release) is one transaction that [`rerun`]
-//! runs again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip
+//! unique index's wait on an insert under way) are not in that order, and Postgres may break a
+//! cycle among them (a writer's key-share lock against a carve that then takes the job row
+//! `for update`, which happens under load); so each operation here that may wait on a lock
+//! while holding another (claim, batch write, cancel, finalize, release) is one transaction
+//! that [`rerun`] runs again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip
 //! locked chunks and a job's failure locks one row: neither can be part of a cycle.
 
 use std::future::Future;
