@@ -47,19 +47,19 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The repository a read names; one whose name cannot exist is not found, as the Hub says.
-fn read_repo(namespace: &str, name: &str) -> Result<RepoId, HubError> {
+fn read_repo(namespace: &str, name: &str) -> Result<RepoId, HubApiError> {
     RepoId::new(namespace, name)
-        .map_err(|e| HubError::coded("RepoNotFound", ApiError::NotFound(e.to_string())))
+        .map_err(|e| HubApiError::coded("RepoNotFound", ApiError::NotFound(e.to_string())))
 }
 
 /// An error of the Hub API: our envelope, with the `X-Error-Code` header `huggingface_hub`
 /// reads where the Hub sets one.
-pub struct HubError {
+pub struct HubApiError {
     code: Option<&'static str>,
     err: ApiError,
 }
 
-impl HubError {
+impl HubApiError {
     fn coded(code: &'static str, err: ApiError) -> Self {
         Self {
             code: Some(code),
@@ -68,19 +68,19 @@ impl HubError {
     }
 }
 
-impl From<ApiError> for HubError {
+impl From<ApiError> for HubApiError {
     fn from(err: ApiError) -> Self {
         Self { code: None, err }
     }
 }
 
-impl From<DatasetError> for HubError {
+impl From<DatasetError> for HubApiError {
     fn from(err: DatasetError) -> Self {
         ApiError::from(err).into()
     }
 }
 
-impl IntoResponse for HubError {
+impl IntoResponse for HubApiError {
     fn into_response(self) -> Response {
         let mut resp = self.err.into_response();
         if let Some(code) = self.code {
@@ -98,10 +98,10 @@ async fn files_at(
     caller: &Caller,
     repo: &RepoId,
     rev: &str,
-) -> Result<(Vec<DatasetMeta>, String), HubError> {
+) -> Result<(Vec<DatasetMeta>, String), HubApiError> {
     let files = state.datasets.datastore_files(caller.owner(), repo).await?;
     if files.is_empty() {
-        return Err(HubError::coded(
+        return Err(HubApiError::coded(
             "RepoNotFound",
             ApiError::NotFound(format!(
                 "dataset repository '{}' (it has no file of yours)",
@@ -111,7 +111,7 @@ async fn files_at(
     }
     let sha = revision(&files);
     if rev != "main" && rev != sha {
-        return Err(HubError::coded(
+        return Err(HubApiError::coded(
             "RevisionNotFound",
             ApiError::NotFound(format!(
                 "revision '{rev}' of '{}' (revisions are not kept: use 'main')",
@@ -246,7 +246,7 @@ async fn info_at(
     namespace: &str,
     name: &str,
     rev: &str,
-) -> Result<Json<Value>, HubError> {
+) -> Result<Json<Value>, HubApiError> {
     let repo = read_repo(namespace, name)?;
     let (files, sha) = files_at(state, caller, &repo, rev).await?;
     Ok(Json(info(&repo, &files, &sha)))
@@ -279,7 +279,7 @@ pub async fn repo_info(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, HubError> {
+) -> Result<Json<Value>, HubApiError> {
     info_at(&state, &caller, &namespace, &name, "main").await
 }
 
@@ -292,8 +292,8 @@ pub async fn repo_info(
     responses(
         (status = 404, description = "Always (`not_found`, `X-Error-Code: RepoNotFound`)", body = ErrorBody),
     ))]
-pub async fn bare_repo_info(_caller: Caller, ApiPath(name): ApiPath<String>) -> HubError {
-    HubError::coded(
+pub async fn bare_repo_info(_caller: Caller, ApiPath(name): ApiPath<String>) -> HubApiError {
+    HubApiError::coded(
         "RepoNotFound",
         ApiError::NotFound(format!(
             "dataset repository '{name}' (repositories are `namespace/name`)"
@@ -312,7 +312,7 @@ pub async fn repo_info_at(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
-) -> Result<Json<Value>, HubError> {
+) -> Result<Json<Value>, HubApiError> {
     info_at(&state, &caller, &namespace, &name, &rev).await
 }
 
@@ -330,7 +330,7 @@ pub async fn tree(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
-) -> Result<Json<Value>, HubError> {
+) -> Result<Json<Value>, HubApiError> {
     let repo = read_repo(&namespace, &name)?;
     let (files, _) = files_at(&state, &caller, &repo, &rev).await?;
     let mut entries = Vec::with_capacity(files.len());
@@ -359,11 +359,11 @@ pub async fn resolve(
     caller: Caller,
     ApiPath((namespace, name, rev, file)): ApiPath<(String, String, String, String)>,
     req: Request,
-) -> Result<Response, HubError> {
+) -> Result<Response, HubApiError> {
     let repo = read_repo(&namespace, &name)?;
     let (files, sha) = files_at(&state, &caller, &repo, &rev).await?;
     let Some(meta) = files.iter().find(|f| f.name == file) else {
-        return Err(HubError::coded(
+        return Err(HubApiError::coded(
             "EntryNotFound",
             ApiError::NotFound(format!("file '{file}' of '{}'", repo.as_str())),
         ));

@@ -15,7 +15,7 @@ use crate::store::DeleteJob;
 const SWEEP_BATCH: u32 = 100;
 
 /// How often a replica sweeps (and once at start).
-pub const SWEEP_INTERVAL: Duration = Duration::from_secs(3600);
+pub const RETENTION_SWEEP_EVERY: Duration = Duration::from_secs(3600);
 
 impl JobService {
     /// Deletes finished jobs that finished more than `retention` ago, a batch at a time, until
@@ -68,9 +68,9 @@ impl JobService {
         }
     }
 
-    /// Sweeps every [`SWEEP_INTERVAL`], from start-up, until `stop`.
+    /// Sweeps every [`RETENTION_SWEEP_EVERY`], from start-up, until `stop`.
     pub async fn sweep_expired(self, retention: Duration, stop: CancellationToken) {
-        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        let mut tick = tokio::time::interval(RETENTION_SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -84,10 +84,10 @@ impl JobService {
         }
     }
 
-    /// Sweeps the response cache every [`SWEEP_INTERVAL`], from start-up, until `stop`:
+    /// Sweeps the response cache every [`RETENTION_SWEEP_EVERY`], from start-up, until `stop`:
     /// entries older than `max_age`, then the oldest past `max_bytes` in all.
     pub async fn sweep_cache(self, max_age: Duration, max_bytes: u64, stop: CancellationToken) {
-        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        let mut tick = tokio::time::interval(RETENTION_SWEEP_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

@@ -68,7 +68,7 @@ pub(crate) struct Rest {
 
 /// What a claim does with one stale chunk.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Plan {
+pub(crate) enum ChunkPlan {
     /// Every index has a result (a write landed just before the lease lapsed): delete it.
     Done,
     /// Leave it for now, for a later claim or another replica: the claim has no room, or the
@@ -104,10 +104,10 @@ pub(crate) fn plan(
     left: usize,
     policy: ClaimPolicy,
     isolate: bool,
-) -> Plan {
+) -> ChunkPlan {
     let todo: Vec<u32> = unwritten(chunk.start, chunk.end, written).collect();
     if todo.is_empty() {
-        return Plan::Done;
+        return ChunkPlan::Done;
     }
     let before = chunk.lease_expiries;
     let after = if chunk.released {
@@ -129,25 +129,25 @@ pub(crate) fn plan(
         if before >= ISOLATE_AFTER_EXPIRIES {
             let first = todo[0];
             let rest = cut_after(first).filter(|r| r.written < r.end - r.start);
-            return Plan::Abandon {
+            return ChunkPlan::Abandon {
                 indexes: vec![first],
                 rest,
             };
         }
-        return Plan::Abandon {
+        return ChunkPlan::Abandon {
             indexes: todo,
             rest: None,
         };
     }
     if left == 0 {
-        return Plan::Leave;
+        return ChunkPlan::Leave;
     }
     if after >= ISOLATE_AFTER_EXPIRIES {
         if !isolate {
-            return Plan::Leave;
+            return ChunkPlan::Leave;
         }
         let first = todo[0];
-        return Plan::Take {
+        return ChunkPlan::Take {
             end: first + 1,
             written: count_in(written, chunk.start, first + 1),
             todo: vec![first],
@@ -164,7 +164,7 @@ pub(crate) fn plan(
         None
     };
     let end = rest.map_or(chunk.end, |r| r.start);
-    Plan::Take {
+    ChunkPlan::Take {
         end,
         written: count_in(written, chunk.start, end),
         todo,
@@ -241,7 +241,7 @@ mod tests {
         let p = plan(stale(10, 20, false, 0), &[11, 14], 3, POLICY, false);
         assert_eq!(
             p,
-            Plan::Take {
+            ChunkPlan::Take {
                 end: 14,
                 todo: vec![10, 12, 13],
                 written: 1,
@@ -259,7 +259,7 @@ mod tests {
         assert!(
             matches!(
                 p,
-                Plan::Take {
+                ChunkPlan::Take {
                     end: 20,
                     rest: None,
                     written: 2,
@@ -270,7 +270,7 @@ mod tests {
         );
         // No room.
         let p = plan(stale(10, 20, false, 0), &[], 0, POLICY, false);
-        assert_eq!(p, Plan::Leave);
+        assert_eq!(p, ChunkPlan::Leave);
     }
 
     #[test]
@@ -279,7 +279,7 @@ mod tests {
         assert!(
             matches!(
                 p,
-                Plan::Take {
+                ChunkPlan::Take {
                     lease_expiries: 1,
                     suspect: false,
                     ..
@@ -293,7 +293,7 @@ mod tests {
     fn a_fully_written_chunk_is_done() {
         assert_eq!(
             plan(stale(0, 3, false, 2), &[0, 1, 2], 5, POLICY, true),
-            Plan::Done
+            ChunkPlan::Done
         );
     }
 
@@ -301,13 +301,13 @@ mod tests {
     fn a_suspect_chunk_is_handed_out_one_record_at_a_time() {
         // Second expiry: suspect. A claim that may not take a suspect record leaves it.
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, false);
-        assert_eq!(p, Plan::Leave);
+        assert_eq!(p, ChunkPlan::Leave);
         // One that may: its first record without a result, cut right after it, the rest given
         // back (still suspect, with the count it reached).
         let p = plan(stale(0, 8, false, 1), &[0], 32, POLICY, true);
         assert_eq!(
             p,
-            Plan::Take {
+            ChunkPlan::Take {
                 end: 2,
                 todo: vec![1],
                 written: 1,
@@ -325,7 +325,7 @@ mod tests {
         assert!(
             matches!(
                 p,
-                Plan::Take {
+                ChunkPlan::Take {
                     end: 3,
                     lease_expiries: 2,
                     suspect: true,
@@ -337,7 +337,7 @@ mod tests {
         // A suspect record needs room like any other.
         assert_eq!(
             plan(stale(0, 8, false, 1), &[], 0, POLICY, true),
-            Plan::Leave
+            ChunkPlan::Leave
         );
     }
 
@@ -349,7 +349,7 @@ mod tests {
             let p = plan(stale(5, 6, false, 2), &[], 32, POLICY, isolate);
             assert_eq!(
                 p,
-                Plan::Abandon {
+                ChunkPlan::Abandon {
                     indexes: vec![5],
                     rest: None
                 }
@@ -363,13 +363,13 @@ mod tests {
         let p = plan(stale(0, 4, false, 0), &[2], 32, one, true);
         assert_eq!(
             p,
-            Plan::Abandon {
+            ChunkPlan::Abandon {
                 indexes: vec![0, 1, 3],
                 rest: None
             }
         );
         // A released chunk is never abandoned.
         let p = plan(stale(0, 4, true, 0), &[], 32, one, true);
-        assert!(matches!(p, Plan::Take { .. }), "{p:?}");
+        assert!(matches!(p, ChunkPlan::Take { .. }), "{p:?}");
     }
 }

@@ -12,7 +12,7 @@
 use sqlx::{Database, Encode, Executor, FromRow, IntoArguments, Type};
 use uuid::Uuid;
 
-use super::chunks::{self, EXPIRED_SCAN, Plan, Rest, Stale, records_of, to_count};
+use super::chunks::{self, ChunkPlan, EXPIRED_SCAN, Rest, Stale, records_of, to_count};
 use super::fair::{ClaimableJob, shares};
 use super::from_row::row_struct;
 use super::{ChunkKey, Claim, ClaimPolicy, ClaimedRecord, StoreError};
@@ -129,9 +129,9 @@ where
         .await?;
         let written: Vec<u32> = written.into_iter().map(to_count).collect();
         match chunks::plan(chunk, &written, left, policy, isolate) {
-            Plan::Done => delete_chunk(steps.conn(), job, start).await?,
-            Plan::Leave => {}
-            Plan::Abandon { indexes, rest } => {
+            ChunkPlan::Done => delete_chunk(steps.conn(), job, start).await?,
+            ChunkPlan::Leave => {}
+            ChunkPlan::Abandon { indexes, rest } => {
                 let after = chunk.lease_expiries.saturating_add(1);
                 delete_chunk(steps.conn(), job, start).await?;
                 if let Some(rest) = rest {
@@ -142,7 +142,7 @@ where
                 out.abandoned
                     .extend(failed.into_iter().map(|r| (RecordId(r), JobId(job))));
             }
-            Plan::Take {
+            ChunkPlan::Take {
                 end,
                 todo,
                 written,

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::{
-    Finished, Held, Inner, SWEEP_INTERVAL, Settled, chunk, cpu_leases, faults, not_generated,
+    FINALIZE_SWEEP_EVERY, Finished, Held, Inner, Settled, chunk, cpu_leases, faults, not_generated,
     run_record, slot, unsent,
 };
 use crate::store::{ClaimPolicy, ClaimedRecord};
@@ -189,7 +189,7 @@ impl Claimer {
             self.cpu_streak = false;
             self.claiming = None;
             drop((permits, lease, suspect));
-            if self.last_sweep.elapsed() >= SWEEP_INTERVAL {
+            if self.last_sweep.elapsed() >= FINALIZE_SWEEP_EVERY {
                 self.inner.jobs.finalize_live().await;
                 self.last_sweep = tokio::time::Instant::now();
             }

@@ -29,16 +29,16 @@ pub(super) async fn report_queue(inner: Arc<Inner>, stop: CancellationToken) {
 
 /// Counts a record in `synthgate_records_in_flight` for as long as it is held, however its
 /// task ends.
-pub(super) struct InFlight;
+pub(super) struct CountedRecord;
 
-impl InFlight {
+impl CountedRecord {
     pub(super) fn start() -> Self {
         metrics::gauge!(m::RECORDS_IN_FLIGHT).increment(1.0);
         Self
     }
 }
 
-impl Drop for InFlight {
+impl Drop for CountedRecord {
     fn drop(&mut self) {
         metrics::gauge!(m::RECORDS_IN_FLIGHT).decrement(1.0);
     }

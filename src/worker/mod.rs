@@ -87,7 +87,7 @@ pub use writer::Finished;
 
 /// How often an idle replica finalizes live jobs, covering a replica that died between writing
 /// a job's last record and marking the job finished.
-const SWEEP_INTERVAL: Duration = Duration::from_secs(10);
+const FINALIZE_SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// Shared by the claim loop, record tasks, the writer and the lease renewer.
 pub(crate) struct Inner {
@@ -327,7 +327,7 @@ async fn run_record(
     tx: mpsc::Sender<Finished>,
     cut: CancellationToken,
 ) {
-    let _counted = gauges::InFlight::start();
+    let _counted = gauges::CountedRecord::start();
     let runner = inner.jobs.runner();
     let chat = slot::SlotChat {
         chat: runner.llm(),

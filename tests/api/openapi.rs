@@ -61,3 +61,26 @@ fn operation_ids_are_unique() {
     }
     assert!(seen.len() > 40, "{} operation ids", seen.len());
 }
+
+/// The Data Designer door's create body is its own (`{spec: {num_records, config}, name, ...}`),
+/// not `POST /v1/jobs`'s: one schema name for both once documented the door with the wrong body.
+#[test]
+fn the_data_designer_create_body_is_its_own() {
+    let spec: serde_json::Value = serde_json::to_value(synthgate::api::openapi::spec()).unwrap();
+    let body_ref = |path: &str| {
+        spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap_or_default()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let dd = body_ref("/v1/data-designer/jobs");
+    let v1 = body_ref("/v1/jobs");
+    assert_ne!(dd, v1, "both bodies are {dd}");
+    let props = &spec["components"]["schemas"][&dd]["properties"];
+    assert!(props.get("spec").is_some(), "{dd}: {props}");
+    let props = &spec["components"]["schemas"][&v1]["properties"];
+    assert!(props.get("config").is_some(), "{v1}: {props}");
+}

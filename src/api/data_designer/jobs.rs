@@ -26,9 +26,9 @@ const META: &str = "data_designer";
 /// The client's `JobCreateParams`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CreateJobRequest {
+pub struct DataDesignerJobRequest {
     /// `{num_records, config}`.
-    pub spec: JobSpec,
+    pub spec: DataDesignerJobSpec,
     /// Default `nemo-data-designer-job` (the client's).
     pub name: Option<String>,
     /// Default `nemo-data-designer`.
@@ -47,7 +47,7 @@ pub struct CreateJobRequest {
 /// The client's `DataDesignerJobConfig`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct JobSpec {
+pub struct DataDesignerJobSpec {
     pub num_records: i64,
     /// A Data Designer config.
     #[schema(value_type = Object)]
@@ -58,7 +58,7 @@ pub struct JobSpec {
 ///
 /// Submits the config as `POST /v1/jobs` does and answers the client's `DataDesignerJob`.
 #[utoipa::path(post, path = "/v1/data-designer/jobs", operation_id = "data_designer_create_job", tag = "data-designer",
-    request_body = CreateJobRequest,
+    request_body = DataDesignerJobRequest,
     responses(
         (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
         (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
@@ -78,7 +78,7 @@ pub async fn create_job(
         .cpu()
         .run(|| extract::decode_body(BodyFormat::Json, &body))
         .await?;
-    let req: CreateJobRequest = extract::from_value(value)?;
+    let req: DataDesignerJobRequest = extract::from_value(value)?;
     // The client's name is the job's name too, so `GET /v1/jobs?name=` finds it.
     let name = req.name.unwrap_or_else(|| "nemo-data-designer-job".into());
     let meta = json!({META: {

@@ -21,7 +21,7 @@
 
 use super::SeedSources;
 use super::fs::{PATH_GLOB, is_glob, split_glob};
-use super::hub::{Hub, HubError};
+use super::hub::{Hub, HubFetchError};
 use super::{dataset_format, import_issue, reuse_by_ref, server_failure, too_many_files};
 use crate::datasets::resolve::ResolveCtx;
 use crate::datasets::{DatasetMeta, DatasetSourceKind, import_file};
@@ -193,7 +193,7 @@ async fn fetch_file(
     hub.download(repo, sha, file, &dest, limit)
         .await
         .map_err(|e| match e {
-            HubError::TooLarge { limit } => too_large(file, limit),
+            HubFetchError::TooLarge { limit } => too_large(file, limit),
             other => hub_issue(&other, hub, &format!("datasets/{repo}/{file}")),
         })?;
     import_file(
@@ -221,29 +221,29 @@ fn too_large(file: &str, limit: u64) -> ConfigIssue {
 }
 
 /// The issue for a failed Hub call about `what` (a repository, revision or file).
-fn hub_issue(e: &HubError, hub: &Hub, what: &str) -> ConfigIssue {
+fn hub_issue(e: &HubFetchError, hub: &Hub, what: &str) -> ConfigIssue {
     let token_hint = if hub.has_token() {
         "the Hub token used (the job's `token`, else the server's) does not give access to it"
     } else {
         "this server has no Hub token (datasets.hf.token_env)"
     };
     let (code, msg) = match e {
-        HubError::RepoNotFound { status } => (
+        HubFetchError::RepoNotFound { status } => (
             codes::SEED_DATASET_NOT_FOUND,
             format!(
                 "the Hub has no dataset repository {what} that this server may read (HTTP \
                  {status}): it does not exist, or it is private or gated and {token_hint}"
             ),
         ),
-        HubError::RevisionNotFound => (
+        HubFetchError::RevisionNotFound => (
             codes::SEED_DATASET_NOT_FOUND,
             format!("the Hub has no revision {what}"),
         ),
-        HubError::EntryNotFound => (
+        HubFetchError::EntryNotFound => (
             codes::SEED_DATASET_NOT_FOUND,
             format!("the Hub has no file or directory {what}"),
         ),
-        HubError::Refused { status } => (
+        HubFetchError::Refused { status } => (
             codes::SEED_FETCH_FAILED,
             format!(
                 "the Hub refused access to {what} (HTTP {status}): {}",
@@ -254,11 +254,11 @@ fn hub_issue(e: &HubError, hub: &Hub, what: &str) -> ConfigIssue {
                 }
             ),
         ),
-        HubError::TooLarge { limit } => (
+        HubFetchError::TooLarge { limit } => (
             codes::SEED_SOURCE_TOO_LARGE,
             format!("{what} is larger than this server's limit of {limit} bytes"),
         ),
-        HubError::Failed(why) => (
+        HubFetchError::Failed(why) => (
             codes::SEED_FETCH_FAILED,
             format!("fetching {what} from the Hub failed: {why}"),
         ),

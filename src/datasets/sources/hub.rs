@@ -52,7 +52,7 @@ const MAX_LISTING_BYTES: usize = 16 * 1024 * 1024;
 
 /// A failed Hub call, classified for the message the job gets.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum HubError {
+pub(crate) enum HubFetchError {
     /// The repository does not exist, or is private or gated and the server's token (if any)
     /// does not open it: the Hub does not tell these apart.
     RepoNotFound { status: u16 },
@@ -169,12 +169,14 @@ impl Hub {
         url
     }
 
-    async fn get(&self, url: Url) -> Result<reqwest::Response, HubError> {
+    async fn get(&self, url: Url) -> Result<reqwest::Response, HubFetchError> {
         let mut req = self.client.get(url);
         if let Some(token) = &self.token {
             let mut value = HeaderValue::from_str(&format!("Bearer {}", token.expose_secret()))
                 .map_err(|_| {
-                    HubError::Failed("the configured Hub token is not a valid header value".into())
+                    HubFetchError::Failed(
+                        "the configured Hub token is not a valid header value".into(),
+                    )
                 })?;
             value.set_sensitive(true);
             req = req.header(AUTHORIZATION, value);
@@ -182,7 +184,7 @@ impl Hub {
         let resp = req
             .send()
             .await
-            .map_err(|e| HubError::Failed(describe(&e)))?;
+            .map_err(|e| HubFetchError::Failed(describe(&e)))?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -190,7 +192,11 @@ impl Hub {
     }
 
     /// The commit sha `revision` names in dataset repository `repo_id` (`owner/name`).
-    pub(crate) async fn commit(&self, repo_id: &str, revision: &str) -> Result<String, HubError> {
+    pub(crate) async fn commit(
+        &self,
+        repo_id: &str,
+        revision: &str,
+    ) -> Result<String, HubFetchError> {
         let (owner, name) = repo_id.split_once('/').unwrap_or((repo_id, ""));
         let url = self.url(&["api", "datasets", owner, name, "revision", revision]);
         let resp = self.get(url).await?;
@@ -206,7 +212,7 @@ impl Hub {
         sha: &str,
         dir: &str,
         max_entries: usize,
-    ) -> Result<Vec<TreeEntry>, HubError> {
+    ) -> Result<Vec<TreeEntry>, HubFetchError> {
         let (owner, name) = repo_id.split_once('/').unwrap_or((repo_id, ""));
         let mut segments = vec!["api", "datasets", owner, name, "tree", sha];
         if !dir.is_empty() {
@@ -221,7 +227,7 @@ impl Hub {
             let page: Vec<TreeEntry> = read_listing(resp, "tree listing").await?;
             out.extend(page);
             if out.len() > max_entries {
-                return Err(HubError::Failed(format!(
+                return Err(HubFetchError::Failed(format!(
                     "the listing has more than {max_entries} entries"
                 )));
             }
@@ -230,7 +236,7 @@ impl Hub {
                 Some(n) => match Url::parse(&n) {
                     Ok(u) if u.origin() == self.endpoint.origin() => url = u,
                     _ => {
-                        return Err(HubError::Failed(
+                        return Err(HubFetchError::Failed(
                             "the tree listing's next page is not on the configured endpoint".into(),
                         ));
                     }
@@ -238,7 +244,7 @@ impl Hub {
                 None => return Ok(out),
             }
         }
-        Err(HubError::Failed(format!(
+        Err(HubFetchError::Failed(format!(
             "the tree listing has more than {MAX_TREE_PAGES} pages"
         )))
     }
@@ -252,39 +258,39 @@ impl Hub {
         path: &str,
         dest: &Path,
         limit: u64,
-    ) -> Result<u64, HubError> {
+    ) -> Result<u64, HubFetchError> {
         let (owner, name) = repo_id.split_once('/').unwrap_or((repo_id, ""));
         let mut segments = vec!["datasets", owner, name, "resolve", sha];
         segments.extend(path.split('/'));
         let resp = self.get(self.url(&segments)).await?;
         if resp.content_length().is_some_and(|n| n > limit) {
-            return Err(HubError::TooLarge { limit });
+            return Err(HubFetchError::TooLarge { limit });
         }
         let mut file = tokio::fs::File::create(dest)
             .await
-            .map_err(|e| HubError::Failed(format!("cannot write a temporary file: {e}")))?;
+            .map_err(|e| HubFetchError::Failed(format!("cannot write a temporary file: {e}")))?;
         let mut written: u64 = 0;
         let mut body = resp.bytes_stream();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|e| HubError::Failed(describe(&e)))?;
+            let chunk = chunk.map_err(|e| HubFetchError::Failed(describe(&e)))?;
             written += chunk.len() as u64;
             if written > limit {
-                return Err(HubError::TooLarge { limit });
+                return Err(HubFetchError::TooLarge { limit });
             }
-            file.write_all(&chunk)
-                .await
-                .map_err(|e| HubError::Failed(format!("cannot write a temporary file: {e}")))?;
+            file.write_all(&chunk).await.map_err(|e| {
+                HubFetchError::Failed(format!("cannot write a temporary file: {e}"))
+            })?;
         }
         file.flush()
             .await
-            .map_err(|e| HubError::Failed(format!("cannot write a temporary file: {e}")))?;
+            .map_err(|e| HubFetchError::Failed(format!("cannot write a temporary file: {e}")))?;
         Ok(written)
     }
 }
 
 /// The Hub's answer to a failed request, as `huggingface_hub.hf_raise_for_status` reads it:
 /// `X-Error-Code` first, then the status.
-fn classify(resp: &reqwest::Response) -> HubError {
+fn classify(resp: &reqwest::Response) -> HubFetchError {
     let status = resp.status();
     let code = resp
         .headers()
@@ -297,22 +303,22 @@ fn classify(resp: &reqwest::Response) -> HubError {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     match (code, status) {
-        ("RevisionNotFound", _) => HubError::RevisionNotFound,
-        ("EntryNotFound", _) => HubError::EntryNotFound,
-        ("GatedRepo", _) => HubError::Refused {
+        ("RevisionNotFound", _) => HubFetchError::RevisionNotFound,
+        ("EntryNotFound", _) => HubFetchError::EntryNotFound,
+        ("GatedRepo", _) => HubFetchError::Refused {
             status: status.as_u16(),
         },
         (_, StatusCode::UNAUTHORIZED)
             if message == "Invalid credentials in Authorization header" =>
         {
-            HubError::Refused { status: 401 }
+            HubFetchError::Refused { status: 401 }
         }
-        ("RepoNotFound", _) | (_, StatusCode::UNAUTHORIZED) => HubError::RepoNotFound {
+        ("RepoNotFound", _) | (_, StatusCode::UNAUTHORIZED) => HubFetchError::RepoNotFound {
             status: status.as_u16(),
         },
-        (_, StatusCode::FORBIDDEN) => HubError::Refused { status: 403 },
-        (_, StatusCode::NOT_FOUND) => HubError::EntryNotFound,
-        _ => HubError::Failed(format!("the Hub answered HTTP {}", status.as_u16())),
+        (_, StatusCode::FORBIDDEN) => HubFetchError::Refused { status: 403 },
+        (_, StatusCode::NOT_FOUND) => HubFetchError::EntryNotFound,
+        _ => HubFetchError::Failed(format!("the Hub answered HTTP {}", status.as_u16())),
     }
 }
 
@@ -321,8 +327,8 @@ fn classify(resp: &reqwest::Response) -> HubError {
 async fn read_listing<T: serde::de::DeserializeOwned>(
     resp: reqwest::Response,
     what: &str,
-) -> Result<T, HubError> {
-    let unexpected = |why: String| HubError::Failed(format!("unexpected {what}: {why}"));
+) -> Result<T, HubFetchError> {
+    let unexpected = |why: String| HubFetchError::Failed(format!("unexpected {what}: {why}"));
     let body = crate::bounded_body::read(resp, MAX_LISTING_BYTES)
         .await
         .map_err(|e| unexpected(describe(&e)))?
