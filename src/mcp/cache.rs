@@ -6,7 +6,11 @@
 //! invalidation must not store its (possibly stale) list afterwards. Its callers still get it.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// Tokio's clock, so the tests can pause it; outside a paused test it is the system's monotonic
+// clock.
+use tokio::time::Instant;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -182,7 +186,7 @@ mod tests {
         .boxed()
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn concurrent_misses_share_one_fetch_and_hits_fetch_nothing() {
         let cache = Arc::new(ToolCache::new(Duration::from_secs(60)));
         let n = Arc::new(AtomicU32::new(0));
@@ -201,26 +205,30 @@ mod tests {
         assert_eq!(n.load(Ordering::SeqCst), 1);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn invalidation_and_ttl_force_a_new_fetch() {
-        let cache = ToolCache::new(Duration::from_millis(30));
+        let cache = ToolCache::new(Duration::from_secs(30));
         let n = Arc::new(AtomicU32::new(0));
         cache.get(|| counting(&n)).await.0.unwrap();
         cache.invalidate();
         cache.get(|| counting(&n)).await.0.unwrap();
         assert_eq!(n.load(Ordering::SeqCst), 2);
-        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Kept for the whole TTL, to the millisecond...
+        tokio::time::advance(Duration::from_millis(29_999)).await;
+        assert_eq!(cache.get(|| counting(&n)).await.1, Source::Hit);
+        // ...and fetched again once it has passed.
+        tokio::time::advance(Duration::from_millis(2)).await;
         let (_, src) = cache.get(|| counting(&n)).await;
         assert_eq!(src, Source::Fetched);
         assert_eq!(n.load(Ordering::SeqCst), 3);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn an_expired_list_is_served_when_the_refresh_fails() {
-        let cache = ToolCache::new(Duration::from_millis(10));
+        let cache = ToolCache::new(Duration::from_secs(10));
         let n = Arc::new(AtomicU32::new(0));
         cache.get(|| counting(&n)).await.0.unwrap();
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::advance(Duration::from_secs(11)).await;
         let failing = || async { Err(McpError::ShuttingDown) }.boxed();
         let (r, src) = cache.get(failing).await;
         assert!(r.is_ok());
@@ -231,15 +239,17 @@ mod tests {
         assert_eq!(src, Source::Fetched);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_fetch_overtaken_by_list_changed_is_not_stored() {
         let cache = Arc::new(ToolCache::new(Duration::from_secs(60)));
         let n = Arc::new(AtomicU32::new(0));
         let c2 = cache.clone();
         let n2 = n.clone();
         let slow = async move { c2.get(|| counting(&n2)).await };
+        // The fetch takes 20 ms of the paused clock; the notice arrives at 5 ms, during it.
         let invalidate = async {
             tokio::time::sleep(Duration::from_millis(5)).await;
+            assert_eq!(n.load(Ordering::SeqCst), 1, "the fetch has started");
             cache.invalidate();
         };
         let ((r, _), ()) = tokio::join!(slow, invalidate);
