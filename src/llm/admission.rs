@@ -247,7 +247,9 @@ impl Admission {
             probe,
             reported: false,
         };
+        // Biased: a free slot wins over a deadline that has passed (patience 0 still sends).
         let permit = tokio::select! {
+            biased;
             p = self.slots.acquire() => p,
             () = tokio::time::sleep_until(deadline) => return Err(PatienceSpent),
         };

@@ -210,3 +210,12 @@ async fn patience_bounds_the_wait_for_an_open_circuit() {
     assert_eq!((Instant::now() - started).as_secs(), 2);
     assert_eq!(a.state().circuit, "open", "no probe was taken");
 }
+
+#[tokio::test(start_paused = true)]
+async fn no_patience_still_sends_when_nothing_holds_it_back() {
+    let a = admission(8);
+    for _ in 0..50 {
+        let t = a.admit(Instant::now()).await.expect("a free slot is taken");
+        t.report(Signal::Answered, PAUSE_CAP);
+    }
+}
