@@ -1,4 +1,4 @@
-//! Composition root: builds the store, job service, worker pool and router; binds; and orders
+//! Composition root: opens the database (store and queue), builds the job service, worker pool and router; binds; and orders
 //! shutdown (stop accepting → drain requests → drain workers → close the store).
 
 use std::net::SocketAddr;
@@ -17,8 +17,10 @@ use crate::datasets::sources::SeedSources;
 use crate::jobs::{Catalog, JobService};
 use crate::llm::{AdmissionPolicy, LlmClient, RetryPolicy, answer_bound};
 use crate::mcp::McpPool;
+use crate::queue::Queue;
 use crate::serve::ConnectionLimits;
 use crate::state::AppState;
+use crate::store::Store;
 use crate::tools::ToolHub;
 use crate::worker::WorkerPool;
 
@@ -46,9 +48,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let config = Arc::new(config);
     let db = &config.database;
     let acquire = Duration::from_secs(db.acquire_timeout_sec);
-    let store = crate::store::open(db.url(), &db.sqlite_path, db.max_connections, acquire)
+    let database = crate::queue::open(db.url(), &db.sqlite_path, db.max_connections, acquire)
         .await
         .context("opening the database")?;
+    let store: Arc<dyn Store> = database.clone();
+    let queue: Arc<dyn Queue> = database.clone();
     tracing::info!(
         backend = if db.url().is_some_and(|u| u.starts_with("postgres")) {
             "postgres"
@@ -82,7 +86,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     );
     llm.register_models(&config.model_configs);
     let jobs = JobService::new(
-        store.clone(),
+        database,
         Catalog::from_config(&config),
         config.limits.clone(),
         llm,
@@ -100,7 +104,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .replica_id
         .clone()
         .unwrap_or_else(default_replica_id);
-    let pool = WorkerPool::new(store.clone(), jobs.clone(), config.workers.clone(), owner);
+    let pool = WorkerPool::new(queue, jobs.clone(), config.workers.clone(), owner);
 
     let keys = ApiKeys::load(&config.auth, |v| std::env::var(v).ok())?;
     if keys.enabled() {

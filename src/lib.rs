@@ -9,7 +9,7 @@
 //!                                insert the job, bound to them: one row, whatever its size)
 //!                                        │ notify
 //!                                        ▼
-//!                  worker::WorkerPool ─ claim chunks of record indexes under a lease (store)
+//!                  worker::WorkerPool ─ claim chunks of record indexes under a lease (queue)
 //!                                        │ per record
 //!                                        ▼
 //!                  jobs::RecordRunner ─ the record's seed row (datasets::seed_cache), then
@@ -19,7 +19,7 @@
 //!                                       columns; the same runner serves previews
 //!                                        │ result + traces + images + usage
 //!                                        ▼
-//!                  worker writer ─ batch insert of results, fenced by chunk lease ─► store
+//!                  worker writer ─ batch insert of results, fenced by chunk lease ─► queue
 //!                                        │ reports the batch
 //!                                        ▼
 //!                  jobs::JobService ─ early shutdown on the error rate, finalizing
@@ -50,6 +50,9 @@
 //! * [`generate`]: compiled plans and record generation; [`tools`], [`mcp`], [`llm`]: tool
 //!   calls (their error kinds and live `tool_call` events), the MCP session pool, tool-list
 //!   cache and providers' OAuth, LLM providers.
+//! * [`queue`]: the work queue, exactly once per record: chunk claims under leases, the fenced
+//!   writes of results, finalizing; on the store's backends and pools. The worker pool holds
+//!   it and nothing of the store.
 //! * [`store`]: persistence of [`domain`] types on SQLite or Postgres.
 //! * [`domain`]: plain data (configs, jobs, records, traces, usage, stored datasets' metadata);
 //!   [`config`]: the server config, its defaults and limits; and the leaf helpers [`decode`]
@@ -83,6 +86,7 @@ pub mod llm;
 pub mod mcp;
 pub mod metrics;
 pub(crate) mod pytext;
+pub mod queue;
 pub mod rendered;
 pub mod serve;
 pub mod shutdown;

@@ -5,7 +5,8 @@
 use crate::domain::job::{JobError, JobSummary};
 use crate::domain::{JobId, JobStatus};
 use crate::error::ApiError;
-use crate::store::{CancelOutcome, DeleteJob, JobSelect};
+use crate::queue::CancelOutcome;
+use crate::store::{DeleteJob, JobSelect};
 
 use super::JobService;
 
@@ -25,7 +26,7 @@ impl JobService {
     pub async fn cancel(&self, id: JobId, owner: Option<&str>) -> Result<JobSummary, ApiError> {
         // Visibility first: another key's job is not found, whatever its status.
         self.get(id, owner).await?;
-        match self.store.request_cancel(id).await? {
+        match self.queue.request_cancel(id).await? {
             CancelOutcome::Accepted(job) => {
                 tracing::info!(job.id = %id, status = job.status.as_str(), "job cancel requested");
                 if job.status.is_terminal() {
@@ -96,7 +97,7 @@ impl JobService {
                 from_nanos(budget)
             ),
         };
-        match self.store.fail_job(id, &error).await {
+        match self.queue.fail_job(id, &error).await {
             Ok(true) => {
                 tracing::warn!(job.id = %id, spent, budget, "job stopped: cost budget");
                 self.close_job_span(id).await;
@@ -109,7 +110,7 @@ impl JobService {
     /// Finishes those of `jobs` that have no record left to run, and forgets their plans and
     /// sessions. A failure is logged and left to the next sweep.
     pub async fn finalize(&self, jobs: &[JobId]) {
-        match self.store.finalize_jobs(jobs).await {
+        match self.queue.finalize_jobs(jobs).await {
             Ok(done) => {
                 for id in done {
                     tracing::info!(job.id = %id, "job finished");
@@ -178,7 +179,7 @@ impl JobService {
                 first
             ),
         };
-        match self.store.fail_job(id, &error).await {
+        match self.queue.fail_job(id, &error).await {
             Ok(true) => {
                 tracing::warn!(job.id = %id, failed = counts.failed, finished, "job stopped early: error rate");
                 self.close_job_span(id).await;

@@ -46,6 +46,7 @@ use crate::cpu::CpuGate;
 use crate::datasets::seed_cache::SeedBlocks;
 use crate::datasets::sources::SeedSources;
 use crate::llm::ChatModel;
+use crate::queue::{Database, Queue};
 use crate::store::{Store, StoreError};
 use crate::tools::ToolHub;
 
@@ -72,6 +73,9 @@ pub const FIRST_ERRORS: u32 = 5;
 #[derive(Clone)]
 pub struct JobService {
     store: Arc<dyn Store>,
+    /// The work queue on the same database: cancelling, failing and finalizing jobs, which only
+    /// this service does.
+    queue: Arc<dyn Queue>,
     plans: Arc<PlanCache>,
     catalog: Arc<Catalog>,
     limits: LimitsConfig,
@@ -95,15 +99,18 @@ pub struct JobService {
 }
 
 impl JobService {
-    /// A service over `store`, with the server's `catalog`; records are generated with `llm`
-    /// and `tools` (one MCP session pool per process).
+    /// A service over the database `db` (its store and its queue), with the server's
+    /// `catalog`; records are generated with `llm` and `tools` (one MCP session pool per
+    /// process).
     pub fn new(
-        store: Arc<dyn Store>,
+        db: Arc<dyn Database>,
         catalog: Catalog,
         limits: LimitsConfig,
         llm: Arc<dyn ChatModel>,
         tools: ToolHub,
     ) -> Self {
+        let store: Arc<dyn Store> = db.clone();
+        let queue: Arc<dyn Queue> = db;
         let cpu = CpuGate::per_core();
         let runner = RecordRunner::new(
             llm,
@@ -115,6 +122,7 @@ impl JobService {
         );
         Self {
             store,
+            queue,
             plans: Arc::new(PlanCache::new(256)),
             catalog: Arc::new(catalog),
             limits,

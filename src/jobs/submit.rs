@@ -215,7 +215,7 @@ impl JobService {
         // Inline rows need no dataset. A NUL character cannot be looked up in the database;
         // the validation that follows refuses it as `unstorable_value`.
         if matches!(seed_config.source, SeedSource::Inline { .. })
-            || crate::store::storable::find_nul(config).is_some()
+            || crate::queue::storable::find_nul(config).is_some()
         {
             return Ok(None);
         }
@@ -499,7 +499,7 @@ fn check_storable(req: &SubmitRequest) -> Result<(), ApiError> {
         ("run_config", req.run_config.as_ref()),
     ];
     for (name, value) in fields {
-        let Some(path) = value.and_then(crate::store::storable::find_nul) else {
+        let Some(path) = value.and_then(crate::queue::storable::find_nul) else {
             continue;
         };
         let field = match path.as_str() {

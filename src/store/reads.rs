@@ -317,28 +317,3 @@ where
     .fetch_one(exec)
     .await?)
 }
-
-/// What a cancel did to job `id`, read in the cancel's transaction after it: `live` when the
-/// job was queued or running and is now cancelling (or already finished by it).
-pub(crate) async fn cancel_outcome<'c, DB, R>(
-    conn: &'c mut DB::Connection,
-    id: JobId,
-    live: bool,
-) -> Result<super::CancelOutcome, StoreError>
-where
-    DB: Database,
-    &'c mut DB::Connection: Executor<'c, Database = DB>,
-    DB::Arguments: IntoArguments<DB>,
-    for<'q> Uuid: Encode<'q, DB> + Type<DB>,
-    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
-    R: for<'r> FromRow<'r, DB::Row> + Send + Unpin + TryInto<super::JobRow, Error = StoreError>,
-{
-    let job: Option<R> = job_query::<DB>(id, None)
-        .build_query_as()
-        .fetch_optional(conn)
-        .await?;
-    match job {
-        None => Ok(super::CancelOutcome::NotFound),
-        Some(job) => Ok(super::rows::cancel_outcome(job.try_into()?, live)),
-    }
-}

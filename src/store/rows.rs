@@ -524,24 +524,6 @@ where
     rows.into_iter().map(R::try_from).collect()
 }
 
-/// What a cancel amounts to, from the job as the cancel's transaction left it; `moved`: the
-/// cancel found the job `queued` or `running` (and made it `cancelling`, then finalized it).
-/// Repeating a cancel under way (`cancelling`) is not an error; a job that is `completed` or
-/// `failed` (before, or because every record was done), or was `cancelled` by an earlier
-/// cancel, is finished.
-pub(crate) fn cancel_outcome(job: JobRow, moved: bool) -> super::CancelOutcome {
-    let accepted = match job.status {
-        JobStatus::Queued | JobStatus::Running | JobStatus::Cancelling => true,
-        JobStatus::Cancelled => moved,
-        JobStatus::Completed | JobStatus::Failed => false,
-    };
-    if accepted {
-        super::CancelOutcome::Accepted(job)
-    } else {
-        super::CancelOutcome::Finished(job)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

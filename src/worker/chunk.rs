@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Finished, Held, Inner, faults, finished, not_generated, seed_read_failed};
 use crate::jobs::CompiledJob;
-use crate::store::ClaimedRecord;
+use crate::queue::ClaimedRecord;
 
 /// Generates the records `recs` (one chunk of `compiled`, a job whose plan is CPU-only, as the
 /// claim loop found it) and sends the results to the writer. A record whose generation panics

@@ -20,7 +20,7 @@ use super::{
     FINALIZE_SWEEP_EVERY, Finished, Held, Inner, Settled, chunk, cpu_leases, faults, not_generated,
     run_record, slot, unsent,
 };
-use crate::store::{ClaimPolicy, ClaimedRecord};
+use crate::queue::{ClaimPolicy, ClaimedRecord};
 
 /// The claim loop's state between steps.
 pub(super) struct Claimer {
@@ -159,7 +159,7 @@ impl Claimer {
         let started = std::time::Instant::now();
         let claim = self
             .inner
-            .store
+            .queue
             .claim(
                 &self.inner.owner,
                 u32::try_from(limit).unwrap_or(u32::MAX),

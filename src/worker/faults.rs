@@ -1,6 +1,6 @@
 //! What the pool does when a record brings its worker down: a panic in its task fails the
 //! record with `internal_error`; a record the store abandoned (its worker died too often, see
-//! `store::chunks`) is reported and its job finalized.
+//! `queue::chunks`) is reported and its job finalized.
 
 use super::Inner;
 use crate::domain::record::{RecordError, RecordErrorCode};

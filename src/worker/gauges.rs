@@ -16,7 +16,7 @@ const EVERY: Duration = Duration::from_secs(5);
 /// live jobs; a failed read leaves the last figure.
 pub(super) async fn report_queue(inner: Arc<Inner>, stop: CancellationToken) {
     loop {
-        match inner.store.unclaimed_records().await {
+        match inner.queue.unclaimed_records().await {
             Ok(n) => metrics::gauge!(m::QUEUE_RECORDS).set(n as f64),
             Err(e) => tracing::debug!(error = %e, "reading the queue's depth failed"),
         }

@@ -31,7 +31,7 @@
 //!   slot-sized rule.
 //!
 //! Claims are fair across keys and jobs (see
-//! [`QueueStore::claim`](crate::store::QueueStore::claim)): one key's large job cannot hold
+//! [`Queue::claim`](crate::queue::Queue::claim)): one key's large job cannot hold
 //! every lease while another key's job waits for it to finish.
 //!
 //! No record can take the pool down. A panic in a record's task fails that record with
@@ -47,7 +47,7 @@
 //! the token: a claim that cannot have it leaves suspect chunks for later. When the culprit
 //! kills the process as the one suspect in flight, the others in flight had died at most once
 //! before, so they stay under the limit while the culprit reaches it alone; the records that
-//! ran next to it are not failed with it (the full argument is in `store::chunks`).
+//! ran next to it are not failed with it (the full argument is in `queue::chunks`).
 //!
 //! A cancel stops the job's records in flight on every replica within about a second (see
 //! [`watch_cancels`]): what they wait for is dropped and their chunks go back, to be deleted.
@@ -58,8 +58,6 @@ mod faults;
 mod gauges;
 mod slot;
 mod spans;
-#[cfg(test)]
-mod tests;
 mod unsent;
 mod writer;
 
@@ -81,7 +79,7 @@ use crate::domain::record::{RecordError, RecordErrorCode};
 use crate::generate::Generated;
 use crate::jobs::{JobService, PlanLookup};
 use crate::mcp::CallScope;
-use crate::store::{ChunkKey, ClaimedRecord, RecordResult, Store};
+use crate::queue::{ChunkKey, ClaimedRecord, Queue, RecordResult};
 
 pub use writer::Finished;
 
@@ -91,7 +89,7 @@ const FINALIZE_SWEEP_EVERY: Duration = Duration::from_secs(10);
 
 /// Shared by the claim loop, record tasks, the writer and the lease renewer.
 pub(crate) struct Inner {
-    pub(crate) store: Arc<dyn Store>,
+    pub(crate) queue: Arc<dyn Queue>,
     /// Runs records (through its [`crate::jobs::RecordRunner`]) and hears what the pool did.
     pub(crate) jobs: JobService,
     pub(crate) cfg: WorkersConfig,
@@ -193,7 +191,7 @@ impl Inner {
         if chunks.is_empty() {
             return;
         }
-        if let Err(e) = self.store.release_chunks(&self.owner, chunks).await {
+        if let Err(e) = self.queue.release_chunks(&self.owner, chunks).await {
             tracing::warn!(error = %e, chunks = chunks.len(),
                 "giving chunks back to the queue failed; they are re-claimed when their lease expires");
         }
@@ -208,12 +206,12 @@ pub struct WorkerPool {
 }
 
 impl WorkerPool {
-    /// A pool for `owner` over `store`, running the records of `jobs`' jobs.
-    pub fn new(store: Arc<dyn Store>, jobs: JobService, cfg: WorkersConfig, owner: String) -> Self {
+    /// A pool for `owner` over `queue`, running the records of `jobs`' jobs.
+    pub fn new(queue: Arc<dyn Queue>, jobs: JobService, cfg: WorkersConfig, owner: String) -> Self {
         let wake = jobs.submitted().clone();
         Self {
             inner: Arc::new(Inner {
-                store,
+                queue,
                 jobs,
                 cfg,
                 owner,
@@ -235,7 +233,7 @@ impl WorkerPool {
     pub async fn run(self, shutdown: CancellationToken, drain: Duration) {
         let inner = self.inner;
         let cfg = inner.cfg.clone();
-        let writers = cfg.writers(inner.store.parallel_writes());
+        let writers = cfg.writers(inner.queue.parallel_writes());
         tracing::info!(worker.owner = %inner.owner, workers = cfg.count, writers,
             "worker pool started");
         // One batch queued while the writer gathers or writes (up to `writers` batches at
@@ -269,7 +267,7 @@ impl WorkerPool {
         let _ = writer.await;
         let left: Vec<ChunkKey> = inner.in_flight().keys().copied().collect();
         if !left.is_empty() {
-            match inner.store.release_chunks(&inner.owner, &left).await {
+            match inner.queue.release_chunks(&inner.owner, &left).await {
                 Ok(n) => tracing::info!(released = n, "unfinished chunks returned to the queue"),
                 Err(e) => tracing::warn!(error = %e, chunks = left.len(),
                     "could not return chunks to the queue; they are re-claimed when their lease expires"),
@@ -495,7 +493,7 @@ async fn watch_cancels(inner: Arc<Inner>, stop: CancellationToken) {
         if jobs.is_empty() {
             continue;
         }
-        match inner.store.cancelled_jobs(&jobs).await {
+        match inner.queue.cancelled_jobs(&jobs).await {
             Ok(cancelled) => {
                 for job in cancelled {
                     inner.job_cancel(job).cancel();
@@ -521,7 +519,7 @@ async fn renew_leases(inner: Arc<Inner>, stop: CancellationToken) {
             () = stop.cancelled() => return,
         }
         let chunks: Vec<ChunkKey> = inner.in_flight().keys().copied().collect();
-        if let Err(e) = inner.store.renew_leases(&inner.owner, &chunks, ttl).await {
+        if let Err(e) = inner.queue.renew_leases(&inner.owner, &chunks, ttl).await {
             tracing::warn!(error = %e, "renewing leases failed");
         }
     }

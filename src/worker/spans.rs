@@ -6,7 +6,7 @@ use tracing::field::Empty;
 
 use crate::domain::record::RecordOutcome;
 use crate::generate::Generated;
-use crate::store::ClaimedRecord;
+use crate::queue::ClaimedRecord;
 use crate::telemetry::{JobTrace, SPANS};
 
 /// The span `rec`'s generation runs in.

@@ -12,9 +12,10 @@ use tokio::task::JoinSet;
 
 use super::{Inner, Settled, faults};
 use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome};
+use crate::domain::usage::UsageCounts;
 use crate::domain::{JobId, RecordId};
-use crate::store::storable::make_storable;
-use crate::store::{ChunkKey, RecordResult, StoreError, UsageCounts};
+use crate::queue::storable::make_storable;
+use crate::queue::{ChunkKey, RecordResult, StoreError};
 
 /// A generated record on its way to the database.
 #[derive(Debug)]
@@ -25,7 +26,7 @@ pub struct Finished {
     pub result: RecordResult,
     /// A suspect record's hold on the claimer's suspect token, let go once the write is
     /// settled: no other suspect record starts on this replica while this one's lease could
-    /// still expire with it (see [`crate::store::ClaimedRecord::suspect`]).
+    /// still expire with it (see [`crate::queue::ClaimedRecord::suspect`]).
     pub suspect: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
@@ -95,7 +96,7 @@ enum WriteError {
 /// batch is written record by record like one the database refused, so a panic that follows
 /// one record fails that record and the rest are written.
 async fn complete(inner: &Inner, results: &[RecordResult]) -> Result<Vec<RecordId>, WriteError> {
-    match AssertUnwindSafe(inner.store.complete_records(&inner.owner, results))
+    match AssertUnwindSafe(inner.queue.complete_records(&inner.owner, results))
         .catch_unwind()
         .await
     {

@@ -7,12 +7,13 @@
 //! Store tests run against both backends with [`both_backends!`].
 
 use std::sync::Arc;
+use synthgate::queue::Database;
 
 use sqlx::postgres::PgConnection;
 use sqlx::{AssertSqlSafe, Connection};
+use synthgate::store::DEFAULT_ACQUIRE_TIMEOUT;
 use synthgate::store::postgres::PgStore;
 use synthgate::store::sqlite::SqliteStore;
-use synthgate::store::{DEFAULT_ACQUIRE_TIMEOUT, Store};
 
 /// The admin URL used when `SYNTHGATE_TEST_PG_URL` is not set.
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
@@ -35,7 +36,7 @@ pub struct TestDb {
     /// or to open a second store, as another replica would.
     pub url: String,
     /// A store on the database.
-    pub store: Arc<dyn Store>,
+    pub store: Arc<dyn Database>,
     cleanup: Cleanup,
 }
 
@@ -161,7 +162,7 @@ impl TestDb {
             }
         };
         seed(url.clone()).await;
-        let store: Arc<dyn Store> = match backend {
+        let store: Arc<dyn Database> = match backend {
             Backend::Sqlite => Arc::new(
                 SqliteStore::open(&url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)
                     .await
@@ -183,7 +184,7 @@ impl TestDb {
 
     /// Opens another store on the same database, as a second replica (or, for SQLite, a second
     /// process) would.
-    pub async fn open_another(&self) -> Arc<dyn Store> {
+    pub async fn open_another(&self) -> Arc<dyn Database> {
         match self.backend {
             Backend::Sqlite => Arc::new(
                 SqliteStore::open(&self.url, MAX_CONNECTIONS, DEFAULT_ACQUIRE_TIMEOUT)

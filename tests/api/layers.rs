@@ -24,27 +24,29 @@ const RANKS: &[(&str, u8)] = &[
     ("pytext", 0),
     // Persistence of domain types.
     ("store", 1),
+    // The work queue, on the store's backends.
+    ("queue", 2),
     // Outbound calls: LLM providers, MCP sessions, tool calls.
-    ("llm", 2),
-    ("mcp", 2),
-    ("tools", 2),
+    ("llm", 3),
+    ("mcp", 3),
+    ("tools", 3),
     // Compiled plans and record generation.
-    ("generate", 3),
+    ("generate", 4),
     // Seed datasets.
-    ("datasets", 4),
+    ("datasets", 5),
     // The HTTP edge's error vocabulary (maps store and dataset errors).
-    ("error", 4),
+    ("error", 5),
     // The job service and the caller identity it is given.
-    ("jobs", 5),
-    ("auth", 5),
+    ("jobs", 6),
+    ("auth", 6),
     // The drivers: HTTP handlers (with their shared state) and the queue's workers.
-    ("state", 6),
-    ("api", 6),
-    ("worker", 6),
+    ("state", 7),
+    ("api", 7),
+    ("worker", 7),
     // The composition root, the client and the fuzz entry points.
-    ("app", 7),
-    ("cli", 7),
-    ("fuzzing", 7),
+    ("app", 8),
+    ("cli", 8),
+    ("fuzzing", 8),
 ];
 
 fn rank(module: &str) -> Option<u8> {

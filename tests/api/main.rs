@@ -66,3 +66,4 @@ mod sql_conformance;
 mod store;
 mod ui;
 mod validation;
+mod worker_panics;

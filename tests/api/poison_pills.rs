@@ -7,9 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use synthgate::domain::{JobId, JobStatus, RecordStatus};
-use synthgate::store::{
-    ClaimPolicy, ClaimedRecord, CreateOutcome, NewJob, RecordOutcome, RecordResult,
-};
+use synthgate::queue::{ClaimPolicy, ClaimedRecord, RecordResult};
+use synthgate::store::{CreateOutcome, NewJob, RecordOutcome};
 use synthgate_testkit::mock_llm::{MockLlm, Script};
 
 use crate::backends;

@@ -28,10 +28,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use synthgate::config::WorkersConfig;
 use synthgate::domain::{JobId, JobStatus, RecordId};
+use synthgate::queue::{ClaimPolicy, ClaimedRecord, Database, RecordResult};
 use synthgate::store::{
-    ClaimPolicy, ClaimedRecord, CreateOutcome, FailedRecord, JobCounts, JobError, JobRow,
-    JobSelect, NewJob, RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage,
-    Store, StoreError, Trace,
+    CreateOutcome, FailedRecord, JobCounts, JobError, JobRow, JobSelect, NewJob, RecordError,
+    RecordErrorCode, RecordOutcome, RecordStage, Store, StoreError, Trace,
 };
 
 use crate::db::{TestDb, both_backends};
@@ -112,7 +112,12 @@ async fn counts(store: &dyn Store, id: JobId) -> JobCounts {
 
 /// A claim with the worker's default policy by a claimer with no suspect record in flight (so
 /// one suspect record may be returned, beside other work); the records only.
-async fn claim(store: &dyn Store, owner: &str, limit: u32, lease: Duration) -> Vec<ClaimedRecord> {
+async fn claim(
+    store: &dyn Database,
+    owner: &str,
+    limit: u32,
+    lease: Duration,
+) -> Vec<ClaimedRecord> {
     let policy = ClaimPolicy {
         max_lease_expiries: WorkersConfig::default().max_lease_expiries,
         isolate: true,
@@ -418,7 +423,7 @@ async fn a_busy_sqlite_pool_fails_a_wait_after_the_acquire_timeout() {
     assert!(store.get_job(JobId::new(), None).await.unwrap().is_none());
 }
 
-/// `store::open` picks the backend from the URL and creates a missing SQLite file and its
+/// `queue::open` picks the backend from the URL and creates a missing SQLite file and its
 /// directory, in WAL mode.
 #[tokio::test]
 async fn open_picks_the_backend() {
@@ -426,7 +431,7 @@ async fn open_picks_the_backend() {
 
     let dir = tempfile::tempdir().unwrap();
     let default = dir.path().join("data/nested/synthgate.db");
-    let store = synthgate::store::open(
+    let store = synthgate::queue::open(
         None,
         &default,
         None,
@@ -460,7 +465,7 @@ async fn open_picks_the_backend() {
     assert_eq!(fk, 1);
     sqlite.close().await;
     // Reopening an existing database applies no migration twice.
-    let again = synthgate::store::open(
+    let again = synthgate::queue::open(
         Some(&url),
         &default,
         Some(2),
@@ -471,7 +476,7 @@ async fn open_picks_the_backend() {
     assert!(list_jobs(&*again, None, None, 1).await.is_empty());
 
     // In memory, for quick tests: one connection that lives as long as the store.
-    let mem = synthgate::store::open(
+    let mem = synthgate::queue::open(
         Some("sqlite::memory:"),
         &default,
         Some(4),
@@ -483,7 +488,7 @@ async fn open_picks_the_backend() {
     assert_eq!(claim(&*mem, "w", 5, LONG).await.len(), 3);
 
     let pg = TestDb::new(crate::db::Backend::Postgres).await;
-    let store = synthgate::store::open(
+    let store = synthgate::queue::open(
         Some(&pg.url),
         &default,
         Some(2),
@@ -494,7 +499,7 @@ async fn open_picks_the_backend() {
     store.probe_write().await.unwrap();
     store.close().await;
 
-    let err = synthgate::store::open(
+    let err = synthgate::queue::open(
         Some("mysql://u:secret@h/db"),
         &default,
         Some(2),

@@ -3,18 +3,15 @@
 //! Claims take over stale chunks with `for update skip locked` and carve new ones under the
 //! lock of the job's cursor, so concurrent claimers (in one process or many) take disjoint
 //! chunks. Every timestamp, lease expiry included, comes from the database clock (`now()`), so
-//! replicas whose clocks disagree still agree on when a lease has expired. See `queue.rs` for
-//! the lock order.
+//! replicas whose clocks disagree still agree on when a lease has expired. See
+//! `crate::queue::postgres` for the lock order.
 //!
-//! This file holds connecting, jobs and the read side; `queue.rs` (with `claim.rs` and
-//! `complete.rs`) the work queue, `datasets.rs` the datasets.
+//! This file holds connecting, jobs and the read side; `datasets.rs` the datasets. The work queue
+//! on this store is `crate::queue::postgres`.
 
 mod cache;
-mod claim;
-mod complete;
 mod datasets;
-mod queue;
-mod usage;
+pub(crate) mod usage;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -40,13 +37,13 @@ use crate::domain::{JobId, RecordId};
 /// server's `max_connections`.
 pub const DEFAULT_POOL_SIZE: u32 = 10;
 
-type Job = JobDb<Value, DateTime<Utc>>;
+pub(crate) type Job = JobDb<Value, DateTime<Utc>>;
 type Record = RecordDb<Value, DateTime<Utc>>;
 
 /// The Postgres store.
 #[derive(Debug, Clone)]
 pub struct PgStore {
-    pool: PgPool,
+    pub(crate) pool: PgPool,
 }
 
 impl PgStore {
@@ -71,7 +68,7 @@ impl PgStore {
             "connecting to database"
         );
         let pool = PgPoolOptions::new()
-            .after_release(super::open::discard_if_in_transaction)
+            .after_release(super::pool::discard_if_in_transaction)
             .max_connections(max_connections.max(1))
             .acquire_timeout(acquire_timeout)
             .connect_with(options)
@@ -267,30 +264,12 @@ impl JobStore for PgStore {
         reads::live_jobs(&self.pool).await
     }
 
-    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
-        reads::unclaimed_records(&self.pool).await
-    }
-
     async fn expired_jobs(
         &self,
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<JobId>, StoreError> {
         reads::expired_jobs(&self.pool, before, limit).await
-    }
-
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
-        let found: Vec<Uuid> = sqlx::query_scalar(
-            "select id from jobs where status in ('cancelling', 'cancelled') and id = any($1)",
-        )
-        .bind(&ids)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(found.into_iter().map(JobId).collect())
     }
 }
 

@@ -8,12 +8,12 @@ use crate::store::{StoreError, UsageDelta};
 
 /// Adds `deltas` (per model alias) inside the caller's transaction: one statement for the
 /// batch; `deltas` has one row per (job, alias), in that order.
-pub(super) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Result<(), StoreError> {
+pub(crate) async fn add(conn: &mut PgConnection, deltas: &[UsageDelta]) -> Result<(), StoreError> {
     add_to(conn, ADD_USAGE, deltas).await
 }
 
 /// Adds per-column `deltas` (their `model_alias` is the column) as [`add`] does per alias.
-pub(super) async fn add_columns(
+pub(crate) async fn add_columns(
     conn: &mut PgConnection,
     deltas: &[UsageDelta],
 ) -> Result<(), StoreError> {
@@ -78,7 +78,7 @@ async fn add_to(
 
 /// Adds tool-use `deltas` inside the caller's transaction, as [`add`] does for LLM usage: one
 /// statement for the batch, rows in key order.
-pub(super) async fn add_tools(
+pub(crate) async fn add_tools(
     conn: &mut PgConnection,
     deltas: &[usage::ToolDelta<'_>],
 ) -> Result<(), StoreError> {
@@ -114,7 +114,7 @@ pub(super) async fn add_tools(
 
 /// Adds the written records' `tally` to `job_record_counts` inside the caller's transaction:
 /// one statement, rows in job order.
-pub(super) async fn add_records(
+pub(crate) async fn add_records(
     conn: &mut PgConnection,
     tally: &[(JobId, usage::RecordTally)],
 ) -> Result<(), StoreError> {

@@ -9,15 +9,12 @@
 //! Timestamps are integer microseconds from the application clock, which is the database clock
 //! for an embedded database. See `migrations/sqlite` for the column encodings.
 //!
-//! This file holds opening, jobs and the read side; `queue.rs` (with `claim.rs` and
-//! `complete.rs`) the work queue, `datasets.rs` the datasets.
+//! This file holds opening, jobs and the read side; `datasets.rs` the datasets. The work queue on
+//! this store is `crate::queue::sqlite`.
 
 mod cache;
-mod claim;
-mod complete;
 mod datasets;
-mod queue;
-mod usage;
+pub(crate) mod usage;
 
 use std::path::Path;
 use std::str::FromStr;
@@ -64,13 +61,13 @@ pub fn default_pool_size() -> u32 {
     u32::try_from(cores + 1).unwrap_or(u32::MAX).min(10)
 }
 
-type Job = JobDb<String, i64>;
+pub(crate) type Job = JobDb<String, i64>;
 type Record = RecordDb<String, i64>;
 
 /// The embedded SQLite store.
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    pub(crate) pool: SqlitePool,
     /// Taken by every write of this process before it asks SQLite for the write lock. Writers
     /// on two connections that meet at SQLite's lock do not queue: the second one sleeps in
     /// SQLite's busy handler (1, 2, 5, 10 ms and up) and retries, so a claim arriving during a
@@ -133,7 +130,7 @@ impl SqliteStore {
             .pragma("cache_size", format!("-{PAGE_CACHE_KIB}"));
         let mut pool = SqlitePoolOptions::new()
             .acquire_timeout(acquire_timeout)
-            .after_release(super::open::discard_if_in_transaction);
+            .after_release(super::pool::discard_if_in_transaction);
         if in_memory {
             pool = pool
                 .max_connections(1)
@@ -166,7 +163,7 @@ impl SqliteStore {
 
     /// Begins a write transaction (`immediate`: it takes SQLite's write lock up front) behind
     /// this process's write lock; keep the guard until the transaction ends.
-    async fn begin_write(
+    pub(crate) async fn begin_write(
         &self,
     ) -> Result<
         (
@@ -181,7 +178,7 @@ impl SqliteStore {
     }
 
     /// This process's write lock, for a write outside a transaction.
-    async fn write_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+    pub(crate) async fn write_lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
         self.write.lock().await
     }
 
@@ -192,17 +189,17 @@ impl SqliteStore {
 }
 
 /// The current time as stored: microseconds since the Unix epoch.
-fn now_us() -> i64 {
+pub(crate) fn now_us() -> i64 {
     Utc::now().timestamp_micros()
 }
 
 /// `now + lease` in stored microseconds, saturating instead of overflowing.
-fn expiry_us(now: i64, lease: Duration) -> i64 {
+pub(crate) fn expiry_us(now: i64, lease: Duration) -> i64 {
     now.saturating_add(i64::try_from(lease.as_micros()).unwrap_or(i64::MAX))
 }
 
 /// Appends `(?, ?, ...)` with one bind per id. Callers never pass an empty list.
-fn push_ids<I: IntoIterator<Item = uuid::Uuid>>(qb: &mut QueryBuilder<Sqlite>, ids: I) {
+pub(crate) fn push_ids<I: IntoIterator<Item = uuid::Uuid>>(qb: &mut QueryBuilder<Sqlite>, ids: I) {
     qb.push("(");
     let mut list = qb.separated(", ");
     for id in ids {
@@ -383,32 +380,12 @@ impl JobStore for SqliteStore {
         reads::live_jobs(&self.pool).await
     }
 
-    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
-        reads::unclaimed_records(&self.pool).await
-    }
-
     async fn expired_jobs(
         &self,
         before: DateTime<Utc>,
         limit: u32,
     ) -> Result<Vec<JobId>, StoreError> {
         reads::expired_jobs(&self.pool, before.timestamp_micros(), limit).await
-    }
-
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut qb = QueryBuilder::<Sqlite>::new(
-            "select id from jobs where status in ('cancelling', 'cancelled') and id in ",
-        );
-        push_ids(&mut qb, ids.iter().map(|id| id.0));
-        let found: Vec<uuid::Uuid> = qb
-            .build_query_scalar()
-            .persistent(false)
-            .fetch_all(&self.pool)
-            .await?;
-        Ok(found.into_iter().map(JobId).collect())
     }
 }
 

@@ -8,7 +8,7 @@ use crate::store::{StoreError, UsageDelta};
 
 /// Adds `deltas` (per model alias) inside the caller's transaction (the one writing the
 /// records they belong to); `now` is its timestamp.
-pub(super) async fn add(
+pub(crate) async fn add(
     conn: &mut SqliteConnection,
     deltas: &[UsageDelta],
     now: i64,
@@ -17,7 +17,7 @@ pub(super) async fn add(
 }
 
 /// Adds per-column `deltas` (their `model_alias` is the column) as [`add`] does per alias.
-pub(super) async fn add_columns(
+pub(crate) async fn add_columns(
     conn: &mut SqliteConnection,
     deltas: &[UsageDelta],
     now: i64,
@@ -74,7 +74,7 @@ async fn add_to(
 }
 
 /// Adds tool-use `deltas` inside the caller's transaction, as [`add`] does for LLM usage.
-pub(super) async fn add_tools(
+pub(crate) async fn add_tools(
     conn: &mut SqliteConnection,
     deltas: &[usage::ToolDelta<'_>],
     now: i64,
@@ -99,7 +99,7 @@ pub(super) async fn add_tools(
 }
 
 /// Adds the written records' `tally` to `job_record_counts` inside the caller's transaction.
-pub(super) async fn add_records(
+pub(crate) async fn add_records(
     conn: &mut SqliteConnection,
     tally: &[(JobId, usage::RecordTally)],
 ) -> Result<(), StoreError> {

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use serde_json::json;
 use synthgate::domain::{JobId, JobStatus, RecordStatus};
-use synthgate::store::{Claim, ClaimPolicy, RecordErrorCode, RecordStage, Store};
+use synthgate::queue::{Claim, ClaimPolicy, Database};
+use synthgate::store::{RecordErrorCode, RecordStage};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, idx_attempts, job, new_job};
 use crate::db::{TestDb, both_backends};
@@ -18,7 +19,7 @@ both_backends!(
 );
 
 async fn claim_with(
-    store: &dyn Store,
+    store: &dyn Database,
     owner: &str,
     limit: u32,
     lease: Duration,
@@ -35,7 +36,7 @@ async fn claim_with(
 }
 
 /// `(job, index)` of what a claim returned.
-fn taken(c: &[synthgate::store::ClaimedRecord]) -> Vec<(JobId, u32)> {
+fn taken(c: &[synthgate::queue::ClaimedRecord]) -> Vec<(JobId, u32)> {
     c.iter().map(|r| (r.job_id, r.index)).collect()
 }
 

@@ -2,12 +2,13 @@
 
 use serde_json::json;
 use synthgate::domain::{JobId, JobStatus};
-use synthgate::store::{CancelOutcome, JobCounts, JobError, JobRow, Store};
+use synthgate::queue::{CancelOutcome, Database};
+use synthgate::store::{JobCounts, JobError, JobRow};
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, failed, job, new_job};
 
 /// Cancels `id`, expecting the cancel to be accepted.
-async fn accepted(store: &dyn Store, id: JobId) -> JobRow {
+async fn accepted(store: &dyn Database, id: JobId) -> JobRow {
     match store.request_cancel(id).await.expect("request_cancel") {
         CancelOutcome::Accepted(job) => job,
         other => panic!("expected the cancel to be accepted, got {other:?}"),

@@ -1,7 +1,7 @@
 //! Postgres's row locks around a claim: a claim does not wait for the batch writes under way
 //! (their foreign keys lock the job row, which a carve only shares), and a queue operation
 //! that Postgres ends to break a deadlock runs again instead of failing
-//! (`store/postgres/queue.rs`, `rerun`).
+//! (`queue/postgres/mod.rs`, `rerun`).
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -84,7 +84,7 @@ async fn a_claim_ended_by_a_deadlock_runs_again() {
     let claimer = store.clone();
     let mut claiming = tokio::task::JoinSet::new();
     claiming.spawn(async move {
-        let policy = synthgate::store::ClaimPolicy {
+        let policy = synthgate::queue::ClaimPolicy {
             max_lease_expiries: 3,
             isolate: false,
         };

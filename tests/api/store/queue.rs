@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use serde_json::json;
 use synthgate::domain::JobStatus;
-use synthgate::store::{ChunkKey, JobCounts};
+use synthgate::queue::ChunkKey;
+use synthgate::store::JobCounts;
 
 use super::{EXPIRED, LONG, claim, completed, counts, create, idx_attempts, job, new_job, trace};
 use crate::db::{Backend, TestDb, both_backends};

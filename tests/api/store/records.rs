@@ -6,8 +6,9 @@ use std::time::Instant;
 use serde_json::json;
 use synthgate::domain::usage::{ToolOutcome, ToolUsage};
 use synthgate::domain::{RecordId, RecordStatus};
+use synthgate::queue::RecordResult;
 use synthgate::store::{
-    JobCounts, JobSelect, RecordError, RecordErrorCode, RecordResult, RecordStage, UsageCounts,
+    JobCounts, JobSelect, RecordError, RecordErrorCode, RecordStage, UsageCounts,
 };
 
 use super::{LONG, claim, completed, counts, create, failed, first_errors, new_job, trace};

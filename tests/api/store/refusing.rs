@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use synthgate::config::WorkersConfig;
 use synthgate::domain::{JobStatus, RecordStatus};
-use synthgate::store::{RecordErrorCode, RecordStage, Store};
+use synthgate::queue::Database;
+use synthgate::store::{RecordErrorCode, RecordStage};
 use synthgate::worker::WorkerPool;
 use tokio_util::sync::CancellationToken;
 
@@ -90,7 +91,7 @@ async fn run_poisoned(
     spy: Arc<Spy>,
     workers: WorkersConfig,
 ) -> Vec<(RecordErrorCode, Option<RecordStage>)> {
-    let store: Arc<dyn Store> = spy.clone();
+    let store: Arc<dyn Database> = spy.clone();
 
     let mut job = new_job(None, 40);
     job.config = json!({"columns": [

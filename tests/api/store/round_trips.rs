@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use synthgate::store::Store;
+use synthgate::queue::Database;
 
 use super::spy::{Poison, Spy};
 use super::{create, new_job};
@@ -15,7 +15,7 @@ both_backends!(a_job_or_a_page_of_jobs_is_one_round_trip);
 
 async fn a_job_or_a_page_of_jobs_is_one_round_trip(db: TestDb) {
     let spy = Arc::new(Spy::new(&db, Poison::Pass));
-    let store: Arc<dyn Store> = spy.clone();
+    let store: Arc<dyn Database> = spy.clone();
     let jobs = super::spy::job_service(store.clone());
     let mut ids = Vec::new();
     for _ in 0..3 {

@@ -11,11 +11,13 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 use synthgate::datasets::{DatasetColumn, DatasetId, DatasetMeta, DatasetQuery, DeleteDataset};
 use synthgate::domain::{JobId, RecordId};
+use synthgate::queue::{
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, Database, Queue, RecordResult,
+};
 use synthgate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, CreateOutcome, DatasetStore, DeleteJob,
-    FinishedRecord, JobCounts, JobError, JobRow, JobSelect, JobStore, JobSummary, NewJob,
-    QueueStore, RecordOutcome, RecordResult, RecordRow, RecordStore, Store, StoreError, TraceRow,
-    UsageCounts,
+    CreateOutcome, DatasetStore, DeleteJob, FinishedRecord, JobCounts, JobError, JobRow, JobSelect,
+    JobStore, JobSummary, NewJob, RecordOutcome, RecordRow, RecordStore, Store, StoreError,
+    TraceRow, UsageCounts,
 };
 
 use synthgate::config::LimitsConfig;
@@ -27,7 +29,7 @@ use crate::db::{Backend, TestDb};
 
 /// A job service over `store` with an empty catalog, no LLM provider and no tools: enough for
 /// jobs of samplers and expressions.
-pub(super) fn job_service(store: Arc<dyn Store>) -> JobService {
+pub(super) fn job_service(store: Arc<dyn Database>) -> JobService {
     let llm = LlmClient::new(&[], RetryPolicy::default()).expect("an LLM client with no provider");
     JobService::new(
         store,
@@ -56,7 +58,7 @@ pub(super) enum Poison {
 /// Delegates to a real store, noting the name of every call; `complete_records` treats
 /// poisoned results as `poison` says.
 pub(super) struct Spy {
-    inner: Arc<dyn Store>,
+    inner: Arc<dyn Database>,
     backend: Backend,
     url: String,
     poison: Poison,
@@ -183,10 +185,6 @@ impl JobStore for Spy {
         self.note("live_jobs");
         self.inner.live_jobs().await
     }
-    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
-        self.note("unclaimed_records");
-        self.inner.unclaimed_records().await
-    }
     async fn expired_jobs(
         &self,
         before: chrono::DateTime<chrono::Utc>,
@@ -195,14 +193,10 @@ impl JobStore for Spy {
         self.note("expired_jobs");
         self.inner.expired_jobs(before, limit).await
     }
-    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
-        self.note("cancelled_jobs");
-        self.inner.cancelled_jobs(ids).await
-    }
 }
 
 #[async_trait]
-impl QueueStore for Spy {
+impl Queue for Spy {
     async fn request_cancel(&self, id: JobId) -> Result<CancelOutcome, StoreError> {
         self.note("request_cancel");
         self.inner.request_cancel(id).await
@@ -270,6 +264,14 @@ impl QueueStore for Spy {
     async fn fail_job(&self, id: JobId, error: &JobError) -> Result<bool, StoreError> {
         self.note("fail_job");
         self.inner.fail_job(id, error).await
+    }
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        self.note("unclaimed_records");
+        self.inner.unclaimed_records().await
+    }
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        self.note("cancelled_jobs");
+        self.inner.cancelled_jobs(ids).await
     }
 }
 

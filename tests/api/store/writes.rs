@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use serde_json::json;
 use synthgate::domain::RecordStatus;
 use synthgate::domain::usage::{ToolOutcome, ToolUsage};
-use synthgate::store::{
-    RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, UsageCounts,
-};
+use synthgate::queue::RecordResult;
+use synthgate::store::{RecordError, RecordErrorCode, RecordOutcome, RecordStage, UsageCounts};
 
 use super::{EXPIRED, LONG, claim, completed, create, failed, new_job, trace};
 use crate::db::{TestDb, both_backends};

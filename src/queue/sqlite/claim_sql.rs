@@ -5,12 +5,13 @@
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
+use crate::domain::record::{RecordErrorCode, RecordStage};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::Rest;
-use crate::store::claim::{ClaimSteps, StaleRow};
-use crate::store::fair::ClaimableJob;
+use crate::queue::chunks::Rest;
+use crate::queue::claim::{ClaimSteps, StaleRow};
+use crate::queue::fair::ClaimableJob;
 use crate::store::selection::{carvable, carve_limit, carve_want};
-use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
+use crate::store::{StoreError, usage};
 
 /// Chunks of live jobs whose lease expired (their worker died) or that were given back; `$1`
 /// is now.
@@ -79,7 +80,7 @@ impl ClaimSteps for SqliteClaim<'_> {
         attempts: i64,
         lease_expiries: u32,
     ) -> Result<(), StoreError> {
-        super::queue::insert_rest(&mut self.tx, job, rest, attempts, lease_expiries, self.now).await
+        super::insert_rest(&mut self.tx, job, rest, attempts, lease_expiries, self.now).await
     }
 
     async fn abandon(
@@ -116,7 +117,7 @@ impl ClaimSteps for SqliteClaim<'_> {
             .fetch_all(&mut *self.tx)
             .await?;
         let failed = usage::tally(ids.iter().map(|_| (JobId(job), false, None)));
-        super::usage::add_records(&mut self.tx, &failed).await?;
+        crate::store::sqlite::usage::add_records(&mut self.tx, &failed).await?;
         Ok(ids)
     }
 

@@ -14,9 +14,9 @@ use uuid::Uuid;
 
 use super::chunks::{self, ChunkPlan, EXPIRED_SCAN, Rest, Stale, records_of, to_count};
 use super::fair::{ClaimableJob, shares};
-use super::from_row::row_struct;
 use super::{ChunkKey, Claim, ClaimPolicy, ClaimedRecord, StoreError};
 use crate::domain::{JobId, RecordId};
+use crate::store::from_row::row_struct;
 
 row_struct! {
     /// A chunk whose lease expired or that was given back, as a backend reads it.

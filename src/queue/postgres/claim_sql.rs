@@ -11,12 +11,13 @@ use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
+use crate::domain::record::{RecordErrorCode, RecordStage};
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::Rest;
-use crate::store::claim::{ClaimSteps, StaleRow};
-use crate::store::fair::ClaimableJob;
+use crate::queue::chunks::Rest;
+use crate::queue::claim::{ClaimSteps, StaleRow};
+use crate::queue::fair::ClaimableJob;
 use crate::store::selection::{carvable, carve_limit, carve_want};
-use crate::store::{RecordErrorCode, RecordStage, StoreError, usage};
+use crate::store::{StoreError, usage};
 
 /// Chunks of live jobs whose lease expired (their worker died) or that were given back,
 /// locked. The table holds only chunks in flight, so this scan stays small however large the
@@ -119,7 +120,7 @@ impl ClaimSteps for PgClaim<'_> {
         attempts: i64,
         lease_expiries: u32,
     ) -> Result<(), StoreError> {
-        super::queue::insert_rest(&mut self.tx, job, rest, attempts, lease_expiries).await
+        super::insert_rest(&mut self.tx, job, rest, attempts, lease_expiries).await
     }
 
     async fn abandon(
@@ -132,7 +133,7 @@ impl ClaimSteps for PgClaim<'_> {
         let code = RecordErrorCode::RecordAbandoned;
         let stage = code.stage();
         let n = indexes.len();
-        let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(super::queue::INSERT_RECORDS)
+        let inserted: Vec<(Uuid, Uuid, i64)> = sqlx::query_as(super::INSERT_RECORDS)
             .bind((0..n).map(|_| RecordId::new().0).collect::<Vec<_>>())
             .bind(vec![job; n])
             .bind(indexes.iter().map(|&i| i64::from(i)).collect::<Vec<_>>())
@@ -147,7 +148,7 @@ impl ClaimSteps for PgClaim<'_> {
             .fetch_all(&mut *self.tx)
             .await?;
         let failed = usage::tally(inserted.iter().map(|_| (JobId(job), false, None)));
-        super::usage::add_records(&mut self.tx, &failed).await?;
+        crate::store::postgres::usage::add_records(&mut self.tx, &failed).await?;
         Ok(inserted.into_iter().map(|(id, _, _)| id).collect())
     }
 

@@ -10,14 +10,15 @@ use serde_json::Value;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-use super::queue::INSERT_RECORDS;
+use super::INSERT_RECORDS;
 use crate::domain::media::Media;
+use crate::domain::record::{RecordStage, Trace};
 use crate::domain::selection::Selection;
 use crate::domain::{JobId, RecordId};
-use crate::store::complete::CompleteSteps;
+use crate::queue::complete::CompleteSteps;
+use crate::queue::written::Written;
+use crate::queue::{ChunkKey, RecordResult, StoreError};
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
-use crate::store::written::Written;
-use crate::store::{ChunkKey, RecordResult, RecordStage, StoreError, Trace};
 
 /// One batch write's transaction, for the lease `owner`.
 pub(super) struct PgComplete<'a> {
@@ -164,9 +165,9 @@ impl CompleteSteps for PgComplete<'_> {
         tools: &[ToolDelta<'_>],
         tally: &[(JobId, RecordTally)],
     ) -> Result<(), StoreError> {
-        super::usage::add(&mut self.tx, deltas).await?;
-        super::usage::add_columns(&mut self.tx, columns).await?;
-        super::usage::add_tools(&mut self.tx, tools).await?;
-        super::usage::add_records(&mut self.tx, tally).await
+        crate::store::postgres::usage::add(&mut self.tx, deltas).await?;
+        crate::store::postgres::usage::add_columns(&mut self.tx, columns).await?;
+        crate::store::postgres::usage::add_tools(&mut self.tx, tools).await?;
+        crate::store::postgres::usage::add_records(&mut self.tx, tally).await
     }
 }

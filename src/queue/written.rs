@@ -3,8 +3,9 @@
 
 use serde_json::Value;
 
-use super::{RecordError, RecordOutcome, RecordResult, Trace};
+use super::RecordResult;
 use crate::domain::RecordStatus;
+use crate::domain::record::{RecordError, RecordOutcome, Trace};
 use crate::domain::selection::Selection;
 
 /// The columns a finished record writes, flattened from its result.

@@ -4,15 +4,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::postgres::{self, PgStore};
-use super::sqlite::{self, SqliteStore};
-use super::{Store, StoreError};
+use super::{Database, StoreError};
+use crate::store::postgres::{self, PgStore};
+use crate::store::sqlite::{self, SqliteStore};
 
-/// How long a request waits for a pooled connection before failing, unless
-/// `database.acquire_timeout_sec` says otherwise.
-pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// Opens the store for `database_url` and applies its migrations, with a pool of
+/// Opens the database (its store and its queue) for `database_url` and applies its migrations, with a pool of
 /// `max_connections` (`None`: the backend's default) whose waits for a connection fail after
 /// `acquire_timeout`:
 ///
@@ -27,7 +23,7 @@ pub async fn open(
     default_sqlite_path: &Path,
     max_connections: Option<u32>,
     acquire_timeout: Duration,
-) -> Result<Arc<dyn Store>, StoreError> {
+) -> Result<Arc<dyn Database>, StoreError> {
     let sqlite_pool = || max_connections.unwrap_or_else(sqlite::default_pool_size);
     let Some(url) = database_url else {
         return Ok(Arc::new(
@@ -82,34 +78,10 @@ impl Backend {
 /// The pools' `after_release` check: a connection that comes back still inside a transaction
 /// after the transaction's rollback ran is closed instead of pooled.
 ///
-/// When a write meets a full disk (or an I/O error), SQLite rolls the transaction back by
-/// itself; the rollback sqlx then sends fails ("no transaction is active"), and sqlx's count of
-/// open transactions on that connection stays at one. Pooled again, every later `begin` on it
-/// failed with "begin_with at non-zero transaction depth", so after one disk-full every claim
-/// and write failed until a restart. The rollback of a dropped transaction is queued on the
-/// connection, so a ping first lets it run; a connection that committed is not pinged.
-pub(super) fn discard_if_in_transaction<C: sqlx::Connection>(
-    conn: &mut C,
-    _meta: sqlx::pool::PoolConnectionMetadata,
-) -> futures::future::BoxFuture<'_, Result<bool, sqlx::Error>> {
-    Box::pin(async move {
-        if !conn.is_in_transaction() {
-            return Ok(true);
-        }
-        conn.ping().await?;
-        let clean = !conn.is_in_transaction();
-        if !clean {
-            tracing::warn!(
-                "closing a database connection left inside a failed transaction (a full disk or an I/O error rolled it back)"
-            );
-        }
-        Ok(clean)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::DEFAULT_ACQUIRE_TIMEOUT;
 
     #[test]
     fn backend_from_scheme() {

@@ -8,14 +8,15 @@ use std::collections::BTreeMap;
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
-use super::queue::push_keys;
+use super::push_keys;
 use crate::domain::media::Media;
+use crate::domain::record::{RecordStage, Trace};
 use crate::domain::selection::Selection;
 use crate::domain::{JobId, RecordId};
-use crate::store::complete::CompleteSteps;
+use crate::queue::complete::CompleteSteps;
+use crate::queue::written::Written;
+use crate::queue::{ChunkKey, RecordResult, StoreError};
 use crate::store::usage::{RecordTally, ToolDelta, UsageDelta};
-use crate::store::written::Written;
-use crate::store::{ChunkKey, RecordResult, RecordStage, StoreError, Trace};
 
 /// Rows per multi-row insert: 13 binds each for records, well under SQLite's 32,766.
 pub(super) const INSERT_ROWS: usize = 1_000;
@@ -147,9 +148,9 @@ impl CompleteSteps for SqliteComplete<'_> {
         tools: &[ToolDelta<'_>],
         tally: &[(JobId, RecordTally)],
     ) -> Result<(), StoreError> {
-        super::usage::add(&mut self.tx, deltas, self.now).await?;
-        super::usage::add_columns(&mut self.tx, columns, self.now).await?;
-        super::usage::add_tools(&mut self.tx, tools, self.now).await?;
-        super::usage::add_records(&mut self.tx, tally).await
+        crate::store::sqlite::usage::add(&mut self.tx, deltas, self.now).await?;
+        crate::store::sqlite::usage::add_columns(&mut self.tx, columns, self.now).await?;
+        crate::store::sqlite::usage::add_tools(&mut self.tx, tools, self.now).await?;
+        crate::store::sqlite::usage::add_records(&mut self.tx, tally).await
     }
 }

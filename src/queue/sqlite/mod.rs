@@ -1,6 +1,7 @@
-//! The SQLite work queue ([`QueueStore`]): leases renewed and released, cancellation and job
-//! finalization here; claims and batch writes run the shared algorithms of `store/claim.rs` and
-//! `store/complete.rs` over this backend's steps (`claim.rs`, `complete.rs` beside this file).
+//! The SQLite work queue ([`Queue`]): leases renewed and released, cancellation and job
+//! finalization here; claims and batch writes run the shared algorithms of `queue/claim.rs` and
+//! `queue/complete.rs` over this backend's steps (`claim_sql.rs`, `complete_sql.rs` beside this
+//! file).
 //!
 //! Each operation is one transaction begun `immediate`, so its reads and writes see no other
 //! writer in between: that is what makes a claim exclusive without `for update skip locked`,
@@ -12,26 +13,31 @@
 //! and the cache filled as a long job met more sizes (memory that grew with the records
 //! written).
 
+mod claim_sql;
+mod complete_sql;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 use uuid::Uuid;
 
-use super::claim::SqliteClaim;
-use super::complete::SqliteComplete;
-use super::{Job, SqliteStore, expiry_us, now_us, push_ids};
+use crate::domain::job::JobError;
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::Rest;
-use crate::store::finish::{finish_set, finishable};
-use crate::store::selection;
-use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
+use crate::queue::chunks::Rest;
+use crate::queue::finish::{finish_set, finishable};
+use crate::queue::{
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, Queue, RecordResult, StoreError, cancel, claim,
+    complete,
 };
-use crate::store::{claim, complete, reads};
+use crate::store::reads;
+use crate::store::selection;
+use crate::store::sqlite::{Job, SqliteStore, expiry_us, now_us, push_ids};
+use claim_sql::SqliteClaim;
+use complete_sql::SqliteComplete;
 
 #[async_trait]
-impl QueueStore for SqliteStore {
+impl Queue for SqliteStore {
     async fn claim(
         &self,
         owner: &str,
@@ -109,7 +115,7 @@ impl QueueStore for SqliteStore {
             // flight, `completed` if nothing was left to cancel.
             finalize_in(&mut tx, &[id.0], now).await?;
         }
-        let outcome = reads::cancel_outcome::<Sqlite, Job>(&mut tx, id, live.is_some()).await?;
+        let outcome = cancel::read_outcome::<Sqlite, Job>(&mut tx, id, live.is_some()).await?;
         tx.commit().await?;
         Ok(outcome)
     }
@@ -144,6 +150,26 @@ impl QueueStore for SqliteStore {
         tx.commit().await?;
         done.sort_unstable();
         Ok(done.into_iter().map(JobId).collect())
+    }
+
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        reads::unclaimed_records(&self.pool).await
+    }
+
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut qb = QueryBuilder::<Sqlite>::new(
+            "select id from jobs where status in ('cancelling', 'cancelled') and id in ",
+        );
+        push_ids(&mut qb, ids.iter().map(|id| id.0));
+        let found: Vec<uuid::Uuid> = qb
+            .build_query_scalar()
+            .persistent(false)
+            .fetch_all(&self.pool)
+            .await?;
+        Ok(found.into_iter().map(JobId).collect())
     }
 }
 
@@ -215,7 +241,7 @@ pub(super) async fn insert_rest(
 }
 
 /// Finalizes the jobs `ids` (sorted, not empty) in `tx` at `now`; returns those that changed.
-/// See `QueueStore::finalize_jobs`.
+/// See `Queue::finalize_jobs`.
 async fn finalize_in(
     tx: &mut Transaction<'_, Sqlite>,
     ids: &[Uuid],
@@ -232,7 +258,7 @@ async fn finalize_in(
     qb.push(")");
     qb.build().persistent(false).execute(&mut **tx).await?;
 
-    // Finished jobs (see `store::finish`).
+    // Finished jobs (see `queue::finish`).
     let mut qb = QueryBuilder::<Sqlite>::new(concat!(
         "update jobs set ",
         finish_set!(),

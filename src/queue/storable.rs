@@ -18,7 +18,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
-use super::{RecordError, RecordErrorCode, RecordOutcome, RecordResult, RecordStage, Trace};
+use super::RecordResult;
+use crate::domain::record::{RecordError, RecordErrorCode, RecordOutcome, RecordStage, Trace};
 
 /// What replaces a NUL in text that is kept (error messages, traces).
 const REPLACEMENT: &str = "\u{FFFD}";
@@ -303,7 +304,7 @@ mod tests {
             id: RecordId::new(),
             job_id,
             index: 0,
-            chunk: crate::store::ChunkKey { job_id, start: 0 },
+            chunk: crate::queue::ChunkKey { job_id, start: 0 },
             attempts: 1,
             outcome: RecordOutcome::Completed { values },
             traces: Vec::new(),

@@ -1,5 +1,6 @@
-//! The pool against a real SQLite store, with a chat model that panics: a unit test because a
-//! panicking model cannot be put behind the service's HTTP client from outside.
+//! The worker pool against a real SQLite database, with a chat model that panics: the pool and
+//! the job service are built here by hand because a panicking model cannot be put behind the
+//! service's HTTP client.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,16 +8,16 @@ use std::time::Duration;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::WorkerPool;
-use crate::config::{LimitsConfig, WorkersConfig};
-use crate::domain::models::ModelConfig;
-use crate::domain::record::{RecordErrorCode, RecordStage};
-use crate::domain::{JobId, JobStatus, RecordStatus};
-use crate::jobs::{Catalog, JobService};
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
-use crate::store::sqlite::SqliteStore;
-use crate::store::{CreateOutcome, DEFAULT_ACQUIRE_TIMEOUT, NewJob, Store};
-use crate::tools::ToolHub;
+use synthgate::config::{LimitsConfig, WorkersConfig};
+use synthgate::domain::models::ModelConfig;
+use synthgate::domain::record::{RecordErrorCode, RecordStage};
+use synthgate::domain::{JobId, JobStatus, RecordStatus};
+use synthgate::jobs::{Catalog, JobService};
+use synthgate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
+use synthgate::queue::Database;
+use synthgate::store::{CreateOutcome, DEFAULT_ACQUIRE_TIMEOUT, NewJob, RecordSelect};
+use synthgate::tools::ToolHub;
+use synthgate::worker::WorkerPool;
 
 /// A model whose every call panics, as a bug anywhere under generation would.
 struct PanickingModel;
@@ -36,11 +37,14 @@ impl ChatModel for PanickingModel {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_panicking_record_fails_and_frees_its_lease() {
     let dir = tempfile::tempdir().unwrap();
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open_path(&dir.path().join("t.db"), 4, DEFAULT_ACQUIRE_TIMEOUT)
-            .await
-            .unwrap(),
-    );
+    let store: Arc<dyn Database> = synthgate::queue::open(
+        None,
+        &dir.path().join("t.db"),
+        Some(4),
+        DEFAULT_ACQUIRE_TIMEOUT,
+    )
+    .await
+    .unwrap();
     let model: ModelConfig =
         serde_json::from_value(json!({"alias": "m", "model": "x", "provider": "p"})).unwrap();
     let catalog = Catalog::new(vec![model], vec!["p".into()], Vec::new(), Vec::new());
@@ -104,7 +108,7 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
     };
     assert_eq!(row.status, JobStatus::Completed);
     let records = store
-        .list_records(job.id, None, crate::store::RecordSelect::default(), 10)
+        .list_records(job.id, None, RecordSelect::default(), 10)
         .await
         .unwrap();
     assert_eq!(records.len(), 3);

@@ -61,4 +61,4 @@ macro_rules! finishable {
 pub(crate) use finishable;
 
 #[cfg(doc)]
-use super::selection::carve_limit;
+use crate::store::selection::carve_limit;

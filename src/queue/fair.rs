@@ -9,7 +9,7 @@
 
 use uuid::Uuid;
 
-use super::from_row::row_struct;
+use crate::store::from_row::row_struct;
 
 row_struct! {
     /// A live job with unclaimed records, as the claim query sees it.

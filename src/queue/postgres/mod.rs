@@ -1,6 +1,7 @@
-//! The Postgres work queue ([`QueueStore`]): leases renewed and released, cancellation and job
-//! finalization here; claims and batch writes run the shared algorithms of `store/claim.rs` and
-//! `store/complete.rs` over this backend's steps (`claim.rs`, `complete.rs` beside this file).
+//! The Postgres work queue ([`Queue`]): leases renewed and released, cancellation and job
+//! finalization here; claims and batch writes run the shared algorithms of `queue/claim.rs` and
+//! `queue/complete.rs` over this backend's steps (`claim_sql.rs`, `complete_sql.rs` beside this
+//! file).
 //!
 //! Each operation is one read-committed transaction. Claims lock the stale chunks they look at
 //! with `for update skip locked`, and carve a new chunk under the job's cursor (`job_cursors`,
@@ -15,6 +16,9 @@
 //! that [`rerun`] runs again when Postgres ends it to break a deadlock, as Postgres advises. Renewals skip
 //! locked chunks and a job's failure locks one row: neither can be part of a cycle.
 
+mod claim_sql;
+mod complete_sql;
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -23,17 +27,19 @@ use futures::TryFutureExt;
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-use super::claim::PgClaim;
-use super::complete::PgComplete;
-use super::{Job, PgStore};
+use crate::domain::job::JobError;
 use crate::domain::{JobId, RecordId};
-use crate::store::chunks::Rest;
-use crate::store::finish::{finish_set, finishable};
-use crate::store::selection;
-use crate::store::{
-    CancelOutcome, ChunkKey, Claim, ClaimPolicy, JobError, QueueStore, RecordResult, StoreError,
+use crate::queue::chunks::Rest;
+use crate::queue::finish::{finish_set, finishable};
+use crate::queue::{
+    CancelOutcome, ChunkKey, Claim, ClaimPolicy, Queue, RecordResult, StoreError, cancel, claim,
+    complete,
 };
-use crate::store::{claim, complete, reads};
+use crate::store::postgres::{Job, PgStore};
+use crate::store::reads;
+use crate::store::selection;
+use claim_sql::PgClaim;
+use complete_sql::PgComplete;
 
 /// Inserts a given-back chunk (the rest of a cut one).
 const INSERT_REST: &str = "\
@@ -61,7 +67,7 @@ const DROP_DEAD_CHUNKS: &str = "\
           and c.job_id in (select id from jobs where id = any($1) and status = 'cancelling') \
         for update of c skip locked)";
 
-/// Finishes those of jobs `$1` that have nothing left to do (see `store::finish`). When two
+/// Finishes those of jobs `$1` that have nothing left to do (see `queue::finish`). When two
 /// replicas race, the second waits for the first's row lock, re-checks the `where` on the new
 /// row version, matches nothing and returns nothing.
 const FINALIZE: &str = concat!(
@@ -99,7 +105,7 @@ where
 }
 
 #[async_trait]
-impl QueueStore for PgStore {
+impl Queue for PgStore {
     fn parallel_writes(&self) -> usize {
         let pool = usize::try_from(self.pool.options().get_max_connections()).unwrap_or(1);
         (pool / 2).max(1)
@@ -157,7 +163,7 @@ impl QueueStore for PgStore {
                 finalize_in(&mut tx, &[id.0]).await?;
             }
             let outcome =
-                reads::cancel_outcome::<Postgres, Job>(&mut tx, id, live.is_some()).await?;
+                cancel::read_outcome::<Postgres, Job>(&mut tx, id, live.is_some()).await?;
             tx.commit().await?;
             Ok(outcome)
         })
@@ -255,6 +261,24 @@ impl QueueStore for PgStore {
         .await?;
         Ok(done.rows_affected())
     }
+
+    async fn unclaimed_records(&self) -> Result<u64, StoreError> {
+        reads::unclaimed_records(&self.pool).await
+    }
+
+    async fn cancelled_jobs(&self, ids: &[JobId]) -> Result<Vec<JobId>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = ids.iter().map(|id| id.0).collect();
+        let found: Vec<Uuid> = sqlx::query_scalar(
+            "select id from jobs where status in ('cancelling', 'cancelled') and id = any($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(found.into_iter().map(JobId).collect())
+    }
 }
 
 pub(super) async fn insert_rest(
@@ -277,7 +301,7 @@ pub(super) async fn insert_rest(
 }
 
 /// Finalizes the jobs `ids` (sorted) in `tx`; returns those that changed. See
-/// `QueueStore::finalize_jobs`.
+/// `Queue::finalize_jobs`.
 async fn finalize_in(
     tx: &mut Transaction<'_, Postgres>,
     ids: &[Uuid],

@@ -13,11 +13,12 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use uuid::Uuid;
 
 use super::chunks::to_count;
-use super::usage::{self, ToolDelta, UsageDelta};
 use super::written::{dedup_results, dedup_traces};
-use super::{ChunkKey, RecordResult, StoreError, Trace, storable};
+use super::{ChunkKey, RecordResult, StoreError, storable};
 use crate::domain::media::Media;
+use crate::domain::record::Trace;
 use crate::domain::{JobId, RecordId};
+use crate::store::usage::{self, ToolDelta, UsageDelta};
 
 /// The statements of one batch write, on the backend's open transaction, for one writer
 /// (the lease owner the implementation holds).
