@@ -151,3 +151,27 @@ fn no_source_file_is_over_600_lines() {
     long.sort();
     assert!(long.is_empty(), "split these: {long:?}");
 }
+
+/// The worker pool runs records through the queue's trait alone: a claim-to-write path that
+/// reached into the store would bypass the queue's guarantee (`src/queue/mod.rs`).
+#[test]
+fn the_worker_holds_the_queue_not_the_store() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/worker");
+    let mut all = Vec::new();
+    files(&dir, &mut all);
+    let mut found = Vec::new();
+    for path in &all {
+        let text = std::fs::read_to_string(path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if !code.starts_with("//") && code.contains("crate::store") {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, code));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "the worker imports the store:\n{}",
+        found.join("\n")
+    );
+}
