@@ -268,6 +268,7 @@ fn job_filter(q: &ListJobsQuery) -> Result<JobFilter, ApiError> {
         metadata,
         created_after: time("created_after", &q.created_after)?,
         created_before: time("created_before", &q.created_before)?,
+        ..JobFilter::default()
     })
 }
 

@@ -127,4 +127,74 @@ pub struct JobFilter {
     pub created_after: Option<DateTime<Utc>>,
     /// Created strictly before this instant (to the millisecond).
     pub created_before: Option<DateTime<Utc>>,
+    /// Created at or after this instant, as its `created_at` shows it (to the microsecond).
+    pub created_from: Option<DateTime<Utc>>,
+    /// Created at or before this instant, as its `created_at` shows it.
+    pub created_to: Option<DateTime<Utc>>,
+    /// Last updated at or after this instant.
+    pub updated_from: Option<DateTime<Utc>>,
+    /// Last updated at or before this instant.
+    pub updated_to: Option<DateTime<Utc>>,
+    /// Tests on text fields (the name, strings in the metadata), each of which must hold.
+    pub text: Vec<TextMatch>,
+}
+
+/// A test on one text field of a job, for the Data Designer door's filters and searches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextMatch {
+    /// The field.
+    pub field: TextField,
+    /// Its value when the job has none (the door's defaults, so a job listed with a default
+    /// name is found by it).
+    pub when_missing: String,
+    /// What it must satisfy.
+    pub test: TextTest,
+}
+
+/// A text field of a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextField {
+    /// The job's name.
+    Name,
+    /// The string at this path of keys in its metadata.
+    Metadata(Vec<String>),
+}
+
+/// What a [`TextMatch`] asks of its field.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextTest {
+    /// Equal to this text.
+    Equals(String),
+    /// Containing at least one of these terms, ignoring ASCII case (none: always holds).
+    ContainsAny(Vec<String>),
+}
+
+/// The order of a numbered page of jobs (the Data Designer door's `sort`); ties, and jobs
+/// created in one millisecond, go by id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOrder {
+    /// `created_at`: oldest first.
+    CreatedAsc,
+    /// `-created_at`: newest first.
+    CreatedDesc,
+    /// `updated_at`: least recently updated first.
+    UpdatedAsc,
+    /// `-updated_at`: most recently updated first.
+    UpdatedDesc,
+}
+
+impl JobOrder {
+    /// The order a `sort` value names, as the Data Designer client writes it.
+    pub fn parse(sort: &str) -> Option<Self> {
+        Some(match sort {
+            "created_at" => Self::CreatedAsc,
+            "-created_at" => Self::CreatedDesc,
+            "updated_at" => Self::UpdatedAsc,
+            "-updated_at" => Self::UpdatedDesc,
+            _ => return None,
+        })
+    }
+
+    /// Every `sort` value served, for the error that refuses another.
+    pub const NAMES: [&'static str; 4] = ["created_at", "-created_at", "updated_at", "-updated_at"];
 }

@@ -24,6 +24,7 @@
 
 mod activity;
 mod analysis;
+mod archive;
 mod budgets;
 mod catalog;
 mod exports;

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::domain::dataset::TRACE_POSTFIX;
-use crate::domain::job::{JobFilter, JobRow, JobSummary};
+use crate::domain::job::{JobFilter, JobOrder, JobRow, JobSummary};
 use crate::domain::record::{RecordRow, TraceRow};
 use crate::domain::selection::{Selection, SelectionFilter};
 use crate::domain::{JobId, RecordId, RecordStatus};
@@ -89,6 +89,31 @@ impl JobService {
             filter,
         };
         let mut page = Page::of(self.store.job_summaries(select, FIRST_ERRORS).await?, limit);
+        for s in &mut page.items {
+            self.fill_activity(s);
+            self.fill_columns(&mut s.job).await;
+        }
+        Ok(page)
+    }
+
+    /// Page `page` (from 0) of `size` summaries of `owner`'s jobs that `filter` keeps, in
+    /// `order`: one statement, however far the page is. Says whether more follow.
+    pub async fn numbered_jobs(
+        &self,
+        owner: Option<&str>,
+        filter: &JobFilter,
+        order: JobOrder,
+        page: u32,
+        size: u32,
+    ) -> Result<Page<JobSummary>, ApiError> {
+        let select = JobSelect::Numbered {
+            owner,
+            filter,
+            order,
+            offset: u64::from(page) * u64::from(size),
+            limit: size + 1,
+        };
+        let mut page = Page::of(self.store.job_summaries(select, FIRST_ERRORS).await?, size);
         for s in &mut page.items {
             self.fill_activity(s);
             self.fill_columns(&mut s.job).await;

@@ -11,6 +11,7 @@ mod dataset_rows;
 mod error;
 pub(crate) mod from_row;
 mod job_delete;
+pub(crate) mod job_select;
 mod migrations;
 mod pool;
 pub mod postgres;
@@ -111,6 +112,15 @@ pub enum JobSelect<'a> {
         before: Option<JobId>,
         limit: u32,
         filter: &'a crate::domain::job::JobFilter,
+    },
+    /// Jobs in `order`, of `owner` when given, that `filter` keeps: at most `limit` after
+    /// skipping `offset` (the Data Designer door's numbered pages; one statement a page).
+    Numbered {
+        owner: Option<&'a str>,
+        filter: &'a crate::domain::job::JobFilter,
+        order: crate::domain::job::JobOrder,
+        offset: u64,
+        limit: u32,
     },
 }
 

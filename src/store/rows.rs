@@ -15,7 +15,6 @@ use super::{
     FailedRecord, FinishedRecord, JobError, JobRow, JobSummary, RecordError, RecordErrorCode,
     RecordRow, RecordStage, StoreError, TraceRow,
 };
-use crate::domain::job::JobFilter;
 use crate::domain::models::CacheMode;
 use crate::domain::selection::{OnExhausted, Selection, SelectionSpec};
 use crate::domain::{DatasetId, JobId, JobStatus, RecordId, RecordStatus};
@@ -438,81 +437,6 @@ impl<J: DbJson, T: DbTime> TryFrom<SummaryDb<J, T>> for JobSummary {
             column_usage,
             tool_usage: super::usage::tools_from_rows(tool_rows),
         })
-    }
-}
-
-/// Adds the `where`, `order by` and `limit` of a [`super::JobSelect`] to a query over `jobs`
-/// (the same on both backends but for `metadata_eq`, which adds the backend's test that
-/// `jobs.metadata`'s top-level `key` equals a JSON scalar, given as JSON text).
-pub(crate) fn push_job_select<'a, DB: sqlx::Database>(
-    qb: &mut sqlx::QueryBuilder<DB>,
-    select: super::JobSelect<'a>,
-    metadata_eq: impl Fn(&mut sqlx::QueryBuilder<DB>, &'a str, String),
-) where
-    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    i64: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    use super::JobSelect;
-    let (owner, limit) = match select {
-        JobSelect::One { id, owner } => {
-            qb.push(" where jobs.id = ").push_bind(id.0);
-            (owner, None)
-        }
-        JobSelect::Page {
-            owner,
-            before,
-            limit,
-            filter,
-        } => {
-            qb.push(" where true");
-            if let Some(before) = before {
-                qb.push(" and jobs.id < ").push_bind(before.0);
-            }
-            push_job_filter(qb, filter, metadata_eq);
-            (owner, Some(limit))
-        }
-    };
-    if let Some(owner) = owner {
-        qb.push(" and jobs.owner = ").push_bind(owner);
-    }
-    if let Some(limit) = limit {
-        qb.push(" order by jobs.id desc limit ")
-            .push_bind(i64::from(limit));
-    }
-}
-
-/// The conditions of a [`JobFilter`]. Creation times are bounds on the UUIDv7 ids (the
-/// primary key's order), so they need no time column and read the same on both backends.
-fn push_job_filter<'a, DB: sqlx::Database>(
-    qb: &mut sqlx::QueryBuilder<DB>,
-    filter: &'a JobFilter,
-    metadata_eq: impl Fn(&mut sqlx::QueryBuilder<DB>, &'a str, String),
-) where
-    Uuid: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-    &'a str: sqlx::Encode<'a, DB> + sqlx::Type<DB>,
-{
-    if !filter.statuses.is_empty() {
-        // Literals, not binds: statuses come from the enum, never from user text.
-        let listed: Vec<String> = filter
-            .statuses
-            .iter()
-            .map(|s| format!("'{}'", s.as_str()))
-            .collect();
-        qb.push(format_args!(" and jobs.status in ({})", listed.join(", ")));
-    }
-    if let Some(name) = &filter.name {
-        qb.push(" and jobs.name = ").push_bind(name.as_str());
-    }
-    for (key, value) in &filter.metadata {
-        qb.push(" and ");
-        metadata_eq(qb, key, value.to_string());
-    }
-    if let Some(t) = filter.created_after {
-        qb.push(" and jobs.id >= ").push_bind(JobId::first_at(t));
-    }
-    if let Some(t) = filter.created_before {
-        qb.push(" and jobs.id < ").push_bind(JobId::first_at(t));
     }
 }
 

@@ -291,7 +291,7 @@ async fn a_commit_is_all_or_nothing() {
 async fn the_job_list_refuses_what_it_does_not_serve() {
     let app = spawn_app(Backend::Sqlite).await;
     for (query, says) in [
-        ("sort=created_at", "'sort'"),
+        ("sort=name", "'sort'"),
         ("filter%5Bstatus%5D=running", "'filter[status]'"),
         (
             "filter%5Bcreated_at%5D%5Bgte%5D=yesterday",

@@ -10,6 +10,7 @@ mod costs;
 mod datasets;
 mod db;
 mod db_faults;
+mod designer_door;
 mod docs;
 mod errors;
 mod exports;

@@ -20,8 +20,17 @@ use crate::error::{ApiError, ErrorBody};
 use crate::jobs::{NumRecords, SubmitRequest};
 use crate::state::AppState;
 
-/// The key of the job metadata that holds the Data Designer job's own fields.
-const META: &str = "data_designer";
+/// The key of the job metadata that holds the Data Designer job's own fields (its name is the
+/// job's own, not kept here).
+pub(super) const META: &str = "data_designer";
+/// Keys under [`META`] that the list filters on.
+pub(super) const PROJECT: &str = "project";
+pub(super) const NAMESPACE: &str = "namespace";
+/// What the client shows for a job without a name, project or namespace (a job submitted at
+/// `/v1/jobs`, or one the client sent without them).
+pub(super) const DEFAULT_NAME: &str = "nemo-data-designer-job";
+pub(super) const DEFAULT_PROJECT: &str = "nemo-data-designer";
+pub(super) const DEFAULT_NAMESPACE: &str = "default";
 
 /// The client's `JobCreateParams`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -79,13 +88,12 @@ pub async fn create_job(
         .run(|| extract::decode_body(BodyFormat::Json, &body))
         .await?;
     let req: DataDesignerJobRequest = extract::from_value(value)?;
-    // The client's name is the job's name too, so `GET /v1/jobs?name=` finds it.
-    let name = req.name.unwrap_or_else(|| "nemo-data-designer-job".into());
+    // The client's name is the job's name, so `GET /v1/jobs?name=` finds it too.
+    let name = req.name.unwrap_or_else(|| DEFAULT_NAME.into());
     let meta = json!({META: {
-        "name": &name,
-        "project": req.project.unwrap_or_else(|| "nemo-data-designer".into()),
+        PROJECT: req.project.unwrap_or_else(|| DEFAULT_PROJECT.into()),
         "description": req.description,
-        "namespace": req.namespace.unwrap_or_else(|| "default".into()),
+        NAMESPACE: req.namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.into()),
         "custom_fields": req.custom_fields.unwrap_or_else(|| json!({})),
     }});
     let submit = SubmitRequest {
@@ -275,7 +283,7 @@ fn meta(s: &JobSummary) -> Option<&Value> {
 }
 
 /// A job's `(name, project, namespace)`, the client's defaults where it has none.
-pub(super) fn names(s: &JobSummary) -> (String, String, String) {
+fn names(s: &JobSummary) -> (String, String, String) {
     let field = |k: &str, default: &str| {
         meta(s)
             .and_then(|m| m.get(k))
@@ -284,9 +292,12 @@ pub(super) fn names(s: &JobSummary) -> (String, String, String) {
             .to_owned()
     };
     (
-        field("name", "nemo-data-designer-job"),
-        field("project", "nemo-data-designer"),
-        field("namespace", "default"),
+        s.job
+            .name
+            .clone()
+            .unwrap_or_else(|| DEFAULT_NAME.to_owned()),
+        field(PROJECT, DEFAULT_PROJECT),
+        field(NAMESPACE, DEFAULT_NAMESPACE),
     )
 }
 

@@ -11,11 +11,14 @@ use utoipa::IntoParams;
 use crate::api::extract::{self, ApiQuery};
 use crate::auth::Caller;
 use crate::domain::JobStatus;
-use crate::domain::job::{JobFilter, JobSummary};
+use crate::domain::job::{JobFilter, JobOrder, TextField, TextMatch, TextTest};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
-use super::jobs::{job_view, names, platform_status};
+use super::jobs::{
+    DEFAULT_NAME, DEFAULT_NAMESPACE, DEFAULT_PROJECT, META, NAMESPACE, PROJECT, job_view,
+    platform_status,
+};
 
 /// Query of the job list: the client's `JobListParams`, as its query string writes them
 /// (`filter[status]=active`, `search[name]=a,b`). An unknown parameter is refused.
@@ -27,7 +30,7 @@ pub struct ListJobsQuery {
     pub page: Option<u32>,
     /// Default and most: `limits.max_page_size`.
     pub page_size: Option<u32>,
-    /// Only `-created_at` (newest first, the default) is served.
+    /// `created_at`, `-created_at` (newest first, the default), `updated_at` or `-updated_at`.
     pub sort: Option<String>,
     /// Jobs of this status (`pending`, `active`, `cancelling`, `cancelled`, `completed`,
     /// `error`).
@@ -62,132 +65,115 @@ pub struct ListJobsQuery {
     pub search_project: Option<String>,
 }
 
-/// Which jobs a list keeps, from its query.
-struct ListFilter {
-    status: Option<String>,
-    name: Option<String>,
-    project: Option<String>,
-    namespace: Option<String>,
-    created: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
-    updated: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
-    search_name: Vec<String>,
-    search_project: Vec<String>,
+/// The job filter and order of a list query: everything the client may ask is applied by the
+/// store, in the one statement that reads the page.
+fn selection(q: &ListJobsQuery) -> Result<(JobFilter, JobOrder), ApiError> {
+    const STATUSES: [&str; 6] = [
+        "pending",
+        "active",
+        "cancelling",
+        "cancelled",
+        "completed",
+        "error",
+    ];
+    let order = match q.sort.as_deref() {
+        None => JobOrder::CreatedDesc,
+        Some(sort) => JobOrder::parse(sort).ok_or_else(|| {
+            ApiError::InvalidRequest(format!(
+                "query parameter 'sort': '{sort}' is not one of {}",
+                JobOrder::NAMES.join(", ")
+            ))
+        })?,
+    };
+    if let Some(status) = q.filter_status.as_deref().filter(|s| !STATUSES.contains(s)) {
+        return Err(ApiError::InvalidRequest(format!(
+            "query parameter 'filter[status]': '{status}' is not one of {}",
+            STATUSES.join(", ")
+        )));
+    }
+    let time = |name: &str, raw: &Option<String>| -> Result<Option<DateTime<Utc>>, ApiError> {
+        raw.as_deref()
+            .map(|r| extract::parse_time(name, r))
+            .transpose()
+    };
+    let statuses = q
+        .filter_status
+        .as_deref()
+        .map(|st| {
+            JobStatus::ALL
+                .into_iter()
+                .filter(|s| platform_status(*s) == st)
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut text = Vec::new();
+    let fields = [
+        (TextField::Name, DEFAULT_NAME),
+        (field(PROJECT), DEFAULT_PROJECT),
+        (field(NAMESPACE), DEFAULT_NAMESPACE),
+    ];
+    let [name, project, namespace] = fields;
+    for ((field, default), exact) in [
+        (name.clone(), &q.filter_name),
+        (project.clone(), &q.filter_project),
+        (namespace, &q.filter_namespace),
+    ] {
+        if let Some(exact) = exact {
+            text.push(TextMatch {
+                field,
+                when_missing: default.to_owned(),
+                test: TextTest::Equals(exact.clone()),
+            });
+        }
+    }
+    for ((field, default), terms) in [(name, &q.search_name), (project, &q.search_project)] {
+        let terms = terms_of(terms);
+        if !terms.is_empty() {
+            text.push(TextMatch {
+                field,
+                when_missing: default.to_owned(),
+                test: TextTest::ContainsAny(terms),
+            });
+        }
+    }
+    let filter = JobFilter {
+        statuses,
+        created_from: time("filter[created_at][gte]", &q.created_gte)?,
+        created_to: time("filter[created_at][lte]", &q.created_lte)?,
+        updated_from: time("filter[updated_at][gte]", &q.updated_gte)?,
+        updated_to: time("filter[updated_at][lte]", &q.updated_lte)?,
+        text,
+        ..JobFilter::default()
+    };
+    Ok((filter, order))
 }
 
-impl ListFilter {
-    fn from_query(q: &ListJobsQuery) -> Result<Self, ApiError> {
-        const STATUSES: [&str; 6] = [
-            "pending",
-            "active",
-            "cancelling",
-            "cancelled",
-            "completed",
-            "error",
-        ];
-        if let Some(sort) = q.sort.as_deref().filter(|s| *s != "-created_at") {
-            return Err(ApiError::InvalidRequest(format!(
-                "query parameter 'sort': '{sort}' is not served; jobs are listed newest first \
-                 ('-created_at')"
-            )));
-        }
-        if let Some(status) = q.filter_status.as_deref().filter(|s| !STATUSES.contains(s)) {
-            return Err(ApiError::InvalidRequest(format!(
-                "query parameter 'filter[status]': '{status}' is not one of {}",
-                STATUSES.join(", ")
-            )));
-        }
-        let time = |name: &str, raw: &Option<String>| -> Result<Option<DateTime<Utc>>, ApiError> {
-            raw.as_deref()
-                .map(|r| extract::parse_time(name, r))
-                .transpose()
-        };
-        let terms = |raw: &Option<String>| -> Vec<String> {
-            raw.as_deref()
-                .unwrap_or_default()
-                .split(',')
-                .map(|t| t.trim().to_lowercase())
-                .filter(|t| !t.is_empty())
-                .collect()
-        };
-        Ok(Self {
-            status: q.filter_status.clone(),
-            name: q.filter_name.clone(),
-            project: q.filter_project.clone(),
-            namespace: q.filter_namespace.clone(),
-            created: (
-                time("filter[created_at][gte]", &q.created_gte)?,
-                time("filter[created_at][lte]", &q.created_lte)?,
-            ),
-            updated: (
-                time("filter[updated_at][gte]", &q.updated_gte)?,
-                time("filter[updated_at][lte]", &q.updated_lte)?,
-            ),
-            search_name: terms(&q.search_name),
-            search_project: terms(&q.search_project),
-        })
-    }
+/// A field of the door's own metadata.
+fn field(key: &str) -> TextField {
+    TextField::Metadata(vec![META.to_owned(), key.to_owned()])
+}
 
-    /// What of the filter the store applies itself: the status and the creation times (to
-    /// the millisecond of the ids), so the walk below reads only jobs that may pass.
-    /// [`Self::keeps`] still checks every job it reads.
-    fn in_store(&self) -> JobFilter {
-        let statuses = self
-            .status
-            .as_deref()
-            .map(|st| {
-                JobStatus::ALL
-                    .into_iter()
-                    .filter(|s| platform_status(*s) == st)
-                    .collect()
-            })
-            .unwrap_or_default();
-        JobFilter {
-            statuses,
-            created_after: self.created.0,
-            created_before: self
-                .created
-                .1
-                .map(|lte| lte + chrono::Duration::milliseconds(1)),
-            ..JobFilter::default()
-        }
-    }
-
-    fn keeps(&self, s: &JobSummary) -> bool {
-        let job = &s.job;
-        let (name, project, namespace) = names(s);
-        let within =
-            |t: DateTime<Utc>, (gte, lte): (Option<DateTime<Utc>>, Option<DateTime<Utc>>)| {
-                gte.is_none_or(|g| t >= g) && lte.is_none_or(|l| t <= l)
-            };
-        let found = |field: &str, terms: &[String]| {
-            terms.is_empty() || {
-                let field = field.to_lowercase();
-                terms.iter().any(|t| field.contains(t.as_str()))
-            }
-        };
-        self.status
-            .as_deref()
-            .is_none_or(|st| st == platform_status(job.status))
-            && self.name.as_deref().is_none_or(|n| n == name)
-            && self.project.as_deref().is_none_or(|p| p == project)
-            && self.namespace.as_deref().is_none_or(|n| n == namespace)
-            && within(job.created_at, self.created)
-            && within(job.updated_at, self.updated)
-            && found(&name, &self.search_name)
-            && found(&project, &self.search_project)
-    }
+/// The comma-separated terms of a search, trimmed, empty ones dropped.
+fn terms_of(raw: &Option<String>) -> Vec<String> {
+    raw.as_deref()
+        .unwrap_or_default()
+        .split(',')
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect()
 }
 
 /// List Data Designer jobs
 ///
-/// The key's jobs that pass the filters, newest first, a page at a time. `pagination.page` is
-/// the one asked for and `total_pages` is `page + 1` while more follow, else `page` (the
-/// client's `list_jobs()` stops on their equality); the total is not counted.
+/// The key's jobs that pass the filters, in the order `sort` names (newest first by default), a
+/// page at a time: one query a page, filters and order applied by the database.
+/// `pagination.page` is the one asked for and `total_pages` is `page + 1` while more follow,
+/// else `page` (the client's `list_jobs()` stops on their equality); the total is not counted.
 #[utoipa::path(get, path = "/v1/data-designer/jobs", operation_id = "data_designer_list_jobs", tag = "data-designer",
     params(ListJobsQuery),
     responses(
         (status = 200, description = "A page of jobs", body = Object),
-        (status = 422, description = "A page or page size of 0, an unknown parameter, a sort other than `-created_at`, a bad status or time (`invalid_request`)", body = ErrorBody),
+        (status = 422, description = "A page or page size of 0, an unknown parameter, a sort other than `created_at`, `updated_at` and their `-` forms, a bad status or time (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn list_jobs(
     State(state): State<AppState>,
@@ -202,43 +188,17 @@ pub async fn list_jobs(
             "query parameters 'page' and 'page_size' start at 1".into(),
         ));
     }
-    let filter = ListFilter::from_query(&q)?;
-    // The jobs are walked newest first through our cursor pages, keeping those the filter
-    // passes, up to the page asked for and one job past it (whether another page follows).
-    // The total is not counted (that would read every job on every page).
-    let skip = u64::from(page - 1) * u64::from(size);
-    let mut kept = 0u64;
-    let mut data = Vec::new();
-    let mut more = false;
-    let mut before = None;
-    let in_store = filter.in_store();
-    'walk: loop {
-        let chunk = state
-            .jobs
-            .jobs(caller.owner(), before, max, &in_store)
-            .await?;
-        for s in &chunk.items {
-            if !filter.keeps(s) {
-                continue;
-            }
-            if kept >= skip + u64::from(size) {
-                more = true;
-                break 'walk;
-            }
-            if kept >= skip {
-                data.push(job_view(s));
-            }
-            kept += 1;
-        }
-        match chunk.items.last() {
-            Some(last) if chunk.more => before = Some(last.job.id),
-            _ => break,
-        }
-    }
+    let (filter, order) = selection(&q)?;
+    let listed = state
+        .jobs
+        .numbered_jobs(caller.owner(), &filter, order, page - 1, size)
+        .await?;
+    let data: Vec<Value> = listed.items.iter().map(job_view).collect();
+    let more = listed.more;
     Ok(Json(json!({
         "object": "list",
         "data": data,
-        "sort": "-created_at",
+        "sort": q.sort.as_deref().unwrap_or("-created_at"),
         "pagination": {
             "page": page,
             "page_size": size,

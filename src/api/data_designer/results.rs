@@ -2,33 +2,22 @@
 //! (`GET .../results/{name}`, the existence probe the client makes before a download) and its
 //! download. The dataset is the tar archive `load_dataset()` extracts, one
 //! `dataset/part-0.parquet` (our streamed Parquet export of the completed records); the
-//! analysis is the JSON `load_analysis()` validates (see [`super::analysis`]).
-//!
-//! A tar header holds its file's size, so the Parquet export is streamed to a temporary file
-//! first (disk, not memory: a job of a million records is not held in memory), then the archive
-//! is streamed from it: the header, the file, the padding to 512 bytes, the end-of-archive
-//! blocks. The `tar` crate builds the header.
+//! analysis is the JSON `load_analysis()` validates (see [`super::analysis`]). The archive is
+//! the job service's (`jobs::archive`), written out through its export cache.
 
 use axum::Json;
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use futures::StreamExt as _;
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt as _;
 
 use crate::api::extract::{self, ApiPath};
 use crate::auth::Caller;
 use crate::domain::JobStatus;
 use crate::domain::job::JobRow;
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::ExportFormat;
 use crate::state::AppState;
-
-/// The archive member the client reads (`dataset/`, as a directory of Parquet files).
-const MEMBER: &str = "dataset/part-0.parquet";
 
 /// Whether a job has a dataset to give: it finished, or is stopping.
 fn has_results(status: JobStatus) -> bool {
@@ -141,53 +130,14 @@ pub async fn download_result(
     dataset_archive(&state, &caller, &job).await
 }
 
-/// The tar archive of a job's dataset (see the module docs).
+/// The tar archive of a job's dataset (`JobService::dataset_archive`).
 async fn dataset_archive(
     state: &AppState,
     caller: &Caller,
     job: &JobRow,
 ) -> Result<Response, ApiError> {
-    let id = job.id;
-    let records = crate::jobs::ExportRecords::Completed;
-    let mut parquet = state
-        .jobs
-        .export(id, caller.owner(), ExportFormat::Parquet, false, records)
-        .await?
-        .body;
-    let io = |e: std::io::Error| ApiError::Internal(format!("spooling the dataset: {e}"));
-    let spool = tempfile::NamedTempFile::new().map_err(io)?;
-    let (file, path) = spool.into_parts();
-    let mut out = tokio::fs::File::from_std(file);
-    let mut size = 0u64;
-    while let Some(chunk) = parquet.next().await {
-        let chunk = chunk.map_err(io)?;
-        size += chunk.len() as u64;
-        out.write_all(&chunk).await.map_err(io)?;
-    }
-    out.flush().await.map_err(io)?;
-    drop(out);
-
-    let mut head = tar::Header::new_ustar();
-    head.set_path(MEMBER).map_err(io)?;
-    head.set_size(size);
-    head.set_mode(0o644);
-    head.set_mtime(job.updated_at.timestamp().max(0) as u64);
-    head.set_entry_type(tar::EntryType::Regular);
-    head.set_cksum();
-    let header = Bytes::copy_from_slice(head.as_bytes());
-    // The file's last block padded to 512 bytes, then two zero blocks end the archive.
-    let pad = usize::try_from((512 - size % 512) % 512).unwrap_or(0);
-    let tail = Bytes::from(vec![0u8; pad + 1024]);
-    let file = tokio::fs::File::open(&path).await.map_err(io)?;
-    // The path (and so the file) is removed when the body, which owns it, is dropped.
-    let body = tokio_util::io::ReaderStream::new(file).map(move |chunk| {
-        let _ = &path;
-        chunk
-    });
-    let stream = futures::stream::once(async move { Ok(header) })
-        .chain(body)
-        .chain(futures::stream::once(async move { Ok(tail) }));
-    let mut resp = Body::from_stream(stream).into_response();
+    let archive = state.jobs.dataset_archive(job.id, caller.owner()).await?;
+    let mut resp = Body::from_stream(archive).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/x-tar"),

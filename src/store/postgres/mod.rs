@@ -23,6 +23,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, QueryBuilder};
 use uuid::Uuid;
 
+use super::job_select::{JobsDialect, push_job_select};
 use super::rows::{self, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns};
 use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
@@ -234,13 +235,7 @@ impl JobStore for PgStore {
                  '[]'::json) from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
-        rows::push_job_select(&mut qb, select, |qb, key, value| {
-            qb.push("jobs.metadata -> ")
-                .push_bind(key)
-                .push(" = ")
-                .push_bind(value)
-                .push("::jsonb");
-        });
+        push_job_select(&mut qb, select, &PgJobs);
         let rows: Vec<SummaryDb<Value, DateTime<Utc>>> =
             qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
@@ -358,5 +353,26 @@ impl RecordStore for PgStore {
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
         crate::store::usage::get(&self.pool, job_id).await
+    }
+}
+
+/// How Postgres says a job listing's JSON paths and times.
+struct PgJobs;
+
+impl<'a> JobsDialect<'a, Postgres> for PgJobs {
+    fn metadata_eq(&self, qb: &mut QueryBuilder<Postgres>, key: &'a str, json: String) {
+        qb.push("jobs.metadata -> ")
+            .push_bind(key)
+            .push(" = ")
+            .push_bind(json)
+            .push("::jsonb");
+    }
+
+    fn metadata_text(&self, qb: &mut QueryBuilder<Postgres>, path: &'a [String]) {
+        qb.push("(jobs.metadata #>> ").push_bind(path).push(")");
+    }
+
+    fn push_time(&self, qb: &mut QueryBuilder<Postgres>, t: DateTime<Utc>) {
+        qb.push_bind(t);
     }
 }

@@ -28,6 +28,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{QueryBuilder, Sqlite, Transaction};
 
+use super::job_select::{JobsDialect, push_job_select};
 use super::rows::{self, FinishedDb, JobDb, RecordDb, SummaryDb, TraceDb, job_columns};
 use super::{
     CreateOutcome, DeleteJob, FinishedRecord, JobCounts, JobRow, JobSelect, JobStore, JobSummary,
@@ -350,14 +351,7 @@ impl JobStore for SqliteStore {
                  from job_tool_usage where job_id = jobs.id) as tool_usage \
              from jobs",
         );
-        rows::push_job_select(&mut qb, select, |qb, key, value| {
-            // `$."key"`: a bare label would be read as a path (`a.b` as two keys).
-            qb.push("jobs.metadata -> ")
-                .push_bind(format!("$.\"{key}\""))
-                .push(" = json(")
-                .push_bind(value)
-                .push(")");
-        });
+        push_job_select(&mut qb, select, &SqliteJobs);
         let rows: Vec<SummaryDb<String, i64>> = qb.build_query_as().fetch_all(&self.pool).await?;
         rows::convert(rows)
     }
@@ -476,6 +470,34 @@ impl RecordStore for SqliteStore {
         job_id: JobId,
     ) -> Result<std::collections::BTreeMap<String, super::UsageCounts>, StoreError> {
         crate::store::usage::get(&self.pool, job_id).await
+    }
+}
+
+/// How SQLite says a job listing's JSON paths and times.
+struct SqliteJobs;
+
+impl<'a> JobsDialect<'a, Sqlite> for SqliteJobs {
+    fn metadata_eq(&self, qb: &mut QueryBuilder<Sqlite>, key: &'a str, json: String) {
+        // `$."key"`: a bare label would be read as a path (`a.b` as two keys).
+        qb.push("jobs.metadata -> ")
+            .push_bind(format!("$.\"{key}\""))
+            .push(" = json(")
+            .push_bind(json)
+            .push(")");
+    }
+
+    fn metadata_text(&self, qb: &mut QueryBuilder<Sqlite>, path: &'a [String]) {
+        let quoted: Vec<String> = path
+            .iter()
+            .map(|k| format!("\"{}\"", k.replace('"', "\\\"")))
+            .collect();
+        qb.push("json_extract(jobs.metadata, ")
+            .push_bind(format!("$.{}", quoted.join(".")))
+            .push(")");
+    }
+
+    fn push_time(&self, qb: &mut QueryBuilder<Sqlite>, t: DateTime<Utc>) {
+        qb.push_bind(t.timestamp_micros());
     }
 }
 
