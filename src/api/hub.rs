@@ -8,6 +8,8 @@
 //! * `with_seed_dataset(ref)` reads the file's columns through `HfFileSystem`: the repository's
 //!   info, its tree, and range reads of the file (`resolve`).
 //!
+//! The rules of repositories, revisions and commits are the datasets service's
+//! ([`crate::datasets::hub_repo`]); these handlers extract, call it, and shape the Hub's answers.
 //! A repository exists while it has a file: creating one stores nothing (and always succeeds,
 //! as `exist_ok` asks), and one with no file is not found. Revisions are not kept: `main` and
 //! the repository's current revision name the same files, any other is not found. Files are
@@ -30,7 +32,8 @@ use super::extract::{self, ApiPath, BodyFormat};
 use crate::auth::Caller;
 use crate::datasets::DatasetError;
 use crate::datasets::DatasetMeta;
-use crate::datasets::datastore::{RepoId, parse_commit, revision};
+use crate::datasets::datastore::RepoId;
+use crate::datasets::hub_repo::RepoReadError;
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
@@ -44,12 +47,6 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(repo_info_at))
         .routes(routes!(tree))
         .routes(routes!(resolve))
-}
-
-/// The repository a read names; one whose name cannot exist is not found, as the Hub says.
-fn read_repo(namespace: &str, name: &str) -> Result<RepoId, HubApiError> {
-    RepoId::new(namespace, name)
-        .map_err(|e| HubApiError::coded("RepoNotFound", ApiError::NotFound(e.to_string())))
 }
 
 /// An error of the Hub API: our envelope, with the `X-Error-Code` header `huggingface_hub`
@@ -80,6 +77,18 @@ impl From<DatasetError> for HubApiError {
     }
 }
 
+impl From<RepoReadError> for HubApiError {
+    fn from(err: RepoReadError) -> Self {
+        match err.hub_code() {
+            Some(code) => Self::coded(code, ApiError::NotFound(err.to_string())),
+            None => match err {
+                RepoReadError::Dataset(e) => e.into(),
+                other => ApiError::NotFound(other.to_string()).into(),
+            },
+        }
+    }
+}
+
 impl IntoResponse for HubApiError {
     fn into_response(self) -> Response {
         let mut resp = self.err.into_response();
@@ -89,37 +98,6 @@ impl IntoResponse for HubApiError {
         }
         resp
     }
-}
-
-/// The files of a repository at `rev`, with its revision; a Hub error if it has none or
-/// `rev` is neither `main` nor that revision.
-async fn files_at(
-    state: &AppState,
-    caller: &Caller,
-    repo: &RepoId,
-    rev: &str,
-) -> Result<(Vec<DatasetMeta>, String), HubApiError> {
-    let files = state.datasets.datastore_files(caller.owner(), repo).await?;
-    if files.is_empty() {
-        return Err(HubApiError::coded(
-            "RepoNotFound",
-            ApiError::NotFound(format!(
-                "dataset repository '{}' (it has no file of yours)",
-                repo.as_str()
-            )),
-        ));
-    }
-    let sha = revision(&files);
-    if rev != "main" && rev != sha {
-        return Err(HubApiError::coded(
-            "RevisionNotFound",
-            ApiError::NotFound(format!(
-                "revision '{rev}' of '{}' (revisions are not kept: use 'main')",
-                repo.as_str()
-            )),
-        ));
-    }
-    Ok((files, sha))
 }
 
 /// `huggingface_hub`'s `create_repo` body.
@@ -214,22 +192,10 @@ pub async fn commit(
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let repo = RepoId::new(&namespace, &name)?;
-    if rev != "main" {
-        return Err(ApiError::InvalidRequest(format!(
-            "revision '{rev}': commits go to 'main' (branches are not served)"
-        )));
-    }
-    let files = parse_commit(&body).map_err(ApiError::InvalidRequest)?;
-    state
+    let (repo, sha) = state
         .datasets
-        .datastore_commit_all(caller.owner(), &repo, &files)
+        .hub_commit(caller.owner(), &namespace, &name, &rev, &body)
         .await?;
-    let now = state
-        .datasets
-        .datastore_files(caller.owner(), &repo)
-        .await?;
-    let sha = revision(&now);
     Ok(Json(json!({
         // Relative: huggingface_hub parses it against the public Hub's URL, and a relative
         // `datasets/{repo}/commit/{sha}` is what parses whatever the datastore's address.
@@ -247,9 +213,11 @@ async fn info_at(
     name: &str,
     rev: &str,
 ) -> Result<Json<Value>, HubApiError> {
-    let repo = read_repo(namespace, name)?;
-    let (files, sha) = files_at(state, caller, &repo, rev).await?;
-    Ok(Json(info(&repo, &files, &sha)))
+    let at = state
+        .datasets
+        .hub_repo(caller.owner(), namespace, name, rev)
+        .await?;
+    Ok(Json(info(&at.repo, &at.files, &at.sha)))
 }
 
 /// A repository's info: `{id, sha, private, siblings}`.
@@ -331,14 +299,14 @@ pub async fn tree(
     caller: Caller,
     ApiPath((namespace, name, rev)): ApiPath<(String, String, String)>,
 ) -> Result<Json<Value>, HubApiError> {
-    let repo = read_repo(&namespace, &name)?;
-    let (files, _) = files_at(&state, &caller, &repo, &rev).await?;
-    let mut entries = Vec::with_capacity(files.len());
-    for f in &files {
-        let r = state.datasets.datastore_render(f).await?;
-        entries.push(json!({"type": "file", "path": f.name, "size": r.size,
-            "oid": &r.sha256[..40]}));
-    }
+    let tree = state
+        .datasets
+        .hub_tree(caller.owner(), &namespace, &name, &rev)
+        .await?;
+    let entries: Vec<Value> = tree
+        .into_iter()
+        .map(|f| json!({"type": "file", "path": f.path, "size": f.size, "oid": f.oid}))
+        .collect();
     Ok(Json(Value::Array(entries)))
 }
 
@@ -360,15 +328,10 @@ pub async fn resolve(
     ApiPath((namespace, name, rev, file)): ApiPath<(String, String, String, String)>,
     req: Request,
 ) -> Result<Response, HubApiError> {
-    let repo = read_repo(&namespace, &name)?;
-    let (files, sha) = files_at(&state, &caller, &repo, &rev).await?;
-    let Some(meta) = files.iter().find(|f| f.name == file) else {
-        return Err(HubApiError::coded(
-            "EntryNotFound",
-            ApiError::NotFound(format!("file '{file}' of '{}'", repo.as_str())),
-        ));
-    };
-    let rendered = state.datasets.datastore_render(meta).await?;
+    let (rendered, sha) = state
+        .datasets
+        .hub_file(caller.owner(), &namespace, &name, &rev, &file)
+        .await?;
     let etag = format!("\"{}\"", &rendered.sha256[..40]);
     // The rendering has no extension, so its type is `application/octet-stream`.
     let mut res = super::downloads::serve_file(rendered, req).await?;

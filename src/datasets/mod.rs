@@ -29,6 +29,7 @@ pub mod datastore;
 pub mod decoder;
 mod error;
 pub mod formats;
+pub mod hub_repo;
 pub mod import;
 pub mod resolve;
 pub mod rollout;

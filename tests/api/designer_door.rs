@@ -114,7 +114,10 @@ async fn filters_searches_sorts_and_pages(backend: Backend) {
         list(&app, "search%5Bname%5D=EVAL,train").await.0,
         [c.clone(), b.clone(), a.clone()]
     );
-    assert_eq!(list(&app, "search%5Bname%5D=50%25").await.0, vec![c.clone()]);
+    assert_eq!(
+        list(&app, "search%5Bname%5D=50%25").await.0,
+        vec![c.clone()]
+    );
     // `a_e` as a pattern would match alpha-eval's `a-e` too.
     assert_eq!(list(&app, "search%5Bname%5D=a_e").await.0, vec![c.clone()]);
     assert_eq!(
