@@ -67,4 +67,5 @@ mod sql_conformance;
 mod store;
 mod ui;
 mod validation;
+mod wire_formats;
 mod worker_panics;
