@@ -91,6 +91,8 @@ pub const LLM_PROVIDER_CIRCUIT_OPENED: &str = "synthgate_llm_provider_circuit_op
 pub const QUEUE_RECORDS: &str = "synthgate_queue_records";
 /// Records this replica is generating (claimed, result not yet queued for the writer).
 pub const RECORDS_IN_FLIGHT: &str = "synthgate_records_in_flight";
+/// Long requests (uploads, event streams, exports) holding one of `server.max_long_requests`.
+pub const HTTP_LONG_REQUESTS: &str = "synthgate_http_long_requests";
 /// Spans dropped because `otel.max_queue_spans` were already waiting for export.
 pub const OTEL_SPANS_DROPPED: &str = "synthgate_otel_spans_dropped_total";
 /// Spans exported.
@@ -279,6 +281,10 @@ fn describe() {
         "Records of queued and running jobs not yet claimed by any replica"
     );
     metrics::describe_gauge!(RECORDS_IN_FLIGHT, "Records this replica is generating");
+    metrics::describe_gauge!(
+        HTTP_LONG_REQUESTS,
+        "Long requests (uploads, event streams, exports) holding a permit of server.max_long_requests"
+    );
     metrics::describe_gauge!(
         ALLOCATOR_BYTES,
         metrics::Unit::Bytes,

@@ -33,10 +33,17 @@ pub(crate) struct LongRequests {
     held: Arc<Mutex<HashMap<String, usize>>>,
 }
 
-/// One long request's permit: the server's, and its key's share when it has a key.
+/// One long request's permit: the server's, and its key's share when it has a key. Counted in
+/// `synthgate_http_long_requests` while it lives.
 pub(crate) struct LongPermit {
     _server: OwnedSemaphorePermit,
     _key: Option<KeyShare>,
+}
+
+impl Drop for LongPermit {
+    fn drop(&mut self) {
+        metrics::gauge!(crate::metrics::HTTP_LONG_REQUESTS).decrement(1.0);
+    }
 }
 
 /// One of a key's `max_long_requests_per_key`, given back when dropped.
@@ -89,6 +96,7 @@ impl LongRequests {
         let server = Arc::clone(&self.permits)
             .try_acquire_owned()
             .map_err(|_| ApiError::ServerBusy(self.limit))?;
+        metrics::gauge!(crate::metrics::HTTP_LONG_REQUESTS).increment(1.0);
         Ok(LongPermit {
             _server: server,
             _key: share,

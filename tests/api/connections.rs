@@ -13,8 +13,30 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 use crate::db::Backend;
-use crate::helpers::spawn_app_with;
+use crate::helpers::{TestApp, spawn_app_with};
 use crate::process::{free_port, log_tail};
+
+/// Waits until `n` long requests hold their permits (`synthgate_http_long_requests`): the
+/// server has taken each one in, so what the test sends next meets them.
+async fn await_long_requests(app: &TestApp, n: u64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = app.get_text("/metrics").await;
+        let held = text
+            .lines()
+            .find_map(|l| l.strip_prefix("synthgate_http_long_requests "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0);
+        if held == n as f64 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{held} long requests held, not {n}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
 
 /// A request head that is never finished.
 const PARTIAL_HEAD: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: slow\r\nX-Slow: ";
@@ -268,8 +290,8 @@ async fn dripping_uploads_cannot_fill_the_connections() {
     for _ in 0..LIMIT / 2 {
         dripping.push(dripping_upload(app.addr).await);
     }
-    // Let the server take each one in (they hold their permits from the request's head on).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The server has taken each one in (they hold their permits from the request's head on).
+    await_long_requests(&app, (LIMIT / 2) as u64).await;
     for _ in 0..LIMIT {
         let mut s = dripping_upload(app.addr).await;
         let answer = read_response(&mut s).await;
@@ -522,7 +544,7 @@ async fn one_key_holds_at_most_its_share_of_long_requests() {
         }
     };
     let mut held = vec![start(A).await, start(A).await];
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    await_long_requests(&app, 2).await;
     let mut third = start(A).await;
     let answer = read_response(&mut third).await;
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
@@ -533,7 +555,7 @@ async fn one_key_holds_at_most_its_share_of_long_requests() {
     );
     // Key b's upload takes one of the permits a left free: still in progress, unanswered.
     held.push(start(B).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    await_long_requests(&app, 3).await;
     for s in &mut held {
         let mut buf = [0u8; 1];
         let read = tokio::time::timeout(Duration::from_millis(20), s.read(&mut buf)).await;

@@ -193,8 +193,12 @@ async fn a_dead_server_fails_calls_instead_of_hanging_them() {
         (result, Instant::now())
     };
     let kill = async {
-        // Let the request reach the server before it dies.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // The call has reached the server: its tool says so before it sleeps.
+        let started = tokio::time::timeout(CALL_TIMEOUT, server.stdout.next_line())
+            .await
+            .expect("the call reaches the server in time")
+            .expect("read the server's stdout");
+        assert_eq!(started.as_deref(), Some("sleeping"));
         let killing_at = Instant::now();
         server.child.kill().await.expect("kill the server");
         killing_at

@@ -213,8 +213,9 @@ pub struct SseServer {
     pub child: tokio::process::Child,
     /// The SSE URL the server printed on its first stdout line.
     pub url: String,
-    /// Kept open so a later print cannot fail with a broken pipe.
-    _stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    /// Its stdout after the URL (the `sleep` tool says `sleeping` there when a call starts);
+    /// kept open so a later print cannot fail with a broken pipe.
+    pub stdout: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
 }
 
 /// Starts tests/mcp/sse_server.py on a free port, requiring `token` as a bearer token when
@@ -246,9 +247,5 @@ pub async fn spawn_sse_server(token: Option<&str>) -> Option<SseServer> {
         .expect("the server prints its URL in time")
         .expect("read the server's stdout")
         .expect("the server printed its URL before exiting");
-    Some(SseServer {
-        child,
-        url,
-        _stdout: stdout,
-    })
+    Some(SseServer { child, url, stdout })
 }

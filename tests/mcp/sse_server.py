@@ -54,7 +54,9 @@ def boom() -> str:
 
 @mcp.tool()
 async def sleep(seconds: float) -> str:
-    """Sleeps, so a test can have a call in flight when it kills the server."""
+    """Sleeps, so a test can have a call in flight when it kills the server. Says so on
+    stdout first, for the test to wait on instead of guessing when the call arrived."""
+    print("sleeping", flush=True)
     await anyio.sleep(seconds)
     return "slept"
 
