@@ -8,29 +8,20 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
 use utoipa::ToSchema;
 
+use super::views::{
+    DEFAULT_NAME, DEFAULT_NAMESPACE, DEFAULT_PROJECT, DataDesignerJob, DataDesignerJobStatus, META,
+    NAMESPACE, PROJECT, error_details, job_view, platform_status, status_details,
+};
 use crate::api::extract::{self, ApiPath, BodyFormat};
 use crate::auth::Caller;
-use crate::domain::JobStatus;
 use crate::domain::job::JobSummary;
 use crate::error::{ApiError, ErrorBody};
 use crate::jobs::{NumRecords, SubmitRequest};
 use crate::state::AppState;
-
-/// The key of the job metadata that holds the Data Designer job's own fields (its name is the
-/// job's own, not kept here).
-pub(super) const META: &str = "data_designer";
-/// Keys under [`META`] that the list filters on.
-pub(super) const PROJECT: &str = "project";
-pub(super) const NAMESPACE: &str = "namespace";
-/// What the client shows for a job without a name, project or namespace (a job submitted at
-/// `/v1/jobs`, or one the client sent without them).
-pub(super) const DEFAULT_NAME: &str = "nemo-data-designer-job";
-pub(super) const DEFAULT_PROJECT: &str = "nemo-data-designer";
-pub(super) const DEFAULT_NAMESPACE: &str = "default";
 
 /// The client's `JobCreateParams`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -54,7 +45,7 @@ pub struct DataDesignerJobRequest {
 }
 
 /// The client's `DataDesignerJobConfig`.
-#[derive(Debug, Deserialize, ToSchema)]
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DataDesignerJobSpec {
     pub num_records: i64,
@@ -69,7 +60,7 @@ pub struct DataDesignerJobSpec {
 #[utoipa::path(post, path = "/v1/data-designer/jobs", operation_id = "data_designer_create_job", tag = "data-designer",
     request_body = DataDesignerJobRequest,
     responses(
-        (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
+        (status = 200, description = "The job", body = DataDesignerJob),
         (status = 400, description = "Malformed JSON (`invalid_json`, `duplicate_key`)", body = ErrorBody),
         (status = 403, description = "The key may not use a model or tool alias the config names (`alias_not_allowed`)", body = ErrorBody),
         (status = 413, description = "Body too large (`payload_too_large`)", body = ErrorBody),
@@ -81,7 +72,7 @@ pub async fn create_job(
     State(state): State<AppState>,
     caller: Caller,
     body: bytes::Bytes,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DataDesignerJob>, ApiError> {
     let value = state
         .jobs
         .cpu()
@@ -116,7 +107,7 @@ pub async fn create_job(
 #[utoipa::path(get, path = "/v1/data-designer/jobs/{id}", operation_id = "data_designer_get_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "The job (`DataDesignerJob`)", body = Object),
+        (status = 200, description = "The job", body = DataDesignerJob),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
     ))]
@@ -124,11 +115,11 @@ pub async fn get_job(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DataDesignerJob>, ApiError> {
     let id = extract::job_id(&id)?;
     let s = state.jobs.summary(id, caller.owner()).await?;
     let mut view = job_view(&s);
-    add_providers(&state, &s, &mut view["status_details"]).await;
+    add_providers(&state, &s, &mut view.status_details).await;
     Ok(Json(view))
 }
 
@@ -136,7 +127,7 @@ pub async fn get_job(
 #[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/status", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "The status (`PlatformJobStatusResponse`)", body = Object),
+        (status = 200, description = "The status", body = DataDesignerJobStatus),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
     ))]
@@ -144,18 +135,18 @@ pub async fn job_status(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DataDesignerJobStatus>, ApiError> {
     let id = extract::job_id(&id)?;
     let s = state.jobs.summary(id, caller.owner()).await?;
     let mut details = status_details(&s);
     add_providers(&state, &s, &mut details).await;
-    Ok(Json(json!({
-        "job_id": s.job.id.to_string(),
-        "status": platform_status(s.job.status),
-        "status_details": details,
-        "error_details": error_details(&s),
-        "steps": [],
-    })))
+    Ok(Json(DataDesignerJobStatus {
+        job_id: s.job.id.to_string(),
+        status: platform_status(s.job.status),
+        status_details: details,
+        error_details: error_details(&s),
+        steps: Vec::new(),
+    }))
 }
 
 /// While the job is active, `status_details.providers`: each model provider its columns call,
@@ -194,7 +185,7 @@ pub async fn delete_job(
 #[utoipa::path(post, path = "/v1/data-designer/jobs/{id}/cancel", operation_id = "data_designer_cancel_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "The job after the request (`DataDesignerJob`)", body = Object),
+        (status = 200, description = "The job after the request", body = DataDesignerJob),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
         (status = 409, description = "The job has finished (`job_finished`)", body = ErrorBody),
@@ -203,122 +194,9 @@ pub async fn cancel_job(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DataDesignerJob>, ApiError> {
     let id = extract::job_id(&id)?;
     Ok(Json(job_view(
         &state.jobs.cancel(id, caller.owner()).await?,
     )))
-}
-
-/// Our status as the platform's `PlatformJobStatus`.
-pub(super) fn platform_status(status: JobStatus) -> &'static str {
-    match status {
-        JobStatus::Queued => "pending",
-        JobStatus::Running => "active",
-        JobStatus::Cancelling => "cancelling",
-        JobStatus::Cancelled => "cancelled",
-        JobStatus::Completed => "completed",
-        JobStatus::Failed => "error",
-    }
-}
-
-/// `status_details`: the records' progress, and our own status name; the calls answered by the
-/// response cache, the cost and budget (with priced models); for a job with
-/// `record_selection`, its five counts, and whether its budget ran out (a `return_partial` job
-/// completes short of `num_records`: this says so).
-fn status_details(s: &JobSummary) -> Value {
-    let mut details = json!({
-        "num_records": s.job.num_records,
-        "completed": s.counts.completed,
-        "failed": s.counts.failed,
-        "in_progress": s.counts.in_progress,
-        "pending": s.counts.pending,
-        "synthgate_status": s.job.status.as_str(),
-    });
-    let cached: u64 = s.usage.values().map(|u| u.cached_requests).sum();
-    if cached > 0 {
-        details["cached_requests"] = cached.into();
-    }
-    if let Some(cost) = crate::api::dto::job_cost(&s.usage) {
-        details["cost"] = cost.into();
-    }
-    if let Some(max) = s.job.max_cost_nanos {
-        details["max_cost"] = crate::domain::models::prices::from_nanos(max).into();
-    }
-    if let Some(sel) = &s.counts.selection {
-        let mut v = serde_json::to_value(sel).unwrap_or_default();
-        v["candidates"] = sel.candidates().into();
-        v["exhausted"] = (s.job.status.is_terminal() && sel.exhausted()).into();
-        details["record_selection"] = v;
-    }
-    details
-}
-
-/// `error_details`: the job's error, and the first failed records' errors.
-fn error_details(s: &JobSummary) -> Value {
-    let job = &s.job;
-    let mut error_details = Map::new();
-    if let Some(e) = &job.error {
-        error_details.insert("code".into(), e.code.clone().into());
-        error_details.insert("message".into(), e.message.clone().into());
-    }
-    if !s.first_errors.is_empty() {
-        let records: Vec<Value> = s
-            .first_errors
-            .iter()
-            .map(|f| {
-                json!({"record_id": f.id.to_string(), "index": f.index,
-                    "code": f.error.code.as_str(), "column": f.error.column,
-                    "message": f.error.message})
-            })
-            .collect();
-        error_details.insert("failed_records".into(), records.into());
-    }
-    Value::Object(error_details)
-}
-
-/// The Data Designer fields a job was created with (`/v1` jobs have none).
-fn meta(s: &JobSummary) -> Option<&Value> {
-    s.job.metadata.as_ref().and_then(|m| m.get(META))
-}
-
-/// A job's `(name, project, namespace)`, the client's defaults where it has none.
-fn names(s: &JobSummary) -> (String, String, String) {
-    let field = |k: &str, default: &str| {
-        meta(s)
-            .and_then(|m| m.get(k))
-            .and_then(Value::as_str)
-            .unwrap_or(default)
-            .to_owned()
-    };
-    (
-        s.job
-            .name
-            .clone()
-            .unwrap_or_else(|| DEFAULT_NAME.to_owned()),
-        field(PROJECT, DEFAULT_PROJECT),
-        field(NAMESPACE, DEFAULT_NAMESPACE),
-    )
-}
-
-/// A job as the client's `DataDesignerJob`.
-pub(super) fn job_view(s: &JobSummary) -> Value {
-    let job = &s.job;
-    let (name, project, namespace) = names(s);
-    let field = |k: &str| meta(s).and_then(|m| m.get(k)).cloned();
-    json!({
-        "id": job.id.to_string(),
-        "name": name,
-        "project": project,
-        "namespace": namespace,
-        "description": field("description").unwrap_or(Value::Null),
-        "spec": {"num_records": job.num_records, "config": job.config},
-        "status": platform_status(job.status),
-        "status_details": status_details(s),
-        "error_details": error_details(s),
-        "ownership": {},
-        "custom_fields": field("custom_fields").unwrap_or_else(|| json!({})),
-        "created_at": job.created_at.to_rfc3339(),
-        "updated_at": job.updated_at.to_rfc3339(),
-    })
 }

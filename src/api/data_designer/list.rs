@@ -5,7 +5,7 @@ use axum::Json;
 use axum::extract::State;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::{Value, json};
+
 use utoipa::IntoParams;
 
 use crate::api::extract::{self, ApiQuery};
@@ -15,9 +15,9 @@ use crate::domain::job::{JobFilter, JobOrder, TextField, TextMatch, TextTest};
 use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
-use super::jobs::{
-    DEFAULT_NAME, DEFAULT_NAMESPACE, DEFAULT_PROJECT, META, NAMESPACE, PROJECT, job_view,
-    platform_status,
+use super::views::{
+    DEFAULT_NAME, DEFAULT_NAMESPACE, DEFAULT_PROJECT, DataDesignerJobList, DataDesignerPagination,
+    META, NAMESPACE, PROJECT, PlatformStatus, job_view, platform_status,
 };
 
 /// Query of the job list: the client's `JobListParams`, as its query string writes them
@@ -68,14 +68,6 @@ pub struct ListJobsQuery {
 /// The job filter and order of a list query: everything the client may ask is applied by the
 /// store, in the one statement that reads the page.
 fn selection(q: &ListJobsQuery) -> Result<(JobFilter, JobOrder), ApiError> {
-    const STATUSES: [&str; 6] = [
-        "pending",
-        "active",
-        "cancelling",
-        "cancelled",
-        "completed",
-        "error",
-    ];
     let order = match q.sort.as_deref() {
         None => JobOrder::CreatedDesc,
         Some(sort) => JobOrder::parse(sort).ok_or_else(|| {
@@ -85,10 +77,14 @@ fn selection(q: &ListJobsQuery) -> Result<(JobFilter, JobOrder), ApiError> {
             ))
         })?,
     };
-    if let Some(status) = q.filter_status.as_deref().filter(|s| !STATUSES.contains(s)) {
+    if let Some(status) = q
+        .filter_status
+        .as_deref()
+        .filter(|s| !PlatformStatus::NAMES.contains(s))
+    {
         return Err(ApiError::InvalidRequest(format!(
             "query parameter 'filter[status]': '{status}' is not one of {}",
-            STATUSES.join(", ")
+            PlatformStatus::NAMES.join(", ")
         )));
     }
     let time = |name: &str, raw: &Option<String>| -> Result<Option<DateTime<Utc>>, ApiError> {
@@ -102,7 +98,7 @@ fn selection(q: &ListJobsQuery) -> Result<(JobFilter, JobOrder), ApiError> {
         .map(|st| {
             JobStatus::ALL
                 .into_iter()
-                .filter(|s| platform_status(*s) == st)
+                .filter(|s| platform_status(*s).as_str() == st)
                 .collect()
         })
         .unwrap_or_default();
@@ -172,14 +168,14 @@ fn terms_of(raw: &Option<String>) -> Vec<String> {
 #[utoipa::path(get, path = "/v1/data-designer/jobs", operation_id = "data_designer_list_jobs", tag = "data-designer",
     params(ListJobsQuery),
     responses(
-        (status = 200, description = "A page of jobs", body = Object),
+        (status = 200, description = "A page of jobs", body = DataDesignerJobList),
         (status = 422, description = "A page or page size of 0, an unknown parameter, a sort other than `created_at`, `updated_at` and their `-` forms, a bad status or time (`invalid_request`)", body = ErrorBody),
     ))]
 pub async fn list_jobs(
     State(state): State<AppState>,
     caller: Caller,
     ApiQuery(q): ApiQuery<ListJobsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DataDesignerJobList>, ApiError> {
     let max = state.config.limits.max_page_size;
     let page = q.page.unwrap_or(1);
     let size = q.page_size.unwrap_or(max).min(max);
@@ -193,17 +189,16 @@ pub async fn list_jobs(
         .jobs
         .numbered_jobs(caller.owner(), &filter, order, page - 1, size)
         .await?;
-    let data: Vec<Value> = listed.items.iter().map(job_view).collect();
-    let more = listed.more;
-    Ok(Json(json!({
-        "object": "list",
-        "data": data,
-        "sort": q.sort.as_deref().unwrap_or("-created_at"),
-        "pagination": {
-            "page": page,
-            "page_size": size,
-            "current_page_size": data.len(),
-            "total_pages": if more { page + 1 } else { page },
+    let data: Vec<_> = listed.items.iter().map(job_view).collect();
+    Ok(Json(DataDesignerJobList {
+        object: "list",
+        pagination: DataDesignerPagination {
+            page,
+            page_size: size,
+            current_page_size: data.len(),
+            total_pages: if listed.more { page + 1 } else { page },
         },
-    })))
+        data,
+        sort: q.sort.unwrap_or_else(|| "-created_at".into()),
+    }))
 }

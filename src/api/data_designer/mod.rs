@@ -25,6 +25,7 @@ mod logs;
 mod preview;
 mod results;
 mod settings;
+mod views;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;

@@ -10,7 +10,8 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::{Value, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use crate::api::extract::{self, ApiPath};
 use crate::auth::Caller;
@@ -46,16 +47,43 @@ async fn job_with_result(
 }
 
 /// A result as the client's `PlatformJobResult`.
-fn result_view(job: &JobRow, name: &str) -> Value {
-    json!({
-        "job_id": job.id.to_string(),
-        "result_name": name,
-        "namespace": "default",
-        "artifact_storage_type": "synthgate",
-        "artifact_url": format!("/v1/data-designer/jobs/{}/results/{name}/download", job.id),
-        "created_at": job.created_at.to_rfc3339(),
-        "updated_at": job.updated_at.to_rfc3339(),
-    })
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlatformJobResult {
+    pub job_id: String,
+    /// `dataset` or `analysis`.
+    pub result_name: String,
+    /// Always `default`.
+    pub namespace: &'static str,
+    /// Always `synthgate`: the artifact is served here, at `artifact_url`.
+    pub artifact_storage_type: &'static str,
+    /// Its download, relative to the server.
+    pub artifact_url: String,
+    /// RFC 3339.
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// RFC 3339.
+    #[schema(format = DateTime)]
+    pub updated_at: String,
+}
+
+/// The client's `PlatformJobListResultResponse`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlatformJobResultList {
+    /// Always `list`.
+    pub object: &'static str,
+    pub data: Vec<PlatformJobResult>,
+}
+
+fn result_view(job: &JobRow, name: &str) -> PlatformJobResult {
+    PlatformJobResult {
+        job_id: job.id.to_string(),
+        result_name: name.to_owned(),
+        namespace: "default",
+        artifact_storage_type: "synthgate",
+        artifact_url: format!("/v1/data-designer/jobs/{}/results/{name}/download", job.id),
+        created_at: job.created_at.to_rfc3339(),
+        updated_at: job.updated_at.to_rfc3339(),
+    }
 }
 
 /// List a Data Designer job's results
@@ -64,7 +92,7 @@ fn result_view(job: &JobRow, name: &str) -> Value {
 #[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/results", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "The results (`PlatformJobListResultResponse`)", body = Object),
+        (status = 200, description = "The results", body = PlatformJobResultList),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
     ))]
@@ -72,15 +100,18 @@ pub async fn list_results(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PlatformJobResultList>, ApiError> {
     let id = extract::job_id(&id)?;
     let job = state.jobs.get(id, caller.owner()).await?;
-    let data: Vec<Value> = if has_results(job.status) {
+    let data = if has_results(job.status) {
         RESULTS.iter().map(|name| result_view(&job, name)).collect()
     } else {
         Vec::new()
     };
-    Ok(Json(json!({"object": "list", "data": data})))
+    Ok(Json(PlatformJobResultList {
+        object: "list",
+        data,
+    }))
 }
 
 /// A Data Designer job's result
@@ -91,7 +122,7 @@ pub async fn list_results(
     params(("id" = uuid::Uuid, Path, description = "Job id"),
         ("name" = String, Path, description = "`dataset` or `analysis`")),
     responses(
-        (status = 200, description = "The result (`PlatformJobResult`)", body = Object),
+        (status = 200, description = "The result", body = PlatformJobResult),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, another key's (`job_not_found`), or no such result yet (`output_not_found`)", body = ErrorBody),
     ))]
@@ -99,7 +130,7 @@ pub async fn get_result(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath((id, name)): ApiPath<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PlatformJobResult>, ApiError> {
     let job = job_with_result(&state, &caller, &id, &name).await?;
     Ok(Json(result_view(&job, &name)))
 }
