@@ -166,7 +166,7 @@ async fn add_providers(state: &AppState, s: &JobSummary, details: &mut Value) {
 #[utoipa::path(delete, path = "/v1/data-designer/jobs/{id}", operation_id = "data_designer_delete_job", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id")),
     responses(
-        (status = 200, description = "Deleted: `{\"id\", \"deleted\": true}`", body = Object),
+        (status = 200, description = "Deleted", body = DeletedJob),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
         (status = 409, description = "The job has not finished (`job_not_finished`)", body = ErrorBody),
@@ -175,10 +175,21 @@ pub async fn delete_job(
     State(state): State<AppState>,
     caller: Caller,
     ApiPath(id): ApiPath<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeletedJob>, ApiError> {
     let id = extract::job_id(&id)?;
     state.jobs.delete(id, caller.owner()).await?;
-    Ok(Json(json!({"id": id.to_string(), "deleted": true})))
+    Ok(Json(DeletedJob {
+        id: id.to_string(),
+        deleted: true,
+    }))
+}
+
+/// What deleting a Data Designer job answers.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeletedJob {
+    pub id: String,
+    /// Always true.
+    pub deleted: bool,
 }
 
 /// Cancel a Data Designer job

@@ -3,9 +3,9 @@
 
 use axum::Json;
 use axum::extract::State;
-use serde::Deserialize;
-use serde_json::{Value, json};
-use utoipa::IntoParams;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use utoipa::{IntoParams, ToSchema};
 
 use crate::api::extract::{self, ApiPath, ApiQuery};
 use crate::auth::Caller;
@@ -36,7 +36,7 @@ pub struct LogsQuery {
 #[utoipa::path(get, path = "/v1/jobs/{id}/logs", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id"), LogsQuery),
     responses(
-        (status = 200, description = "The log (`SyncLogsPagination[PlatformJobLog]`)", body = Object),
+        (status = 200, description = "The log", body = PlatformJobLogPage),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
         (status = 422, description = "A malformed query parameter (`invalid_request`)", body = ErrorBody),
@@ -46,7 +46,7 @@ pub async fn job_logs(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(_q): ApiQuery<LogsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PlatformJobLogPage>, ApiError> {
     logs(&state, &caller, &id).await
 }
 
@@ -57,7 +57,7 @@ pub async fn job_logs(
 #[utoipa::path(get, path = "/v1/data-designer/jobs/{id}/logs", tag = "data-designer",
     params(("id" = uuid::Uuid, Path, description = "Job id"), LogsQuery),
     responses(
-        (status = 200, description = "The log (`SyncLogsPagination[PlatformJobLog]`)", body = Object),
+        (status = 200, description = "The log", body = PlatformJobLogPage),
         (status = 400, description = "Not a UUID (`invalid_id`)", body = ErrorBody),
         (status = 404, description = "No such job, or another key's (`job_not_found`)", body = ErrorBody),
         (status = 422, description = "A malformed query parameter (`invalid_request`)", body = ErrorBody),
@@ -67,31 +67,64 @@ pub async fn data_designer_job_logs(
     caller: Caller,
     ApiPath(id): ApiPath<String>,
     ApiQuery(_q): ApiQuery<LogsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PlatformJobLogPage>, ApiError> {
     logs(&state, &caller, &id).await
 }
 
-/// The log of job `id` as the client's `SyncLogsPagination[PlatformJobLog]`.
-async fn logs(state: &AppState, caller: &Caller, id: &str) -> Result<Json<Value>, ApiError> {
+/// A page of a job's log: the client's `SyncLogsPagination[PlatformJobLog]`, all of it on one
+/// page.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlatformJobLogPage {
+    /// Always `list`.
+    pub object: &'static str,
+    pub data: Vec<PlatformJobLog>,
+    /// Always null: the whole log is one page.
+    #[schema(value_type = Option<String>)]
+    pub next_page: Option<String>,
+}
+
+/// One entry of a job's log (`PlatformJobLog`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlatformJobLog {
+    pub job_id: String,
+    /// Always `data-designer`.
+    pub job_step: &'static str,
+    /// Always `generate`.
+    pub job_task: &'static str,
+    /// A JSON object as text: `{"name", "levelname", "message"}`.
+    pub message: String,
+    /// RFC 3339: when the job last changed.
+    #[schema(format = DateTime)]
+    pub timestamp: String,
+}
+
+/// The log of job `id`.
+async fn logs(
+    state: &AppState,
+    caller: &Caller,
+    id: &str,
+) -> Result<Json<PlatformJobLogPage>, ApiError> {
     let id = extract::job_id(id)?;
     let summary = state.jobs.summary(id, caller.owner()).await?;
-    let data: Vec<Value> = log_lines(&summary)
+    let data = log_lines(&summary)
         .into_iter()
         .map(|(level, message)| {
             let inner = json!({"name": "data_designer.synthgate", "levelname": level,
                 "message": message});
-            json!({
-                "job_id": summary.job.id.to_string(),
-                "job_step": "data-designer",
-                "job_task": "generate",
-                "message": inner.to_string(),
-                "timestamp": summary.job.updated_at.to_rfc3339(),
-            })
+            PlatformJobLog {
+                job_id: summary.job.id.to_string(),
+                job_step: "data-designer",
+                job_task: "generate",
+                message: inner.to_string(),
+                timestamp: summary.job.updated_at.to_rfc3339(),
+            }
         })
         .collect();
-    Ok(Json(
-        json!({"object": "list", "data": data, "next_page": null}),
-    ))
+    Ok(Json(PlatformJobLogPage {
+        object: "list",
+        data,
+        next_page: None,
+    }))
 }
 
 /// The log of a job as `(level, text)` lines, a function of its state that only grows as the
