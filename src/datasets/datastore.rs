@@ -29,7 +29,7 @@ use super::{
 };
 use crate::domain::DatasetId;
 use crate::rendered::{RenderWriter, Rendered};
-use crate::store::{Store, StoreError};
+use crate::store::{DatasetStore, StoreError};
 
 /// Datasets read per page of a repository's listing.
 const PAGE: u32 = 500;
@@ -85,7 +85,7 @@ impl RepoId {
 /// The newest dataset of each name in `repo`, by name; `file`, if given, keeps only the
 /// names it matches (a glob when it holds `*`, `?` or `[`).
 pub async fn repo_files(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     owner: Option<&str>,
     repo: &RepoId,
     file: Option<&str>,
@@ -128,7 +128,7 @@ pub const MAX_COMMIT_FILES: usize = 1_000;
 /// The datasets a commit in progress has created; deleted again unless the commit finishes
 /// (emptied). Dropped part way (the request was cut), it deletes them from a task of its own.
 struct Uncommitted {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DatasetStore>,
     owner: Option<String>,
     ids: Vec<DatasetId>,
 }
@@ -165,7 +165,7 @@ impl Drop for Uncommitted {
     }
 }
 
-async fn delete_all(store: &dyn Store, owner: Option<&str>, ids: Vec<DatasetId>) {
+async fn delete_all(store: &dyn DatasetStore, owner: Option<&str>, ids: Vec<DatasetId>) {
     for id in ids {
         if let Err(e) = store.delete_dataset(id, owner).await {
             tracing::warn!(dataset.id = %id, error = %e, "could not undo a failed commit's file");

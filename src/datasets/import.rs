@@ -22,7 +22,7 @@ use super::decoder;
 use super::formats::{Kind, KindSet, RowSink};
 use super::{BLOCK_ROWS, DatasetColumn, DatasetFormat, DatasetId, DatasetMeta, DatasetSourceKind};
 use crate::config::DatasetLimits;
-use crate::store::{Store, StoreError};
+use crate::store::{DatasetStore, StoreError};
 
 /// A batch of encoded blocks is sent to the writer once it reaches this many bytes.
 pub const BATCH_BYTES: usize = 4 * 1024 * 1024;
@@ -117,7 +117,7 @@ impl FileDigest {
     reason = "the contract's signature, one value each"
 )]
 pub async fn import_file(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     owner: Option<&str>,
     name: &str,
     format: DatasetFormat,
@@ -144,7 +144,7 @@ pub async fn import_file(
     reason = "import_file's arguments plus the digest"
 )]
 pub async fn import_file_digested(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     owner: Option<&str>,
     name: &str,
     format: DatasetFormat,
@@ -168,7 +168,7 @@ pub async fn import_file_digested(
 /// typed from the values; a row without a column gets null. The digest is that of the rows'
 /// JSON Lines encoding.
 pub async fn import_rows(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     owner: Option<&str>,
     name: &str,
     rows: Vec<Map<String, Value>>,
@@ -298,7 +298,7 @@ struct Batch {
 /// `ready`. On any failure, deletes what was written. `limit_rows`: whether
 /// `limits.max_row_bytes` applies (the dataset's row count and size always do).
 pub(crate) async fn run_import<F>(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     meta: DatasetMeta,
     limits: &DatasetLimits,
     limit_rows: bool,
@@ -369,7 +369,7 @@ where
 
 /// Receives the parser's batches and writes them; returns the columns and row count.
 async fn write_blocks<F>(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     id: DatasetId,
     limits: SinkLimits,
     parse: F,

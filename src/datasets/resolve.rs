@@ -43,12 +43,12 @@ use crate::datasets::{
 };
 use crate::domain::dataset::{ConfigIssue, SeedSource, codes};
 use crate::generate::{ColumnType, StoredSeed};
-use crate::store::{Store, StoreError};
+use crate::store::{DatasetStore, StoreError};
 
 /// What resolving a seed source needs: the store, the caller, and the server's sources.
 pub struct ResolveCtx<'a> {
     /// Where datasets are stored and imported.
-    pub store: &'a dyn Store,
+    pub store: &'a dyn DatasetStore,
     /// The caller's API key owner; `None` when auth is off (everything is visible).
     pub owner: Option<&'a str>,
     /// The server-side sources (allow-listed directories, the Hub).

@@ -15,7 +15,7 @@ use quick_cache::sync::Cache;
 use serde_json::{Map, Value};
 
 use super::{BLOCK_ROWS, DatasetId};
-use crate::store::{Store, StoreError};
+use crate::store::{DatasetStore, StoreError};
 
 /// Counter of dataset blocks read from the database for seed rows (cache misses).
 pub const SEED_BLOCKS_READ: &str = "synthgate_seed_blocks_read_total";
@@ -109,7 +109,7 @@ fn value_bytes(v: &Value) -> usize {
 /// The seed block cache of one process; see the module docs. Cheap to clone.
 #[derive(Clone)]
 pub struct SeedBlocks {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DatasetStore>,
     cache: Arc<Cache<(DatasetId, u64), Block, BlockBytes>>,
 }
 
@@ -124,7 +124,7 @@ impl std::fmt::Debug for SeedBlocks {
 
 impl SeedBlocks {
     /// A cache of at most about `capacity_bytes` of rows over `store`.
-    pub fn new(store: Arc<dyn Store>, capacity_bytes: u64) -> Self {
+    pub fn new(store: Arc<dyn DatasetStore>, capacity_bytes: u64) -> Self {
         // One shard: the default (four per core) splits the capacity so finely that a block of
         // long rows (file contents) would not fit a shard and never be cached. Lookups are a
         // hash probe under a short lock, far cheaper than the record they serve.

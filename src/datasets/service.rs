@@ -21,7 +21,7 @@ use super::{
     DatasetFormat, DatasetId, DatasetMeta, DatasetQuery, DatasetSourceKind, DeleteDataset,
 };
 use crate::config::DatasetsConfig;
-use crate::store::Store;
+use crate::store::DatasetStore;
 
 /// Rows a dataset's `preview` shows.
 pub const PREVIEW_ROWS: usize = 10;
@@ -32,7 +32,7 @@ const MAX_NAME_BYTES: usize = 255;
 /// Datasets for the API.
 #[derive(Clone)]
 pub struct DatasetService {
-    pub(super) store: Arc<dyn Store>,
+    pub(super) store: Arc<dyn DatasetStore>,
     pub(super) config: Arc<DatasetsConfig>,
     /// The datastore's last renderings (see [`super::datastore`]).
     pub(super) renders: Arc<crate::rendered::RenderCache<super::DatasetId>>,
@@ -46,7 +46,7 @@ pub struct DatasetPage {
 }
 
 impl DatasetService {
-    pub fn new(store: Arc<dyn Store>, config: DatasetsConfig) -> Self {
+    pub fn new(store: Arc<dyn DatasetStore>, config: DatasetsConfig) -> Self {
         Self {
             store,
             config: Arc::new(config),

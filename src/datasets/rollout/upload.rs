@@ -21,7 +21,7 @@ use crate::datasets::decoder;
 use crate::datasets::formats::{KindSet, RowSink};
 use crate::datasets::import::{FileDigest, ImportError, json_kind, new_meta, run_import};
 use crate::datasets::{DatasetColumn, DatasetFormat, DatasetMeta, DatasetSourceKind, upload_path};
-use crate::store::Store;
+use crate::store::DatasetStore;
 
 /// Most files an archive may hold (DataDesigner's listing has no bound; a folder of agent
 /// sessions holds hundreds to thousands).
@@ -110,7 +110,7 @@ pub fn default_path(format: RolloutFormat) -> Option<&'static str> {
     reason = "import_file_digested's arguments with the rollout's in place of the format"
 )]
 pub async fn import_rollout(
-    store: &dyn Store,
+    store: &dyn DatasetStore,
     owner: Option<&str>,
     name: &str,
     path: &Path,
