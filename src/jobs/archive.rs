@@ -15,7 +15,7 @@ use futures::StreamExt as _;
 use futures::stream::BoxStream;
 
 use super::{ExportFormat, ExportRecords, JobService};
-use crate::domain::JobId;
+use crate::domain::job::JobRow;
 use crate::error::ApiError;
 use crate::rendered::{RenderWriter, Rendered};
 
@@ -23,17 +23,16 @@ use crate::rendered::{RenderWriter, Rendered};
 const ARCHIVE_MEMBER: &str = "dataset/part-0.parquet";
 
 impl JobService {
-    /// The dataset of job `id` (visible to `owner`) as a tar archive, streamed (see the
-    /// module docs).
+    /// The dataset of `job` (as the caller read it, visible to `owner`) as a tar archive,
+    /// streamed (see the module docs).
     pub async fn dataset_archive(
         &self,
-        id: JobId,
+        job: &JobRow,
         owner: Option<&str>,
     ) -> Result<BoxStream<'static, Result<Bytes, std::io::Error>>, ApiError> {
-        let job = self.get(id, owner).await?;
         let export = self
             .export(
-                id,
+                job.id,
                 owner,
                 ExportFormat::Parquet,
                 false,

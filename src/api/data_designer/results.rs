@@ -167,7 +167,7 @@ async fn dataset_archive(
     caller: &Caller,
     job: &JobRow,
 ) -> Result<Response, ApiError> {
-    let archive = state.jobs.dataset_archive(job.id, caller.owner()).await?;
+    let archive = state.jobs.dataset_archive(job, caller.owner()).await?;
     let mut resp = Body::from_stream(archive).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
