@@ -42,7 +42,7 @@ const LONG: Duration = Duration::from_secs(3600);
 const EXPIRED: Duration = Duration::ZERO;
 
 /// A job of `n` records with distinctive values in every field.
-fn new_job(owner: Option<&str>, n: u32) -> NewJob {
+pub(crate) fn new_job(owner: Option<&str>, n: u32) -> NewJob {
     NewJob {
         id: JobId::new(),
         owner: owner.map(str::to_owned),

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use synthgate::config::{LimitsConfig, WorkersConfig};
 use synthgate::domain::models::ModelConfig;
 use synthgate::domain::record::{RecordErrorCode, RecordStage};
-use synthgate::domain::{JobId, JobStatus, RecordStatus};
+use synthgate::domain::{JobStatus, RecordStatus};
 use synthgate::jobs::{Catalog, JobService};
 use synthgate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError};
 use synthgate::queue::Database;
@@ -56,26 +56,13 @@ async fn a_panicking_record_fails_and_frees_its_lease() {
         ToolHub::empty(),
     );
     let job = NewJob {
-        id: JobId::new(),
-        owner: None,
         config: json!({"columns": [
             {"name": "answer", "column_type": "llm-text", "model_alias": "m", "prompt": "Hi."}
         ]}),
-        num_records: 3,
-        seed: 7,
-        metadata: None,
+        output_columns: vec!["answer".into()],
+        // No early shutdown: every record fails, and the job must still complete.
         run_config: json!({}),
-        idempotency_key: None,
-        request_hash: None,
-        output_columns: vec!["x".into()],
-        max_live_jobs: None,
-        max_live_records: None,
-        seed_datasets: Vec::new(),
-        name: None,
-        trace_context: None,
-        selection: None,
-        cache_mode: Default::default(),
-        max_cost_nanos: None,
+        ..crate::store::new_job(None, 3)
     };
     let CreateOutcome::Created(job) = store.create_job(&job).await.unwrap() else {
         panic!("job not created");
