@@ -44,7 +44,7 @@ first tool call `slow` for MS ms, and the row reports records/s against the boun
 in_flight / MS.
 
 --in-flight N sets workers.count, workers.max_in_flight and the model's
-max_parallel_requests all to N. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
+max_parallel_requests all to N, and above 256 the provider's llm.admission.max_in_flight too. --otlp exports the service's spans (OTEL_EXPORTER_OTLP_ENDPOINT)
 to an OTLP/HTTP sink in this process, which answers every export at once; the row then says
 what the sink received and what the service counted (exported, dropped, failed). Build first with `cargo build --release --workspace`.
 Standard library only; traffic stays on 127.0.0.1; every run stops by itself.
@@ -60,6 +60,9 @@ TERMINAL = ("completed", "failed", "cancelled")
 SYNTHGATE = None
 # --perf FILE: `perf record` the service from ready to stop (its CPU figures then include perf).
 PERF = None
+# `llm.admission.max_in_flight`'s default (src/config/llm.rs): builds from before it existed
+# refuse the key, so it is only written for rows that ask for more in flight than this.
+ADMISSION_DEFAULT = 256
 # Extra `workers` settings from --workers KEY=VALUE.
 WORKERS = {}
 # Other `database` settings (--database KEY=VALUE), e.g. max_connections.
@@ -254,6 +257,11 @@ class Service:
         workers.update(WORKERS)
         if workers:
             cfg += "workers: {" + ", ".join(f"{k}: {v}" for k, v in workers.items()) + "}\n"
+        if llm and in_flight and in_flight > ADMISSION_DEFAULT:
+            # The provider's adaptive limit starts at llm.admission.max_in_flight (256 by
+            # default) and caps every model of the provider: a row asking for more in flight
+            # raises it too, or it measures the cap.
+            cfg += f"llm: {{admission: {{max_in_flight: {in_flight}}}}}\n"
         if llm:
             self.mport = free_port()
             script = os.path.join(self.tmp, "script.json")
