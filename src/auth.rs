@@ -178,9 +178,13 @@ pub async fn authenticate(State(keys): State<ApiKeys>, mut req: Request, next: N
     next.run(req).await
 }
 
-/// The paths behind the keys: the REST API and its MCP twin.
+/// The paths behind the keys: the REST API, the NeMo Platform door and the MCP twin. The
+/// platform's auth discovery stays open: a client asks it before it has a key to send.
 fn is_guarded(path: &str) -> bool {
-    path.starts_with("/v1/") || path == "/mcp" || path.starts_with("/mcp/")
+    path.starts_with("/v1/")
+        || (path.starts_with("/apis/") && !path.starts_with("/apis/auth/"))
+        || path == "/mcp"
+        || path.starts_with("/mcp/")
 }
 
 /// The credentials of a `Bearer` authorization header. The scheme is matched without regard
@@ -228,10 +232,23 @@ mod tests {
 
     #[test]
     fn the_api_and_mcp_are_guarded() {
-        for p in ["/v1/jobs", "/mcp", "/mcp/"] {
+        for p in [
+            "/v1/jobs",
+            "/mcp",
+            "/mcp/",
+            "/apis/data-designer/v2/workspaces/default/preview",
+        ] {
             assert!(is_guarded(p), "{p}");
         }
-        for p in ["/healthz", "/metrics", "/ui", "/docs", "/mcpx", "/v1"] {
+        for p in [
+            "/healthz",
+            "/metrics",
+            "/ui",
+            "/docs",
+            "/mcpx",
+            "/v1",
+            "/apis/auth/discovery",
+        ] {
             assert!(!is_guarded(p), "{p}");
         }
     }

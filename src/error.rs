@@ -76,6 +76,10 @@ pub enum ApiError {
     /// The job has not finished, so it cannot be deleted.
     #[error("job {id} is {status}: only a finished job can be deleted; cancel it first")]
     JobNotFinished { id: String, status: &'static str },
+    /// A job of this name is in the workspace already (the NeMo Platform door, where jobs are
+    /// addressed by name).
+    #[error("a job named '{name}' is in workspace '{workspace}' already; choose another name")]
+    JobNameTaken { name: String, workspace: String },
     /// The `Idempotency-Key` was used before for a different request.
     #[error("Idempotency-Key '{0}' was already used for a different request")]
     IdempotencyConflict(String),
@@ -186,6 +190,7 @@ impl ApiError {
             | Self::NotFound(_) => StatusCode::NOT_FOUND,
             Self::JobFinished { .. }
             | Self::JobNotFinished { .. }
+            | Self::JobNameTaken { .. }
             | Self::IdempotencyConflict(_)
             | Self::DatasetInUse(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) | Self::DatasetTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
@@ -226,6 +231,7 @@ impl ApiError {
             Self::MediaNotFound(_) => "media_not_found",
             Self::JobFinished { .. } => "job_finished",
             Self::JobNotFinished { .. } => "job_not_finished",
+            Self::JobNameTaken { .. } => "job_name_taken",
             Self::IdempotencyConflict(_) => "idempotency_key_reused",
             Self::PayloadTooLarge(_) => "payload_too_large",
             Self::NotFound(_) => "not_found",

@@ -7,6 +7,7 @@ mod body_pace;
 mod data_designer;
 mod datasets;
 mod downloads;
+mod platform;
 use crate::decode;
 pub mod dto;
 mod events;
@@ -60,6 +61,7 @@ pub(crate) fn openapi_router() -> OpenApiRouter<AppState> {
         .merge(datasets::router())
         .merge(models::router())
         .merge(data_designer::router())
+        .merge(platform::router())
         .merge(hub::router())
 }
 
@@ -121,6 +123,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(middleware::from_fn_with_state(body_limit, error_envelope))
+        .layer(middleware::from_fn(platform::errors::with_detail))
         .layer(
             ServiceBuilder::new()
                 .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
@@ -162,6 +165,7 @@ async fn request_timeout(
         || outputs::is_streaming(req.uri().path())
         || datasets::is_upload(req.method(), req.uri().path())
         || data_designer::is_streaming(req.method(), req.uri().path())
+        || platform::is_streaming(req.method(), req.uri().path())
     {
         return long.run(key, next.run(req)).await;
     }

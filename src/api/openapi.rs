@@ -24,6 +24,7 @@ Every error is `{\"error\": {\"code\", \"message\", \"details\"?}}` with a stabl
         (name = "datasets", description = "Stored datasets: seed files for `seed_type: local`"),
         (name = "health", description = "Liveness and readiness"),
         (name = "data-designer", description = "NVIDIA's Data Designer service API, for its `NeMoDataDesignerClient`"),
+        (name = "nemo-platform", description = "NVIDIA NeMo Platform's Data Designer API (`/apis/...`), for its `nemo-platform` client; errors also carry `detail`"),
         (name = "hf-datastore", description = "A Hugging Face Hub-compatible seed datastore (the Data Designer client's `upload_seed_dataset` and `with_seed_dataset`)"),
     ),
     // Schemas only query parameters refer to: `IntoParams` emits a `$ref` to them but does not

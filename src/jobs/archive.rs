@@ -1,6 +1,7 @@
-//! A job's dataset as the tar archive NVIDIA's Data Designer client unpacks
-//! (`load_dataset()`): one member, `dataset/part-0.parquet`, the Parquet export of the
-//! completed records.
+//! A job's dataset as the tar archive NVIDIA's Data Designer clients unpack
+//! (`load_dataset()`): one member, the Parquet export of the completed records, at the path
+//! the client reads ([`DATASET_MEMBER`] for `nemo-microservices`, [`ARTIFACTS_MEMBER`] for
+//! `nemo-platform`).
 //!
 //! A tar header holds its member's size, so the Parquet bytes are written out before the
 //! archive starts: through the export cache for a finished job (once per ETag, then served from
@@ -19,16 +20,20 @@ use crate::domain::job::JobRow;
 use crate::error::ApiError;
 use crate::rendered::{RenderWriter, Rendered};
 
-/// The archive's one member (a directory of Parquet files, to the client).
-const ARCHIVE_MEMBER: &str = "dataset/part-0.parquet";
+/// The member `nemo-microservices` reads (a directory of Parquet files, to the client).
+pub const DATASET_MEMBER: &str = "dataset/part-0.parquet";
+/// The member `nemo-platform` reads: its jobs' artifact directory holds the dataset's Parquet
+/// files under `dataset/parquet-files/`, one a batch, and the archive roots it at `artifacts/`.
+pub const ARTIFACTS_MEMBER: &str = "artifacts/dataset/parquet-files/batch_00000.parquet";
 
 impl JobService {
-    /// The dataset of `job` (as the caller read it, visible to `owner`) as a tar archive,
-    /// streamed (see the module docs).
+    /// The dataset of `job` (as the caller read it, visible to `owner`) as a tar archive of
+    /// one member at path `member`, streamed (see the module docs).
     pub async fn dataset_archive(
         &self,
         job: &JobRow,
         owner: Option<&str>,
+        member: &str,
     ) -> Result<BoxStream<'static, Result<Bytes, std::io::Error>>, ApiError> {
         let export = self
             .export(
@@ -48,7 +53,7 @@ impl JobService {
         };
         let io = |e: std::io::Error| ApiError::Internal(format!("archiving the dataset: {e}"));
         let mut head = tar::Header::new_ustar();
-        head.set_path(ARCHIVE_MEMBER).map_err(io)?;
+        head.set_path(member).map_err(io)?;
         head.set_size(parquet.size);
         head.set_mode(0o644);
         head.set_mtime(u64::try_from(job.updated_at.timestamp()).unwrap_or(0));

@@ -25,6 +25,7 @@
 mod activity;
 mod analysis;
 mod archive;
+pub use archive::{ARTIFACTS_MEMBER, DATASET_MEMBER};
 mod budgets;
 mod catalog;
 mod exports;

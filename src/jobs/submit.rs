@@ -53,6 +53,25 @@ pub struct SubmitRequest {
     pub max_cost: Option<f64>,
 }
 
+impl SubmitRequest {
+    /// A request of `config` and `num_records` and nothing else: what the Data Designer doors
+    /// start from (their clients send no seed, run config, key or cache mode).
+    pub fn of(config: Value, num_records: i64) -> Self {
+        Self {
+            config,
+            num_records: NumRecords::Count(num_records),
+            seed: None,
+            metadata: None,
+            run_config: None,
+            idempotency_key: None,
+            owner: None,
+            name: None,
+            cache: None,
+            max_cost: None,
+        }
+    }
+}
+
 /// The longest job name, in characters.
 pub const MAX_JOB_NAME_CHARS: usize = 256;
 

@@ -42,6 +42,7 @@ mod nemo_client;
 mod openapi;
 mod otel;
 mod parquet;
+mod platform_client;
 mod poison_pills;
 mod process;
 mod processors;

@@ -32,7 +32,7 @@ const NUMERICAL_SAMPLERS: &[&str] = &[
 ];
 
 /// `profile` as a `DatasetProfilerResults` object.
-pub(super) fn profiler_results(profile: &DatasetProfile) -> Value {
+pub(in crate::api) fn profiler_results(profile: &DatasetProfile) -> Value {
     let side_effects: Vec<&str> = profile
         .column_statistics
         .iter()

@@ -20,7 +20,7 @@ use crate::api::extract::{self, ApiPath, BodyFormat};
 use crate::auth::Caller;
 use crate::domain::job::JobSummary;
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::{NumRecords, SubmitRequest};
+use crate::jobs::SubmitRequest;
 use crate::state::AppState;
 
 /// The client's `JobCreateParams`.
@@ -88,16 +88,9 @@ pub async fn create_job(
         "custom_fields": req.custom_fields.unwrap_or_else(|| json!({})),
     }});
     let submit = SubmitRequest {
-        config: super::client_config(req.spec.config),
-        num_records: NumRecords::Count(req.spec.num_records),
-        seed: None,
         metadata: Some(meta),
-        run_config: None,
-        idempotency_key: None,
-        owner: None,
         name: Some(name),
-        cache: None,
-        max_cost: None,
+        ..SubmitRequest::of(super::client_config(req.spec.config), req.spec.num_records)
     };
     let (summary, _) = state.jobs.submit(submit, &caller).await?;
     Ok(Json(job_view(&summary)))
@@ -151,7 +144,7 @@ pub async fn job_status(
 
 /// While the job is active, `status_details.providers`: each model provider its columns call,
 /// as this replica's admission controller sees it (as `GET /v1/jobs/{id}` shows it).
-async fn add_providers(state: &AppState, s: &JobSummary, details: &mut Value) {
+pub(in crate::api) async fn add_providers(state: &AppState, s: &JobSummary, details: &mut Value) {
     let providers = state.jobs.provider_states(&s.job).await;
     if !providers.is_empty() {
         details["providers"] = serde_json::to_value(providers).unwrap_or_default();

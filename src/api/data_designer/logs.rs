@@ -129,7 +129,7 @@ async fn logs(
 
 /// The log of a job as `(level, text)` lines, a function of its state that only grows as the
 /// job goes on: counts only rise, and what is not monotone comes once, at the end.
-fn log_lines(s: &JobSummary) -> Vec<(&'static str, String)> {
+pub(in crate::api) fn log_lines(s: &JobSummary) -> Vec<(&'static str, String)> {
     let total = u64::from(s.job.num_records);
     let mut out = vec![("INFO", format!("🚀 Job submitted: {total} records"))];
     let done = s.counts.completed + s.counts.failed;

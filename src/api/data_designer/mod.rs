@@ -18,14 +18,14 @@
 //! The seed datastore the client's `upload_seed_dataset` and `with_seed_dataset` use is the
 //! Hub-compatible API at `/v1/hf` (`crate::api::hub`).
 
-mod analysis;
-mod jobs;
+pub(in crate::api) mod analysis;
+pub(in crate::api) mod jobs;
 mod list;
-mod logs;
+pub(in crate::api) mod logs;
 mod preview;
-mod results;
+pub(in crate::api) mod results;
 mod settings;
-mod views;
+pub(in crate::api) mod views;
 
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -45,7 +45,7 @@ pub(super) fn is_streaming(method: &axum::http::Method, path: &str) -> bool {
 /// processor loses `processor_type` and `column_names`, and the columns it drops are marked
 /// `drop: true` instead, which the config still carries. Such an entry says nothing more, so it
 /// goes (an entry with a `processor_type` is left to the parser, which checks it as always).
-pub(super) fn client_config(mut config: serde_json::Value) -> serde_json::Value {
+pub(in crate::api) fn client_config(mut config: serde_json::Value) -> serde_json::Value {
     if let Some(list) = config
         .get_mut("processors")
         .and_then(serde_json::Value::as_array_mut)

@@ -32,7 +32,7 @@ use crate::api::extract::{self, BodyFormat};
 use crate::auth::Caller;
 use crate::domain::record::RecordOutcome;
 use crate::error::{ApiError, ErrorBody};
-use crate::jobs::{NumRecords, Preview, SubmitRequest};
+use crate::jobs::{Preview, SubmitRequest};
 use crate::state::AppState;
 
 /// How often a heartbeat goes out while records are generated. The client reads with a
@@ -80,18 +80,10 @@ pub async fn preview(
         .run(|| extract::decode_body(BodyFormat::Json, &body))
         .await?;
     let req: PreviewRequest = extract::from_value(value)?;
-    let submit = SubmitRequest {
-        config: super::client_config(req.config),
-        num_records: NumRecords::Count(req.num_records.unwrap_or(DEFAULT_RECORDS)),
-        seed: None,
-        metadata: None,
-        run_config: None,
-        idempotency_key: None,
-        owner: None,
-        name: None,
-        cache: None,
-        max_cost: None,
-    };
+    let submit = SubmitRequest::of(
+        super::client_config(req.config),
+        req.num_records.unwrap_or(DEFAULT_RECORDS),
+    );
     let prepared = state
         .jobs
         .prepare_preview(submit, &caller)

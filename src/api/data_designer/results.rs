@@ -21,7 +21,7 @@ use crate::error::{ApiError, ErrorBody};
 use crate::state::AppState;
 
 /// Whether a job has a dataset to give: it finished, or is stopping.
-fn has_results(status: JobStatus) -> bool {
+pub(in crate::api) fn has_results(status: JobStatus) -> bool {
     matches!(
         status,
         JobStatus::Completed | JobStatus::Cancelled | JobStatus::Cancelling | JobStatus::Failed
@@ -158,16 +158,20 @@ pub async fn download_result(
         let analysis = state.jobs.analysis(job.id, caller.owner()).await?;
         return Ok(Json(super::analysis::profiler_results(&analysis.profile)).into_response());
     }
-    dataset_archive(&state, &caller, &job).await
+    dataset_archive(&state, &caller, &job, crate::jobs::DATASET_MEMBER).await
 }
 
 /// The tar archive of a job's dataset (`JobService::dataset_archive`).
-async fn dataset_archive(
+pub(in crate::api) async fn dataset_archive(
     state: &AppState,
     caller: &Caller,
     job: &JobRow,
+    member: &str,
 ) -> Result<Response, ApiError> {
-    let archive = state.jobs.dataset_archive(job, caller.owner()).await?;
+    let archive = state
+        .jobs
+        .dataset_archive(job, caller.owner(), member)
+        .await?;
     let mut resp = Body::from_stream(archive).into_response();
     resp.headers_mut().insert(
         header::CONTENT_TYPE,

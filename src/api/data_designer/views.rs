@@ -14,15 +14,15 @@ use crate::domain::job::JobSummary;
 
 /// The key of the job metadata that holds the Data Designer job's own fields (its name is the
 /// job's own, not kept here).
-pub(super) const META: &str = "data_designer";
+pub(in crate::api) const META: &str = "data_designer";
 /// Keys under [`META`] that the list filters on.
-pub(super) const PROJECT: &str = "project";
-pub(super) const NAMESPACE: &str = "namespace";
+pub(in crate::api) const PROJECT: &str = "project";
+pub(in crate::api) const NAMESPACE: &str = "namespace";
 /// What the client shows for a job without a name, project or namespace (a job submitted at
 /// `/v1/jobs`, or one the client sent without them).
-pub(super) const DEFAULT_NAME: &str = "nemo-data-designer-job";
-pub(super) const DEFAULT_PROJECT: &str = "nemo-data-designer";
-pub(super) const DEFAULT_NAMESPACE: &str = "default";
+pub(in crate::api) const DEFAULT_NAME: &str = "nemo-data-designer-job";
+pub(in crate::api) const DEFAULT_PROJECT: &str = "nemo-data-designer";
+pub(in crate::api) const DEFAULT_NAMESPACE: &str = "default";
 
 /// A job's status as the platform names it (`PlatformJobStatus`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
@@ -41,7 +41,7 @@ pub enum PlatformStatus {
 
 impl PlatformStatus {
     /// Every status, as the list's `filter[status]` takes them.
-    pub(super) const NAMES: [&'static str; 6] = [
+    pub(in crate::api) const NAMES: [&'static str; 6] = [
         "pending",
         "active",
         "cancelling",
@@ -50,7 +50,7 @@ impl PlatformStatus {
         "error",
     ];
 
-    pub(super) fn as_str(self) -> &'static str {
+    pub(in crate::api) fn as_str(self) -> &'static str {
         match self {
             Self::Pending => "pending",
             Self::Active => "active",
@@ -137,7 +137,7 @@ pub struct DataDesignerPagination {
 }
 
 /// Our status as the platform's `PlatformJobStatus`.
-pub(super) fn platform_status(status: JobStatus) -> PlatformStatus {
+pub(in crate::api) fn platform_status(status: JobStatus) -> PlatformStatus {
     match status {
         JobStatus::Queued => PlatformStatus::Pending,
         JobStatus::Running => PlatformStatus::Active,
@@ -152,7 +152,7 @@ pub(super) fn platform_status(status: JobStatus) -> PlatformStatus {
 /// response cache, the cost and budget (with priced models); for a job with
 /// `record_selection`, its five counts, and whether its budget ran out (a `return_partial` job
 /// completes short of `num_records`: this says so).
-pub(super) fn status_details(s: &JobSummary) -> Value {
+pub(in crate::api) fn status_details(s: &JobSummary) -> Value {
     let mut details = json!({
         "num_records": s.job.num_records,
         "completed": s.counts.completed,
@@ -181,7 +181,7 @@ pub(super) fn status_details(s: &JobSummary) -> Value {
 }
 
 /// `error_details`: the job's error, and the first failed records' errors.
-pub(super) fn error_details(s: &JobSummary) -> Value {
+pub(in crate::api) fn error_details(s: &JobSummary) -> Value {
     let job = &s.job;
     let mut error_details = Map::new();
     if let Some(e) = &job.error {
@@ -228,7 +228,7 @@ fn names(s: &JobSummary) -> (String, String, String) {
 }
 
 /// A job as the client's `DataDesignerJob`.
-pub(super) fn job_view(s: &JobSummary) -> DataDesignerJob {
+pub(in crate::api) fn job_view(s: &JobSummary) -> DataDesignerJob {
     let job = &s.job;
     let (name, project, namespace) = names(s);
     let field = |k: &str| meta(s).and_then(|m| m.get(k)).cloned();

@@ -1,0 +1,184 @@
+//! NVIDIA's second Data Designer client (`nemo-platform` 0.6.0, `NeMoPlatform(...)
+//! .data_designer`) against `/apis/...` (issue 53), through tests/nemo/platform_check.py, on
+//! both databases: the model providers, a preview whose DataFrame holds the generated records
+//! and whose analysis the client validated, a bad model refused before any stream, an unknown
+//! key, a job created by name and waited on whose `download_artifacts().load_dataset()` equals
+//! our JSONL export, its analysis and logs, another key that cannot see it, and the list,
+//! cancel and delete routes.
+//!
+//! The client needs Python 3.12 or later; scripts/test installs it in a Debian 13 root
+//! (scripts/ensure-nemo-platform) and sets `$SYNTHGATE_TEST_NMP_PYTHON` to the interpreter that
+//! runs there. The script is copied under the system's temp directory, which that interpreter
+//! sees as the host does.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::backends;
+use crate::db::Backend;
+use crate::helpers::app_with_mock_llm;
+
+const KEY_A: &str = "platform-key-a-0123456789abcdef";
+const KEY_B: &str = "platform-key-b-0123456789abcdef";
+const UNKNOWN_KEY: &str = "platform-key-unknown-012345678";
+
+/// The interpreter with the client installed (see [`crate::require`]).
+fn platform_python() -> Option<String> {
+    crate::require::require(std::env::var("SYNTHGATE_TEST_NMP_PYTHON").ok(), || {
+        "SYNTHGATE_TEST_NMP_PYTHON is unset (scripts/test runs scripts/ensure-nemo-platform, \
+         which installs nemo-platform 0.6.0 in a Debian 13 root, and sets it)"
+            .into()
+    })
+}
+
+async fn platform_client_flow(backend: Backend) {
+    let Some(python) = platform_python() else {
+        return;
+    };
+    let (app, mock) = app_with_mock_llm(
+        backend,
+        json!({"rules": [
+            {"when": {"user_contains": "Slowly"}, "reply": {"text": "late", "hold": true}},
+            {"reply": {"text": "roses are red"}},
+        ]}),
+        |c| {
+            c.auth = serde_json::from_value(json!({"api_keys": [
+                {"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_B}]}))
+            .unwrap();
+        },
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("platform_check.py");
+    std::fs::copy(
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nemo/platform_check.py"),
+        &script,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(240),
+        tokio::process::Command::new(python)
+            .arg(&script)
+            .arg(app.url(""))
+            .env("CHECK_KEY_A", KEY_A)
+            .env("CHECK_KEY_B", KEY_B)
+            .env("CHECK_KEY_UNKNOWN", UNKNOWN_KEY)
+            .env("HOME", dir.path())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the client");
+    mock.release();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    let got: Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+
+    // The providers, as the client names them: workspace and name, never an endpoint.
+    assert_eq!(got["providers"], json!(["default/mock"]), "{got}");
+    assert!(!stdout.contains(&mock.endpoint()), "{stdout}");
+
+    // The preview's DataFrame: every column, three records.
+    assert_eq!(
+        got["preview_columns"],
+        json!(["color", "shout", "poem"]),
+        "{got}"
+    );
+    let rows = got["preview_rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{got}");
+    for row in rows {
+        let color = row["color"].as_str().unwrap();
+        assert!(["red", "blue"].contains(&color), "{row}");
+        assert_eq!(row["shout"], format!("{}!", color.to_uppercase()), "{row}");
+        assert_eq!(row["poem"], "roses are red", "{row}");
+    }
+    let analysis = &got["preview_analysis"];
+    assert_eq!(analysis["num_records"], 3, "{analysis}");
+    assert_eq!(
+        analysis["column_statistics"][0]["distribution_type"],
+        "categorical"
+    );
+
+    // A bad model: the client's validation error, before any stream, with our code.
+    assert_eq!(
+        got["bad_model"]["type"], "DataDesignerConfigValidationError",
+        "{got}"
+    );
+    assert_eq!(got["bad_model"]["status"], 422, "{got}");
+    let text = got["bad_model"]["text"].as_str().unwrap();
+    assert!(text.contains("invalid_model_config"), "{text}");
+    assert!(text.contains("no-such-provider"), "{text}");
+    assert_eq!(got["unknown_key"]["status"], 401, "{got}");
+    assert!(
+        got["unknown_key"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("unauthorized"),
+        "{got}"
+    );
+
+    // The job, by the name the server gave it, waited on to the end.
+    let name = got["job_name"].as_str().unwrap();
+    assert!(
+        name.starts_with("data-designer-") && name.len() == 22,
+        "{name}"
+    );
+    assert_eq!(got["job_status"], "completed", "{got}");
+    assert_eq!(got["job"]["workspace"], "default", "{got}");
+    let job_id = got["job"]["id"].as_str().unwrap();
+    assert_eq!(
+        got["artifacts"],
+        json!(["artifacts/dataset/parquet-files/batch_00000.parquet"]),
+        "{got}"
+    );
+    assert_eq!(
+        got["job_columns"],
+        json!(["color", "shout", "poem"]),
+        "{got}"
+    );
+    let resp = app
+        .client
+        .get(app.url(&format!("/v1/jobs/{job_id}/records?format=jsonl")))
+        .bearer_auth(KEY_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let exported: Vec<Value> = resp
+        .text()
+        .await
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(exported.len(), 4);
+    assert_eq!(got["job_rows"], Value::Array(exported), "{got}");
+    assert_eq!(got["job_analysis"]["num_records"], 4, "{got}");
+    let logs = got["logs"].as_array().unwrap();
+    assert!(
+        logs.iter()
+            .any(|l| l.as_str().unwrap().contains("Job completed")),
+        "{got}"
+    );
+
+    // Another key: no such job.
+    assert_eq!(got["other_key_job"]["status"], 404, "{got}");
+
+    // The generic job routes: the list filters, the running job cancelled, the first deleted.
+    assert_eq!(got["cancel"]["status"], 200, "{got}");
+    let cancelled = got["cancel"]["job_status"].as_str().unwrap();
+    assert!(["cancelling", "cancelled"].contains(&cancelled), "{got}");
+    assert_eq!(got["listed_completed"], json!([name]), "{got}");
+    let long = got["long_job_name"].as_str().unwrap();
+    assert_eq!(got["listed_all"], json!([long, name]), "{got}");
+    assert_eq!(got["delete_running"], 409, "{got}");
+    assert_eq!(got["delete"], 204, "{got}");
+    assert_eq!(got["after_delete"], 404, "{got}");
+}
+
+backends!(platform_client, platform_client_flow);

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""NVIDIA's second Data Designer client (nemo-platform 0.6.0) against synthgate, as a notebook
+user drives it: `python platform_check.py BASE_URL` with two API keys of the server in
+$CHECK_KEY_A and $CHECK_KEY_B, and one it does not know in $CHECK_KEY_UNKNOWN.
+
+Builds a config with Data Designer's own builder (a category sampler, an expression and an LLM
+text column on a model config whose provider is named as the platform names it,
+`default/mock`), then, only `base_url` pointing at synthgate:
+
+* `get_default_model_providers()`;
+* `preview(builder, num_records=3)`: the DataFrame's columns and rows, and its analysis;
+* a config naming a provider the server does not have (refused before any stream) and a
+  preview with an unknown key: what the client raises, and its text;
+* `create(builder, num_records=4, wait_until_done=True)`, the job's name and status,
+  `download_artifacts(path).load_dataset()`, `load_analysis()` and `get_logs()`;
+* key B asking for key A's job by name (refused);
+* the job routes the high-level client does not call, over HTTP as NVIDIA's generic job
+  client calls them: the list with a filter, a delete refused while the job runs, a cancel, a delete.
+
+Prints one JSON object of what it saw on its last line of stdout; the Rust test
+(tests/api/platform_client.rs) asserts on it. Every call is over HTTP to the running service.
+"""
+
+import json
+import logging
+import os
+import sys
+import tempfile
+
+import httpx
+
+import data_designer.config as dd
+from nemo_platform import NeMoPlatform
+
+WORKSPACE = "default"
+
+
+def client(base_url: str, key: str) -> NeMoPlatform:
+    # Direct mode: `base_url` and a workspace, the key as a bearer header.
+    return NeMoPlatform(
+        base_url=base_url,
+        workspace=WORKSPACE,
+        default_headers={"Authorization": f"Bearer {key}"},
+        max_retries=0,
+    )
+
+
+def builder(
+    expr: str, provider: str = "default/mock", prompt: str = "A poem about {{ color }}."
+) -> dd.DataDesignerConfigBuilder:
+    b = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="writer", model="mock-writer", provider=provider)]
+    )
+    b.add_column(
+        dd.SamplerColumnConfig(
+            name="color", sampler_type="category", params=dd.CategorySamplerParams(values=["red", "blue"])
+        )
+    )
+    b.add_column(dd.ExpressionColumnConfig(name="shout", expr=expr))
+    b.add_column(dd.LLMTextColumnConfig(name="poem", model_alias="writer", prompt=prompt))
+    return b
+
+
+def failure(call) -> dict:
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001 - the test wants whatever the client raises
+        response = getattr(e, "response", None)  # httpx's HTTPStatusError has no status_code
+        status = getattr(e, "status_code", None) or getattr(response, "status_code", None)
+        return {"type": type(e).__name__, "text": str(e), "status": status}
+    return {"type": None, "text": "", "status": None}
+
+
+def main(base_url: str) -> dict:
+    logging.basicConfig(level=logging.WARNING)
+    out: dict = {}
+    key_a = os.environ["CHECK_KEY_A"]
+    a = client(base_url, key_a)
+    designer = a.data_designer
+
+    out["providers"] = [p.name for p in designer.get_default_model_providers()]
+
+    preview = designer.preview(builder("{{ color | upper }}!"), num_records=3)
+    out["preview_columns"] = list(preview.dataset.columns)
+    out["preview_rows"] = json.loads(preview.dataset.to_json(orient="records"))
+    out["preview_analysis"] = preview.analysis.model_dump(mode="json")
+
+    bad = builder("{{ color }}", provider="default/no-such-provider")
+    out["bad_model"] = failure(lambda: designer.preview(bad, num_records=1))
+    unknown = client(base_url, os.environ["CHECK_KEY_UNKNOWN"])
+    out["unknown_key"] = failure(lambda: unknown.data_designer.preview(builder("{{ color }}"), num_records=1))
+
+    job = designer.create(builder("{{ color | upper }}!"), num_records=4, wait_until_done=True)
+    out["job_name"] = job.name
+    out["job"] = job.get_job()
+    out["job_status"] = job.get_job_status()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = job.download_artifacts(tmp)
+        dataset = results.load_dataset()
+        out["artifacts"] = sorted(
+            os.path.relpath(os.path.join(d, f), tmp) for d, _, files in os.walk(tmp) for f in files
+        )
+    out["job_columns"] = list(dataset.columns)
+    out["job_rows"] = json.loads(dataset.to_json(orient="records"))
+    out["job_analysis"] = job.load_analysis().model_dump(mode="json")
+    out["logs"] = [entry["message"] for entry in job.get_logs()]
+
+    b = client(base_url, os.environ["CHECK_KEY_B"])
+    out["other_key_job"] = failure(lambda: b.data_designer.get_job_resource(job.name))
+
+    # The routes NVIDIA's generic job client calls (list, cancel, delete).
+    jobs_url = f"{base_url.rstrip('/')}/apis/data-designer/v2/workspaces/{WORKSPACE}/jobs/create"
+    http = httpx.Client(headers={"Authorization": f"Bearer {key_a}"}, timeout=30)
+    # Its model answers only when the test releases it: the job is still running when cancelled.
+    long_job = designer.create(builder("{{ color }}", prompt="Slowly, a poem about {{ color }}."), num_records=20)
+    out["long_job_name"] = long_job.name
+    out["delete_running"] = http.delete(f"{jobs_url}/{long_job.name}").status_code
+    cancelled = http.post(f"{jobs_url}/{long_job.name}/cancel")
+    out["cancel"] = {"status": cancelled.status_code, "job_status": cancelled.json().get("status"),
+                     "detail": cancelled.json().get("detail")}
+    listed = http.get(jobs_url, params={"filter[status]": "completed"})
+    out["listed_completed"] = [j["name"] for j in listed.json()["data"]]
+    out["listed_all"] = [j["name"] for j in http.get(jobs_url).json()["data"]]
+    doomed = designer.create(builder("{{ color }}"), num_records=1, wait_until_done=True)
+    out["delete"] = http.delete(f"{jobs_url}/{doomed.name}").status_code
+    out["after_delete"] = http.get(f"{jobs_url}/{doomed.name}").status_code
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(main(sys.argv[1]), default=str))
