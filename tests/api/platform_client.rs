@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 
 use crate::backends;
 use crate::db::Backend;
-use crate::helpers::app_with_mock_llm;
+use crate::mcp_support::{Events, app_with_tools, mock_mcp_stdio};
 
 const KEY_A: &str = "platform-key-a-0123456789abcdef";
 const KEY_B: &str = "platform-key-b-0123456789abcdef";
@@ -36,12 +36,18 @@ async fn platform_client_flow(backend: Backend) {
     let Some(python) = platform_python() else {
         return;
     };
-    let (app, mock) = app_with_mock_llm(
+    let events = Events::new();
+    let (app, mock) = app_with_tools(
         backend,
         json!({"rules": [
             {"when": {"user_contains": "Slowly"}, "reply": {"text": "late", "hold": true}},
+            {"when": {"tool_result_contains": "echoed"}, "reply": {"text": "the tool said echoed"}},
+            {"when": {"has_tools": true},
+             "reply": {"tool_calls": [{"name": "echo", "arguments": {"text": "echoed"}}]}},
             {"reply": {"text": "roses are red"}},
         ]}),
+        vec![mock_mcp_stdio("mock-mcp", &events.path)],
+        Vec::new(),
         |c| {
             c.auth = serde_json::from_value(json!({"api_keys": [
                 {"name": "alice", "key": KEY_A}, {"name": "bob", "key": KEY_B}]}))
@@ -166,19 +172,56 @@ async fn platform_client_flow(backend: Backend) {
         "{got}"
     );
 
-    // Another key: no such job.
+    // MCP tools, run for the preview and the job: every record got the tool's answer.
+    for rows in [&got["tool_preview"], &got["tool_job"]] {
+        let rows = rows.as_array().unwrap();
+        assert!(!rows.is_empty(), "{got}");
+        for row in rows {
+            assert_eq!(row["answer"], "the tool said echoed", "{row}");
+        }
+    }
+    assert_eq!(got["tool_job"].as_array().unwrap().len(), 3, "{got}");
+    assert_eq!(events.calls("echo"), 2 + 3, "one call a record");
+    let tool_job = got["tool_job_id"].as_str().unwrap();
+    let records = get_as_a(&app, &format!("/v1/jobs/{tool_job}/records")).await;
+    let record = records["records"][0]["id"].as_str().unwrap();
+    let trace = get_as_a(&app, &format!("/v1/records/{record}/trace?column=answer")).await;
+    let roles: Vec<&str> = trace["traces"][0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{trace}");
+
+    // Another key: no such job, and none listed.
     assert_eq!(got["other_key_job"]["status"], 404, "{got}");
+    assert_eq!(got["other_key_list"], json!([]), "{got}");
 
     // The generic job routes: the list filters, the running job cancelled, the first deleted.
     assert_eq!(got["cancel"]["status"], 200, "{got}");
     let cancelled = got["cancel"]["job_status"].as_str().unwrap();
     assert!(["cancelling", "cancelled"].contains(&cancelled), "{got}");
-    assert_eq!(got["listed_completed"], json!([name]), "{got}");
+    let tools = got["tool_job_name"].as_str().unwrap();
+    assert_eq!(got["listed_completed"], json!([tools, name]), "{got}");
     let long = got["long_job_name"].as_str().unwrap();
-    assert_eq!(got["listed_all"], json!([long, name]), "{got}");
+    assert_eq!(got["listed_all"], json!([long, tools, name]), "{got}");
     assert_eq!(got["delete_running"], 409, "{got}");
     assert_eq!(got["delete"], 204, "{got}");
     assert_eq!(got["after_delete"], 404, "{got}");
+}
+
+/// `GET path` with key A; the body of its `200`.
+async fn get_as_a(app: &crate::helpers::TestApp, path: &str) -> Value {
+    let resp = app
+        .client
+        .get(app.url(path))
+        .bearer_auth(KEY_A)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{path}");
+    resp.json().await.unwrap()
 }
 
 backends!(platform_client, platform_client_flow);

@@ -13,7 +13,9 @@ text column on a model config whose provider is named as the platform names it,
   preview with an unknown key: what the client raises, and its text;
 * `create(builder, num_records=4, wait_until_done=True)`, the job's name and status,
   `download_artifacts(path).load_dataset()`, `load_analysis()` and `get_logs()`;
-* key B asking for key A's job by name (refused);
+* a config with an MCP `tool_configs` entry (on the server's MCP provider `mock-mcp`), previewed
+  and run as a job: the tool's answer reaches the records;
+* key B asking for key A's job by name (refused), and listing none;
 * the job routes the high-level client does not call, over HTTP as NVIDIA's generic job
   client calls them: the list with a filter, a delete refused while the job runs, a cancel, a delete.
 
@@ -105,7 +107,36 @@ def main(base_url: str) -> dict:
     out["job_analysis"] = job.load_analysis().model_dump(mode="json")
     out["logs"] = [entry["message"] for entry in job.get_logs()]
 
+    # MCP tool use, which NVIDIA's service refuses: a job-defined tool config on the server's
+    # MCP provider, used by an LLM column; the trace keeps the tool turn.
+    tools = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="writer", model="mock-writer", provider="default/mock")],
+        tool_configs=[dd.ToolConfig(tool_alias="tools", providers=["mock-mcp"], allow_tools=["echo"])],
+    )
+    tools.add_column(
+        dd.SamplerColumnConfig(name="n", sampler_type="category", params=dd.CategorySamplerParams(values=["1", "2"]))
+    )
+    tools.add_column(
+        dd.LLMTextColumnConfig(
+            name="answer", model_alias="writer", prompt="Use the tools for {{ n }}.", tool_alias="tools",
+            with_trace="all_messages",
+        )
+    )
+    tool_preview = designer.preview(tools, num_records=2)
+    out["tool_preview"] = json.loads(tool_preview.dataset.to_json(orient="records"))
+    tool_job = designer.create(tools, num_records=3, wait_until_done=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        out["tool_job"] = json.loads(
+            tool_job.download_artifacts(tmp).load_dataset().to_json(orient="records")
+        )
+    out["tool_job_id"] = tool_job.get_job()["id"]
+    out["tool_job_name"] = tool_job.name
+
     b = client(base_url, os.environ["CHECK_KEY_B"])
+    out["other_key_list"] = [j["name"] for j in httpx.get(
+        f"{base_url.rstrip('/')}/apis/data-designer/v2/workspaces/{WORKSPACE}/jobs/create",
+        headers={"Authorization": f"Bearer {os.environ['CHECK_KEY_B']}"},
+    ).json()["data"]]
     out["other_key_job"] = failure(lambda: b.data_designer.get_job_resource(job.name))
 
     # The routes NVIDIA's generic job client calls (list, cancel, delete).
