@@ -79,7 +79,7 @@ pub(super) async fn export_response(
 /// empty file is answered here: no byte range of zero bytes can be satisfied (RFC 9110
 /// 14.1.1, 15.5.17), and the file server answered it with a `206` whose `Content-Range`
 /// claimed a byte the file does not have (an export of a job whose records all failed).
-pub(super) async fn serve_file(
+pub(in crate::api) async fn serve_file(
     rendered: Arc<Rendered>,
     req: Request,
 ) -> Result<Response, ApiError> {

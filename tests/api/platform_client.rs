@@ -194,6 +194,37 @@ async fn platform_client_flow(backend: Backend) {
         .collect();
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"], "{trace}");
 
+    // The fileset seed: uploaded, then read in order by a preview and a job.
+    assert_eq!(
+        got["fileset"],
+        json!({"name": "cities", "workspace": "default"}),
+        "{got}"
+    );
+    let expected = json!([
+        {"city": "Lyon", "country": "FR", "where": "Lyon, FR"},
+        {"city": "Porto", "country": "PT", "where": "Porto, PT"},
+        {"city": "Kyoto", "country": "JP", "where": "Kyoto, JP"},
+    ]);
+    assert_eq!(got["seeded_preview"], expected, "{got}");
+    assert_eq!(got["seeded_job"], expected, "{got}");
+    assert_eq!(got["missing_seed"]["status"], 422, "{got}");
+    assert!(
+        got["missing_seed"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("nope.csv"),
+        "{got}"
+    );
+    assert_eq!(got["other_key_fileset"], "cities", "{got}");
+    assert_eq!(got["other_key_seed"]["status"], 422, "{got}");
+    assert!(
+        got["other_key_seed"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("cities.csv"),
+        "{got}"
+    );
+
     // Another key: no such job, and none listed.
     assert_eq!(got["other_key_job"]["status"], 404, "{got}");
     assert_eq!(got["other_key_list"], json!([]), "{got}");
@@ -203,9 +234,18 @@ async fn platform_client_flow(backend: Backend) {
     let cancelled = got["cancel"]["job_status"].as_str().unwrap();
     assert!(["cancelling", "cancelled"].contains(&cancelled), "{got}");
     let tools = got["tool_job_name"].as_str().unwrap();
-    assert_eq!(got["listed_completed"], json!([tools, name]), "{got}");
+    let seeded = got["seeded_job_name"].as_str().unwrap();
+    assert_eq!(
+        got["listed_completed"],
+        json!([seeded, tools, name]),
+        "{got}"
+    );
     let long = got["long_job_name"].as_str().unwrap();
-    assert_eq!(got["listed_all"], json!([long, tools, name]), "{got}");
+    assert_eq!(
+        got["listed_all"],
+        json!([long, seeded, tools, name]),
+        "{got}"
+    );
     assert_eq!(got["delete_running"], 409, "{got}");
     assert_eq!(got["delete"], 204, "{got}");
     assert_eq!(got["after_delete"], 404, "{got}");

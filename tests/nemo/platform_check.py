@@ -15,7 +15,10 @@ text column on a model config whose provider is named as the platform names it,
   `download_artifacts(path).load_dataset()`, `load_analysis()` and `get_logs()`;
 * a config with an MCP `tool_configs` entry (on the server's MCP provider `mock-mcp`), previewed
   and run as a job: the tool's answer reaches the records;
-* key B asking for key A's job by name (refused), and listing none;
+* a CSV uploaded as a fileset (`files.upload_content`, the fileset created on the way) and used
+  as an `nmp` seed by a preview and a job; a seed naming a file the fileset lacks;
+* key B asking for key A's job by name (refused), listing none, and a seed of
+  A's fileset (not found: B's fileset of that name is B's own);
 * the job routes the high-level client does not call, over HTTP as NVIDIA's generic job
   client calls them: the list with a filter, a delete refused while the job runs, a cancel, a delete.
 
@@ -32,6 +35,7 @@ import tempfile
 import httpx
 
 import data_designer.config as dd
+from data_designer_nemo.fileset_file_seed_source import FilesetFileSeedSource
 from nemo_platform import NeMoPlatform
 
 WORKSPACE = "default"
@@ -132,7 +136,37 @@ def main(base_url: str) -> dict:
     out["tool_job_id"] = tool_job.get_job()["id"]
     out["tool_job_name"] = tool_job.name
 
+    # A seed uploaded as a fileset of the Files service, then used by a preview and a job.
+    fileset = a.files.upload_content(
+        content="city,country\nLyon,FR\nPorto,PT\nKyoto,JP\n",
+        remote_path="cities#cities.csv",
+        fileset_auto_create=True,
+    )
+    out["fileset"] = {"name": fileset.name, "workspace": fileset.workspace}
+    seeded = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="writer", model="mock-writer", provider="default/mock")]
+    )
+    seeded.with_seed_dataset(FilesetFileSeedSource(path="default/cities#cities.csv"), sampling_strategy="ordered")
+    seeded.add_column(dd.ExpressionColumnConfig(name="where", expr="{{ city }}, {{ country }}"))
+    out["seeded_preview"] = json.loads(designer.preview(seeded, num_records=3).dataset.to_json(orient="records"))
+    seeded_job = designer.create(seeded, num_records=3, wait_until_done=True)
+    out["seeded_job_name"] = seeded_job.name
+    with tempfile.TemporaryDirectory() as tmp:
+        out["seeded_job"] = json.loads(
+            seeded_job.download_artifacts(tmp).load_dataset().to_json(orient="records")
+        )
+    missing = dd.DataDesignerConfigBuilder(
+        model_configs=[dd.ModelConfig(alias="writer", model="mock-writer", provider="default/mock")]
+    )
+    missing.with_seed_dataset(FilesetFileSeedSource(path="default/cities#nope.csv"))
+    missing.add_column(dd.ExpressionColumnConfig(name="x", expr="{{ city }}"))
+    out["missing_seed"] = failure(lambda: designer.preview(missing, num_records=1))
+
     b = client(base_url, os.environ["CHECK_KEY_B"])
+    # B's fileset of the same name is B's own: it holds only what B uploads.
+    out["other_key_fileset"] = b.files.upload_content(
+        content="a\n1\n", remote_path="cities#other.csv", fileset_auto_create=True).name
+    out["other_key_seed"] = failure(lambda: b.data_designer.preview(seeded, num_records=1))
     out["other_key_list"] = [j["name"] for j in httpx.get(
         f"{base_url.rstrip('/')}/apis/data-designer/v2/workspaces/{WORKSPACE}/jobs/create",
         headers={"Authorization": f"Bearer {os.environ['CHECK_KEY_B']}"},

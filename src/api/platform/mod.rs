@@ -17,9 +17,12 @@
 //! * [`jobs`], [`list`], [`logs`]: create, get, status, cancel, delete, the list, the logs;
 //! * [`results`]: `artifacts` (the tar the client unpacks) and `analysis`;
 //! * [`providers`]: the server's model providers, never their endpoints or keys;
+//! * [`files`]: filesets of the Files service, kept as the seed datastore's repositories, and
+//!   the `nmp` seeds that name their files;
 //! * [`errors`]: the `detail` the client shows, added to every error of this door.
 
 pub(super) mod errors;
+mod files;
 mod jobs;
 mod list;
 mod logs;
@@ -52,13 +55,17 @@ pub(super) fn is_platform(path: &str) -> bool {
 }
 
 /// The config as this client sends it, made what it means: the first door's repairs
-/// ([`crate::api::data_designer::client_config`]), and model providers named as the platform
+/// ([`crate::api::data_designer::client_config`]), a seed naming a fileset's file
+/// ([`files::nmp_seed`]), and model providers named as the platform
 /// names them, `<workspace>/<provider>`, made the server's provider names. The server's providers
 /// belong to every workspace and are listed under `default` ([`providers`]), so `default/p` and
 /// `<this workspace>/p` both name provider `p`; another workspace's prefix is left as it is, and
 /// the config's check then refuses it as an unknown provider.
 pub(super) fn platform_config(config: serde_json::Value, workspace: &str) -> serde_json::Value {
     let mut config = crate::api::data_designer::client_config(config);
+    if let Some(seed) = config.get_mut("seed_config") {
+        files::nmp_seed(seed, workspace);
+    }
     if let Some(models) = config
         .get_mut("model_configs")
         .and_then(serde_json::Value::as_array_mut)
@@ -95,6 +102,10 @@ pub(super) fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(providers::list_providers))
         .routes(routes!(providers::get_provider))
         .routes(routes!(providers::auth_discovery))
+        .routes(routes!(files::create_fileset))
+        .routes(routes!(files::get_fileset))
+        .routes(routes!(files::list_files))
+        .routes(routes!(files::upload_file, files::download_file))
 }
 
 #[cfg(test)]
