@@ -3,8 +3,9 @@
 //! both databases: the model providers, a preview whose DataFrame holds the generated records
 //! and whose analysis the client validated, a bad model refused before any stream, an unknown
 //! key, a job created by name and waited on whose `download_artifacts().load_dataset()` equals
-//! our JSONL export, its analysis and logs, another key that cannot see it, and the list,
-//! cancel and delete routes.
+//! our JSONL export, its analysis and logs, a job-defined MCP tool config that runs its tools, a
+//! fileset seed, another key that cannot see any of it, and the list, cancel and delete
+//! routes. A second test runs the client in front of a real model.
 //!
 //! The client needs Python 3.12 or later; scripts/test installs it in a Debian 13 root
 //! (scripts/ensure-nemo-platform) and sets `$SYNTHGATE_TEST_NMP_PYTHON` to the interpreter that
@@ -265,3 +266,58 @@ async fn get_as_a(app: &crate::helpers::TestApp, path: &str) -> Value {
 }
 
 backends!(platform_client, platform_client_flow);
+
+/// The client in front of a real model (llama.cpp's server with SmolLM2, the real-model tier):
+/// a preview and a job whose LLM column holds what the model wrote.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_platform_client_previews_and_runs_on_a_real_model() {
+    let Some((llama_python, model)) = crate::real_model::llama() else {
+        return;
+    };
+    let Some(python) = platform_python() else {
+        return;
+    };
+    let server = crate::real_model::LlamaServer::start(&llama_python, &model, "smol", &[]).await;
+    let app = crate::real_model::app_on(&server, |_| {}).await;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("platform_real_model.py");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/nemo/platform_real_model.py"
+        ),
+        &script,
+    )
+    .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(600),
+        tokio::process::Command::new(python)
+            .arg(&script)
+            .arg(app.url(""))
+            .env("HOME", dir.path())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    let got: Value =
+        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    assert_eq!(got["job_status"], "completed", "{got}");
+    for (rows, n) in [(&got["preview"], 2), (&got["job"], 3)] {
+        let rows = rows.as_array().unwrap();
+        assert_eq!(rows.len(), n, "{got}");
+        for row in rows {
+            assert!(
+                ["apple", "pear"].contains(&row["fruit"].as_str().unwrap()),
+                "{row}"
+            );
+            let line = row["line"].as_str().unwrap_or_default();
+            assert!(!line.trim().is_empty(), "the model wrote nothing: {row}");
+        }
+    }
+}

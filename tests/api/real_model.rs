@@ -29,7 +29,7 @@ const MODEL_OUTPUT_CODES: &[&str] = &["llm_output_invalid"];
 /// The server's interpreter and the model file (see [`crate::require`]: `None` skips, or
 /// fails under `CI=true`).
 #[track_caller]
-fn llama() -> Option<(String, String)> {
+pub(crate) fn llama() -> Option<(String, String)> {
     let python = std::env::var("SYNTHGATE_TEST_LLAMA_PYTHON").ok();
     let model = std::env::var("SYNTHGATE_TEST_LLAMA_MODEL").ok();
     crate::require::require(python.zip(model), || {
@@ -40,7 +40,7 @@ fn llama() -> Option<(String, String)> {
 }
 
 /// llama-cpp-python's server on a free loopback port, killed when dropped.
-struct LlamaServer {
+pub(crate) struct LlamaServer {
     _child: Child,
     /// `http://127.0.0.1:PORT/v1`.
     endpoint: String,
@@ -48,7 +48,7 @@ struct LlamaServer {
 
 impl LlamaServer {
     /// Starts the server with `extra` flags and waits until it lists its model.
-    async fn start(python: &str, model: &str, alias: &str, extra: &[&str]) -> Self {
+    pub(crate) async fn start(python: &str, model: &str, alias: &str, extra: &[&str]) -> Self {
         synthgate::install_crypto_provider();
         let port = crate::process::free_port();
         let log = std::env::temp_dir().join(format!("synthgate-llama-{port}.log"));
@@ -97,7 +97,7 @@ impl LlamaServer {
 /// The gateway with the server as provider `local` (the example config's provider), as
 /// config/examples/local-model-server.yaml defines it: schemas go as llama-cpp-python's
 /// `response_format`, so structured and judge answers are grammar-constrained.
-async fn app_on(server: &LlamaServer, tweak: impl FnOnce(&mut Config)) -> TestApp {
+pub(crate) async fn app_on(server: &LlamaServer, tweak: impl FnOnce(&mut Config)) -> TestApp {
     let endpoint = server.endpoint.clone();
     spawn_app_with(Backend::Sqlite, move |c| {
         c.model_providers = vec![
