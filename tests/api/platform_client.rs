@@ -229,6 +229,12 @@ async fn platform_client_flow(backend: Backend) {
     // Another key: no such job, and none listed.
     assert_eq!(got["other_key_job"]["status"], 404, "{got}");
     assert_eq!(got["other_key_list"], json!([]), "{got}");
+    let routes = got["other_key_routes"].as_object().unwrap();
+    assert_eq!(routes.len(), 8, "{got}");
+    for (route, status) in routes {
+        assert_eq!(status, 404, "key B, {route} of key A's job: {got}");
+    }
+    assert_eq!(got["other_key_file"], 404, "{got}");
 
     // The generic job routes: the list filters, the running job cancelled, the first deleted.
     assert_eq!(got["cancel"]["status"], 200, "{got}");

@@ -167,6 +167,20 @@ def main(base_url: str) -> dict:
     out["other_key_fileset"] = b.files.upload_content(
         content="a\n1\n", remote_path="cities#other.csv", fileset_auto_create=True).name
     out["other_key_seed"] = failure(lambda: b.data_designer.preview(seeded, num_records=1))
+    # Every route of A's job answers B as if it did not exist.
+    other = httpx.Client(headers={"Authorization": f"Bearer {os.environ['CHECK_KEY_B']}"}, timeout=30)
+    jobs_base = f"{base_url.rstrip('/')}/apis/data-designer/v2/workspaces/{WORKSPACE}/jobs/create/{job.name}"
+    out["other_key_routes"] = {
+        f"{method} {suffix or '/'}": other.request(method, jobs_base + suffix).status_code
+        for method, suffix in [
+            ("GET", ""), ("GET", "/status"), ("GET", "/logs"), ("GET", "/results"),
+            ("GET", "/results/artifacts/download"), ("GET", "/results/analysis/download"),
+            ("POST", "/cancel"), ("DELETE", ""),
+        ]
+    }
+    out["other_key_file"] = other.get(
+        f"{base_url.rstrip('/')}/apis/files/v2/workspaces/{WORKSPACE}/filesets/cities/-/cities.csv"
+    ).status_code
     out["other_key_list"] = [j["name"] for j in httpx.get(
         f"{base_url.rstrip('/')}/apis/data-designer/v2/workspaces/{WORKSPACE}/jobs/create",
         headers={"Authorization": f"Bearer {os.environ['CHECK_KEY_B']}"},

@@ -18,7 +18,7 @@ use utoipa::ToSchema;
 use super::errors::PlatformErrorBody;
 use super::views::{PlatformJob, check_name, in_workspace, platform_job};
 use crate::api::data_designer::views::{
-    DEFAULT_PROJECT, META, NAMESPACE, PROJECT, PlatformStatus, platform_status,
+    DEFAULT_PROJECT, META, PROJECT, PlatformStatus, platform_status,
 };
 use crate::api::extract::{self, ApiPath};
 use crate::auth::Caller;
@@ -318,11 +318,7 @@ fn job_filter(workspace: &str, conditions: &[Condition]) -> Result<Option<JobFil
                 when_missing: DEFAULT_PROJECT.to_owned(),
                 test: TextTest::Equals(v.clone()),
             }),
-            ("workspace", _) => filter.text.push(TextMatch {
-                field: TextField::Metadata(vec![META.to_owned(), NAMESPACE.to_owned()]),
-                when_missing: String::new(),
-                test: TextTest::Equals(v.clone()),
-            }),
+            ("workspace", _) => filter.text.push(in_workspace(v)),
             (field, op) => {
                 let at = Some(extract::parse_time(
                     &format!("filter[{field}][{}]", op.name()),
