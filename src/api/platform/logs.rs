@@ -136,13 +136,13 @@ pub async fn job_logs(
             .to_string(),
         })
         .collect();
-    let limit = end - start;
+    // The page before starts a page's length (as asked) before this one.
+    let asked = q.limit.unwrap_or(DEFAULT_LIMIT);
     Ok(Json(PlatformLogPage {
         data,
         total,
         next_page: (end < total).then(|| end.to_string()),
-        prev_page: (start > 0 && q.tail.is_none())
-            .then(|| start.saturating_sub(limit.max(1)).to_string()),
+        prev_page: (start > 0 && q.tail.is_none()).then(|| start.saturating_sub(asked).to_string()),
     }))
 }
 
