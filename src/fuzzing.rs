@@ -3,7 +3,7 @@
 //!
 //! Each takes arbitrary bytes and runs one parser of untrusted input the way the service runs
 //! it: a request body, a job config and its templates, a SQL validator's input, an uploaded
-//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers,
+//! dataset file, an `/mcp` message, a seed datastore commit, a request's trace context headers, a job list's filter,
 //! a model provider's answer.
 //! Any error is a fine answer. What must not happen is a panic, an abort (a stack overflow), or
 //! work without bound; libFuzzer reports the first two as crashes and the last as a timeout or
@@ -19,6 +19,13 @@ use crate::datasets::formats::RowSink;
 use crate::datasets::import::ImportError;
 use crate::domain::dataset::{CodeLang, DatasetConfig};
 use crate::generate::{Plan, PlanContext};
+
+/// A job list query of the NeMo Platform door (`GET .../jobs/create?...`): its parameters, its
+/// `filter` in brackets or as a JSON object (`$and` nests), made a store filter.
+pub fn platform_list_query(data: &[u8]) {
+    let raw = String::from_utf8_lossy(data);
+    let _ = crate::api::platform::list::read_query("default", &raw);
+}
 
 /// A request body as JSON (`POST /v1/jobs`, `/v1/preview`): strictly decoded, then parsed as
 /// a DataDesigner config, compiled, and its first records generated (samplers, expressions,

@@ -7,7 +7,7 @@ mod body_pace;
 mod data_designer;
 mod datasets;
 mod downloads;
-mod platform;
+pub(crate) mod platform;
 use crate::decode;
 pub mod dto;
 mod events;

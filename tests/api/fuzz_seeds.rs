@@ -187,6 +187,15 @@ fn trace_context_seeds_and_mutations() {
 }
 
 #[test]
+fn platform_list_query_seeds_and_mutations() {
+    run(
+        "platform_list_query",
+        seeds("platform_list_query"),
+        fuzzing::platform_list_query,
+    );
+}
+
+#[test]
 fn agent_rollout_seeds_and_mutations() {
     run(
         "agent_rollout",

@@ -342,6 +342,12 @@ fn job_filter(workspace: &str, conditions: &[Condition]) -> Result<Option<JobFil
     Ok(Some(filter))
 }
 
+/// A list query string read as the handler reads it (`page`, `page_size`, `sort`, `filter`),
+/// then made the store filter of `workspace`: the fuzz target's entry (`crate::fuzzing`).
+pub(crate) fn read_query(workspace: &str, raw: &str) -> Result<Option<JobFilter>, ApiError> {
+    job_filter(workspace, &parse_query(Some(raw))?.conditions)
+}
+
 /// The conditions as the answer echoes them.
 fn echo(conditions: &[Condition]) -> Option<Value> {
     if conditions.is_empty() {

@@ -24,7 +24,7 @@
 pub(super) mod errors;
 mod files;
 mod jobs;
-mod list;
+pub(crate) mod list;
 mod logs;
 mod preview;
 mod providers;
