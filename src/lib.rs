@@ -35,7 +35,8 @@
 //!   page (`api::ui`, embedded from `ui/`), the same operations as MCP tools at `/mcp`
 //!   (`api::mcp_server`; [`mcp`] is the other direction, the client pool), NVIDIA's Data
 //!   Designer service API at `/v1/data-designer` (`api::data_designer`, for its Python client)
-//!   and its seed datastore, a Hub-compatible API at `/v1/hf` (`api::hub`), with [`state`], the
+//!   and its seed datastore, a Hub-compatible API at `/v1/hf` (`api::hub`), its successor's
+//!   NeMo Platform API at `/apis/...` (`api::platform`, for `nemo-platform`), with [`state`], the
 //!   handles the handlers share; and [`worker`], the queue of one replica: claims, leases, the
 //!   batch writer. Every job, record, trace, export and progress question goes to [`jobs`],
 //!   every dataset question to [`datasets`]; neither driver touches the store for them.

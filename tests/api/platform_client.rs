@@ -56,35 +56,19 @@ async fn platform_client_flow(backend: Backend) {
         },
     )
     .await;
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("platform_check.py");
-    std::fs::copy(
-        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/nemo/platform_check.py"),
-        &script,
-    )
-    .unwrap();
-    let out = tokio::time::timeout(
+    let (got, stdout) = run_client(
+        &python,
+        "platform_check.py",
+        &app.url(""),
+        &[
+            ("CHECK_KEY_A", KEY_A),
+            ("CHECK_KEY_B", KEY_B),
+            ("CHECK_KEY_UNKNOWN", UNKNOWN_KEY),
+        ],
         Duration::from_secs(240),
-        tokio::process::Command::new(python)
-            .arg(&script)
-            .arg(app.url(""))
-            .env("CHECK_KEY_A", KEY_A)
-            .env("CHECK_KEY_B", KEY_B)
-            .env("CHECK_KEY_UNKNOWN", UNKNOWN_KEY)
-            .env("HOME", dir.path())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the client");
+    .await;
     mock.release();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let last = stdout.trim().lines().last().unwrap_or_default();
-    let got: Value =
-        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
 
     // The providers, as the client names them: workspace and name, never an endpoint.
     assert_eq!(got["providers"], json!(["default/mock"]), "{got}");
@@ -258,6 +242,43 @@ async fn platform_client_flow(backend: Backend) {
     assert_eq!(got["after_delete"], 404, "{got}");
 }
 
+/// Runs tests/nemo/`name` with the client's interpreter against `base_url`, with `envs` set and
+/// a home of its own (copied under the temp directory, which that interpreter sees); the JSON
+/// object its last line of stdout prints, and all of its stdout.
+async fn run_client(
+    python: &str,
+    name: &str,
+    base_url: &str,
+    envs: &[(&str, &str)],
+    limit: Duration,
+) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join(name);
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/nemo")
+        .join(name);
+    std::fs::copy(source, &script).unwrap();
+    let out = tokio::time::timeout(
+        limit,
+        tokio::process::Command::new(python)
+            .arg(&script)
+            .arg(base_url)
+            .envs(envs.iter().copied())
+            .env("HOME", dir.path())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes in time")
+    .expect("run the client");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let last = stdout.trim().lines().last().unwrap_or_default();
+    let got = serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    (got, stdout)
+}
+
 /// `GET path` with key A; the body of its `200`.
 async fn get_as_a(app: &crate::helpers::TestApp, path: &str) -> Value {
     let resp = app
@@ -285,34 +306,14 @@ async fn the_platform_client_previews_and_runs_on_a_real_model() {
     };
     let server = crate::real_model::LlamaServer::start(&llama_python, &model, "smol", &[]).await;
     let app = crate::real_model::app_on(&server, |_| {}).await;
-    let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("platform_real_model.py");
-    std::fs::copy(
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/nemo/platform_real_model.py"
-        ),
-        &script,
-    )
-    .unwrap();
-    let out = tokio::time::timeout(
+    let (got, _) = run_client(
+        &python,
+        "platform_real_model.py",
+        &app.url(""),
+        &[],
         Duration::from_secs(600),
-        tokio::process::Command::new(python)
-            .arg(&script)
-            .arg(app.url(""))
-            .env("HOME", dir.path())
-            .kill_on_drop(true)
-            .output(),
     )
-    .await
-    .expect("the client finishes in time")
-    .expect("run the client");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let last = stdout.trim().lines().last().unwrap_or_default();
-    let got: Value =
-        serde_json::from_str(last).unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    .await;
     assert_eq!(got["job_status"], "completed", "{got}");
     for (rows, n) in [(&got["preview"], 2), (&got["job"], 3)] {
         let rows = rows.as_array().unwrap();
